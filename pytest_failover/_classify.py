@@ -1,0 +1,159 @@
+"""What an attempt's result means: one place maps exceptions and responses to outcomes.
+
+An outcome says whether the domain failed (breaker and budget count it), whether
+request bytes may have left (a re-send could duplicate a side effect), the
+low-cardinality ``error.type`` reported in telemetry, and any ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import enum
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+from ._policy import Policy
+
+__all__ = ["Outcome", "OutcomeKind", "classify_exception", "classify_response", "error_type_of"]
+
+
+class OutcomeKind(str, enum.Enum):
+    SUCCESS = "success"  # the domain answered with a success
+    ANSWER = "answer"  # the domain answered (4xx, application error): final, domain healthy
+    THROTTLED = "throttled"  # 429 with Retry-After: may retry, domain healthy
+    FAILURE = "failure"  # the domain failed: counted against it, may retry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    kind: OutcomeKind
+    error_type: str | None = None
+    status: int | None = None
+    sent: bool = True  # request bytes may have reached the server
+    retry_after: float | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in (OutcomeKind.FAILURE, OutcomeKind.THROTTLED)
+
+
+SUCCESS = Outcome(kind=OutcomeKind.SUCCESS)
+
+# Exceptions raised before any request byte left: always safe to send elsewhere.
+_PRE_SEND = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+# Most specific first.
+_ERROR_TYPES: tuple[tuple[type[BaseException], str], ...] = (
+    (httpx.ConnectTimeout, "connect_timeout"),
+    (httpx.ReadTimeout, "read_timeout"),
+    (httpx.WriteTimeout, "write_timeout"),
+    (httpx.PoolTimeout, "pool_timeout"),
+    (httpx.RemoteProtocolError, "remote_protocol_error"),
+    (httpx.ConnectError, "connect_error"),
+    (httpx.ReadError, "read_error"),
+    (httpx.WriteError, "write_error"),
+    (httpx.TimeoutException, "timeout"),
+)
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _cause_type(exc: BaseException) -> str | None:
+    """A more precise error type from the exception's cause chain, if there is one."""
+    for cause in _chain(exc):
+        if isinstance(cause, socket.gaierror):
+            return "dns_error"
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return "server_certificate_invalid"
+        if isinstance(cause, ssl.SSLError):
+            return "tls_error"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection_refused"
+        if isinstance(cause, ConnectionResetError):
+            return "connection_reset"
+    # anyio and httpcore flatten some causes into the message only.
+    text = str(exc).lower()
+    for needle, name in _MESSAGE_HINTS:
+        if needle in text:
+            return name
+    return None
+
+
+_MESSAGE_HINTS = (
+    ("name or service not known", "dns_error"),
+    ("nodename nor servname", "dns_error"),
+    ("temporary failure in name resolution", "dns_error"),
+    ("no address associated", "dns_error"),
+    ("certificate verify failed", "server_certificate_invalid"),
+    ("[ssl", "tls_error"),
+    ("connection refused", "connection_refused"),
+    ("all connection attempts failed", "connection_refused"),
+    ("connection reset", "connection_reset"),
+)
+
+
+def error_type_of(exc: BaseException) -> str:
+    """The low-cardinality ``error.type`` of an exception."""
+    if isinstance(exc, (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)):
+        precise = _cause_type(exc)
+        if precise is not None:
+            return precise
+    for kind, name in _ERROR_TYPES:
+        if isinstance(exc, kind):
+            return name
+    cls = type(exc)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def classify_exception(exc: httpx.TransportError, *, body_started: bool = False) -> Outcome:
+    """Every transport error is a failure of the domain; ``sent`` says whether a
+    re-send could duplicate the request."""
+    sent = body_started or not isinstance(exc, _PRE_SEND)
+    return Outcome(kind=OutcomeKind.FAILURE, error_type=error_type_of(exc), sent=sent)
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date), or None."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    wall = time.time() if now is None else now
+    return max(0.0, when.timestamp() - wall)
+
+
+def classify_response(response: httpx.Response, policy: Policy) -> Outcome:
+    """A response is a success, an answer, a throttle or a failure of the domain."""
+    status = response.status_code
+    if status in policy.retry_statuses:
+        retry_after = parse_retry_after(response.headers.get("Retry-After")) if status == 503 else None
+        return Outcome(kind=OutcomeKind.FAILURE, error_type=str(status), status=status, retry_after=retry_after)
+    if status == 429:
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        if retry_after is None:
+            return Outcome(kind=OutcomeKind.ANSWER, error_type="429", status=status)
+        return Outcome(kind=OutcomeKind.THROTTLED, error_type="429", status=status, retry_after=retry_after)
+    if status >= 400:
+        return Outcome(kind=OutcomeKind.ANSWER, error_type=str(status), status=status)
+    if policy.is_app_error is not None and policy.is_app_error(response):
+        return Outcome(kind=OutcomeKind.ANSWER, error_type="app_error", status=status)
+    return Outcome(kind=OutcomeKind.SUCCESS, status=status)

@@ -1,0 +1,567 @@
+"""The sans-I/O decision core of the failover client.
+
+Rules and theory of operation
+-----------------------------
+The transports never decide anything. For each logical request they open a
+:class:`RequestPlan` and loop::
+
+    decision = plan.next(now)            # Attempt(domain, delay, timeout) or Stop(reason)
+    ... wait decision.delay, send the attempt, classify what happened ...
+    events = plan.record(outcome, now)   # breaker transitions, switches
+
+Which domain: the pool's order for the configured region, restricted to the
+domains that are enabled (remote control) and whose breaker admits a request.
+Among those, domains not yet tried by this request come first (a retry goes to
+the *next* domain), then domains without a recent failure (``sticky``: a domain
+that failed within the breaker cooldown yields to the last one that worked,
+which is how the client stays on the backup), then pool order. A domain whose
+breaker cooldown is over ranks as healthy again, so the next request probes it:
+that is the failback to the primary. An explicit :class:`ScheduleTable` names
+the domain of each step by its rank at the start of the request instead.
+
+Whether to retry: never after a success or an answer (4xx, application error);
+never once the schedule's attempts are used up; never when request bytes may
+have left and the request is not idempotent (or its body cannot be replayed);
+never while the pool's retry budget is at or below half; never when the next
+attempt could not start before the deadline. The first attempt is never
+delayed; a ``Retry-After`` (capped) lengthens the wait before the next one.
+
+Everything is a value: decisions, outcomes and events are frozen dataclasses.
+Time and randomness are arguments. The pool's lock is held only while deciding,
+never during I/O, so one slow domain never blocks requests to another.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import httpx
+
+from ._breaker import Breaker, BreakerState, BreakerTransition
+from ._budget import TokenBucket
+from ._classify import Outcome, OutcomeKind
+from ._policy import ExponentialBackoff, Policy
+from ._pool import Domain, Pool
+from ._state import DomainState, PoolState, TransportState
+
+if TYPE_CHECKING:
+    from ._control import ControlDocument
+
+__all__ = [
+    "Attempt",
+    "AttemptRecord",
+    "BreakerEvent",
+    "BudgetRejected",
+    "Event",
+    "FailoverCore",
+    "PoolCore",
+    "RequestOptions",
+    "RequestPlan",
+    "Stop",
+    "Switch",
+]
+
+# An attempt with less time than this before the deadline is not started.
+MIN_ATTEMPT_TIME = 0.001
+
+
+# -- values ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptRecord:
+    """What one attempt did: kept on results and errors, reported in telemetry."""
+
+    number: int
+    domain: str
+    error_type: str | None
+    status: int | None
+    duration: float
+    sent: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerEvent:
+    pool: str
+    domain: Domain
+    before: BreakerState
+    after: BreakerState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Switch:
+    """The domain serving a pool changed (``reason``: the failure that moved it, or
+    ``failback`` when a preferred domain took the traffic back)."""
+
+    pool: str
+    before: Domain
+    after: Domain
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetRejected:
+    pool: str
+
+
+Event = BreakerEvent | Switch | BudgetRejected
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """Decision: send attempt ``number`` (1-based) to ``domain`` after ``delay`` seconds,
+    with at most ``timeout`` seconds for it."""
+
+    number: int
+    domain: Domain
+    delay: float
+    timeout: float
+    probe: bool
+    events: tuple[Event, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stop:
+    """Decision: no further attempt. ``reason`` is ``done`` after a success or an
+    answer, else why the plan gave up: ``exhausted``, ``deadline``,
+    ``not_retryable``, ``retry_budget`` or ``circuit_open``."""
+
+    reason: str
+    events: tuple[Event, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestOptions:
+    """The ``extensions={"failover": {...}}`` of one request, validated."""
+
+    enabled: bool = True
+    domain: str | None = None
+    pool: str | None = None
+    idempotent: bool | None = None
+
+    @classmethod
+    def from_extensions(cls, extensions: Mapping[str, object]) -> RequestOptions:
+        raw = extensions.get("failover")
+        if raw is None:
+            return _DEFAULT_OPTIONS
+        if not isinstance(raw, Mapping):
+            raise TypeError('extensions["failover"] must be a dict such as {"enabled": False}')
+        unknown = sorted(set(raw) - {"enabled", "domain", "pool", "idempotent"})
+        if unknown:
+            raise ValueError(
+                f'extensions["failover"]: unknown option(s) {unknown}; '
+                "expected enabled, domain, pool or idempotent"
+            )
+        for key, kind in (("enabled", bool), ("idempotent", bool), ("domain", str), ("pool", str)):
+            if key in raw and not isinstance(raw[key], kind):
+                raise TypeError(f'extensions["failover"]["{key}"] must be a {kind.__name__}')
+        return cls(**raw)
+
+
+_DEFAULT_OPTIONS = RequestOptions()
+
+
+# -- one pool --------------------------------------------------------------------------------
+
+
+class PoolCore:
+    """The shared, mutable state of one pool: breakers, budget, serving domain."""
+
+    def __init__(self, pool: Pool, policy: Policy, *, region: str | None) -> None:
+        self.pool = pool
+        self.policy = policy
+        self.order: tuple[Domain, ...] = pool.order(region)
+        self._position = {d: i for i, d in enumerate(self.order)}
+        self.breakers = {
+            d: Breaker(threshold=policy.breaker_threshold, cooldown=policy.breaker_cooldown)
+            for d in pool.domains
+        }
+        self.budget = TokenBucket(policy.retry_budget) if policy.retry_budget else None
+        self.disabled: frozenset[Domain] = frozenset()
+        self.serving: Domain | None = None
+        self.lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.pool.name
+
+    def _rank_key(self, domain: Domain, now: float, tried: Mapping[Domain, int]) -> tuple[int, int, int]:
+        breaker = self.breakers[domain]
+        recent = self.policy.sticky and breaker.recently_failed(now) and not breaker.probe_due(now)
+        return (tried.get(domain, 0), int(recent), self._position[domain])
+
+    def ranked(self, now: float, tried: Mapping[Domain, int] | None = None) -> list[Domain]:
+        """Admissible domains, best first (caller holds the lock)."""
+        tried = tried or {}
+        usable = [
+            d for d in self.order if d not in self.disabled and self.breakers[d].admits(now)
+        ]
+        return sorted(usable, key=lambda d: self._rank_key(d, now, tried))
+
+    def restore_serving(self, domain: Domain, now: float) -> None:
+        """Resume on ``domain`` after a restart: the domains ahead of it count as
+        recently failed for one cooldown, then the client fails back."""
+        with self.lock:
+            self.serving = domain
+            for ahead in self.order[: self._position[domain]]:
+                self.breakers[ahead].last_failure_at = now
+
+    def snapshot(self, now: float) -> PoolState:
+        with self.lock:
+            return PoolState(
+                name=self.name,
+                domains=tuple(
+                    DomainState(
+                        domain=d.url,
+                        breaker=self.breakers[d].state.value,
+                        consecutive_failures=self.breakers[d].failures,
+                        enabled=d not in self.disabled,
+                        can_request=d not in self.disabled and self.breakers[d].admits(now),
+                    )
+                    for d in self.order
+                ),
+                sticky=self.serving.url if self.serving else None,
+                budget_tokens=self.budget.tokens if self.budget else None,
+            )
+
+
+# -- one logical request -------------------------------------------------------------------
+
+
+class RequestPlan:
+    """The decisions for one logical request. Not shared between threads."""
+
+    def __init__(
+        self,
+        core: PoolCore,
+        *,
+        method: str,
+        idempotent: bool,
+        replayable: bool,
+        pinned: Domain | None,
+        now: float,
+        random: Callable[[], float],
+    ) -> None:
+        self.core = core
+        self.policy = core.policy
+        self.method = method
+        self.idempotent = idempotent
+        self.replayable = replayable
+        self.pinned = pinned
+        self.started_at = now
+        self.deadline_at = now + self.policy.deadline
+        self._random = random
+        self.records: list[AttemptRecord] = []
+        self._tried: dict[Domain, int] = {}
+        self._in_flight: Attempt | None = None
+        self._last: Outcome | None = None
+        self._failed_on: tuple[Domain, str] | None = None
+        self._done = False
+        with core.lock:
+            self._initial = self._candidates(now)
+
+    @property
+    def pool(self) -> str:
+        return self.core.name
+
+    @property
+    def last_outcome(self) -> Outcome | None:
+        return self._last
+
+    def _candidates(self, now: float) -> list[Domain]:
+        core = self.core
+        if self.pinned is not None:
+            return [self.pinned] if core.breakers[self.pinned].admits(now) else []
+        return core.ranked(now, self._tried)
+
+    # -- next -------------------------------------------------------------------------
+
+    def next(self, now: float) -> Attempt | Stop:
+        """What to do now: another attempt, or stop (and why)."""
+        if self._in_flight is not None:
+            raise RuntimeError(
+                f"attempt {self._in_flight.number} is in flight: record its outcome first"
+            )
+        if self._done:
+            return Stop(reason="done")
+        number = len(self.records) + 1
+        if number > self.policy.max_attempts:
+            return Stop(reason="exhausted")
+        events: list[Event] = []
+        with self.core.lock:
+            if number > 1:
+                refusal = self._refuse_retry(events)
+                if refusal is not None:
+                    return Stop(reason=refusal, events=tuple(events))
+            domain = self._choose(number, now)
+            if domain is None:
+                return Stop(reason="circuit_open" if number == 1 else "exhausted")
+            delay = self._delay(number, now)
+            remaining = self.deadline_at - (now + delay)
+            if remaining < MIN_ATTEMPT_TIME:
+                return Stop(reason="deadline")
+            timeout = remaining
+            if self.policy.attempt_timeout is not None:
+                timeout = min(timeout, self.policy.attempt_timeout)
+            breaker = self.core.breakers[domain]
+            probe, transition = breaker.acquire(now + delay)
+            self._add_transition(events, domain, transition)
+        attempt = Attempt(
+            number=number,
+            domain=domain,
+            delay=delay,
+            timeout=timeout,
+            probe=probe,
+            events=tuple(events),
+        )
+        self._in_flight = attempt
+        self._tried[domain] = self._tried.get(domain, 0) + 1
+        return attempt
+
+    def _refuse_retry(self, events: list[Event]) -> str | None:
+        last = self._last
+        assert last is not None
+        if last.sent and not (self.idempotent and self.replayable):
+            return "not_retryable"
+        budget = self.core.budget
+        if budget is not None and not budget.allows_retry():
+            events.append(BudgetRejected(pool=self.pool))
+            return "retry_budget"
+        return None
+
+    def _choose(self, number: int, now: float) -> Domain | None:
+        candidates = self._candidates(now)
+        if not candidates:
+            return None
+        schedule = self.policy.schedule
+        if isinstance(schedule, ExponentialBackoff) or not self._initial:
+            return candidates[0]
+        wanted = schedule.steps[number - 1].domain % len(self._initial)
+        for offset in range(len(self._initial)):
+            domain = self._initial[(wanted + offset) % len(self._initial)]
+            if domain in candidates:
+                return domain
+        return candidates[0]
+
+    def _delay(self, number: int, now: float) -> float:
+        if number == 1:
+            return 0.0
+        schedule = self.policy.schedule
+        if isinstance(schedule, ExponentialBackoff):
+            delay = schedule.delay(number - 1, self._random)
+        else:
+            delay = max(0.0, self.started_at + schedule.offset(number - 1, self._random) - now)
+        last = self._last
+        if last is not None and last.retry_after is not None:
+            delay = max(delay, min(last.retry_after, self.policy.retry_after_cap))
+        return delay
+
+    # -- record -----------------------------------------------------------------------
+
+    def record(self, outcome: Outcome, now: float, *, duration: float) -> tuple[Event, ...]:
+        """Report what the attempt in flight did; returns the events it caused."""
+        attempt = self._take_in_flight()
+        self.records.append(
+            AttemptRecord(
+                number=attempt.number,
+                domain=attempt.domain.url,
+                error_type=outcome.error_type,
+                status=outcome.status,
+                duration=duration,
+                sent=outcome.sent,
+            )
+        )
+        self._last = outcome
+        events: list[Event] = []
+        core = self.core
+        with core.lock:
+            breaker = core.breakers[attempt.domain]
+            if outcome.kind is OutcomeKind.FAILURE:
+                transition = breaker.failure(now, probe=attempt.probe)
+                if core.budget is not None:
+                    core.budget.failure()
+                self._failed_on = (attempt.domain, outcome.error_type or "failure")
+            else:
+                transition = breaker.success(now, probe=attempt.probe)
+                if core.budget is not None:
+                    if outcome.kind is OutcomeKind.THROTTLED:
+                        core.budget.failure()
+                    else:
+                        core.budget.success()
+            self._add_transition(events, attempt.domain, transition)
+            if not outcome.retryable:
+                self._done = True
+                self._note_serving(attempt.domain, events)
+        return tuple(events)
+
+    def abandon(self, now: float) -> tuple[Event, ...]:
+        """The attempt in flight ended without an outcome (cancelled, or an error that
+        says nothing about the domain): release its probe, count nothing."""
+        if self._in_flight is None:
+            return ()
+        attempt = self._take_in_flight()
+        self._tried[attempt.domain] -= 1
+        events: list[Event] = []
+        with self.core.lock:
+            transition = self.core.breakers[attempt.domain].abandon(now, probe=attempt.probe)
+            self._add_transition(events, attempt.domain, transition)
+        self._done = True
+        return tuple(events)
+
+    def _take_in_flight(self) -> Attempt:
+        attempt = self._in_flight
+        if attempt is None:
+            raise RuntimeError("no attempt is in flight: call next() first")
+        self._in_flight = None
+        return attempt
+
+    def _note_serving(self, domain: Domain, events: list[Event]) -> None:
+        core = self.core
+        before = core.serving
+        core.serving = domain
+        if before is None or before == domain:
+            return
+        if self._failed_on is not None and self._failed_on[0] == before:
+            reason = self._failed_on[1]
+        elif core._position[domain] < core._position[before]:
+            reason = "failback"
+        else:
+            reason = "preferred_unavailable"
+        events.append(Switch(pool=self.pool, before=before, after=domain, reason=reason))
+
+    def _add_transition(
+        self, events: list[Event], domain: Domain, transition: BreakerTransition | None
+    ) -> None:
+        if transition is not None:
+            events.append(
+                BreakerEvent(
+                    pool=self.pool, domain=domain, before=transition.before, after=transition.after
+                )
+            )
+
+
+# -- every pool ------------------------------------------------------------------------------
+
+
+class FailoverCore:
+    """All pools of one transport, and the request routing between them."""
+
+    def __init__(
+        self,
+        pools: Sequence[Pool],
+        policy: Policy | Mapping[str, Policy] | None = None,
+        *,
+        region: str | None = None,
+        random: Callable[[], float] = _random.random,
+    ) -> None:
+        if isinstance(pools, Pool):
+            pools = [pools]
+        if not pools:
+            raise ValueError("FailoverTransport needs at least one Pool")
+        names = [p.name for p in pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pool names must be unique, got {names}")
+        seen: dict[Domain, str] = {}
+        for p in pools:
+            for d in p.domains:
+                if d in seen:
+                    raise ValueError(f"domain {d} is in pools {seen[d]!r} and {p.name!r}")
+                seen[d] = p.name
+        policies = self._policies(policy, names)
+        self.pools: dict[str, PoolCore] = {
+            p.name: PoolCore(p, policies[p.name], region=region) for p in pools
+        }
+        self._by_domain = {d: self.pools[name] for d, name in seen.items()}
+        self._by_host: dict[str, list[tuple[Domain, PoolCore]]] = {}
+        for d, pc in self._by_domain.items():
+            self._by_host.setdefault(d.host, []).append((d, pc))
+        self.random = random
+        self.control_version = 0
+        self._control_lock = threading.Lock()
+
+    @staticmethod
+    def _policies(policy: Policy | Mapping[str, Policy] | None, names: list[str]) -> dict[str, Policy]:
+        if policy is None or isinstance(policy, Policy):
+            shared = policy or Policy()
+            return {n: shared for n in names}
+        unknown = sorted(set(policy) - set(names))
+        if unknown:
+            raise ValueError(f"policy given for unknown pool(s) {unknown}")
+        for name, value in policy.items():
+            if not isinstance(value, Policy):
+                raise TypeError(f"policy for pool {name!r} must be a Policy")
+        return {n: policy.get(n) or Policy() for n in names}
+
+    def route(self, url: httpx.URL, options: RequestOptions) -> tuple[PoolCore, Domain | None] | None:
+        """The pool a request belongs to and its pinned domain, or None (pass through)."""
+        if not options.enabled:
+            return None
+        if options.domain is not None:
+            try:
+                pinned = Domain.parse(options.domain)
+            except ValueError as exc:
+                raise ValueError(f'extensions["failover"]["domain"]: {exc}') from None
+            pool_core = self._by_domain.get(pinned)
+            if pool_core is None:
+                raise ValueError(f"pinned domain {pinned} is not in any pool")
+            return pool_core, pinned
+        if options.pool is not None:
+            pool_core = self.pools.get(options.pool)
+            if pool_core is None:
+                raise ValueError(f"unknown pool {options.pool!r}; pools are {sorted(self.pools)}")
+            return pool_core, None
+        host = url.host.lower().rstrip(".")
+        for domain, pool_core in self._by_host.get(host, ()):
+            if domain.matches(url):
+                return pool_core, None
+        return None
+
+    def begin(
+        self,
+        pool_core: PoolCore,
+        *,
+        method: str,
+        headers: httpx.Headers,
+        options: RequestOptions,
+        replayable: bool,
+        pinned: Domain | None,
+        now: float,
+    ) -> RequestPlan:
+        method = method.upper()
+        if options.idempotent is not None:
+            idempotent = options.idempotent
+        else:
+            idempotent = method in pool_core.policy.idempotent_methods or "idempotency-key" in headers
+        return RequestPlan(
+            pool_core,
+            method=method,
+            idempotent=idempotent,
+            replayable=replayable,
+            pinned=pinned,
+            now=now,
+            random=self.random,
+        )
+
+    def state(self, now: float) -> TransportState:
+        return TransportState(
+            pools={name: pc.snapshot(now) for name, pc in self.pools.items()},
+            control_version=self.control_version,
+        )
+
+    def apply_control(self, doc: ControlDocument) -> None:
+        """Apply a verified control document, or raise ``ControlError`` and change nothing."""
+        with self._control_lock:
+            doc.check([pc.pool for pc in self.pools.values()], self.control_version)
+            disabled = {
+                name: frozenset(Domain.parse(url) for url in doc.disabled.get(name, ()))
+                for name in self.pools
+            }
+            for name, pool_core in self.pools.items():
+                with pool_core.lock:
+                    pool_core.disabled = disabled[name]
+            self.control_version = doc.version
+

@@ -1,0 +1,55 @@
+"""The failover client's exceptions.
+
+Every exception the transports raise is an ``httpx.TransportError``, so code that
+already catches ``httpx.HTTPError`` keeps working::
+
+    httpx.TransportError
+     └── FailoverError                 (carries .attempts, .pool)
+          ├── AllDomainsFailed         every allowed attempt failed (.reason says why it stopped)
+          └── CircuitOpenError         every domain's breaker is open: no network call was made
+
+The exception of the last attempt is chained as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import httpx
+
+if TYPE_CHECKING:
+    from ._core import AttemptRecord
+
+__all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverError"]
+
+
+class FailoverError(httpx.TransportError):
+    """Base class: the failover client gave up on a logical request."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pool: str,
+        attempts: Sequence[AttemptRecord] = (),
+        reason: str,
+        request: httpx.Request | None = None,
+    ) -> None:
+        super().__init__(message, request=request)
+        self.pool = pool
+        self.attempts: tuple[AttemptRecord, ...] = tuple(attempts)
+        self.reason = reason
+
+
+class AllDomainsFailed(FailoverError):
+    """Every attempt the policy allowed failed.
+
+    ``reason`` is one of ``exhausted`` (the schedule ran out), ``deadline``,
+    ``not_retryable`` (bytes left and the request is not idempotent, or its body
+    cannot be replayed) and ``retry_budget`` (the pool's retry budget is spent).
+    """
+
+
+class CircuitOpenError(FailoverError):
+    """Every candidate domain is open (or disabled): the request was not sent."""

@@ -1,0 +1,216 @@
+"""The knobs of the failover client, with their defaults, and the retry schedules.
+
+Everything here is an immutable value validated when built, so a bad policy fails
+at construction time with a message that names the field, never mid-request.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+__all__ = [
+    "DEFAULT_IDEMPOTENT_METHODS",
+    "DEFAULT_RETRY_STATUSES",
+    "ExponentialBackoff",
+    "Policy",
+    "RetryBudget",
+    "Schedule",
+    "ScheduleTable",
+    "Step",
+]
+
+DEFAULT_RETRY_STATUSES = frozenset({500, 502, 503, 504})
+DEFAULT_IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
+
+
+def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero) or math.isinf(value):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExponentialBackoff:
+    """Full-jitter exponential backoff: retry n waits ``U(0, min(cap, base * 2**n))``.
+
+    The first attempt is never delayed; the jitter on the first retry keeps many
+    clients that saw the same failure from switching in lockstep.
+    """
+
+    base: float = 0.2
+    cap: float = 10.0
+    max_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        _positive("ExponentialBackoff.base", self.base)
+        _positive("ExponentialBackoff.cap", self.cap)
+        if self.cap < self.base:
+            raise ValueError("ExponentialBackoff.cap must be >= base")
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ValueError(f"ExponentialBackoff.max_attempts must be an int >= 1, got {self.max_attempts!r}")
+
+    def delay(self, retry: int, random: Callable[[], float]) -> float:
+        """Seconds to wait before retry number ``retry`` (1 for the first retry)."""
+        if retry <= 0:
+            return 0.0
+        ceiling = min(self.cap, self.base * 2.0 ** (retry - 1))
+        return random() * ceiling
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One row of an explicit schedule: start at ``at`` seconds after the request
+    began, on domain number ``domain`` of the request's domain order (0 = primary).
+    """
+
+    at: float
+    domain: int
+
+    def __post_init__(self) -> None:
+        _positive("Step.at", self.at, allow_zero=True)
+        if isinstance(self.domain, bool) or not isinstance(self.domain, int) or self.domain < 0:
+            raise ValueError(f"Step.domain must be an int >= 0, got {self.domain!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleTable:
+    """An explicit schedule, Agora style: ``ScheduleTable([Step(0, 0), Step(1, 0), Step(3, 1)])``.
+
+    Offsets are measured from the start of the logical request; an attempt whose
+    offset has already passed starts at once. ``jitter`` (0..1) pulls each retry
+    up to that fraction earlier, at random, to break lockstep between clients.
+    """
+
+    steps: tuple[Step, ...]
+    jitter: float = 0.0
+
+    def __init__(self, steps: list[Step] | tuple[Step, ...], jitter: float = 0.0) -> None:
+        steps = tuple(Step(*s) if isinstance(s, tuple) else s for s in steps)
+        if not steps:
+            raise ValueError("ScheduleTable needs at least one step")
+        if steps[0].at != 0:
+            raise ValueError("ScheduleTable: the first attempt is never delayed (steps[0].at must be 0)")
+        for before, after in itertools.pairwise(steps):
+            if after.at < before.at:
+                raise ValueError("ScheduleTable: step offsets must not decrease")
+        _positive("ScheduleTable.jitter", jitter, allow_zero=True)
+        if jitter >= 1:
+            raise ValueError("ScheduleTable.jitter must be < 1")
+        object.__setattr__(self, "steps", steps)
+        object.__setattr__(self, "jitter", float(jitter))
+
+    @property
+    def max_attempts(self) -> int:
+        return len(self.steps)
+
+    def offset(self, attempt: int, random: Callable[[], float]) -> float:
+        """Offset from the request start of attempt number ``attempt`` (0-based)."""
+        at = self.steps[attempt].at
+        if attempt == 0 or self.jitter == 0:
+            return at
+        return at * (1 - self.jitter * random())
+
+
+Schedule = ExponentialBackoff | ScheduleTable
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryBudget:
+    """A gRPC-style retry throttle, one per pool.
+
+    Tokens start at ``max_tokens``; every failed attempt costs one, every success
+    refunds ``token_ratio``. While the tokens are at or below half of
+    ``max_tokens`` no retry and no switch is made: the first attempt still goes out.
+    """
+
+    max_tokens: float = 10.0
+    token_ratio: float = 0.1
+
+    def __post_init__(self) -> None:
+        _positive("RetryBudget.max_tokens", self.max_tokens)
+        if self.max_tokens > 1000:
+            raise ValueError("RetryBudget.max_tokens must be <= 1000")
+        _positive("RetryBudget.token_ratio", self.token_ratio)
+
+
+ResponseCheck = Callable[[httpx.Response], bool]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """How the failover client decides. Defaults are the documented ones.
+
+    - ``schedule``: :class:`ExponentialBackoff` (default) or :class:`ScheduleTable`.
+    - ``attempt_timeout``: per-attempt timeout in seconds (caps httpx's own timeouts).
+    - ``deadline``: the whole logical request, retries and waits included.
+    - ``retry_statuses``: statuses that count as a failure of the domain.
+    - ``retry_after_cap``: longest ``Retry-After`` (429/503) that is honoured.
+    - ``idempotent_methods``: methods that may be re-sent after bytes left.
+    - ``is_app_error``: a predicate on a successful response (its body is read)
+      that marks an application-level error: returned as is, never retried,
+      never held against the domain, reported as ``error.type=app_error``.
+    - ``breaker_threshold`` / ``breaker_cooldown``: consecutive failures that open
+      a domain's breaker, and how long it stays open before one probe.
+    - ``retry_budget``: :class:`RetryBudget`, or None to disable throttling.
+    - ``sticky``: prefer the last domain that worked; ``sticky_path`` persists it.
+    - ``stale_on_failure``: serve the last good GET response when every domain
+      failed (``stale_max_age`` seconds at most, ``stale_max_bytes`` per body).
+    """
+
+    schedule: Schedule = field(default_factory=ExponentialBackoff)
+    attempt_timeout: float | None = 10.0
+    deadline: float = 20.0
+    retry_statuses: frozenset[int] = DEFAULT_RETRY_STATUSES
+    retry_after_cap: float = 30.0
+    idempotent_methods: frozenset[str] = DEFAULT_IDEMPOTENT_METHODS
+    is_app_error: ResponseCheck | None = None
+    breaker_threshold: int = 3
+    breaker_cooldown: float = 30.0
+    retry_budget: RetryBudget | None = field(default_factory=RetryBudget)
+    sticky: bool = True
+    sticky_path: str | None = None
+    stale_on_failure: bool = False
+    stale_max_age: float = 300.0
+    stale_max_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.schedule, (ExponentialBackoff, ScheduleTable)):
+            raise ValueError("Policy.schedule must be an ExponentialBackoff or a ScheduleTable")
+        if self.attempt_timeout is not None:
+            _positive("Policy.attempt_timeout", self.attempt_timeout)
+        _positive("Policy.deadline", self.deadline)
+        _positive("Policy.retry_after_cap", self.retry_after_cap, allow_zero=True)
+        _positive("Policy.breaker_cooldown", self.breaker_cooldown)
+        _positive("Policy.stale_max_age", self.stale_max_age)
+        if isinstance(self.breaker_threshold, bool) or not isinstance(self.breaker_threshold, int) or self.breaker_threshold < 1:
+            raise ValueError(f"Policy.breaker_threshold must be an int >= 1, got {self.breaker_threshold!r}")
+        statuses = frozenset(self.retry_statuses)
+        bad = sorted(s for s in statuses if not isinstance(s, int) or not 100 <= s <= 599)
+        if bad:
+            raise ValueError(f"Policy.retry_statuses: {bad} are not HTTP status codes")
+        if any(400 <= s < 500 for s in statuses):
+            raise ValueError("Policy.retry_statuses: a 4xx is an answer, not a failure of the domain")
+        object.__setattr__(self, "retry_statuses", statuses)
+        object.__setattr__(
+            self, "idempotent_methods", frozenset(m.upper() for m in self.idempotent_methods)
+        )
+
+    @property
+    def max_attempts(self) -> int:
+        return self.schedule.max_attempts
+
+    @classmethod
+    def agora(cls, **overrides: object) -> Policy:
+        """The seed schedule: primary; primary after 1 s; backup after 3 s;
+        region 1 after 6 s; region 2 after 10 s; 10 s per attempt, 20 s overall."""
+        table = ScheduleTable([Step(0, 0), Step(1, 0), Step(3, 1), Step(6, 2), Step(10, 3)])
+        values: dict[str, object] = {"schedule": table, "attempt_timeout": 10.0, "deadline": 20.0}
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]

@@ -1,0 +1,57 @@
+"""Read-only snapshots of a transport's state, for applications and the agent.
+
+``transport.state()`` lets an application gate work on a pool, as a UI would do
+with ``enabled: breaker.canRequest()``::
+
+    if not transport.state().pools["api"].can_request:
+        show_offline_banner()
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["DomainState", "PoolState", "TransportState"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DomainState:
+    domain: str
+    breaker: str  # "closed" | "half_open" | "open"
+    consecutive_failures: int
+    enabled: bool  # not disabled by the control document
+    can_request: bool  # a request sent now would be let through
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolState:
+    name: str
+    domains: tuple[DomainState, ...]
+    sticky: str | None  # the domain that last served the pool
+    budget_tokens: float | None
+
+    @property
+    def can_request(self) -> bool:
+        """True if at least one domain would take a request now."""
+        return any(d.can_request for d in self.domains)
+
+    def domain(self, url: str) -> DomainState:
+        for state in self.domains:
+            if state.domain == url:
+                return state
+        raise KeyError(f"pool {self.name!r} has no domain {url!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransportState:
+    pools: dict[str, PoolState]
+    control_version: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-able data."""
+        return {
+            "control_version": self.control_version,
+            "pools": {
+                name: {**asdict(p), "can_request": p.can_request} for name, p in self.pools.items()
+            },
+        }
