@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from ._classify import Outcome, OutcomeKind, classify_exception, classify_response, error_type_of
+from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
 from ._core import Attempt, AttemptRecord, FailoverCore, PoolCore, RequestOptions, Stop
 from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
 from ._policy import Policy
@@ -317,19 +317,20 @@ class _Exchange:
             self._persist_sticky()
             return response
         error = self._error(stop, records)
+        error_type = "circuit_open" if not records else (records[-1].error_type or stop.reason)
         stale = self._stale_response()
         if stale is not None:
-            self._end("stale", domain=None, status=stale.status_code, error_type=error_type_of(error))
+            self._end("stale", domain=None, status=stale.status_code, error_type=error_type)
             stale.extensions["failover"] = FailoverResult(
                 pool=self.pool_core.name, domain=None, attempts=records, outcome="stale", stale=True
             )
             return stale
         fallback = self._owner._fallback
         if fallback is not None:
-            self._end("fallback", domain=None, status=None, error_type=error_type_of(error))
+            self._end("fallback", domain=None, status=None, error_type=error_type)
             return self._fallback(fallback, error, records)
         outcome = "circuit_open" if isinstance(error, CircuitOpenError) else "failure"
-        self._end(outcome, domain=None, status=None, error_type=error_type_of(error))
+        self._end(outcome, domain=None, status=None, error_type=error_type)
         raise error
 
     def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> FailoverError:

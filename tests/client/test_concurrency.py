@@ -1,0 +1,156 @@
+"""One transport shared by 500 async tasks and by 16 threads while domains go down and up."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from pytest_failover import (
+    AsyncFailoverTransport,
+    ExponentialBackoff,
+    FailoverError,
+    FailoverResult,
+    FailoverTransport,
+    Policy,
+    Pool,
+)
+from pytest_failover._core import AttemptRecord
+
+from .servers import LoopbackServer
+
+POLICY = Policy(
+    schedule=ExponentialBackoff(base=0.001, cap=0.005, max_attempts=3),
+    attempt_timeout=30.0,
+    deadline=60.0,
+    breaker_threshold=3,
+    breaker_cooldown=0.02,
+)
+
+
+@pytest.fixture
+def flapping(servers: dict[str, LoopbackServer]) -> Iterator[tuple[LoopbackServer, LoopbackServer]]:
+    """Server a cycles healthy -> 503 -> reset; b stays healthy; bounded in time."""
+    a, b = servers["a"], servers["b"]
+    stop = threading.Event()
+
+    def flip() -> None:
+        states = [{}, {"status": 503}, {"reset": True}]
+        i = 0
+        deadline = time.monotonic() + 60
+        while not stop.wait(0.01) and time.monotonic() < deadline:
+            i += 1
+            a.set(**states[i % len(states)])
+
+    thread = threading.Thread(target=flip, daemon=True)
+    thread.start()
+    yield a, b
+    stop.set()
+    thread.join()
+
+
+class ShardedTransport(httpx.AsyncBaseTransport):
+    """Real sockets through several httpcore pools: httpcore's async pool rescans
+    every connection for every waiting request (encode/httpcore#1035), which makes
+    one pool with 500 waiters quadratic. Sharding keeps the test about our code."""
+
+    def __init__(self, shards: int = 10) -> None:
+        self._shards = [httpx.AsyncHTTPTransport() for _ in range(shards)]
+        self._next = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self._next = (self._next + 1) % len(self._shards)
+        return await self._shards[self._next].handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for shard in self._shards:
+            await shard.aclose()
+
+
+def check(records: list[AttemptRecord], posts: Counter[str], a: LoopbackServer, b: LoopbackServer) -> None:
+    client_side = Counter(r.domain for r in records if r.sent)  # pre-send failures never arrive
+    assert client_side[a.url()] == a.total, "attempts on a differ from what a saw"
+    assert client_side[b.url()] == b.total, "attempts on b differ from what b saw"
+    seen = Counter(body.decode() for server in (a, b) for (m, _, _, body) in server.seen if m == "POST")
+    duplicates = {k: n for k, n in seen.items() if n > 1}
+    assert not duplicates, f"POSTs without an idempotency key were sent twice: {duplicates}"
+    assert set(seen) <= set(posts)
+
+
+def test_500_tasks_share_one_async_transport(flapping: tuple[LoopbackServer, LoopbackServer]) -> None:
+    a, b = flapping
+    transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], POLICY, ShardedTransport())
+    records: list[AttemptRecord] = []
+    posts: Counter[str] = Counter()
+    completed = 0
+
+    async def worker(client: httpx.AsyncClient, n: int) -> None:
+        nonlocal completed
+        for i in range(2):
+            completed += 1
+            body = f"task-{n}-{i}"
+            try:
+                if i % 2:
+                    posts[body] += 1
+                    response = await client.post(a.url() + "/orders", content=body.encode())
+                else:
+                    response = await client.get(a.url() + "/rooms")
+            except FailoverError as exc:
+                records.extend(exc.attempts)
+                continue
+            result = response.extensions["failover"]
+            assert isinstance(result, FailoverResult)
+            records.extend(result.attempts)
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=transport, timeout=30) as client:
+            await asyncio.gather(*(worker(client, n) for n in range(500)))
+
+    asyncio.run(main())
+    check(records, posts, a, b)
+    assert completed == 1000 and records
+
+
+def test_16_threads_share_one_sync_transport(flapping: tuple[LoopbackServer, LoopbackServer]) -> None:
+    a, b = flapping
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], POLICY)
+    client = httpx.Client(transport=transport, timeout=30)
+    records: list[AttemptRecord] = []
+    posts: Counter[str] = Counter()
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            for i in range(10):
+                body = f"thread-{n}-{i}"
+                try:
+                    if i % 2:
+                        with lock:
+                            posts[body] += 1
+                        response = client.post(a.url() + "/orders", content=body.encode())
+                    else:
+                        response = client.get(a.url() + "/rooms")
+                except FailoverError as exc:
+                    with lock:
+                        records.extend(exc.attempts)
+                    continue
+                with lock:
+                    records.extend(response.extensions["failover"].attempts)
+        except BaseException as exc:  # anything else is a bug
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    client.close()
+    assert not errors, errors
+    check(records, posts, a, b)
+    assert records

@@ -1,0 +1,366 @@
+"""The decision core driven directly: explicit clock, explicit outcomes, no sockets."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_failover import ExponentialBackoff, Policy, Pool, RetryBudget, ScheduleTable, Step
+from pytest_failover._breaker import BreakerState
+from pytest_failover._classify import Outcome, OutcomeKind
+from pytest_failover._core import (
+    Attempt,
+    BreakerEvent,
+    BudgetRejected,
+    FailoverCore,
+    RequestOptions,
+    RequestPlan,
+    Stop,
+    Switch,
+)
+
+DOMAINS = ["https://a.example", "https://b.example", "https://c.example", "https://d.example"]
+OK = Outcome(kind=OutcomeKind.SUCCESS, status=200)
+NOT_FOUND = Outcome(kind=OutcomeKind.ANSWER, status=404, error_type="404")
+REFUSED = Outcome(kind=OutcomeKind.FAILURE, error_type="connection_refused", sent=False)
+RESET = Outcome(kind=OutcomeKind.FAILURE, error_type="connection_reset", sent=True)
+UNAVAILABLE = Outcome(kind=OutcomeKind.FAILURE, error_type="503", status=503)
+
+
+def no_jitter() -> float:
+    return 1.0
+
+
+def core(n: int = 3, **policy: object) -> FailoverCore:
+    policy.setdefault("schedule", ExponentialBackoff(base=0.1, cap=1, max_attempts=n))
+    return FailoverCore([Pool("api", DOMAINS[:n])], Policy(**policy), random=no_jitter)  # type: ignore[arg-type]
+
+
+def plan(c: FailoverCore, now: float, method: str = "GET", **kw: object) -> RequestPlan:
+    headers = httpx.Headers(kw.pop("headers", {}))  # type: ignore[arg-type]
+    return c.begin(
+        c.pools["api"],
+        method=method,
+        headers=headers,
+        options=RequestOptions(**kw),  # type: ignore[arg-type]
+        replayable=True,
+        pinned=None,
+        now=now,
+    )
+
+
+def attempt(p: RequestPlan, now: float) -> Attempt:
+    step = p.next(now)
+    assert isinstance(step, Attempt), step
+    return step
+
+
+def run(p: RequestPlan, outcomes: list[Outcome], now: float = 0.0) -> tuple[list[str], Stop]:
+    """Feed outcomes until the plan stops; returns the hosts tried and the stop."""
+    hosts = []
+    for outcome in outcomes:
+        step = p.next(now)
+        if isinstance(step, Stop):
+            return hosts, step
+        hosts.append(step.domain.host)
+        now += step.delay
+        p.record(outcome, now, duration=0.0)
+    step = p.next(now)
+    assert isinstance(step, Stop)
+    return hosts, step
+
+
+def test_healthy_state_sends_everything_to_the_primary() -> None:
+    """Failover, not round-robin: every request goes to the first domain."""
+    c = core()
+    for i in range(20):
+        hosts, stop = run(plan(c, i), [OK], now=i)
+        assert hosts == ["a.example"] and stop.reason == "done"
+
+
+def test_retry_goes_to_the_next_domain_and_first_attempt_is_never_delayed() -> None:
+    c = core()
+    p = plan(c, 0.0)
+    first = attempt(p, 0.0)
+    assert first.delay == 0 and first.domain.host == "a.example"
+    p.record(REFUSED, 0.0, duration=0.0)
+    second = attempt(p, 0.0)
+    assert second.domain.host == "b.example" and second.delay == pytest.approx(0.1)
+
+
+def test_4xx_is_an_answer_never_retried_never_held_against_the_domain() -> None:
+    c = core()
+    hosts, stop = run(plan(c, 0.0), [NOT_FOUND, OK])
+    assert hosts == ["a.example"] and stop.reason == "done"
+    assert c.pools["api"].breakers[c.pools["api"].order[0]].failures == 0
+
+
+def test_post_is_not_resent_after_bytes_left_but_is_after_connect_failures() -> None:
+    c = core()
+    hosts, stop = run(plan(c, 0.0, method="POST"), [RESET, OK])
+    assert hosts == ["a.example"] and stop.reason == "not_retryable"
+    hosts, stop = run(plan(core(), 1.0, method="POST"), [REFUSED, OK], now=1.0)
+    assert hosts == ["a.example", "b.example"] and stop.reason == "done"
+
+
+def test_post_with_idempotency_key_or_opt_in_is_retried() -> None:
+    c = core()
+    hosts, _ = run(plan(c, 0.0, method="POST", headers={"Idempotency-Key": "k1"}), [RESET, OK])
+    assert hosts == ["a.example", "b.example"]
+    hosts, _ = run(plan(c, 100.0, method="PATCH", idempotent=True), [RESET, OK], now=100.0)
+    assert len(hosts) == 2
+
+
+def test_schedule_bounds_the_attempts() -> None:
+    c = core(n=2, schedule=ExponentialBackoff(base=0.1, max_attempts=2))
+    hosts, stop = run(plan(c, 0.0), [UNAVAILABLE] * 5)
+    assert len(hosts) == 2 and stop.reason == "exhausted"
+
+
+def test_breaker_opens_then_open_domain_is_skipped_without_an_attempt() -> None:
+    c = core(breaker_threshold=2, breaker_cooldown=30, sticky=False)
+    for i in range(2):
+        run(plan(c, float(i)), [REFUSED, OK], now=float(i))
+    a = c.pools["api"].order[0]
+    assert c.pools["api"].breakers[a].state is BreakerState.OPEN
+    for i in range(10):
+        hosts, _ = run(plan(c, 5.0 + i), [OK], now=5.0 + i)
+        assert hosts == ["b.example"]
+
+
+def test_after_cooldown_one_request_probes_the_primary_and_fails_back() -> None:
+    c = core(breaker_threshold=1, breaker_cooldown=30)
+    run(plan(c, 0.0), [REFUSED, OK])
+    p1 = plan(c, 31.0)
+    probe = attempt(p1, 31.0)
+    assert probe.domain.host == "a.example" and probe.probe
+    # a concurrent request does not probe too: it goes to the backup
+    p2 = plan(c, 31.0)
+    assert attempt(p2, 31.0).domain.host == "b.example"
+    events = p1.record(OK, 31.1, duration=0.1)
+    assert any(isinstance(e, BreakerEvent) and e.after is BreakerState.CLOSED for e in events)
+    switch = [e for e in events if isinstance(e, Switch)]
+    assert switch and switch[0].reason == "failback" and switch[0].after.host == "a.example"
+
+
+def test_all_open_stops_with_circuit_open_before_any_attempt() -> None:
+    c = core(n=2, breaker_threshold=1)
+    run(plan(c, 0.0), [REFUSED, REFUSED])
+    step = plan(c, 1.0).next(1.0)
+    assert isinstance(step, Stop) and step.reason == "circuit_open"
+
+
+def test_sticky_last_good_domain_is_tried_first_until_the_primary_cools_down() -> None:
+    c = core(breaker_threshold=3, breaker_cooldown=10)
+    hosts, _ = run(plan(c, 0.0), [REFUSED, OK])
+    assert hosts == ["a.example", "b.example"]
+    hosts, _ = run(plan(c, 1.0), [OK], now=1.0)
+    assert hosts == ["b.example"]  # the primary failed recently: stay on the backup
+    hosts, _ = run(plan(c, 10.5), [OK], now=10.5)
+    assert hosts == ["a.example"]  # cooldown over: fail back
+
+
+def test_without_stickiness_the_primary_is_tried_while_its_breaker_is_closed() -> None:
+    c = core(sticky=False)
+    run(plan(c, 0.0), [REFUSED, OK])
+    hosts, _ = run(plan(c, 1.0), [OK], now=1.0)
+    assert hosts == ["a.example"]
+
+
+def test_retry_after_is_honoured_and_capped() -> None:
+    c = core(retry_after_cap=5.0, deadline=60.0)
+    p = plan(c, 0.0)
+    attempt(p, 0.0)
+    p.record(Outcome(kind=OutcomeKind.FAILURE, error_type="503", status=503, retry_after=2.0), 0.0, duration=0)
+    assert attempt(p, 0.0).delay == pytest.approx(2.0)
+    p2 = plan(c, 100.0)
+    attempt(p2, 100.0)
+    p2.record(Outcome(kind=OutcomeKind.THROTTLED, error_type="429", status=429, retry_after=120.0), 100.0, duration=0)
+    assert attempt(p2, 100.0).delay == pytest.approx(5.0)
+
+
+def test_deadline_stops_attempts_that_could_not_finish() -> None:
+    c = core(deadline=1.0, attempt_timeout=10.0)
+    p = plan(c, 0.0)
+    first = attempt(p, 0.0)
+    assert first.timeout == pytest.approx(1.0)  # clamped to the deadline
+    p.record(REFUSED, 0.95, duration=0.95)
+    step = p.next(0.95)  # backoff 0.1 would start past the deadline
+    assert isinstance(step, Stop) and step.reason == "deadline"
+
+
+def test_retry_budget_stops_retries_but_not_first_attempts() -> None:
+    c = core(n=2, breaker_threshold=1000, retry_budget=RetryBudget(max_tokens=4, token_ratio=1))
+    hosts, stop = run(plan(c, 0.0), [UNAVAILABLE, UNAVAILABLE])  # tokens 4 -> 2
+    assert len(hosts) == 2
+    p = plan(c, 1.0)
+    hosts, stop = run(p, [UNAVAILABLE, UNAVAILABLE], now=1.0)
+    assert hosts == ["a.example"] and stop.reason == "retry_budget"
+    assert any(isinstance(e, BudgetRejected) for e in stop.events)
+    hosts, stop = run(plan(c, 2.0), [OK], now=2.0)  # successes refund
+    assert stop.reason == "done"
+
+
+def test_agora_table_follows_the_seed_offsets_and_domains() -> None:
+    c = FailoverCore([Pool("api", DOMAINS)], Policy.agora(breaker_threshold=100), random=no_jitter)
+    p = plan(c, 0.0)
+    seen = []
+    now = 0.0
+    for _ in range(5):
+        step = attempt(p, now)
+        now += step.delay
+        seen.append((round(now, 6), step.domain.host))
+        p.record(REFUSED, now, duration=0.0)
+    assert seen == [(0, "a.example"), (1, "a.example"), (3, "b.example"), (6, "c.example"), (10, "d.example")]
+    assert isinstance(p.next(now), Stop)
+
+
+def test_table_jitter_pulls_retries_earlier_only() -> None:
+    table = ScheduleTable([Step(0, 0), Step(2, 1)], jitter=0.5)
+    assert table.offset(1, lambda: 1.0) == 1.0 and table.offset(1, lambda: 0.0) == 2.0
+    assert table.offset(0, lambda: 1.0) == 0
+
+
+def test_pinned_domain_never_fails_over() -> None:
+    c = core()
+    pool_core = c.pools["api"]
+    p = c.begin(
+        pool_core,
+        method="GET",
+        headers=httpx.Headers(),
+        options=RequestOptions(),
+        replayable=True,
+        pinned=pool_core.order[1],
+        now=0.0,
+    )
+    hosts, _ = run(p, [REFUSED, REFUSED, REFUSED])
+    assert set(hosts) == {"b.example"}
+
+
+def test_region_order_changes_the_primary() -> None:
+    pool = Pool("api", DOMAINS[:2], region_order={"cn": [DOMAINS[1]]})
+    c = FailoverCore([pool], Policy(), region="cn")
+    p = plan(c, 0.0)
+    assert attempt(p, 0.0).domain.host == "b.example"
+
+
+def test_routing_and_request_options() -> None:
+    c = FailoverCore([Pool("api", DOMAINS[:2]), Pool("auth", ["https://auth.example"])])
+    route = c.route(httpx.URL("https://B.example./v1"), RequestOptions())
+    assert route is not None and route[0].name == "api"
+    assert c.route(httpx.URL("https://other.example/v1"), RequestOptions()) is None
+    assert c.route(httpx.URL("https://a.example/v1"), RequestOptions(enabled=False)) is None
+    route = c.route(httpx.URL("https://other.example/v1"), RequestOptions(pool="auth"))
+    assert route is not None and route[0].name == "auth"
+    with pytest.raises(ValueError, match="unknown pool"):
+        c.route(httpx.URL("https://a.example"), RequestOptions(pool="nope"))
+    with pytest.raises(ValueError, match="not in any pool"):
+        c.route(httpx.URL("https://a.example"), RequestOptions(domain="https://x.example"))
+    with pytest.raises(ValueError, match="unknown option"):
+        RequestOptions.from_extensions({"failover": {"enable": False}})
+    with pytest.raises(TypeError, match="must be a bool"):
+        RequestOptions.from_extensions({"failover": {"enabled": "no"}})
+
+
+def test_core_rejects_overlapping_pools_and_stray_policies() -> None:
+    with pytest.raises(ValueError, match="is in pools"):
+        FailoverCore([Pool("a", DOMAINS[:1]), Pool("b", DOMAINS[:1])])
+    with pytest.raises(ValueError, match="unknown pool"):
+        FailoverCore([Pool("a", DOMAINS[:1])], {"b": Policy()})
+
+
+def test_plan_refuses_out_of_order_calls() -> None:
+    p = plan(core(), 0.0)
+    with pytest.raises(RuntimeError, match="call next"):
+        p.record(OK, 0.0, duration=0)
+    p.next(0.0)
+    with pytest.raises(RuntimeError, match="in flight"):
+        p.next(0.0)
+
+
+# -- properties --------------------------------------------------------------------------
+
+OUTCOMES = st.sampled_from([OK, NOT_FOUND, REFUSED, RESET, UNAVAILABLE])
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[FailoverCore, list[tuple[str, int, list[Outcome], float]]]:
+    n = draw(st.integers(min_value=1, max_value=4))
+    use_table = draw(st.booleans())
+    schedule: ExponentialBackoff | ScheduleTable
+    if use_table:
+        offsets = sorted(draw(st.lists(st.floats(min_value=0, max_value=5), min_size=0, max_size=4)))
+        schedule = ScheduleTable([Step(0, 0)] + [Step(o, draw(st.integers(0, 5))) for o in offsets])
+    else:
+        schedule = ExponentialBackoff(base=0.05, cap=1, max_attempts=draw(st.integers(1, 5)))
+    policy = Policy(
+        schedule=schedule,
+        deadline=draw(st.floats(min_value=0.5, max_value=20)),
+        breaker_threshold=draw(st.integers(1, 4)),
+        breaker_cooldown=draw(st.floats(min_value=0.1, max_value=5)),
+        retry_budget=draw(st.one_of(st.none(), st.just(RetryBudget(max_tokens=6, token_ratio=0.5)))),
+        sticky=draw(st.booleans()),
+    )
+    c = FailoverCore([Pool("api", DOMAINS[:n])], policy, random=draw(st.sampled_from([lambda: 0.0, lambda: 0.5, no_jitter])))
+    requests = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["GET", "POST"]),
+                st.integers(0, 3),  # which open request moves next
+                st.lists(OUTCOMES, min_size=1, max_size=6),
+                st.floats(min_value=0, max_value=3),  # clock advance
+            ),
+            min_size=1,
+            max_size=25,
+        )
+    )
+    return c, requests
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenarios())
+def test_invariants_hold_under_any_interleaving(
+    scenario: tuple[FailoverCore, list[tuple[str, int, list[Outcome], float]]],
+) -> None:
+    """Never an attempt on an open domain, never more attempts than the schedule,
+    never a re-send of a non-idempotent request after bytes left, the deadline
+    holds, and breaker transitions form one consistent chain per domain."""
+    c, requests = scenario
+    pool_core = c.pools["api"]
+    policy = pool_core.policy
+    now = 0.0
+    open_plans: list[tuple[RequestPlan, list[Outcome]]] = []
+    last_state = {d: BreakerState.CLOSED for d in pool_core.order}
+
+    def check_events(events: tuple[object, ...]) -> None:
+        for e in events:
+            if isinstance(e, BreakerEvent):
+                assert e.before is last_state[e.domain]
+                last_state[e.domain] = e.after
+
+    for method, pick, outcomes, advance in requests:
+        now += advance
+        open_plans.append((plan(c, now, method=method), list(outcomes)))
+        p, queue = open_plans[pick % len(open_plans)]
+        admitted = {d for d in pool_core.order if pool_core.breakers[d].admits(now)}
+        step = p.next(now)
+        check_events(step.events)
+        if isinstance(step, Stop):
+            open_plans.remove((p, queue))
+            continue
+        assert step.domain in admitted, "attempt on a domain whose breaker was open"
+        assert step.number <= policy.max_attempts
+        assert now + step.delay + step.timeout <= p.deadline_at + 1e-9
+        if step.number > 1 and p.method == "POST":
+            assert not any(r.sent for r in p.records), "POST re-sent after bytes left"
+        outcome = queue.pop(0) if queue else OK
+        check_events(p.record(outcome, now + step.delay, duration=0.0))
+        if not queue:
+            open_plans.remove((p, queue))
+
+    for d in pool_core.order:
+        assert pool_core.breakers[d].state is last_state[d]
+    if pool_core.budget is not None:
+        assert 0 <= pool_core.budget.tokens <= pool_core.budget.max_tokens

@@ -1,0 +1,118 @@
+"""Pools, domains and policies validate when built and rewrite URLs correctly."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_failover import ExponentialBackoff, Policy, Pool, RetryBudget, ScheduleTable, Step
+from pytest_failover._pool import Domain
+
+
+def test_domain_normalises_case_trailing_dot_and_default_port() -> None:
+    assert Domain.parse("HTTPS://API.Example.com.:443/") == Domain("https", "api.example.com", None)
+    assert Domain.parse("http://[::1]:8080").url == "http://[::1]:8080"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://api.example.com", "scheme"),
+        ("https://api.example.com/v1", "only scheme, host and port"),
+        ("https://api.example.com/?a=1", "only scheme, host and port"),
+        ("https://user:pw@api.example.com", "credentials"),
+        ("", "expected a base URL"),
+        ("https://", "host"),
+    ],
+)
+def test_domain_rejects_what_is_not_a_base_url(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Domain.parse(url)
+
+
+def test_pool_rejects_duplicates_and_unknown_region_domains() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        Pool("api", ["https://a.example", "https://A.example/"])
+    with pytest.raises(ValueError, match="not a domain of the pool"):
+        Pool("api", ["https://a.example"], region_order={"cn": ["https://b.example"]})
+    with pytest.raises(ValueError, match="non-empty"):
+        Pool("api", [])
+
+
+def test_region_order_puts_its_domains_first_and_keeps_the_rest() -> None:
+    pool = Pool(
+        "api",
+        ["https://api.example.com", "https://api2.example.com", "https://api-cn.example.com"],
+        region_order={"cn": ["https://api-cn.example.com"]},
+    )
+    assert [d.host for d in pool.order("cn")] == ["api-cn.example.com", "api.example.com", "api2.example.com"]
+    assert pool.order("eu") == pool.domains == pool.order(None)
+
+
+def test_find_matches_scheme_host_and_port() -> None:
+    pool = Pool("api", ["https://api.example.com", "http://api2.example.com:8080"])
+    assert pool.find("https://API.example.com./v1") == pool.domains[0]
+    assert pool.find("http://api.example.com/v1") is None
+    assert pool.find("http://api2.example.com:8080/x") == pool.domains[1]
+    assert pool.find("http://api2.example.com/x") is None
+
+
+@given(
+    segments=st.lists(st.text(alphabet="abc/", max_size=5), max_size=4),
+    query=st.text(alphabet="ab=&", max_size=6),
+)
+def test_rewrite_keeps_path_and_query_and_never_produces_double_slash(
+    segments: list[str], query: str
+) -> None:
+    path = "/" + "/".join(segments)
+    url = httpx.URL("https://api.example.com" + path + ("?" + query if query else ""))
+    target = Domain.parse("https://api2.example.com:8443")
+    out = target.rewrite(url)
+    assert out.host == "api2.example.com" and out.port == 8443
+    assert not out.raw_path.startswith(b"//")
+    assert out.query == url.query
+    assert out.path.lstrip("/") == url.path.lstrip("/")
+
+
+def test_agora_policy_is_the_seed_schedule() -> None:
+    policy = Policy.agora()
+    assert isinstance(policy.schedule, ScheduleTable)
+    assert [(s.at, s.domain) for s in policy.schedule.steps] == [(0, 0), (1, 0), (3, 1), (6, 2), (10, 3)]
+    assert policy.attempt_timeout == 10 and policy.deadline == 20 and policy.max_attempts == 5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"deadline": 0}, "deadline"),
+        ({"attempt_timeout": -1}, "attempt_timeout"),
+        ({"retry_statuses": {404}}, "4xx is an answer"),
+        ({"retry_statuses": {999}}, "not HTTP status codes"),
+        ({"breaker_threshold": 0}, "breaker_threshold"),
+        ({"breaker_cooldown": float("nan")}, "breaker_cooldown"),
+    ],
+)
+def test_policy_rejects_bad_values_naming_the_field(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Policy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_schedule_validation() -> None:
+    with pytest.raises(ValueError, match="never delayed"):
+        ScheduleTable([Step(1, 0)])
+    with pytest.raises(ValueError, match="must not decrease"):
+        ScheduleTable([Step(0, 0), Step(3, 1), Step(2, 0)])
+    with pytest.raises(ValueError, match="cap must be >= base"):
+        ExponentialBackoff(base=2, cap=1)
+    with pytest.raises(ValueError, match="max_tokens"):
+        RetryBudget(max_tokens=5000)
+
+
+@given(retry=st.integers(min_value=1, max_value=40), r=st.floats(min_value=0, max_value=1))
+def test_full_jitter_stays_within_the_capped_exponential(retry: int, r: float) -> None:
+    backoff = ExponentialBackoff(base=0.2, cap=10)
+    delay = backoff.delay(retry, lambda: r)
+    assert 0 <= delay <= min(10, 0.2 * 2 ** (retry - 1))
+    assert backoff.delay(0, lambda: r) == 0

@@ -1,0 +1,323 @@
+"""The transports end to end over real loopback sockets, sync and async alike."""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+
+from pytest_failover import (
+    AllDomainsFailed,
+    CircuitOpenError,
+    ControlDocument,
+    ControlError,
+    ExponentialBackoff,
+    FailoverError,
+    FailoverResult,
+    Policy,
+    Pool,
+)
+
+from .servers import LoopbackServer, closed_port
+
+Servers = dict[str, LoopbackServer]
+
+
+def fast(**overrides: Any) -> Policy:
+    values: dict[str, Any] = {
+        "schedule": ExponentialBackoff(base=0.001, cap=0.01, max_attempts=3),
+        "attempt_timeout": 2.0,
+        "deadline": 5.0,
+    }
+    values.update(overrides)
+    return Policy(**values)
+
+
+def info(response: httpx.Response) -> FailoverResult:
+    result = response.extensions["failover"]
+    assert isinstance(result, FailoverResult)
+    return result
+
+
+def test_dns_failure_of_the_primary_fails_over_to_the_backup(make_client: Any, servers: Servers) -> None:
+    """A real resolution failure of the primary's hostname moves the request."""
+    b = servers["b"]
+    primary = f"http://primary.invalid:{b.port}"
+    client = make_client([Pool("api", [primary, b.url()])], fast())
+    response = client.request("GET", f"{primary}/v1/rooms?page=2")
+    assert response.status_code == 200 and response.headers["x-served-by"] == "b"
+    assert [(a.domain, a.error_type, a.sent) for a in info(response).attempts] == [
+        (primary, "dns_error", False),
+        (b.url(), None, True),
+    ]
+    assert b.seen[0][1] == "/v1/rooms?page=2"
+    assert b.seen[0][2]["Host"] == f"127.0.0.1:{b.port}"
+
+
+def test_refused_primary_fails_over(make_client: Any, servers: Servers) -> None:
+    dead = f"http://127.0.0.1:{closed_port()}"
+    client = make_client([Pool("api", [dead, servers["a"].url()])], fast())
+    response = client.request("GET", dead + "/x")
+    assert response.headers["x-served-by"] == "a"
+    assert info(response).attempts[0].error_type == "connection_refused"
+
+
+def test_read_timeout_moves_a_get_to_the_backup(make_client: Any, servers: Servers) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(delay=1.0)
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(attempt_timeout=0.2))
+    response = client.request("GET", a.url() + "/slow")
+    assert response.headers["x-served-by"] == "b"
+    assert info(response).attempts[0].error_type == "read_timeout"
+
+
+def test_reset_mid_response_retries_get_but_never_resends_post(make_client: Any, servers: Servers) -> None:
+    """A POST without an idempotency key reaches exactly one domain exactly once."""
+    a, b = servers["a"], servers["b"]
+    a.set(reset=True)
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(sticky=False))
+    assert client.request("GET", a.url() + "/r").headers["x-served-by"] == "b"
+    with pytest.raises(AllDomainsFailed) as caught:
+        client.request("POST", a.url() + "/orders", content=b'{"n": 1}')
+    assert caught.value.reason == "not_retryable"
+    assert a.counts["POST"] == 1 and b.counts["POST"] == 0
+    # with an idempotency key it is safe to send it elsewhere
+    response = client.request("POST", a.url() + "/orders", content=b"{}", headers={"Idempotency-Key": "k"})
+    assert response.headers["x-served-by"] == "b"
+
+
+def test_streamed_upload_is_never_resent_but_the_failure_moves_the_pool(
+    make_client: Any, servers: Servers
+) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(reset=True)
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(), )
+
+    def body() -> Iterator[bytes]:
+        yield b"chunk-1"
+        yield b"chunk-2"
+
+    async def abody() -> Any:
+        yield b"chunk-1"
+        yield b"chunk-2"
+
+    content = body() if client.kind == "sync" else abody()
+    with pytest.raises(AllDomainsFailed, match="not_retryable"):
+        client.request("PUT", a.url() + "/upload", content=content)
+    assert a.counts["PUT"] == 1 and b.counts["PUT"] == 0
+    # the next request goes elsewhere: the primary failed recently
+    assert client.request("GET", a.url() + "/next").headers["x-served-by"] == "b"
+
+
+def test_streamed_upload_is_sent_to_the_backup_when_no_byte_left(make_client: Any, servers: Servers) -> None:
+    dead = f"http://127.0.0.1:{closed_port()}"
+    b = servers["b"]
+    client = make_client([Pool("api", [dead, b.url()])], fast())
+
+    def body() -> Iterator[bytes]:
+        yield b"abc"
+
+    async def abody() -> Any:
+        yield b"abc"
+
+    response = client.request(
+        "POST", dead + "/u", content=body() if client.kind == "sync" else abody(),
+        headers={"Content-Length": "3"},
+    )
+    assert response.headers["x-served-by"] == "b" and b.seen[0][3] == b"abc"
+
+
+def test_final_retryable_status_is_returned_with_every_attempt(make_client: Any, servers: Servers) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(status=503)
+    b.set(status=502)
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(schedule=ExponentialBackoff(base=0.001, max_attempts=2)))
+    response = client.request("GET", a.url() + "/x")
+    assert response.status_code == 502
+    assert response.json() == {"ok": True}  # the body is still readable
+    assert [r.status for r in info(response).attempts] == [503, 502]
+    assert info(response).outcome == "failure"
+
+
+def test_4xx_is_returned_at_once(make_client: Any, servers: Servers) -> None:
+    a = servers["a"]
+    a.set(status=404)
+    client = make_client([Pool("api", [a.url(), servers["b"].url()])], fast())
+    assert client.request("GET", a.url() + "/missing").status_code == 404
+    assert a.total == 1 and servers["b"].total == 0
+
+
+def test_retry_after_on_429_is_honoured(make_client: Any, servers: Servers) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(status=429, headers={"Retry-After": "1"})
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(retry_after_cap=0.05))
+    response = client.request("GET", a.url() + "/x")
+    assert response.headers["x-served-by"] == "b"
+    assert info(response).attempts[0].status == 429
+
+
+def test_untrusted_certificate_fails_over_to_a_trusted_backup(
+    make_client: Any, servers: Servers, ca: trustme.CA
+) -> None:
+    rogue, good = servers["rogue"], servers["tls"]
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    client = make_client([Pool("api", [rogue.url("localhost"), good.url("localhost")])], fast(), verify=context)
+    response = client.request("GET", rogue.url("localhost") + "/secure")
+    assert response.headers["x-served-by"] == "tls"
+    assert info(response).attempts[0].error_type == "server_certificate_invalid"
+    assert rogue.total == 0  # the handshake failed before any request byte
+
+
+def test_open_breakers_fail_fast_without_a_network_call(make_client: Any, servers: Servers) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(status=503)
+    b.set(status=503)
+    client = make_client(
+        [Pool("api", [a.url(), b.url()])],
+        fast(breaker_threshold=1, schedule=ExponentialBackoff(base=0.001, max_attempts=2)),
+    )
+    client.request("GET", a.url() + "/x")
+    before = a.total + b.total
+    with pytest.raises(CircuitOpenError) as caught:
+        client.request("GET", a.url() + "/x")
+    assert a.total + b.total == before
+    assert caught.value.attempts == ()
+    assert isinstance(caught.value, httpx.TransportError)
+    state = client.transport.state().pools["api"]
+    assert not state.can_request and {d.breaker for d in state.domains} == {"open"}
+
+
+def test_stale_response_served_when_every_domain_failed(make_client: Any, servers: Servers) -> None:
+    a = servers["a"]
+    a.set(body=b'{"rooms": [1, 2]}')
+    client = make_client([Pool("api", [a.url()])], fast(stale_on_failure=True))
+    assert client.request("GET", a.url() + "/rooms?x=1").json() == {"rooms": [1, 2]}
+    a.set(status=500)  # a final 5xx is an answer the caller sees, never replaced
+    assert client.request("GET", a.url() + "/rooms?x=1").status_code == 500
+    a.set(reset=True)
+    with pytest.raises(FailoverError):  # nothing stale to serve for this URL
+        client.request("GET", a.url() + "/never-seen")
+    a.set(reset=True)
+    stale = client.request("GET", a.url() + "/rooms?x=1")
+    assert stale.headers["X-Failover-Stale"] == "1" and stale.json() == {"rooms": [1, 2]}
+    assert info(stale).stale
+
+
+def test_fallback_callable_answers_instead_of_an_error(make_client: Any) -> None:
+    dead = f"http://127.0.0.1:{closed_port()}"
+    seen: list[str] = []
+
+    def fallback(request: httpx.Request, error: Exception) -> httpx.Response:
+        seen.append(type(error).__name__)
+        return httpx.Response(200, json={"offline": True})
+
+    client = make_client([Pool("api", [dead])], fast(), fallback=fallback)
+    response = client.request("GET", dead + "/x")
+    assert response.json() == {"offline": True} and info(response).fallback
+    assert seen == ["AllDomainsFailed"]
+
+
+def test_opt_out_and_pinning(make_client: Any, servers: Servers) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(status=503)
+    client = make_client([Pool("api", [a.url(), b.url()])], fast())
+    assert client.request("GET", a.url(), extensions={"failover": {"enabled": False}}).status_code == 503
+    pinned = client.request("GET", a.url() + "/p", extensions={"failover": {"domain": a.url()}})
+    assert pinned.status_code == 503 and b.total == 0
+    other = client.request("GET", "http://elsewhere.invalid/x", extensions={"failover": {"pool": "api"}})
+    assert other.headers["x-served-by"] == "b" and b.seen[-1][1] == "/x"
+
+
+def test_hosts_outside_every_pool_pass_through(make_client: Any, servers: Servers) -> None:
+    c = servers["c"]
+    client = make_client([Pool("api", ["http://api.invalid"])], fast())
+    response = client.request("GET", c.url() + "/direct")
+    assert response.headers["x-served-by"] == "c" and "failover" not in response.extensions
+
+
+def test_deadline_bounds_the_whole_call(make_client: Any, servers: Servers) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(delay=2)
+    b.set(delay=2)
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(deadline=0.5, attempt_timeout=5))
+    with pytest.raises(AllDomainsFailed) as caught:
+        client.request("GET", a.url())
+    assert sum(r.duration for r in caught.value.attempts) < 0.9
+
+
+def test_control_document_disables_a_domain_and_a_bad_one_changes_nothing(
+    make_client: Any, servers: Servers
+) -> None:
+    a, b = servers["a"], servers["b"]
+    client = make_client([Pool("api", [a.url(), b.url()])], fast())
+    key = b"k" * 32
+    doc = ControlDocument.parse(
+        ControlDocument.sign(version=3, pools={"api": [a.url()]}, expires_in=60, hmac_key=key), hmac_key=key
+    )
+    client.transport.apply_control(doc)
+    assert client.request("GET", a.url() + "/x").headers["x-served-by"] == "b"
+    assert not client.transport.state().pools["api"].domain(a.url()).enabled
+    every = ControlDocument.parse(
+        ControlDocument.sign(version=4, pools={"api": [a.url(), b.url()]}, expires_in=60, hmac_key=key),
+        hmac_key=key,
+    )
+    with pytest.raises(ControlError):
+        client.transport.apply_control(every)
+    older = ControlDocument.parse(
+        ControlDocument.sign(version=2, pools={"api": []}, expires_in=60, hmac_key=key), hmac_key=key
+    )
+    with pytest.raises(ControlError):
+        client.transport.apply_control(older)
+    state = client.transport.state()
+    assert state.control_version == 3 and not state.pools["api"].domain(a.url()).enabled
+
+
+def test_sticky_domain_survives_a_restart_and_a_corrupt_file_is_ignored(
+    make_client: Any, servers: Servers, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    a, b = servers["a"], servers["b"]
+    path = tmp_path / "sticky.json"
+    a.set(status=503)
+    first = make_client([Pool("api", [a.url(), b.url()])], fast(sticky_path=str(path)))
+    first.request("GET", a.url())
+    assert json.loads(path.read_text())["pools"] == {"api": b.url()}
+    a.set()
+    a.reset_records()
+    second = make_client([Pool("api", [a.url(), b.url()])], fast(sticky_path=str(path)))
+    assert second.request("GET", a.url()).headers["x-served-by"] == "b"
+    assert a.total == 0
+    path.write_text("{not json")
+    with caplog.at_level(logging.WARNING, logger="pytest_failover"):
+        third = make_client([Pool("api", [a.url(), b.url()])], fast(sticky_path=str(path)))
+    assert "ignoring sticky-domain file" in caplog.text
+    assert third.request("GET", a.url()).headers["x-served-by"] == "a"
+
+
+def test_retries_are_logged_without_query_or_credentials(
+    make_client: Any, servers: Servers, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = f"http://127.0.0.1:{closed_port()}"
+    client = make_client([Pool("api", [dead, servers["a"].url()])], fast())
+    with caplog.at_level(logging.WARNING, logger="pytest_failover"):
+        client.request("GET", dead + "/v1?token=secret", headers={"Authorization": "Bearer hunter2"})
+    [record] = [r for r in caplog.records if r.name == "pytest_failover"]
+    assert record.levelno == logging.WARNING
+    text = record.getMessage()
+    assert "attempt 1" in text and "connection_refused" in text and dead in text
+    assert "secret" not in text and "hunter2" not in text
+
+
+def test_bad_request_options_are_clear_errors(make_client: Any, servers: Servers) -> None:
+    a = servers["a"]
+    client = make_client([Pool("api", [a.url()])], fast())
+    with pytest.raises(ValueError, match="unknown option"):
+        client.request("GET", a.url(), extensions={"failover": {"pinned": a.url()}})
+    assert a.total == 0
