@@ -480,7 +480,7 @@ class FailoverCore:
         for d, pc in self._by_domain.items():
             self._by_host.setdefault(d.host, []).append((d, pc))
         self.random = random
-        self.control_version = 0
+        self.control_version: int | None = None
         self._control_lock = threading.Lock()
 
     @staticmethod
@@ -556,12 +556,15 @@ class FailoverCore:
         """Apply a verified control document, or raise ``ControlError`` and change nothing."""
         with self._control_lock:
             doc.check([pc.pool for pc in self.pools.values()], self.control_version)
+            # Pools the document names get exactly its disabled set (the others of
+            # the pool are enabled again); pools it does not name are left alone.
             disabled = {
-                name: frozenset(Domain.parse(url) for url in doc.disabled.get(name, ()))
-                for name in self.pools
+                name: frozenset(Domain.parse(url) for url in urls)
+                for name, urls in doc.disabled.items()
             }
-            for name, pool_core in self.pools.items():
+            for name, domains in disabled.items():
+                pool_core = self.pools[name]
                 with pool_core.lock:
-                    pool_core.disabled = disabled[name]
+                    pool_core.disabled = domains
             self.control_version = doc.version
 

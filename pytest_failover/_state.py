@@ -45,7 +45,7 @@ class PoolState:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TransportState:
     pools: dict[str, PoolState]
-    control_version: int = 0
+    control_version: int | None = None  # the control document in force, if any
 
     def as_dict(self) -> dict[str, object]:
         """JSON-able data."""

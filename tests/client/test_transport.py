@@ -321,3 +321,19 @@ def test_bad_request_options_are_clear_errors(make_client: Any, servers: Servers
     with pytest.raises(ValueError, match="unknown option"):
         client.request("GET", a.url(), extensions={"failover": {"pinned": a.url()}})
     assert a.total == 0
+
+
+def test_application_error_predicate_is_final_and_not_held_against_the_domain(
+    make_client: Any, servers: Servers
+) -> None:
+    """A JSON ``code != 0`` answer is returned as is, not retried, breaker untouched."""
+    a, b = servers["a"], servers["b"]
+    a.set(body=b'{"code": 7, "message": "room is full"}')
+    client = make_client(
+        [Pool("api", [a.url(), b.url()])],
+        fast(is_app_error=lambda r: r.json().get("code", 0) != 0, breaker_threshold=1),
+    )
+    response = client.request("GET", a.url() + "/rooms/1/join")
+    assert response.json()["code"] == 7 and b.total == 0
+    assert info(response).attempts[0].error_type == "app_error"
+    assert client.transport.state().pools["api"].domain(a.url()).breaker == "closed"
