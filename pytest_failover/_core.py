@@ -194,6 +194,21 @@ class PoolCore:
         recent = self.policy.sticky and breaker.recently_failed(now) and not breaker.probe_due(now)
         return (tried.get(domain, 0), int(recent), self._position[domain])
 
+    def best(self, now: float, tried: Mapping[Domain, int]) -> Domain | None:
+        """The best admissible domain (caller holds the lock). The common case, an
+        untried healthy domain early in the order, returns without ranking them all."""
+        for domain in self.order:
+            if domain in self.disabled or domain in tried:
+                continue
+            breaker = self.breakers[domain]
+            if breaker.state is BreakerState.CLOSED and not (
+                self.policy.sticky and breaker.recently_failed(now)
+            ):
+                return domain
+            break
+        ranked = self.ranked(now, tried)
+        return ranked[0] if ranked else None
+
     def ranked(self, now: float, tried: Mapping[Domain, int] | None = None) -> list[Domain]:
         """Admissible domains, best first (caller holds the lock)."""
         tried = tried or {}
@@ -261,8 +276,10 @@ class RequestPlan:
         self._last: Outcome | None = None
         self._failed_on: tuple[Domain, str] | None = None
         self._done = False
-        with core.lock:
-            self._initial = self._candidates(now)
+        self._initial: list[Domain] = []
+        if not isinstance(self.policy.schedule, ExponentialBackoff):
+            with core.lock:  # a table names domains by their rank at the start
+                self._initial = self._candidates(now)
 
     @property
     def pool(self) -> str:
@@ -334,10 +351,12 @@ class RequestPlan:
         return None
 
     def _choose(self, number: int, now: float) -> Domain | None:
+        schedule = self.policy.schedule
+        if isinstance(schedule, ExponentialBackoff) and self.pinned is None:
+            return self.core.best(now, self._tried)
         candidates = self._candidates(now)
         if not candidates:
             return None
-        schedule = self.policy.schedule
         if isinstance(schedule, ExponentialBackoff) or not self._initial:
             return candidates[0]
         wanted = schedule.steps[number - 1].domain % len(self._initial)

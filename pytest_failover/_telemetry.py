@@ -142,11 +142,11 @@ class RequestTrace:
         self._pool = pool
         self._method = method
         self._attempt_span: Span | None = None
-        self._span = telemetry.tracer.start_span(
-            f"failover {pool}",
-            kind=SpanKind.INTERNAL,
-            attributes={HTTP_METHOD: method, URL_FULL: redact_url(url), POOL: pool},
+        self._span = span = telemetry.tracer.start_span(
+            f"failover {pool}", kind=SpanKind.INTERNAL, attributes={HTTP_METHOD: method, POOL: pool}
         )
+        if span.is_recording():
+            span.set_attribute(URL_FULL, redact_url(url))
 
     # -- attempts ----------------------------------------------------------------------
 
