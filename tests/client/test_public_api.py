@@ -1,0 +1,54 @@
+"""The package's face: exactly the intended names, and nothing heavy at import time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+
+import pytest_failover
+
+
+def test_exported_names_are_exactly_the_intended_ones() -> None:
+    assert sorted(pytest_failover.__all__) == [
+        "AllDomainsFailed",
+        "AsyncFailoverTransport",
+        "AttemptRecord",
+        "CircuitOpenError",
+        "ControlDocument",
+        "ControlError",
+        "ControlPoller",
+        "Domain",
+        "DomainState",
+        "ExponentialBackoff",
+        "FailoverError",
+        "FailoverResult",
+        "FailoverTransport",
+        "Policy",
+        "Pool",
+        "PoolState",
+        "RetryBudget",
+        "ScheduleTable",
+        "Step",
+        "TransportState",
+    ]
+    for name in pytest_failover.__all__:
+        assert getattr(pytest_failover, name).__module__.startswith("pytest_failover.")
+
+
+def test_errors_are_httpx_transport_errors() -> None:
+    assert issubclass(pytest_failover.AllDomainsFailed, httpx.TransportError)
+    assert issubclass(pytest_failover.CircuitOpenError, pytest_failover.FailoverError)
+
+
+def test_importing_the_library_loads_only_httpx_and_the_otel_api() -> None:
+    code = (
+        "import sys, pytest_failover;"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'trustme', 'cryptography', 'pytest', 'apscheduler', 'pydantic', 'aiohttp', 'anyio'});"
+        "sdk = [m for m in sys.modules if m.startswith('opentelemetry.sdk')];"
+        "print(heavy + sdk)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
