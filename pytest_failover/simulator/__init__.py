@@ -1,0 +1,33 @@
+"""The outage simulator: real loopback servers behind real domain names, with faults on demand.
+
+    from pytest_failover import faults
+    from pytest_failover.simulator import FakeDomains
+
+    with FakeDomains() as fd:
+        fd.add("api.example.com")
+        fd.fail("api.example.com", faults.dns_nxdomain())
+        ...  # any client: httpx, requests, urllib3, urllib, aiohttp
+
+See docs/simulator.md for how it works, every fault and what each client raises.
+Needs the ``simulator`` extra (``trustme``).
+"""
+
+from ._domains import FakeDomain, FakeDomains
+from ._errors import BlockedHostError, SimulatorError, UnknownDomainError, UnsupportedClientError
+from ._handlers import Handler, Response, ResponseSpec
+from ._record import FaultEvent, RecordedRequest, Stage
+
+__all__ = [
+    "BlockedHostError",
+    "FakeDomain",
+    "FakeDomains",
+    "FaultEvent",
+    "Handler",
+    "RecordedRequest",
+    "Response",
+    "ResponseSpec",
+    "SimulatorError",
+    "Stage",
+    "UnknownDomainError",
+    "UnsupportedClientError",
+]

@@ -1,0 +1,47 @@
+"""docs/simulator.md's table of what each client raises is the one the client tests verify."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .test_clients import EXPECTED
+
+DOC = Path(__file__).parents[2] / "docs" / "simulator.md"
+COLUMNS = ["httpx", "httpx-async", "requests", "urllib3", "urllib", "aiohttp"]
+
+
+def test_the_documented_exceptions_are_the_tested_ones() -> None:
+    text = DOC.read_text()
+    table = text[text.index("## What each client sees") :].split("\n## ")[0]
+    documented: dict[str, dict[str, str]] = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 1 + len(COLUMNS) or not cells[0].startswith("`"):
+            continue
+        names = [re.findall(r"`([\w.]+)`", cell)[0] for cell in cells[1:]]
+        for fault in re.findall(r"`(\w+)`", cells[0]):
+            documented[fault] = dict(zip(COLUMNS, names, strict=True))
+    tested = {
+        fault: {client: error.__qualname__ for client, (error, _) in by_client.items()}
+        for fault, by_client in EXPECTED.items()
+    }
+    documented = {
+        fault: {client: name.rsplit(".", 1)[-1] for client, name in row.items()}
+        for fault, row in documented.items()
+    }
+    assert documented == tested
+
+
+def test_the_first_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The quick start in docs/simulator.md is real code with the output it claims."""
+    text = DOC.read_text()
+    example = text[text.index("```python\n") + len("```python\n") :].split("```")[0]
+    exec(compile(example, str(DOC), "exec"), {})
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "{'ok': True, 'domain': 'api2.example.com', 'method': 'GET', 'path': '/v1/rooms'}",
+        "[Errno -2] Name or service not known",
+    ]
