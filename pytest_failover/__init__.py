@@ -3,15 +3,24 @@
 The library (this package) depends on ``httpx`` and ``opentelemetry-api`` only.
 The outage simulator lives in :mod:`pytest_failover.simulator` and
 :mod:`pytest_failover.faults`; the pytest plugin in :mod:`pytest_failover.plugin`.
+
+Names are loaded on first use (PEP 562), so the pytest plugin, which every test
+run of an installing project loads, costs nothing until a fixture needs it.
 """
 
-from ._control import ControlDocument, ControlError, ControlPoller
-from ._core import AttemptRecord
-from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
-from ._policy import ExponentialBackoff, Policy, RetryBudget, ScheduleTable, Step
-from ._pool import Domain, Pool
-from ._state import DomainState, PoolState, TransportState
-from ._transport import AsyncFailoverTransport, FailoverResult, FailoverTransport
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._control import ControlDocument, ControlError, ControlPoller
+    from ._core import AttemptRecord
+    from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
+    from ._policy import ExponentialBackoff, Policy, RetryBudget, ScheduleTable, Step
+    from ._pool import Domain, Pool
+    from ._state import DomainState, PoolState, TransportState
+    from ._transport import AsyncFailoverTransport, FailoverResult, FailoverTransport
 
 __all__ = [
     "AllDomainsFailed",
@@ -37,3 +46,41 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_WHERE = {
+    "ControlDocument": "._control",
+    "ControlError": "._control",
+    "ControlPoller": "._control",
+    "AttemptRecord": "._core",
+    "AllDomainsFailed": "._exceptions",
+    "CircuitOpenError": "._exceptions",
+    "FailoverError": "._exceptions",
+    "ExponentialBackoff": "._policy",
+    "Policy": "._policy",
+    "RetryBudget": "._policy",
+    "ScheduleTable": "._policy",
+    "Step": "._policy",
+    "Domain": "._pool",
+    "Pool": "._pool",
+    "DomainState": "._state",
+    "PoolState": "._state",
+    "TransportState": "._state",
+    "AsyncFailoverTransport": "._transport",
+    "FailoverResult": "._transport",
+    "FailoverTransport": "._transport",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        if name in ("faults", "simulator", "plugin", "telemetry_capture"):
+            return importlib.import_module(f".{name}", __name__)
+        raise AttributeError(f"module 'pytest_failover' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -289,6 +289,11 @@ class RequestPlan:
     def last_outcome(self) -> Outcome | None:
         return self._last
 
+    @property
+    def may_resend(self) -> bool:
+        """Could this request be sent again after its bytes left?"""
+        return self.idempotent and self.replayable and self.policy.max_attempts > 1
+
     def _candidates(self, now: float) -> list[Domain]:
         core = self.core
         if self.pinned is not None:

@@ -162,6 +162,10 @@ class Policy:
     - ``sticky``: prefer the last domain that worked; ``sticky_path`` persists it.
     - ``stale_on_failure``: serve the last good GET response when every domain
       failed (``stale_max_age`` seconds at most, ``stale_max_bytes`` per body).
+    - ``read_body``: read a successful response's body inside the transport when
+      the request may be retried, so a connection that breaks mid-body fails over
+      like any other failure. Set it to False for large streamed downloads: the
+      body is then handed over unread and a mid-body failure reaches the caller.
     """
 
     schedule: Schedule = field(default_factory=ExponentialBackoff)
@@ -179,6 +183,7 @@ class Policy:
     stale_on_failure: bool = False
     stale_max_age: float = 300.0
     stale_max_bytes: int = 1 << 20
+    read_body: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.schedule, (ExponentialBackoff, ScheduleTable)):

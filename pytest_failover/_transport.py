@@ -228,11 +228,16 @@ class _Exchange:
         return request
 
     def wants_body(self, response: httpx.Response) -> bool:
-        """Must the body be read before the outcome is known (app-error check, stale cache)?"""
+        """Must the body be read before the outcome is known? For the app-error check,
+        the stale cache, and so that a retryable request whose connection breaks
+        mid-body fails over instead of handing the caller a broken stream."""
         if not 200 <= response.status_code < 300:
             return False
-        return self.policy.is_app_error is not None or (
-            self.policy.stale_on_failure and self.plan.method == "GET"
+        policy = self.policy
+        return (
+            policy.is_app_error is not None
+            or (policy.stale_on_failure and self.plan.method == "GET")
+            or (policy.read_body and self.plan.may_resend)
         )
 
     def on_response(self, response: httpx.Response) -> None:
@@ -469,7 +474,13 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
                     exchange.on_error(exc)
                     continue
                 if exchange.wants_body(response):
-                    response.read()
+                    try:
+                        response.read()
+                    except httpx.TransportError as exc:  # broke mid-body
+                        response.close()
+                        response = None
+                        exchange.on_error(exc)
+                        continue
                 exchange.on_response(response)
             result = exchange.finish()
             if inspect.isawaitable(result):
@@ -528,7 +539,13 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
                     exchange.on_error(exc)
                     continue
                 if exchange.wants_body(response):
-                    await response.aread()
+                    try:
+                        await response.aread()
+                    except httpx.TransportError as exc:  # broke mid-body
+                        await response.aclose()
+                        response = None
+                        exchange.on_error(exc)
+                        continue
                 exchange.on_response(response)
             result = exchange.finish()
             if inspect.isawaitable(result):

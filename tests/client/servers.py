@@ -26,6 +26,7 @@ class Behaviour:
     body: bytes = b'{"ok": true}'
     delay: float = 0.0  # seconds before answering
     reset: bool = False  # close with RST instead of answering
+    truncate: bool = False  # send the headers and half the body, then RST
 
 
 _REASONS = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
@@ -80,7 +81,14 @@ class LoopbackServer:
                     b = self.behaviour
                 if b.delay:
                     await asyncio.sleep(b.delay)
-                if b.reset:
+                if b.truncate:
+                    writer.write(
+                        f"HTTP/1.1 200 OK\r\nContent-Length: {2 * len(b.body)}\r\n\r\n".encode()
+                        + b.body
+                    )
+                    await writer.drain()
+                    await asyncio.sleep(0.01)
+                if b.reset or b.truncate:
                     sock = writer.get_extra_info("socket")
                     if sock is not None:
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -37,6 +37,17 @@ def test_exported_names_are_exactly_the_intended_ones() -> None:
         assert getattr(pytest_failover, name).__module__.startswith("pytest_failover.")
 
 
+def test_names_load_lazily_and_every_name_resolves() -> None:
+    code = (
+        "import sys, pytest_failover;"
+        "print('pytest_failover._transport' in sys.modules, 'httpx' in sys.modules);"
+        "[getattr(pytest_failover, n) for n in pytest_failover.__all__];"
+        "print('pytest_failover._transport' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False", "True"]
+
+
 def test_errors_are_httpx_transport_errors() -> None:
     assert issubclass(pytest_failover.AllDomainsFailed, httpx.TransportError)
     assert issubclass(pytest_failover.CircuitOpenError, pytest_failover.FailoverError)
@@ -44,7 +55,7 @@ def test_errors_are_httpx_transport_errors() -> None:
 
 def test_importing_the_library_loads_only_httpx_and_the_otel_api() -> None:
     code = (
-        "import sys, pytest_failover;"
+        "import sys, pytest_failover; pytest_failover.FailoverTransport;"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
         "{'trustme', 'cryptography', 'pytest', 'apscheduler', 'pydantic', 'aiohttp', 'anyio'});"
         "sdk = [m for m in sys.modules if m.startswith('opentelemetry.sdk')];"

@@ -337,3 +337,29 @@ def test_application_error_predicate_is_final_and_not_held_against_the_domain(
     assert response.json()["code"] == 7 and b.total == 0
     assert info(response).attempts[0].error_type == "app_error"
     assert client.transport.state().pools["api"].domain(a.url()).breaker == "closed"
+
+
+def test_connection_broken_mid_body_fails_over_for_retryable_requests(
+    make_client: Any, servers: Servers
+) -> None:
+    """The body of a retryable request is read inside the transport, so a reset
+    after the headers moves the request instead of reaching the caller."""
+    a, b = servers["a"], servers["b"]
+    a.set(truncate=True)
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(sticky=False))
+    response = client.request("GET", a.url() + "/big")
+    assert response.headers["x-served-by"] == "b"
+    assert info(response).attempts[0].error_type in ("remote_protocol_error", "read_error", "connection_reset")
+    # a POST that cannot be re-sent is handed over unread: the caller sees the break
+    with pytest.raises(httpx.TransportError):
+        client.request("POST", a.url() + "/orders", content=b"{}")
+    assert b.counts["POST"] == 0
+
+
+def test_read_body_off_hands_the_stream_over_unread(make_client: Any, servers: Servers) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(truncate=True)
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(read_body=False))
+    with pytest.raises(httpx.TransportError):
+        client.request("GET", a.url() + "/big")
+    assert b.total == 0

@@ -1,0 +1,46 @@
+"""A downstream suite: what aiohttp (threaded resolver, its default without aiodns) sees."""
+
+import aiohttp
+import pytest
+
+from pytest_failover import faults
+
+HOST = "api.example.com"
+URL = f"https://{HOST}/v1/rooms"
+TIMEOUT = aiohttp.ClientTimeout(sock_connect=0.25, sock_read=0.25)
+
+
+def outage(fault, *args, expected, **kwargs):
+    """One case: the marker, and the exception the client raises."""
+    return pytest.param(expected, marks=pytest.mark.outage(HOST, fault, *args, **kwargs), id=fault)
+
+
+FAILURES = [
+    outage("dns_nxdomain", expected=aiohttp.ClientConnectorDNSError),
+    outage("dns_timeout", 0.05, expected=aiohttp.ClientConnectorDNSError),
+    outage("refused", expected=aiohttp.ClientConnectorError),
+    outage("connect_timeout", expected=aiohttp.ConnectionTimeoutError),
+    outage("read_timeout", expected=aiohttp.SocketTimeoutError),
+    outage("slow", 1.0, expected=aiohttp.SocketTimeoutError),
+    outage("reset", expected=aiohttp.ClientPayloadError),
+    outage("tls_expired", expected=aiohttp.ClientConnectorCertificateError),
+    outage("tls_wrong_host", expected=aiohttp.ClientConnectorCertificateError),
+    outage("tls_untrusted", expected=aiohttp.ClientConnectorCertificateError),
+    outage("rate", 1.0, faults.refused(), seed=7, expected=aiohttp.ClientConnectorError),
+]
+
+
+@pytest.mark.parametrize("expected", FAILURES)
+async def test_failure_raises(expected):
+    connector = aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver())
+    async with aiohttp.ClientSession(timeout=TIMEOUT, connector=connector) as session:
+        with pytest.raises(aiohttp.ClientError) as caught:
+            async with session.get(URL) as response:
+                await response.read()
+    assert type(caught.value) is expected
+
+
+@pytest.mark.outage(HOST, "status", 429, headers={"Retry-After": "5"})
+async def test_status_with_retry_after():
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session, session.get(URL) as response:
+        assert (response.status, response.headers["Retry-After"]) == (429, "5")

@@ -1,0 +1,81 @@
+"""A downstream suite: what an httpx (sync) client sees when api.example.com fails."""
+
+import httpx
+import pytest
+
+from pytest_failover import faults
+
+HOST = "api.example.com"
+URL = f"https://{HOST}/v1/rooms"
+TIMEOUT = httpx.Timeout(0.25)
+
+
+def outage(fault, *args, expected, match="", **kwargs):
+    """One case: the marker, and the exception (type and message part) the client raises."""
+    return pytest.param(expected, match, marks=pytest.mark.outage(HOST, fault, *args, **kwargs), id=fault)
+
+
+FAILURES = [
+    outage("dns_nxdomain", expected=httpx.ConnectError, match="Name or service not known"),
+    outage("dns_timeout", 0.05, expected=httpx.ConnectError, match="Temporary failure"),
+    outage("refused", expected=httpx.ConnectError, match="Connection refused"),
+    outage("connect_timeout", expected=httpx.ConnectTimeout),
+    outage("read_timeout", expected=httpx.ReadTimeout),
+    outage("slow", 1.0, expected=httpx.ReadTimeout),
+    outage("reset", expected=httpx.RemoteProtocolError),
+    outage("tls_expired", expected=httpx.ConnectError, match="certificate has expired"),
+    outage("tls_wrong_host", expected=httpx.ConnectError, match="Hostname mismatch"),
+    outage("tls_untrusted", expected=httpx.ConnectError, match="unable to get local issuer"),
+    outage("rate", 1.0, faults.refused(), seed=7, expected=httpx.ConnectError),
+]
+
+
+@pytest.mark.parametrize(("expected", "match"), FAILURES)
+def test_failure_raises(expected, match):
+    with httpx.Client(timeout=TIMEOUT) as client, pytest.raises(httpx.TransportError) as caught:
+        client.get(URL)
+    assert type(caught.value) is expected
+    assert match in str(caught.value)
+
+
+@pytest.mark.outage(HOST, "status", 429, headers={"Retry-After": "2"})
+def test_status_with_retry_after():
+    response = httpx.get(URL)
+    assert response.status_code == 429
+    assert response.headers["Retry-After"] == "2"
+
+
+def test_flapping_recovers(fake_domains):
+    fake_domains.add(HOST)
+    fake_domains.fail(HOST, faults.flapping(fail=2))
+    with httpx.Client(timeout=TIMEOUT) as client:
+        statuses = [client.get(URL).status_code for _ in range(3)]
+    assert statuses == [503, 503, 200]
+    assert [str(request.fault) for request in fake_domains.requests(HOST)] == [
+        "status", "status", "healthy"
+    ]
+
+
+@pytest.mark.outage(HOST, "latency", 0.05)
+def test_latency_still_answers():
+    response = httpx.get(URL, timeout=TIMEOUT)
+    assert response.status_code == 200
+    assert response.elapsed.total_seconds() >= 0.05
+
+
+def test_healthy_answers_and_is_recorded(fake_domains):
+    fake_domains.add(HOST)
+    response = httpx.post(URL, json={"name": "blue"})
+    assert response.json() == {"ok": True, "domain": HOST, "method": "POST", "path": "/v1/rooms"}
+    [request] = fake_domains.requests(HOST)
+    assert (request.method, request.path, request.json()) == ("POST", "/v1/rooms", {"name": "blue"})
+
+
+@pytest.mark.outage(HOST, "refused")
+def test_plain_http_fails_the_same_way(fake_domains):
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://{HOST}/v1/rooms", timeout=TIMEOUT)
+    fake_domains.heal(HOST)
+    response = httpx.get(f"http://{HOST}/v1/rooms", timeout=TIMEOUT)
+    assert response.status_code == 200
+    assert fake_domains.requests(HOST)[0].scheme == "http"

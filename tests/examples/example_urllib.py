@@ -1,0 +1,48 @@
+"""A downstream suite: what urllib.request sees when api.example.com fails."""
+
+import http.client
+import ssl
+import urllib.error
+import urllib.request
+
+import pytest
+
+HOST = "api.example.com"
+URL = f"https://{HOST}/v1/rooms"
+TIMEOUT = 0.25
+
+
+def outage(fault, *args, expected, reason=None, **kwargs):
+    """One case: the marker, the exception urlopen raises and, for URLError, its reason's type."""
+    return pytest.param(expected, reason, marks=pytest.mark.outage(HOST, fault, *args, **kwargs), id=fault)
+
+
+FAILURES = [
+    outage("dns_nxdomain", expected=urllib.error.URLError, reason=OSError),
+    outage("dns_timeout", 0.05, expected=urllib.error.URLError, reason=OSError),
+    outage("refused", expected=urllib.error.URLError, reason=ConnectionRefusedError),
+    outage("connect_timeout", expected=urllib.error.URLError, reason=TimeoutError),
+    outage("read_timeout", expected=TimeoutError),
+    outage("slow", 1.0, expected=TimeoutError),
+    outage("reset", expected=http.client.IncompleteRead),
+    outage("tls_expired", expected=urllib.error.URLError, reason=ssl.SSLCertVerificationError),
+    outage("tls_wrong_host", expected=urllib.error.URLError, reason=ssl.SSLCertVerificationError),
+    outage("tls_untrusted", expected=urllib.error.URLError, reason=ssl.SSLCertVerificationError),
+]
+
+
+@pytest.mark.parametrize(("expected", "reason"), FAILURES)
+def test_failure_raises(expected, reason):
+    errors = (urllib.error.URLError, TimeoutError, http.client.HTTPException)
+    with pytest.raises(errors) as caught, urllib.request.urlopen(URL, timeout=TIMEOUT) as response:
+        response.read()
+    assert type(caught.value) is expected
+    if reason is not None:
+        assert isinstance(caught.value.reason, reason)
+
+
+@pytest.mark.outage(HOST, "status", 503, headers={"Retry-After": "1"})
+def test_status_is_an_http_error():
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(URL, timeout=TIMEOUT)
+    assert (caught.value.code, caught.value.headers["Retry-After"]) == (503, "1")

@@ -1,0 +1,45 @@
+"""A downstream suite: what urllib3 (no retries) sees when api.example.com fails."""
+
+import pytest
+import urllib3
+
+from pytest_failover import faults
+
+HOST = "api.example.com"
+URL = f"https://{HOST}/v1/rooms"
+TIMEOUT = urllib3.Timeout(connect=0.25, read=0.25)
+
+
+def outage(fault, *args, expected, match="", **kwargs):
+    """One case: the marker, and the exception (type and message part) the client raises."""
+    return pytest.param(expected, match, marks=pytest.mark.outage(HOST, fault, *args, **kwargs), id=fault)
+
+
+errors = urllib3.exceptions
+FAILURES = [
+    outage("dns_nxdomain", expected=errors.NameResolutionError, match="Failed to resolve"),
+    outage("dns_timeout", 0.05, expected=errors.NameResolutionError),
+    outage("refused", expected=errors.NewConnectionError, match="Connection refused"),
+    outage("connect_timeout", expected=errors.ConnectTimeoutError),
+    outage("read_timeout", expected=errors.ReadTimeoutError),
+    outage("slow", 1.0, expected=errors.ReadTimeoutError),
+    outage("reset", expected=errors.ProtocolError, match="IncompleteRead"),
+    outage("tls_expired", expected=errors.SSLError, match="certificate has expired"),
+    outage("tls_wrong_host", expected=errors.SSLError, match="Hostname mismatch"),
+    outage("tls_untrusted", expected=errors.SSLError, match="unable to get local issuer"),
+    outage("rate", 1.0, faults.refused(), seed=7, expected=errors.NewConnectionError),
+]
+
+
+@pytest.mark.parametrize(("expected", "match"), FAILURES)
+def test_failure_raises(expected, match):
+    with urllib3.PoolManager(timeout=TIMEOUT, retries=False) as pool, pytest.raises(urllib3.exceptions.HTTPError) as caught:
+        pool.request("GET", URL)
+    assert type(caught.value) is expected
+    assert match in str(caught.value)
+
+
+@pytest.mark.outage(HOST, "flapping", fail=1, fault=faults.status(502))
+def test_flapping_then_healthy():
+    with urllib3.PoolManager(timeout=TIMEOUT, retries=False) as pool:
+        assert [pool.request("GET", URL).status for _ in range(2)] == [502, 200]

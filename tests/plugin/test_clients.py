@@ -1,0 +1,40 @@
+"""Each client against each fault, run as a downstream suite through pytester.
+
+The example files in ``tests/examples`` are what a user writes: they mark tests
+with ``@pytest.mark.outage`` or use ``fake_domains``, and assert the exact
+exception type their client raises. Running them through pytester proves the
+plugin loads from its entry point with no configuration and does its job there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import copy_example
+
+EXAMPLES = {
+    "httpx (sync)": ("example_httpx_sync.py", 16),
+    "httpx (async)": ("example_httpx_async.py", 13),
+    "requests": ("example_requests.py", 13),
+    "urllib3": ("example_urllib3.py", 12),
+    "urllib.request": ("example_urllib.py", 11),
+    "aiohttp": ("example_aiohttp.py", 12),
+}
+
+
+@pytest.mark.parametrize("client", list(EXAMPLES))
+def test_client_sees_each_fault(downstream: pytest.Pytester, client: str) -> None:
+    """Every fault reaches the client through its own stack and raises that client's own exception."""
+    filename, expected = EXAMPLES[client]
+    copy_example(downstream, filename)
+    result = downstream.runpytest("-v", filename)
+    result.assert_outcomes(passed=expected)
+    result.stdout.fnmatch_lines(
+        [f"*{filename}::test_failure_raises?dns_nxdomain? PASSED*", f"*{filename}::test_failure_raises?tls_expired? PASSED*"]
+    )
+
+
+def test_first_test_of_the_docs_passes(downstream: pytest.Pytester) -> None:
+    """The ten-line first test in docs/plugin.md runs green as written."""
+    copy_example(downstream, "example_first.py")
+    downstream.runpytest("example_first.py").assert_outcomes(passed=1)
