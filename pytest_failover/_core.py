@@ -24,7 +24,11 @@ never once the schedule's attempts are used up; never when request bytes may
 have left and the request is not idempotent (or its body cannot be replayed);
 never while the pool's retry budget is at or below half; never when the next
 attempt could not start before the deadline. The first attempt is never
-delayed; a ``Retry-After`` (capped) lengthens the wait before the next one.
+delayed. With exponential backoff, a failure before any byte reached a server
+(DNS, refused, TLS handshake) moves to an untried domain at once: that adds no
+load anywhere, like gRPC's transparent retries. Every other retry waits a full
+jitter backoff, so clients that saw the same failure do not retry in lockstep;
+a ``Retry-After`` (capped) lengthens the wait.
 
 Everything is a value: decisions, outcomes and events are frozen dataclasses.
 Time and randomness are arguments. The pool's lock is held only while deciding,
@@ -322,7 +326,7 @@ class RequestPlan:
             domain = self._choose(number, now)
             if domain is None:
                 return Stop(reason="circuit_open" if number == 1 else "exhausted")
-            delay = self._delay(number, now)
+            delay = self._delay(number, now, domain)
             remaining = self.deadline_at - (now + delay)
             if remaining < MIN_ATTEMPT_TIME:
                 return Stop(reason="deadline")
@@ -371,15 +375,19 @@ class RequestPlan:
                 return domain
         return candidates[0]
 
-    def _delay(self, number: int, now: float) -> float:
+    def _delay(self, number: int, now: float, domain: Domain) -> float:
         if number == 1:
             return 0.0
         schedule = self.policy.schedule
+        last = self._last
         if isinstance(schedule, ExponentialBackoff):
+            if last is not None and not last.sent and domain not in self._tried:
+                # Transparent failover: nothing reached a server, so moving to a
+                # domain this request has not tried adds no load anywhere.
+                return 0.0
             delay = schedule.delay(number - 1, self._random)
         else:
             delay = max(0.0, self.started_at + schedule.offset(number - 1, self._random) - now)
-        last = self._last
         if last is not None and last.retry_after is not None:
             delay = max(delay, min(last.retry_after, self.policy.retry_after_cap))
         return delay

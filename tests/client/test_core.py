@@ -85,9 +85,22 @@ def test_retry_goes_to_the_next_domain_and_first_attempt_is_never_delayed() -> N
     p = plan(c, 0.0)
     first = attempt(p, 0.0)
     assert first.delay == 0 and first.domain.host == "a.example"
-    p.record(REFUSED, 0.0, duration=0.0)
+    p.record(UNAVAILABLE, 0.0, duration=0.0)
     second = attempt(p, 0.0)
     assert second.domain.host == "b.example" and second.delay == pytest.approx(0.1)
+
+
+def test_failures_before_any_byte_left_move_to_an_untried_domain_at_once() -> None:
+    """Transparent failover: DNS or refused on the primary costs no backoff wait,
+    but going back to a domain already tried does."""
+    c = core(n=2, breaker_threshold=100, schedule=ExponentialBackoff(base=0.1, max_attempts=3))
+    p = plan(c, 0.0)
+    attempt(p, 0.0)
+    p.record(REFUSED, 0.0, duration=0.0)
+    assert attempt(p, 0.0).delay == 0
+    p.record(REFUSED, 0.0, duration=0.0)
+    third = attempt(p, 0.0)
+    assert third.domain.host == "a.example" and third.delay == pytest.approx(0.2)
 
 
 def test_4xx_is_an_answer_never_retried_never_held_against_the_domain() -> None:
@@ -184,9 +197,15 @@ def test_retry_after_is_honoured_and_capped() -> None:
 def test_deadline_stops_attempts_that_could_not_finish() -> None:
     c = core(deadline=1.0, attempt_timeout=10.0)
     p = plan(c, 0.0)
+    attempt(p, 0.0)
+    p.record(REFUSED, 1.0, duration=1.0)
+    step = p.next(1.0)  # no time left at all
+    assert isinstance(step, Stop) and step.reason == "deadline"
+    c = core(deadline=1.0, attempt_timeout=10.0)
+    p = plan(c, 0.0)
     first = attempt(p, 0.0)
     assert first.timeout == pytest.approx(1.0)  # clamped to the deadline
-    p.record(REFUSED, 0.95, duration=0.95)
+    p.record(UNAVAILABLE, 0.95, duration=0.95)
     step = p.next(0.95)  # backoff 0.1 would start past the deadline
     assert isinstance(step, Stop) and step.reason == "deadline"
 
