@@ -1,0 +1,445 @@
+"""The agent's configuration file (``agent.toml``): a strict pydantic v2 model.
+
+Every model forbids unknown keys and does not coerce types, so a misspelt key or a
+string where a number belongs is an error that names its path in the file
+(``pools[1].domains[0]: not a URL``). :func:`load_config` is the only entry point;
+it raises :class:`ConfigError` carrying every problem at once.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from pytest_failover._policy import (
+    ExponentialBackoff,
+    Policy,
+    RetryBudget,
+    ScheduleTable,
+    Step,
+)
+from pytest_failover._pool import Domain, Pool
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "AgentConfig",
+    "ConfigError",
+    "ControlConfig",
+    "ExportersConfig",
+    "OtlpConfig",
+    "PolicyConfig",
+    "PoolConfig",
+    "ProbeConfig",
+    "PrometheusConfig",
+    "ReadinessConfig",
+    "load_config",
+    "parse_config",
+]
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; ``errors`` holds ``(path, message)`` pairs."""
+
+    def __init__(self, source: str, errors: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.errors = errors
+        lines = "\n".join(f"  {path}: {msg}" if path else f"  {msg}" for path, msg in errors)
+        super().__init__(f"{source}: {len(errors)} error(s)\n{lines}")
+
+
+def _check_url(value: str) -> str:
+    try:
+        Domain.parse(value)
+    except ValueError:
+        raise ValueError("not a URL (expected a base URL such as 'https://api.example.com')") from None
+    return Domain.parse(value).url
+
+
+def _check_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError("must start with '/'")
+    return value
+
+
+def _check_status(values: list[int]) -> list[int]:
+    bad = [v for v in values if not 100 <= v <= 599]
+    if bad:
+        raise ValueError(f"{bad} are not HTTP status codes")
+    if not values:
+        raise ValueError("must not be empty")
+    return values
+
+
+def _check_listen(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("expected HOST:PORT such as '127.0.0.1:9464'")
+    return value
+
+
+DomainURL = Annotated[str, AfterValidator(_check_url)]
+URLPath = Annotated[str, AfterValidator(_check_path)]
+Statuses = Annotated[list[int], AfterValidator(_check_status)]
+Listen = Annotated[str, AfterValidator(_check_listen)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+METHODS = Literal["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class JsonCheck(_Model):
+    """A check on the JSON body: the value at dotted ``field`` must equal ``equals``."""
+
+    field: str = Field(min_length=1)
+    equals: str | int | float | bool
+
+
+class ProbeOverride(_Model):
+    """Per-domain probe settings; unset keys fall back to the pool's probe settings."""
+
+    path: URLPath | None = None
+    method: METHODS | None = None
+    headers: dict[str, str] | None = None
+    expected_status: Statuses | None = None
+    json_check: JsonCheck | None = None
+    interval: Seconds | None = None
+    timeout: Seconds | None = None
+
+
+class ProbeConfig(_Model):
+    """How the domains of a pool are probed (and the pool probe's request)."""
+
+    path: URLPath = "/"
+    method: METHODS = "GET"
+    headers: dict[str, str] = {}
+    expected_status: Statuses = [200]
+    json_check: JsonCheck | None = None
+    interval: Seconds = 15.0
+    timeout: Seconds = 5.0
+    domains: dict[DomainURL, ProbeOverride] = {}
+
+    @model_validator(mode="after")
+    def _timeout_fits(self) -> ProbeConfig:
+        if self.timeout > self.interval:
+            raise ValueError(f"timeout ({self.timeout} s) is larger than interval ({self.interval} s)")
+        for url, override in self.domains.items():
+            interval = override.interval or self.interval
+            timeout = override.timeout or self.timeout
+            if timeout > interval:
+                raise ValueError(
+                    f"domains.{url!r}: timeout ({timeout} s) is larger than interval ({interval} s)"
+                )
+        return self
+
+    def for_domain(self, url: str) -> ProbeConfig:
+        """The effective settings for one domain (its override merged in)."""
+        override = self.domains.get(url)
+        if override is None:
+            return self
+        values = {k: v for k, v in override.model_dump(exclude_none=True).items()}
+        if override.json_check is not None:
+            values["json_check"] = override.json_check
+        return self.model_copy(update={**values, "domains": {}})
+
+
+class ReadinessConfig(_Model):
+    """Checks that each backup could take the primary's traffic."""
+
+    enabled: bool = True
+    interval: Seconds = 60.0
+    timeout: Seconds = 5.0
+    cert_warning_days: float = Field(default=14.0, ge=0)
+    cors_origins: list[str] = []
+    cors_method: METHODS = "GET"
+    health_path: URLPath | None = None
+    health_field: str | None = None
+
+    @model_validator(mode="after")
+    def _timeout_fits(self) -> ReadinessConfig:
+        if self.timeout > self.interval:
+            raise ValueError(f"timeout ({self.timeout} s) is larger than interval ({self.interval} s)")
+        return self
+
+
+class BackoffConfig(_Model):
+    base: Seconds = 0.2
+    cap: Seconds = 10.0
+    max_attempts: int = Field(default=3, ge=1)
+
+
+class StepConfig(_Model):
+    at: float = Field(ge=0)
+    domain: int = Field(ge=0)
+
+
+class ScheduleTableConfig(_Model):
+    steps: list[StepConfig] = Field(min_length=1)
+    jitter: float = Field(default=0.0, ge=0, lt=1)
+
+
+class RetryBudgetConfig(_Model):
+    enabled: bool = True
+    max_tokens: float = Field(default=10.0, gt=0, le=1000)
+    token_ratio: float = Field(default=0.1, gt=0)
+
+
+class PolicyConfig(_Model):
+    """The failover client's :class:`~pytest_failover.Policy` for one pool."""
+
+    preset: Literal["default", "agora"] = "default"
+    backoff: BackoffConfig | None = None
+    schedule_table: ScheduleTableConfig | None = None
+    attempt_timeout: Seconds | None = None
+    deadline: Seconds | None = None
+    retry_statuses: list[int] | None = None
+    retry_after_cap: float | None = Field(default=None, ge=0)
+    breaker_threshold: int | None = Field(default=None, ge=1)
+    breaker_cooldown: Seconds | None = None
+    retry_budget: RetryBudgetConfig | None = None
+    sticky: bool | None = None
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> PolicyConfig:
+        if self.backoff is not None and self.schedule_table is not None:
+            raise ValueError("set either backoff or schedule_table, not both")
+        self.to_policy()  # the library's own validation, reported at this path
+        return self
+
+    def to_policy(self) -> Policy:
+        """Build the library's Policy (raises ValueError with the library's message)."""
+        values: dict[str, Any] = {}
+        if self.backoff is not None:
+            values["schedule"] = ExponentialBackoff(**self.backoff.model_dump())
+        if self.schedule_table is not None:
+            values["schedule"] = ScheduleTable(
+                [Step(s.at, s.domain) for s in self.schedule_table.steps],
+                jitter=self.schedule_table.jitter,
+            )
+        for key in ("attempt_timeout", "deadline", "retry_after_cap", "breaker_threshold",
+                    "breaker_cooldown", "sticky"):
+            value = getattr(self, key)
+            if value is not None:
+                values[key] = value
+        if self.retry_statuses is not None:
+            values["retry_statuses"] = frozenset(self.retry_statuses)
+        if self.retry_budget is not None:
+            values["retry_budget"] = (
+                RetryBudget(max_tokens=self.retry_budget.max_tokens,
+                            token_ratio=self.retry_budget.token_ratio)
+                if self.retry_budget.enabled else None
+            )
+        if self.preset == "agora":
+            return Policy.agora(**values)
+        return Policy(**values)
+
+
+class PoolConfig(_Model):
+    """One pool: ordered domains, region orders, its policy, probes and readiness."""
+
+    name: str = Field(min_length=1)
+    domains: list[DomainURL] = Field(min_length=1)
+    region_order: dict[str, list[DomainURL]] = {}
+    policy: PolicyConfig = PolicyConfig()
+    probe: ProbeConfig = ProbeConfig()
+    readiness: ReadinessConfig = ReadinessConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PoolConfig:
+        for url in self.probe.domains:
+            if url not in self.domains:
+                raise ValueError(f"probe.domains: {url!r} is not a domain of this pool")
+        self.to_pool()
+        return self
+
+    def to_pool(self) -> Pool:
+        return Pool(self.name, list(self.domains), region_order=self.region_order or None)
+
+    def primary(self, region: str | None) -> str:
+        return self.to_pool().order(region)[0].url
+
+
+class PrometheusConfig(_Model):
+    enabled: bool = True
+    listen: Listen = "127.0.0.1:9464"
+
+
+class OtlpConfig(_Model):
+    endpoint: str = Field(min_length=1)
+    protocol: Literal["grpc", "http"] = "http"
+    headers: dict[str, str] = {}
+    insecure: bool = True
+    timeout: Seconds = 5.0
+    export_interval: Seconds = 10.0
+    max_queue_size: int = Field(default=2048, ge=1, le=1_000_000)
+    max_export_batch_size: int = Field(default=512, ge=1)
+    schedule_delay: Seconds = 2.0
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("not a URL (expected e.g. 'http://127.0.0.1:4318')")
+        return value
+
+    @model_validator(mode="after")
+    def _batch_fits(self) -> OtlpConfig:
+        if self.max_export_batch_size > self.max_queue_size:
+            raise ValueError("max_export_batch_size must be <= max_queue_size")
+        return self
+
+
+class ExportersConfig(_Model):
+    prometheus: PrometheusConfig = PrometheusConfig()
+    otlp: OtlpConfig | None = None
+
+
+class ControlConfig(_Model):
+    """The signed control document the agent publishes for clients."""
+
+    signing_key_file: Path
+    key_id: str = ""
+    override_file: Path | None = None
+    path: URLPath = "/control.json"
+    output_file: Path | None = None
+    interval: Seconds = 10.0
+    expires_in: Seconds = 300.0
+    disable_after: int = Field(default=2, ge=1)
+
+    @model_validator(mode="after")
+    def _expiry(self) -> ControlConfig:
+        if self.expires_in <= self.interval:
+            raise ValueError("expires_in must be larger than interval (documents would expire before renewal)")
+        return self
+
+
+class AgentConfig(_Model):
+    """The whole ``agent.toml``."""
+
+    location: str = Field(default="local", min_length=1)
+    region: str | None = None
+    ca_file: Path | None = None
+    pools: list[PoolConfig] = Field(min_length=1)
+    exporters: ExportersConfig = ExportersConfig()
+    control: ControlConfig | None = None
+
+    @model_validator(mode="after")
+    def _unique(self) -> AgentConfig:
+        names = [p.name for p in self.pools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"pool names must be unique: {', '.join(dupes)}")
+        if (self.control is not None and not self.exporters.prometheus.enabled
+                and self.control.output_file is None):
+            raise ValueError("control: with the HTTP listener disabled, set control.output_file")
+        return self
+
+
+def _format_loc(loc: Iterable[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif "." in part or "/" in part or ":" in part:
+            out += f"[{part!r}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+def _errors(exc: ValidationError) -> list[tuple[str, str]]:
+    errors = []
+    for err in exc.errors(include_url=False):
+        msg = err["msg"]
+        for prefix in ("Value error, ", "Assertion failed, "):
+            if msg.startswith(prefix):
+                msg = msg[len(prefix):]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        # Drop pydantic's union/tagged branch names (e.g. "str", "function-after[...]").
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in {"str", "int", "float", "bool"}))]
+        errors.append((_format_loc(loc), msg))
+    return errors
+
+
+def parse_config(data: Mapping[str, Any], *, source: str = "<config>", base: Path | None = None) -> AgentConfig:
+    """Validate already-parsed TOML data; relative file paths resolve against ``base``."""
+    try:
+        config = AgentConfig.model_validate(_paths(data))
+    except ValidationError as exc:
+        raise ConfigError(source, _errors(exc)) from None
+    if base is not None:
+        config = _resolve(config, base)
+    return config
+
+
+def _paths(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """TOML has no path type: turn the path-valued strings into ``Path`` for strict mode."""
+    out = dict(data)
+    if isinstance(out.get("ca_file"), str):
+        out["ca_file"] = Path(out["ca_file"])
+    control = out.get("control")
+    if isinstance(control, dict):
+        control = dict(control)
+        for key in ("signing_key_file", "override_file", "output_file"):
+            if isinstance(control.get(key), str):
+                control[key] = Path(control[key])
+        out["control"] = control
+    return out
+
+
+def _resolve(config: AgentConfig, base: Path) -> AgentConfig:
+    def fix(p: Path | None) -> Path | None:
+        return None if p is None or p.is_absolute() else base / p
+
+    update: dict[str, Any] = {}
+    if config.ca_file is not None and not config.ca_file.is_absolute():
+        update["ca_file"] = fix(config.ca_file)
+    if config.control is not None:
+        c = config.control
+        cupdate = {
+            k: fix(getattr(c, k))
+            for k in ("signing_key_file", "override_file", "output_file")
+            if getattr(c, k) is not None and not getattr(c, k).is_absolute()
+        }
+        if cupdate:
+            update["control"] = c.model_copy(update=cupdate)
+    return config.model_copy(update=update) if update else config
+
+
+def load_config(path: str | Path) -> AgentConfig:
+    """Read and validate ``agent.toml``; raises :class:`ConfigError` listing every error."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(str(path), [("", f"cannot read the file: {exc.strerror or exc}")]) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), [("", f"not valid TOML: {exc}")]) from None
+    config = parse_config(data, source=str(path), base=path.resolve().parent)
+    if config.control is not None and not config.control.signing_key_file.is_file():
+        raise ConfigError(
+            str(path), [("control.signing_key_file", f"no such file: {config.control.signing_key_file}")]
+        )
+    if config.ca_file is not None and not config.ca_file.is_file():
+        raise ConfigError(str(path), [("ca_file", f"no such file: {config.ca_file}")])
+    return config

@@ -1,0 +1,192 @@
+"""Builds and signs the control document clients poll.
+
+Rules, in order:
+
+1. A domain whose last ``disable_after`` pinned probes all failed is disabled.
+2. The operator override file wins: ``disable`` forces a domain off, ``enable``
+   forces it on, whatever the probes say.
+3. Never every domain of a pool: if the result would disable all of them, the
+   automatic decisions are dropped and only the operator's remain; if the
+   operator disabled all of them too, the pool's first domain stays enabled
+   (and the error is logged).
+
+The override file is TOML (or JSON when it ends in ``.json``)::
+
+    [pools.api]
+    disable = ["https://api.example.com"]
+    enable = ["https://api2.example.com"]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_failover._control import ControlDocument
+from pytest_failover._pool import Domain
+
+from .config import ControlConfig, PoolConfig
+from .state import AgentState
+
+try:  # tomllib on 3.11+, tomli before
+    import tomllib
+except ImportError:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[no-redef]
+
+__all__ = ["ControlWriter", "Override", "decide_disabled", "load_override"]
+
+log = logging.getLogger("agent.control")
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    disable: Mapping[str, frozenset[str]]
+    enable: Mapping[str, frozenset[str]]
+
+
+EMPTY_OVERRIDE = Override({}, {})
+
+
+def load_override(path: Path) -> Override:
+    """Parse the operator override file (raises ValueError with the reason)."""
+    raw = path.read_bytes()
+    try:
+        data: Any = json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
+    if not isinstance(data, dict) or set(data) - {"pools"}:
+        raise ValueError(f"{path}: expected only a 'pools' table")
+    disable: dict[str, frozenset[str]] = {}
+    enable: dict[str, frozenset[str]] = {}
+    for name, entry in (data.get("pools") or {}).items():
+        if not isinstance(entry, dict) or set(entry) - {"disable", "enable"}:
+            raise ValueError(f"{path}: pools.{name}: expected 'disable' and/or 'enable' lists")
+        for key, target in (("disable", disable), ("enable", enable)):
+            urls = entry.get(key, [])
+            if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+                raise ValueError(f"{path}: pools.{name}.{key}: expected a list of URLs")
+            try:
+                target[name] = frozenset(Domain.parse(u).url for u in urls)
+            except ValueError as exc:
+                raise ValueError(f"{path}: pools.{name}.{key}: {exc}") from None
+    return Override(disable, enable)
+
+
+def decide_disabled(
+    pools: Sequence[PoolConfig],
+    state: AgentState,
+    disable_after: int,
+    override: Override,
+) -> dict[str, frozenset[str]]:
+    """The disabled domains per pool, following the module's rules."""
+    out: dict[str, frozenset[str]] = {}
+    for pool in pools:
+        domains = list(pool.domains)
+        auto = {
+            url for url in domains
+            if (d := state.domains.get((pool.name, url))) is not None
+            and d.consecutive_failures >= disable_after
+        }
+        forced_off = set(override.disable.get(pool.name, frozenset())) & set(domains)
+        forced_on = set(override.enable.get(pool.name, frozenset()))
+        disabled = (auto - forced_on) | forced_off
+        if disabled >= set(domains):
+            disabled = forced_off
+            if disabled >= set(domains):
+                log.error("override disables every domain of pool %r; keeping %s enabled",
+                          pool.name, domains[0])
+                disabled = disabled - {domains[0]}
+            else:
+                log.warning("every domain of pool %r looks down; not disabling any automatically",
+                            pool.name)
+        out[pool.name] = frozenset(disabled)
+    return out
+
+
+def _load_key(path: Path) -> dict[str, Any]:
+    raw = path.read_bytes()
+    if raw.lstrip().startswith(b"-----BEGIN"):
+        return {"private_key": raw}
+    key = raw.strip()
+    return {"hmac_key": key}
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ControlWriter:
+    """Signs a fresh document on every :meth:`update` and keeps the latest bytes."""
+
+    def __init__(self, cfg: ControlConfig, pools: Sequence[PoolConfig], previous_version: int = 0) -> None:
+        self.cfg = cfg
+        self.pools = list(pools)
+        self._key = _load_key(cfg.signing_key_file)
+        self._override = EMPTY_OVERRIDE
+        self._override_mtime: float | None = None
+        self.version = previous_version
+
+    def _refresh_override(self) -> None:
+        path = self.cfg.override_file
+        if path is None:
+            return
+        try:
+            mtime = path.stat().st_mtime
+        except FileNotFoundError:
+            if self._override is not EMPTY_OVERRIDE:
+                log.info("override file %s removed; no overrides", path)
+            self._override, self._override_mtime = EMPTY_OVERRIDE, None
+            return
+        if mtime == self._override_mtime:
+            return
+        try:
+            self._override = load_override(path)
+            log.info("override file %s loaded", path)
+        except (OSError, ValueError) as exc:
+            log.error("override file ignored, previous overrides kept: %s", exc)
+        self._override_mtime = mtime
+
+    def update(self, state: AgentState, now: float | None = None) -> bytes:
+        """Decide, sign, store in ``state.control`` and write ``output_file``; return the bytes."""
+        self._refresh_override()
+        disabled = decide_disabled(self.pools, state, self.cfg.disable_after, self._override)
+        now = time.time() if now is None else now
+        self.version = max(self.version + 1, int(now * 1000))
+        document = ControlDocument.sign(
+            version=self.version,
+            pools=disabled,
+            expires_in=self.cfg.expires_in,
+            kid=self.cfg.key_id,
+            now=now,
+            **self._key,
+        )
+        control = state.control
+        if control is None:
+            from .state import ControlStatus
+
+            control = state.control = ControlStatus()
+        control.version = self.version
+        control.issued_at = now
+        control.disabled = disabled
+        control.document = document
+        control.error = None
+        if self.cfg.output_file is not None:
+            _atomic_write(self.cfg.output_file, document)
+        return document

@@ -1,0 +1,208 @@
+"""``failover-agent demo``: the agent probing fake domains through a scripted outage.
+
+Three fake domains of one pool run on loopback (outage simulator): the primary
+``api.example.com``, the backup ``api2.example.com`` and a regional entry
+``api-eu.example.com``. The timeline (repeated every minute)::
+
+     0 s  all healthy
+     8 s  the primary's DNS fails (NXDOMAIN): probes go red, the client fails
+          over to the backup, the primary's breaker opens, the control document
+          disables the primary
+    20 s  the backup's certificate is replaced by one expiring in 5 days:
+          the readiness check flags it
+    35 s  the primary recovers: breaker half-open then closed, traffic back
+    50 s  the backup gets a fresh certificate
+
+The agent runs its normal code path; only the targets are fake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import os
+import secrets
+import socket
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from .config import AgentConfig, parse_config
+from .console import Reporter, make_reporter
+
+__all__ = ["TIMELINE", "demo_config", "run_demo"]
+
+log = logging.getLogger("agent.demo")
+
+PRIMARY = "api.example.com"
+BACKUP = "api2.example.com"
+REGIONAL = "api-eu.example.com"
+CYCLE = 60.0
+
+#: (seconds into the cycle, what happens, action name)
+TIMELINE: tuple[tuple[float, str, str], ...] = (
+    (0.0, "all domains healthy", "heal"),
+    (8.0, f"{PRIMARY}: DNS fails (NXDOMAIN)", "dns_down"),
+    (20.0, f"{BACKUP}: certificate replaced by one expiring in 5 days", "cert_expiring"),
+    (35.0, f"{PRIMARY}: DNS recovers", "dns_up"),
+    (50.0, f"{BACKUP}: fresh certificate installed", "cert_fresh"),
+)
+
+
+def _handler(request: Any) -> Any:
+    from pytest_failover.simulator import Response
+
+    if request.method == "OPTIONS":
+        return Response(
+            status=204,
+            headers={
+                "Access-Control-Allow-Origin": "https://app.example.com",
+                "Access-Control-Allow-Methods": "GET, POST",
+                "Access-Control-Allow-Headers": "content-type",
+            },
+        )
+    return {"status": "ok", "domain": request.host}
+
+
+def demo_config(key_file: Path, listen: str, ca_file: str | None) -> AgentConfig:
+    """The demo's configuration: short intervals so things happen within seconds."""
+    domains = [f"https://{PRIMARY}", f"https://{BACKUP}", f"https://{REGIONAL}"]
+    data: dict[str, Any] = {
+        "location": "demo",
+        "pools": [{
+            "name": "api",
+            "domains": domains,
+            "region_order": {"eu": [f"https://{REGIONAL}"]},
+            "policy": {
+                "attempt_timeout": 0.8, "deadline": 3.0,
+                "breaker_threshold": 2, "breaker_cooldown": 5.0,
+                "backoff": {"base": 0.05, "cap": 0.2, "max_attempts": 3},
+            },
+            "probe": {"path": "/health", "interval": 1.0, "timeout": 0.8,
+                      "json_check": {"field": "status", "equals": "ok"}},
+            "readiness": {"interval": 3.0, "timeout": 1.0, "cert_warning_days": 14.0,
+                          "cors_origins": ["https://app.example.com"], "health_field": "status"},
+        }],
+        "exporters": {"prometheus": {"listen": listen}},
+        "control": {"signing_key_file": key_file, "interval": 2.0, "expires_in": 60.0,
+                    "disable_after": 2},
+    }
+    if ca_file:
+        data["ca_file"] = Path(ca_file)
+    return parse_config(data, source="<demo>")
+
+
+class _SpanPrinter(SpanExporter):
+    """Tells the story of the client's spans that show failover: switches and breakers."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self._reporter = reporter
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        for span in spans:
+            for event in span.events:
+                attrs = dict(event.attributes or {})
+                if event.name == "failover.switch":
+                    self._reporter.event(
+                        f"  span {span.name!r}: event failover.switch {attrs.get('failover.from')} -> "
+                        f"{attrs.get('failover.to')} ({attrs.get('failover.reason')})")
+                elif event.name == "failover.breaker.transition":
+                    self._reporter.event(
+                        f"  span {span.name!r}: event failover.breaker.transition "
+                        f"{attrs.get('failover.domain')} {attrs.get('failover.breaker.from')} -> "
+                        f"{attrs.get('failover.breaker.to')}")
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _free(listen: str) -> str:
+    """``listen`` if it can be bound, else the same host with a free port."""
+    host, _, port = listen.rpartition(":")
+    with socket.socket() as s:
+        try:
+            s.bind((host.strip("[]"), int(port)))
+            return listen
+        except OSError:
+            s.bind((host.strip("[]"), 0))
+            free = s.getsockname()[1]
+    log.warning("%s is in use; the demo listens on port %d instead", listen, free)
+    return f"{host}:{free}"
+
+
+async def _timeline(fd: Any, reporter: Reporter) -> None:
+    from pytest_failover import faults
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    actions = {
+        "heal": lambda: fd.heal(),
+        "dns_down": lambda: fd.fail(PRIMARY, faults.dns_nxdomain()),
+        "dns_up": lambda: fd.heal(PRIMARY),
+        "cert_expiring": lambda: fd.add(BACKUP, _handler,
+                                        cert_not_after=now + datetime.timedelta(days=5)),
+        "cert_fresh": lambda: fd.add(BACKUP, _handler),
+    }
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    cycle = 0
+    while True:
+        for at, text, action in TIMELINE:
+            delay = start + cycle * CYCLE + at - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if action == "cert_expiring":
+                now = datetime.datetime.now(datetime.timezone.utc)
+            actions[action]()
+            reporter.event(f"[bold magenta]TIMELINE +{at:.0f}s[/bold magenta]: {text}"
+                           if reporter.__class__.__name__ == "LiveReporter" else f"TIMELINE +{at:.0f}s: {text}")
+        cycle += 1
+
+
+def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str) -> int:
+    """Start the fake domains and the agent; return the exit code."""
+    from pytest_failover.simulator import FakeDomains
+
+    from .cli import _setup_logging, serve
+    from .telemetry import Telemetry
+
+    reporter = make_reporter(force_plain=plain)
+    _setup_logging(log_level, reporter)
+    listen = _free(listen)
+    with tempfile.TemporaryDirectory(prefix="failover-demo-") as tmp, FakeDomains() as fd:
+        for host in (PRIMARY, BACKUP, REGIONAL):
+            fd.add(host, _handler)
+        key = Path(tmp) / "control.key"
+        key.write_bytes(secrets.token_hex(32).encode())
+        os.chmod(key, 0o600)
+        config = demo_config(key, listen, fd.ca_bundle)
+        telemetry = Telemetry(location=config.location, span_exporters=[_SpanPrinter(reporter)])
+        timeline: list[asyncio.Task[None]] = []
+
+        async def started(agent: Any) -> None:
+            host, port = agent.address
+            base = f"http://{host}:{port}"
+            reporter.event(
+                f"demo: pool 'api' = {PRIMARY} (primary), {BACKUP} (backup), {REGIONAL} (regional), "
+                f"all fake, on loopback.\n  metrics: {base}/metrics   status page: {base}/   "
+                f"control document: {base}/control.json   health: {base}/healthz\n"
+                + ("  Ctrl-C to stop." if duration is None else f"  stopping after {duration:g} s."))
+            timeline.append(asyncio.get_running_loop().create_task(_timeline(fd, reporter)))
+
+        async def main() -> int:
+            try:
+                return await serve(config, config_path=None, reporter=reporter, listen=listen,
+                                   duration=duration, on_started=started, telemetry=telemetry)
+            finally:
+                for task in timeline:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+        return asyncio.run(main())

@@ -1,0 +1,186 @@
+"""The configuration file: strict validation, errors with their path in the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.config import ConfigError, load_config, parse_config
+from pytest_failover import ExponentialBackoff, Policy, ScheduleTable
+
+GOOD = """
+location = "eu-west"
+region = "eu"
+
+[[pools]]
+name = "api"
+domains = ["https://api.example.com", "https://api2.example.com", "https://api-eu.example.com"]
+region_order = { eu = ["https://api-eu.example.com"] }
+
+[pools.policy]
+attempt_timeout = 2.5
+deadline = 6
+breaker_threshold = 2
+breaker_cooldown = 10
+retry_statuses = [500, 503]
+[pools.policy.schedule_table]
+steps = [{ at = 0, domain = 0 }, { at = 1, domain = 1 }]
+[pools.policy.retry_budget]
+enabled = false
+
+[pools.probe]
+path = "/health"
+headers = { "User-Agent" = "failover-agent" }
+expected_status = [200, 204]
+interval = 15
+timeout = 5
+json_check = { field = "status", equals = "ok" }
+[pools.probe.domains."https://api2.example.com"]
+path = "/v2/health"
+timeout = 1
+
+[pools.readiness]
+interval = 60
+cert_warning_days = 21
+cors_origins = ["https://app.example.com"]
+health_field = "status"
+
+[exporters.prometheus]
+listen = "127.0.0.1:9464"
+[exporters.otlp]
+endpoint = "http://127.0.0.1:4317"
+protocol = "grpc"
+
+[control]
+signing_key_file = "key.bin"
+override_file = "override.toml"
+path = "/control.json"
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "key.bin").write_bytes(b"k" * 32)
+    path = tmp_path / "agent.toml"
+    path.write_text(text)
+    return path
+
+
+def _errors(tmp_path: Path, text: str) -> dict[str, str]:
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, text))
+    return dict(info.value.errors)
+
+
+def test_a_full_config_loads_and_maps_onto_the_library(tmp_path: Path) -> None:
+    """Every section is read; the policy becomes the library's Policy and overrides merge."""
+    config = load_config(_write(tmp_path, GOOD))
+    pool = config.pools[0]
+    assert pool.primary("eu") == "https://api-eu.example.com"
+    assert pool.to_pool().order("eu")[0].url == "https://api-eu.example.com"
+    policy = pool.policy.to_policy()
+    assert isinstance(policy, Policy)
+    assert isinstance(policy.schedule, ScheduleTable)
+    assert policy.retry_budget is None
+    assert policy.retry_statuses == frozenset({500, 503})
+    assert policy.breaker_threshold == 2
+    backup = pool.probe.for_domain("https://api2.example.com")
+    assert (backup.path, backup.timeout, backup.interval) == ("/v2/health", 1, 15)
+    assert pool.probe.for_domain("https://api.example.com").path == "/health"
+    assert config.control is not None
+    assert config.control.signing_key_file == tmp_path / "key.bin"
+    assert config.exporters.otlp is not None and config.exporters.otlp.protocol == "grpc"
+
+
+def test_defaults_give_the_library_defaults() -> None:
+    """A pool with only domains gets the default Policy and probe settings."""
+    config = parse_config({"pools": [{"name": "p", "domains": ["http://127.0.0.1:8080"]}]})
+    policy = config.pools[0].policy.to_policy()
+    assert policy == Policy()
+    assert isinstance(policy.schedule, ExponentialBackoff)
+    assert config.pools[0].probe.timeout <= config.pools[0].probe.interval
+    assert config.location == "local"
+
+
+def test_errors_name_their_path_in_the_file(tmp_path: Path) -> None:
+    """Every error is reported at once, each with its path."""
+    text = """
+[[pools]]
+name = "api"
+domains = ["https://api.example.com"]
+[pools.probe]
+path = "health"
+colour = "blue"
+[[pools]]
+name = "web"
+domains = ["not a url", "https://ok.example.com"]
+[pools.policy]
+breaker_threshold = "3"
+[exporters.otlp]
+endpoint = "http://127.0.0.1:4317"
+protocol = "udp"
+"""
+    errors = _errors(tmp_path, text)
+    assert errors["pools[1].domains[0]"].startswith("not a URL")
+    assert errors["pools[0].probe.path"] == "must start with '/'"
+    assert errors["pools[0].probe.colour"] == "unknown key"
+    assert "valid integer" in errors["pools[1].policy.breaker_threshold"]
+    assert "exporters.otlp.protocol" in errors
+
+
+def test_a_timeout_larger_than_the_interval_is_rejected(tmp_path: Path) -> None:
+    """Probe and per-domain timeouts must fit in their interval."""
+    text = """
+[[pools]]
+name = "api"
+domains = ["https://api.example.com", "https://api2.example.com"]
+[pools.probe]
+interval = 1
+timeout = 2
+"""
+    assert "larger than interval" in _errors(tmp_path, text)["pools[0].probe"]
+    text = text.replace("timeout = 2", 'timeout = 0.5\n[pools.probe.domains."https://api2.example.com"]\ntimeout = 3')
+    assert "larger than interval" in _errors(tmp_path, text)["pools[0].probe"]
+
+
+def test_library_rules_are_reported_at_the_pool(tmp_path: Path) -> None:
+    """The library's own validation (a 4xx retry status, an unknown region domain) names the pool."""
+    text = """
+[[pools]]
+name = "api"
+domains = ["https://api.example.com"]
+region_order = { cn = ["https://api-cn.example.com"] }
+[pools.policy]
+retry_statuses = [404]
+"""
+    errors = _errors(tmp_path, text)
+    assert "4xx" in errors["pools[0].policy"]
+    text = text.replace("retry_statuses = [404]", "")
+    assert "not a domain of the pool" in _errors(tmp_path, text)["pools[0]"]
+
+
+def test_missing_files_and_bad_toml(tmp_path: Path) -> None:
+    """A missing signing key or broken TOML is an error, not a crash."""
+    errors = _errors(tmp_path, GOOD.replace('"key.bin"', '"nope.bin"'))
+    assert "no such file" in errors["control.signing_key_file"]
+    errors = _errors(tmp_path, "[[pools]\n")
+    assert "not valid TOML" in errors[""]
+    errors = _errors(tmp_path, "")
+    assert "pools" in errors
+
+
+def test_check_config_cli_exit_codes(tmp_path: Path) -> None:
+    """check-config prints each error with its path and exits 2; a good file exits 0."""
+    from click.testing import CliRunner
+
+    from agent.cli import main
+
+    bad = _write(tmp_path, '[[pools]]\nname = "a"\ndomains = ["ftp://x"]\n[pools.probe]\ninterval = 1\ntimeout = 2\n')
+    run = CliRunner().invoke(main, ["check-config", str(bad)])
+    assert run.exit_code == 2
+    assert "pools[0].domains[0]: not a URL" in run.output
+    assert "pools[0].probe: timeout (2.0 s) is larger than interval (1.0 s)" in run.output
+    good = _write(tmp_path, GOOD)
+    run = CliRunner().invoke(main, ["check-config", str(good)])
+    assert run.exit_code == 0, run.output
+    assert "OK (1 pool(s), 3 domain(s)" in run.output

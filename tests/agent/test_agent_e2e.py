@@ -1,0 +1,181 @@
+"""End to end: the agent probing fake domains of the outage simulator, scraped over HTTP."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from pathlib import Path
+
+import httpx
+from agent_support import (
+    HMAC_KEY,
+    config,
+    cors_handler,
+    eventually,
+    fake_domains,
+    pick,
+    running,
+    scrape,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from pytest_failover import ControlDocument, faults
+from pytest_failover.simulator import FakeDomains
+
+__all__ = ["fake_domains"]
+
+PRIMARY = "https://api.example.com"
+BACKUP = "https://api2.example.com"
+REGIONAL = "https://api-eu.example.com"
+THIRD = "https://api3.example.com"
+
+
+async def test_dns_fault_shows_primary_down_pool_available_and_breaker_open(
+    fake_domains: FakeDomains, tmp_path: Path
+) -> None:
+    """After a DNS fault on the primary: probe down, pool still up via the backup, breaker
+    open in spans and metrics, and the signed control document disables the primary."""
+    fd = fake_domains
+    fd.add("api.example.com", cors_handler())
+    fd.add("api2.example.com", cors_handler())
+    spans = InMemorySpanExporter()
+    cfg = config(fd, tmp_path, [PRIMARY, BACKUP], policy={"sticky": False})
+    async with running(cfg, span_exporters=[spans]) as agent:
+        await eventually(lambda: (p := agent.state.pools["api"].last) is not None and p.served_by == PRIMARY)
+        fd.fail("api.example.com", faults.dns_nxdomain())
+
+        async def degraded() -> dict | None:
+            s = await scrape(agent)
+            ok = (
+                pick(s, "failover_probe_success", failover_domain=PRIMARY) == [0.0]
+                and pick(s, "failover_probe_success", failover_domain=BACKUP) == [1.0]
+                and pick(s, "failover_pool_available", failover_pool="api") == [1.0]
+                and pick(s, "failover_pool_serving", failover_domain=BACKUP) == [1.0]
+                and pick(s, "failover_breaker_transitions_total", failover_domain=PRIMARY,
+                         failover_breaker_to="open")
+                and pick(s, "failover_control_domain_disabled", failover_domain=PRIMARY) == [1.0]
+            )
+            return s if ok else None
+
+        samples = await eventually(degraded)
+        # Every agent metric carries the pool, the host and the location.
+        (labels,) = [ls for (n, ls), _ in samples.items()
+                     if n == "failover_probe_success" and ("failover_domain", PRIMARY) in ls]
+        assert {("failover_pool", "api"), ("server_address", "api.example.com"),
+                ("probe_location", "test-lab")} <= labels
+        assert pick(samples, "failover_probe_status_code", failover_domain=PRIMARY) == [0.0]
+        assert pick(samples, "failover_probe_status_code", failover_domain=BACKUP) == [200.0]
+        for phase in ("dns", "connect", "tls", "ttfb", "total"):
+            assert pick(samples, "failover_probe_duration_seconds_bucket", failover_domain=BACKUP,
+                        phase=phase, le="+Inf"), phase
+        assert pick(samples, "failover_probe_duration_seconds_count", failover_domain=PRIMARY, phase="dns")
+        (version,) = pick(samples, "failover_control_version", failover_pool="api")
+        (issued,) = pick(samples, "failover_control_issued_timestamp_seconds", failover_pool="api")
+        assert version > 0 and abs(issued - time.time()) < 60
+        # The client's metrics got the location too.
+        assert pick(samples, "failover_attempts_total", probe_location="test-lab")
+        # The pinned probe says why.
+        assert agent.state.domains[("api", PRIMARY)].last.error_type == "dns_error"
+
+        transitions = [
+            e.attributes for span in spans.get_finished_spans() for e in span.events
+            if e.name == "failover.breaker.transition"
+        ]
+        assert any(a["failover.domain"] == PRIMARY and a["failover.breaker.to"] == "open"
+                   for a in transitions)
+        assert any(span.name == "failover api" for span in spans.get_finished_spans())
+
+        host, port = agent.address
+        async with httpx.AsyncClient(trust_env=False) as client:
+            raw = (await client.get(f"http://{host}:{port}/control.json")).content
+            health = await client.get(f"http://{host}:{port}/healthz")
+            page = await client.get(f"http://{host}:{port}/")
+        doc = ControlDocument.parse(raw, hmac_key=HMAC_KEY)
+        assert doc.disabled["api"] == frozenset({PRIMARY})
+        doc.check([cfg.pools[0].to_pool()], None)  # fits the pools: never every domain
+        assert health.status_code == 200
+        assert "api.example.com" in page.text and "down" in page.text
+
+        fd.heal("api.example.com")
+        await eventually(lambda: agent.state.domains[("api", PRIMARY)].last.success)
+
+
+async def test_readiness_flags_expiring_certificate_and_cors_mismatch(
+    fake_domains: FakeDomains, tmp_path: Path
+) -> None:
+    """A backup whose certificate expires in 3 days and whose CORS answer differs from the
+    primary's is not ready, nor one whose health field differs; an identical backup is."""
+    fd = fake_domains
+    soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=3)
+    fd.add("api.example.com", cors_handler())
+    fd.add("api2.example.com", cors_handler(origin="https://other.example.com"), cert_not_after=soon)
+    fd.add("api-eu.example.com", cors_handler())
+    fd.add("api3.example.com", cors_handler(status="degraded"))
+    cfg = config(fd, tmp_path, [PRIMARY, BACKUP, REGIONAL, THIRD],
+                 readiness={"interval": 1.0, "timeout": 1.0,
+                            "cors_origins": ["https://app.example.com"], "cert_warning_days": 14.0,
+                            "health_field": "status"})
+    async with running(cfg) as agent:
+        def expected(s: dict) -> bool:
+            return (
+                pick(s, "failover_readiness_ready", failover_domain=BACKUP, check="cert") == [0.0]
+                and pick(s, "failover_readiness_ready", failover_domain=BACKUP, check="cors") == [0.0]
+                and pick(s, "failover_readiness_ready", failover_domain=BACKUP, check="health") == [1.0]
+                and all(pick(s, "failover_readiness_ready", failover_domain=REGIONAL, check=c) == [1.0]
+                        for c in ("cert", "cors", "health"))
+                and pick(s, "failover_readiness_ready", failover_domain=THIRD, check="health") == [0.0]
+                and pick(s, "failover_readiness_ready", failover_domain=THIRD, check="cors") == [1.0]
+            )
+
+        async def checked() -> dict | None:
+            s = await scrape(agent)
+            return s if expected(s) else None
+
+        # Polled until it holds: one check timing out on a loaded machine only delays it.
+        s = await eventually(checked)
+        # The primary is what the backups are compared with: it has no readiness series.
+        assert not pick(s, "failover_readiness_ready", failover_domain=PRIMARY)
+        (leaf,) = pick(s, "failover_tls_cert_expiry_seconds", failover_domain=BACKUP, tls_cert="leaf")
+        (chain,) = pick(s, "failover_tls_cert_expiry_seconds", failover_domain=BACKUP, tls_cert="chain")
+        assert 2 * 86400 < leaf < 3 * 86400 + 60
+        assert chain <= leaf
+        (regional,) = pick(s, "failover_tls_cert_expiry_seconds", failover_domain=REGIONAL, tls_cert="leaf")
+        assert regional > 14 * 86400
+        readiness = agent.state.domains[("api", BACKUP)].readiness
+        assert readiness is not None
+        assert "access-control-allow-origin" in readiness.checks["cors"][1]
+
+
+async def test_pinned_probe_reports_phases_and_error_types(
+    fake_domains: FakeDomains, tmp_path: Path
+) -> None:
+    """A pinned HTTPS probe times dns, connect, tls, ttfb and total; failures carry an error.type."""
+    from agent.probes import DomainProber, ssl_context
+
+    fd = fake_domains
+    fd.add("api.example.com", cors_handler())
+    cfg = config(fd, tmp_path, [PRIMARY], probe={"timeout": 1.0, "interval": 1.0, "json_check": {"field": "status", "equals": "ok"}})
+    probe = cfg.pools[0].probe
+    prober = DomainProber(ssl_context(fd.ca_bundle))
+    try:
+        ok = await prober.probe(PRIMARY, probe)
+        assert ok.success and ok.status == 200 and ok.error_type is None
+        assert {"dns", "connect", "tls", "ttfb", "transfer", "total"} <= set(ok.phases)
+        assert ok.phases["total"] >= ok.phases["tls"] > 0
+        cases = [
+            (faults.dns_nxdomain(), "dns_error"),
+            (faults.refused(), "connection_refused"),
+            (faults.tls_expired(), "server_certificate_invalid"),
+            (faults.status(503), "503"),
+            (faults.slow(3.0), "read_timeout"),
+        ]
+        for fault, error_type in cases:
+            fd.fail("api.example.com", fault)
+            result = await prober.probe(PRIMARY, probe)
+            assert (result.success, result.error_type) == (False, error_type), (fault, result)
+        fd.heal("api.example.com")
+        fd.add("api.example.com", lambda request: {"status": "degraded"})
+        result = await prober.probe(PRIMARY, probe)
+        assert (result.success, result.status, result.error_type) == (False, 200, "body_mismatch")
+    finally:
+        await prober.aclose()

@@ -1,0 +1,189 @@
+"""OTLP export arrives at a real receiver; probing goes on while the receiver is gone."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agent_support import config, cors_handler, eventually, fake_domains, pick, running, scrape
+from aiohttp import web
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from pytest_failover import faults
+from pytest_failover.simulator import FakeDomains
+
+__all__ = ["fake_domains"]
+
+PRIMARY = "https://api.example.com"
+BACKUP = "https://api2.example.com"
+
+
+class Receiver:
+    """A minimal OTLP/HTTP receiver that decodes the protobuf bodies."""
+
+    def __init__(self) -> None:
+        self.metric_names: set[str] = set()
+        self.metric_attrs: dict[str, list[dict[str, str]]] = {}
+        self.span_names: set[str] = set()
+        self.resource: dict[str, str] = {}
+        self.runner: web.AppRunner | None = None
+        self.port = 0
+        self.delay = 0.0  # seconds before answering: a slow collector
+
+    async def traces(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(self.delay)
+        body = ExportTraceServiceRequest.FromString(await request.read())
+        for rs in body.resource_spans:
+            self.resource.update({a.key: a.value.string_value for a in rs.resource.attributes})
+            for ss in rs.scope_spans:
+                self.span_names.update(span.name for span in ss.spans)
+        return web.Response(body=ExportTraceServiceResponse().SerializeToString(),
+                            content_type="application/x-protobuf")
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(self.delay)
+        body = ExportMetricsServiceRequest.FromString(await request.read())
+        for rm in body.resource_metrics:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    self.metric_names.add(metric.name)
+                    points = metric.gauge.data_points or metric.sum.data_points or metric.histogram.data_points
+                    for point in points:
+                        self.metric_attrs.setdefault(metric.name, []).append(
+                            {a.key: a.value.string_value for a in point.attributes})
+        return web.Response(body=ExportMetricsServiceResponse().SerializeToString(),
+                            content_type="application/x-protobuf")
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/traces", self.traces)
+        app.router.add_post("/v1/metrics", self.metrics)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        assert self.runner is not None
+        await self.runner.cleanup()
+
+
+async def test_otlp_http_export_arrives_and_probing_survives_a_dead_receiver(
+    fake_domains: FakeDomains, tmp_path: Path
+) -> None:
+    """Spans and metrics reach an OTLP/HTTP receiver; with the receiver stopped, probes go on,
+    the queue stays bounded and the losses are counted."""
+    fd = fake_domains
+    fd.add("api.example.com", cors_handler())
+    fd.add("api2.example.com", cors_handler())
+    fd.fail("api.example.com", faults.refused())  # so the client emits failover spans and events
+    receiver = Receiver()
+    await receiver.start()
+    otlp = {"endpoint": f"http://127.0.0.1:{receiver.port}", "protocol": "http", "timeout": 0.3,
+            "export_interval": 0.3, "schedule_delay": 0.1, "max_queue_size": 64,
+            "max_export_batch_size": 16}
+    cfg = config(fd, tmp_path, [PRIMARY, BACKUP], exporters={
+        "prometheus": {"listen": "127.0.0.1:0"}, "otlp": otlp})
+    async with running(cfg) as agent:
+        await eventually(lambda: {"failover.probe.success", "failover.probe.duration",
+                                  "failover.pool.available", "failover.attempts"} <= receiver.metric_names)
+        await eventually(lambda: {"failover api", "GET"} <= receiver.span_names)
+        assert receiver.resource["probe.location"] == "test-lab"
+        assert receiver.resource["service.name"] == "failover-agent"
+        success = receiver.metric_attrs["failover.probe.success"]
+        assert {"failover.pool": "api", "failover.domain": PRIMARY, "server.address": "api.example.com",
+                "probe.location": "test-lab"} in success
+
+        await receiver.stop()
+        status = agent.state.domains[("api", BACKUP)]
+        before = status.last.at if status.last else 0.0
+        # Still probing, several rounds later, with nobody receiving the telemetry.
+        await eventually(lambda: status.last is not None and status.last.at > before + 1.0)
+
+        async def dropped() -> bool:
+            s = await scrape(agent)
+            return sum(pick(s, "failover_agent_telemetry_dropped_total")) > 0
+
+        await eventually(dropped)
+        queues = [p._batch_processor._queue for p in
+                  agent.telemetry.tracer_provider._active_span_processor._span_processors
+                  if hasattr(p, "_batch_processor")]
+        assert queues and all(q.maxlen == 64 and len(q) <= 64 for q in queues)
+
+
+async def test_a_slow_otlp_receiver_never_slows_probing(fake_domains: FakeDomains, tmp_path: Path) -> None:
+    """A collector slower than the export timeout: exports fail and are counted, probes keep
+    their pace."""
+    fd = fake_domains
+    fd.add("api.example.com", cors_handler())
+    receiver = Receiver()
+    receiver.delay = 1.0  # five times the export timeout
+    await receiver.start()
+    otlp = {"endpoint": f"http://127.0.0.1:{receiver.port}", "protocol": "http", "timeout": 0.2,
+            "export_interval": 0.2, "schedule_delay": 0.1, "max_queue_size": 16,
+            "max_export_batch_size": 4}
+    cfg = config(fd, tmp_path, [PRIMARY], exporters={
+        "prometheus": {"listen": "127.0.0.1:0"}, "otlp": otlp})
+    try:
+        async with running(cfg) as agent:
+            status = agent.state.domains[("api", PRIMARY)]
+            await eventually(lambda: status.last is not None)
+            first = status.last.at  # type: ignore[union-attr]
+
+            async def dropped() -> bool:
+                s = await scrape(agent)
+                return (sum(pick(s, "failover_agent_telemetry_dropped_total", signal="metrics")) > 0
+                        and sum(pick(s, "failover_agent_telemetry_dropped_total", signal="spans")) > 0)
+
+            await eventually(dropped)
+            await eventually(lambda: status.last.at > first + 1.0)  # type: ignore[union-attr]
+            assert status.last is not None and status.last.success
+    finally:
+        await receiver.stop()
+
+
+async def test_otlp_grpc_export_arrives(fake_domains: FakeDomains, tmp_path: Path) -> None:
+    """With protocol = "grpc", spans and metrics reach a real gRPC OTLP receiver."""
+    import grpc
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    seen: dict[str, set[str]] = {"spans": set(), "metrics": set()}
+
+    class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+        async def Export(self, request: ExportTraceServiceRequest, context: object) -> ExportTraceServiceResponse:
+            seen["spans"].update(s.name for rs in request.resource_spans for ss in rs.scope_spans
+                                 for s in ss.spans)
+            return ExportTraceServiceResponse()
+
+    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+        async def Export(self, request: ExportMetricsServiceRequest, context: object) -> ExportMetricsServiceResponse:
+            seen["metrics"].update(m.name for rm in request.resource_metrics for sm in rm.scope_metrics
+                                   for m in sm.metrics)
+            return ExportMetricsServiceResponse()
+
+    server = grpc.aio.server()
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        fd = fake_domains
+        fd.add("api.example.com", cors_handler())
+        otlp = {"endpoint": f"http://127.0.0.1:{port}", "protocol": "grpc", "timeout": 2.0,
+                "export_interval": 0.3, "schedule_delay": 0.1}
+        cfg = config(fd, tmp_path, [PRIMARY], exporters={
+            "prometheus": {"listen": "127.0.0.1:0"}, "otlp": otlp})
+        async with running(cfg):
+            await eventually(lambda: {"failover.probe.success", "failover.requests"} <= seen["metrics"])
+            await eventually(lambda: "failover api" in seen["spans"])
+    finally:
+        await server.stop(None)
