@@ -7,7 +7,7 @@ from pytest_failover import faults
 
 HOST = "api.example.com"
 URL = f"https://{HOST}/v1/rooms"
-TIMEOUT = aiohttp.ClientTimeout(sock_connect=0.25, sock_read=0.25)
+TIMEOUT = aiohttp.ClientTimeout(sock_connect=0.6, sock_read=0.6)
 
 
 def outage(fault, *args, expected, **kwargs):
@@ -21,7 +21,7 @@ FAILURES = [
     outage("refused", expected=aiohttp.ClientConnectorError),
     outage("connect_timeout", expected=aiohttp.ConnectionTimeoutError),
     outage("read_timeout", expected=aiohttp.SocketTimeoutError),
-    outage("slow", 1.0, expected=aiohttp.SocketTimeoutError),
+    outage("slow", 2.0, expected=aiohttp.SocketTimeoutError),
     outage("reset", expected=aiohttp.ClientPayloadError),
     outage("tls_expired", expected=aiohttp.ClientConnectorCertificateError),
     outage("tls_wrong_host", expected=aiohttp.ClientConnectorCertificateError),

@@ -7,7 +7,7 @@ from pytest_failover import faults
 
 HOST = "api.example.com"
 URL = f"https://{HOST}/v1/rooms"
-TIMEOUT = httpx.Timeout(0.25)
+TIMEOUT = httpx.Timeout(0.6)
 
 
 def outage(fault, *args, expected, match="", **kwargs):
@@ -21,7 +21,7 @@ FAILURES = [
     outage("refused", expected=httpx.ConnectError),
     outage("connect_timeout", expected=httpx.ConnectTimeout),
     outage("read_timeout", expected=httpx.ReadTimeout),
-    outage("slow", 1.0, expected=httpx.ReadTimeout),
+    outage("slow", 2.0, expected=httpx.ReadTimeout),
     outage("reset", expected=httpx.ReadError),
     outage("tls_expired", expected=httpx.ConnectError, match="certificate has expired"),
     outage("tls_wrong_host", expected=httpx.ConnectError, match="Hostname mismatch"),

@@ -7,7 +7,7 @@ from pytest_failover import faults
 
 HOST = "api.example.com"
 URL = f"https://{HOST}/v1/rooms"
-TIMEOUT = 0.25
+TIMEOUT = 0.6
 
 
 def outage(fault, *args, expected, match="", **kwargs):
@@ -21,7 +21,7 @@ FAILURES = [
     outage("refused", expected=requests.exceptions.ConnectionError, match="Connection refused"),
     outage("connect_timeout", expected=requests.exceptions.ConnectTimeout),
     outage("read_timeout", expected=requests.exceptions.ReadTimeout),
-    outage("slow", 1.0, expected=requests.exceptions.ReadTimeout),
+    outage("slow", 2.0, expected=requests.exceptions.ReadTimeout),
     outage("reset", expected=requests.exceptions.ChunkedEncodingError),
     outage("tls_expired", expected=requests.exceptions.SSLError, match="certificate has expired"),
     outage("tls_wrong_host", expected=requests.exceptions.SSLError, match="Hostname mismatch"),

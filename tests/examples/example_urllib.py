@@ -9,7 +9,7 @@ import pytest
 
 HOST = "api.example.com"
 URL = f"https://{HOST}/v1/rooms"
-TIMEOUT = 0.25
+TIMEOUT = 0.6
 
 
 def outage(fault, *args, expected, reason=None, **kwargs):
@@ -23,7 +23,7 @@ FAILURES = [
     outage("refused", expected=urllib.error.URLError, reason=ConnectionRefusedError),
     outage("connect_timeout", expected=urllib.error.URLError, reason=TimeoutError),
     outage("read_timeout", expected=TimeoutError),
-    outage("slow", 1.0, expected=TimeoutError),
+    outage("slow", 2.0, expected=TimeoutError),
     outage("reset", expected=http.client.IncompleteRead),
     outage("tls_expired", expected=urllib.error.URLError, reason=ssl.SSLCertVerificationError),
     outage("tls_wrong_host", expected=urllib.error.URLError, reason=ssl.SSLCertVerificationError),

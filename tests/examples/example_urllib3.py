@@ -7,7 +7,7 @@ from pytest_failover import faults
 
 HOST = "api.example.com"
 URL = f"https://{HOST}/v1/rooms"
-TIMEOUT = urllib3.Timeout(connect=0.25, read=0.25)
+TIMEOUT = urllib3.Timeout(connect=0.6, read=0.6)
 
 
 def outage(fault, *args, expected, match="", **kwargs):
@@ -22,7 +22,7 @@ FAILURES = [
     outage("refused", expected=errors.NewConnectionError, match="Connection refused"),
     outage("connect_timeout", expected=errors.ConnectTimeoutError),
     outage("read_timeout", expected=errors.ReadTimeoutError),
-    outage("slow", 1.0, expected=errors.ReadTimeoutError),
+    outage("slow", 2.0, expected=errors.ReadTimeoutError),
     outage("reset", expected=errors.ProtocolError, match="IncompleteRead"),
     outage("tls_expired", expected=errors.SSLError, match="certificate has expired"),
     outage("tls_wrong_host", expected=errors.SSLError, match="Hostname mismatch"),
