@@ -94,6 +94,9 @@ class Breaker:
         return True, self._apply("probe", now, probe=True)
 
     def success(self, now: float, *, probe: bool) -> BreakerTransition | None:
+        if self.state is BreakerState.CLOSED:  # the hot path, same as the table's entry
+            self.failures = 0
+            return None
         return self._apply("success", now, probe=probe)
 
     def failure(self, now: float, *, probe: bool) -> BreakerTransition | None:

@@ -156,4 +156,11 @@ def classify_response(response: httpx.Response, policy: Policy) -> Outcome:
         return Outcome(kind=OutcomeKind.ANSWER, error_type=str(status), status=status)
     if policy.is_app_error is not None and policy.is_app_error(response):
         return Outcome(kind=OutcomeKind.ANSWER, error_type="app_error", status=status)
-    return Outcome(kind=OutcomeKind.SUCCESS, status=status)
+    outcome = _SUCCESSES.get(status)
+    if outcome is None:
+        outcome = _SUCCESSES[status] = Outcome(kind=OutcomeKind.SUCCESS, status=status)
+    return outcome
+
+
+# Outcomes are immutable values: one per success status serves every request.
+_SUCCESSES: dict[int, Outcome] = {}

@@ -41,7 +41,7 @@ import random as _random
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
 
@@ -76,8 +76,7 @@ MIN_ATTEMPT_TIME = 0.001
 # -- values ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AttemptRecord:
+class AttemptRecord(NamedTuple):
     """What one attempt did: kept on results and errors, reported in telemetry."""
 
     number: int
@@ -115,8 +114,11 @@ class BudgetRejected:
 Event = BreakerEvent | Switch | BudgetRejected
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Attempt:
+# Decisions are named tuples: immutable values like the rest, and cheap enough to
+# build on every request (a frozen dataclass costs several times more).
+
+
+class Attempt(NamedTuple):
     """Decision: send attempt ``number`` (1-based) to ``domain`` after ``delay`` seconds,
     with at most ``timeout`` seconds for it."""
 
@@ -128,14 +130,16 @@ class Attempt:
     events: tuple[Event, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Stop:
+class Stop(NamedTuple):
     """Decision: no further attempt. ``reason`` is ``done`` after a success or an
     answer, else why the plan gave up: ``exhausted``, ``deadline``,
     ``not_retryable``, ``retry_budget`` or ``circuit_open``."""
 
     reason: str
     events: tuple[Event, ...] = ()
+
+
+_DONE = Stop(reason="done")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,6 +188,7 @@ class PoolCore:
             d: Breaker(threshold=policy.breaker_threshold, cooldown=policy.breaker_cooldown)
             for d in pool.domains
         }
+        self._in_order = tuple((d, self.breakers[d]) for d in self.order)
         self.budget = TokenBucket(policy.retry_budget) if policy.retry_budget else None
         self.disabled: frozenset[Domain] = frozenset()
         self.serving: Domain | None = None
@@ -201,13 +206,12 @@ class PoolCore:
     def best(self, now: float, tried: Mapping[Domain, int]) -> Domain | None:
         """The best admissible domain (caller holds the lock). The common case, an
         untried healthy domain early in the order, returns without ranking them all."""
-        for domain in self.order:
-            if domain in self.disabled or domain in tried:
+        disabled = self.disabled
+        sticky = self.policy.sticky
+        for domain, breaker in self._in_order:
+            if (disabled and domain in disabled) or (tried and domain in tried):
                 continue
-            breaker = self.breakers[domain]
-            if breaker.state is BreakerState.CLOSED and not (
-                self.policy.sticky and breaker.recently_failed(now)
-            ):
+            if breaker.state is BreakerState.CLOSED and not (sticky and breaker.recently_failed(now)):
                 return domain
             break
         ranked = self.ranked(now, tried)
@@ -253,6 +257,25 @@ class PoolCore:
 
 class RequestPlan:
     """The decisions for one logical request. Not shared between threads."""
+
+    __slots__ = (
+        "_done",
+        "_failed_on",
+        "_in_flight",
+        "_initial",
+        "_last",
+        "_random",
+        "_tried",
+        "core",
+        "deadline_at",
+        "idempotent",
+        "method",
+        "pinned",
+        "policy",
+        "records",
+        "replayable",
+        "started_at",
+    )
 
     def __init__(
         self,
@@ -313,7 +336,7 @@ class RequestPlan:
                 f"attempt {self._in_flight.number} is in flight: record its outcome first"
             )
         if self._done:
-            return Stop(reason="done")
+            return _DONE
         number = len(self.records) + 1
         if number > self.policy.max_attempts:
             return Stop(reason="exhausted")
@@ -397,14 +420,14 @@ class RequestPlan:
     def record(self, outcome: Outcome, now: float, *, duration: float) -> tuple[Event, ...]:
         """Report what the attempt in flight did; returns the events it caused."""
         attempt = self._take_in_flight()
-        self.records.append(
+        self.records.append(  # positional: this runs on every request
             AttemptRecord(
-                number=attempt.number,
-                domain=attempt.domain.url,
-                error_type=outcome.error_type,
-                status=outcome.status,
-                duration=duration,
-                sent=outcome.sent,
+                attempt.number,
+                attempt.domain.url,
+                outcome.error_type,
+                outcome.status,
+                duration,
+                outcome.sent,
             )
         )
         self._last = outcome
@@ -454,6 +477,8 @@ class RequestPlan:
     def _note_serving(self, domain: Domain, events: list[Event]) -> None:
         core = self.core
         before = core.serving
+        if before is domain:
+            return
         core.serving = domain
         if before is None or before == domain:
             return
@@ -528,8 +553,11 @@ class FailoverCore:
                 raise TypeError(f"policy for pool {name!r} must be a Policy")
         return {n: policy.get(n) or Policy() for n in names}
 
-    def route(self, url: httpx.URL, options: RequestOptions) -> tuple[PoolCore, Domain | None] | None:
-        """The pool a request belongs to and its pinned domain, or None (pass through)."""
+    def route(
+        self, url: httpx.URL, options: RequestOptions
+    ) -> tuple[PoolCore, Domain | None, Domain | None] | None:
+        """The pool a request belongs to, its pinned domain, and the domain its URL
+        already points at (if any), or None when the request passes through."""
         if not options.enabled:
             return None
         if options.domain is not None:
@@ -540,16 +568,23 @@ class FailoverCore:
             pool_core = self._by_domain.get(pinned)
             if pool_core is None:
                 raise ValueError(f"pinned domain {pinned} is not in any pool")
-            return pool_core, pinned
+            return pool_core, pinned, self._origin(url)
         if options.pool is not None:
             pool_core = self.pools.get(options.pool)
             if pool_core is None:
                 raise ValueError(f"unknown pool {options.pool!r}; pools are {sorted(self.pools)}")
-            return pool_core, None
-        host = url.host.lower().rstrip(".")
-        for domain, pool_core in self._by_host.get(host, ()):
+            return pool_core, None, self._origin(url)
+        origin = self._origin(url)
+        if origin is None:
+            return None
+        return self._by_domain[origin], None, origin
+
+    def _origin(self, url: httpx.URL) -> Domain | None:
+        host = url.host
+        candidates = self._by_host.get(host) or self._by_host.get(host.lower().rstrip("."), [])
+        for domain, _ in candidates:
             if domain.matches(url):
-                return pool_core, None
+                return domain
         return None
 
     def begin(

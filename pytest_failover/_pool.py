@@ -19,11 +19,23 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 @dataclass(frozen=True, slots=True)
 class Domain:
-    """One entry of a pool: a normalised base URL such as ``https://api.example.com``."""
+    """One entry of a pool: a normalised base URL such as ``https://api.example.com``
+    (``.url``: the base URL without a trailing slash)."""
 
     scheme: str
     host: str
     port: int | None = None
+    _hash: int = field(init=False, repr=False, compare=False)
+    url: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Domains key every breaker and routing table and name every attempt:
+        # hash and format once, not per request.
+        object.__setattr__(self, "_hash", hash((self.scheme, self.host, self.port)))
+        object.__setattr__(self, "url", f"{self.scheme}://{self.netloc}")
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @classmethod
     def parse(cls, url: str) -> Domain:
@@ -46,11 +58,6 @@ class Domain:
         if port == _DEFAULT_PORTS[parsed.scheme]:
             port = None
         return cls(parsed.scheme, parsed.host.lower().rstrip("."), port)
-
-    @property
-    def url(self) -> str:
-        """The normalised base URL, without a trailing slash."""
-        return f"{self.scheme}://{self.netloc}"
 
     @property
     def netloc(self) -> str:

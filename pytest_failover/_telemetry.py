@@ -18,6 +18,11 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ._breaker import BreakerState
+
+try:  # the "no provider installed yet" marker; private, so tolerate its absence
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+except ImportError:  # pragma: no cover - then telemetry is simply always on
+    _ProxyMeterProvider = None  # type: ignore[assignment,misc]
 from ._core import BreakerEvent, BudgetRejected, Event, Switch
 
 if TYPE_CHECKING:
@@ -78,6 +83,8 @@ class Telemetry:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
     ) -> None:
+        self._active = tracer_provider is not None or meter_provider is not None
+        self._pools: list[tuple[str, tuple[Domain, ...]]] = []
         self.tracer = trace.get_tracer(
             _SCOPE, _VERSION, tracer_provider=tracer_provider, schema_url=_SCHEMA_URL
         )
@@ -121,7 +128,10 @@ class Telemetry:
         )
 
     def initial_breaker_states(self, pools: Iterable[tuple[str, Iterable[Domain]]]) -> None:
-        for pool, domains in pools:
+        self._pools = [(pool, tuple(domains)) for pool, domains in pools]
+        if not self._active:
+            return  # recorded once real providers appear
+        for pool, domains in self._pools:
             for domain in domains:
                 self.breaker_state.set(
                     BreakerState.CLOSED.gauge,
@@ -129,7 +139,21 @@ class Telemetry:
                 )
 
     def start(self, pool: str, method: str, url: httpx.URL) -> RequestTrace:
+        if not self._active and not self._sdk_installed():
+            return _SILENT
         return RequestTrace(self, pool, _method(method), url)
+
+    def _sdk_installed(self) -> bool:
+        """Has anyone installed real providers yet? Until then every span and metric
+        call would be a no-op, so requests skip telemetry entirely (no attribute dicts,
+        no URL redaction). Providers cannot be uninstalled, so True is final."""
+        if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) or (
+            _ProxyMeterProvider is not None
+            and not isinstance(metrics.get_meter_provider(), _ProxyMeterProvider)
+        ):
+            self._active = True
+            self.initial_breaker_states(self._pools)
+        return self._active
 
 
 class RequestTrace:
@@ -282,3 +306,48 @@ class RequestTrace:
             if outcome in ("failure", "circuit_open"):
                 span.set_status(Status(StatusCode.ERROR, error_type))
         span.end()
+
+
+class _SilentTrace(RequestTrace):
+    """The request telemetry while no OpenTelemetry SDK is installed: nothing at all."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        pass
+
+    def attempt_started(self, attempt: Attempt, request: httpx.Request) -> None:
+        pass
+
+    def attempt_ended(
+        self,
+        attempt: Attempt,
+        *,
+        duration: float,
+        result: str,
+        status: int | None,
+        error_type: str | None,
+        exception: BaseException | None = None,
+    ) -> None:
+        pass
+
+    def attempt_abandoned(self) -> None:
+        pass
+
+    def events(self, events: Iterable[Event]) -> None:
+        pass
+
+    def finish(
+        self,
+        *,
+        outcome: str,
+        duration: float,
+        attempts: int,
+        domain: str | None,
+        status: int | None,
+        error_type: str | None,
+    ) -> None:
+        pass
+
+
+_SILENT = _SilentTrace()

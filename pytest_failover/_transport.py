@@ -12,9 +12,8 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
 
@@ -43,8 +42,7 @@ Fallback = Callable[
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FailoverResult:
+class FailoverResult(NamedTuple):
     """``response.extensions["failover"]``: how the response was obtained."""
 
     pool: str
@@ -148,12 +146,32 @@ class _FailoverBase:
         route = self._core.route(request.url, options)
         if route is None:
             return None
-        pool_core, pinned = route
-        return _Exchange(self, request, pool_core, pinned, options)
+        pool_core, pinned, origin = route
+        return _Exchange(self, request, pool_core, pinned, origin, options)
 
 
 class _Exchange:
     """One logical request through the failover loop: everything but the I/O."""
+
+    __slots__ = (
+        "_attempt",
+        "_attempt_started",
+        "_clock",
+        "_finished",
+        "_origin",
+        "_owner",
+        "_tracked",
+        "error",
+        "original_url",
+        "plan",
+        "policy",
+        "pool_core",
+        "request",
+        "response",
+        "started_at",
+        "stop",
+        "trace",
+    )
 
     def __init__(
         self,
@@ -161,9 +179,11 @@ class _Exchange:
         request: httpx.Request,
         pool_core: PoolCore,
         pinned: Domain | None,
+        origin: Domain | None,
         options: RequestOptions,
     ) -> None:
         self._owner = owner
+        self._origin = origin  # the pool domain the request's URL points at, if any
         self._clock = owner._clock
         self.request = request
         self.pool_core = pool_core
@@ -209,19 +229,20 @@ class _Exchange:
         """Point the request at the attempt's domain, with the attempt's timeouts."""
         request = self.request
         domain = attempt.domain
-        url = self.original_url if domain.matches(self.original_url) else domain.rewrite(self.original_url)
+        url = self.original_url if domain is self._origin else domain.rewrite(self.original_url)
         if url is not request.url:
             request.url = url
             request.headers["Host"] = domain.netloc
         timeouts = request.extensions.get("timeout") or {}
         limit = attempt.timeout
-        request.extensions = {
-            **request.extensions,
-            "timeout": {
-                key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
-                for key in ("connect", "read", "write", "pool")
-            },
-        }
+        if len(timeouts) < 4 or any(v is None or v > limit for v in timeouts.values()):
+            request.extensions = {
+                **request.extensions,
+                "timeout": {
+                    key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
+                    for key in ("connect", "read", "write", "pool")
+                },
+            }
         self._attempt = attempt
         self.trace.attempt_started(attempt, request)
         self._attempt_started = self._clock()
@@ -248,7 +269,11 @@ class _Exchange:
             "answer" if outcome.kind is OutcomeKind.ANSWER else "failure"
         )
         self._record(outcome, result=result, status=response.status_code)
-        if outcome.kind is OutcomeKind.SUCCESS and self.wants_body(response):
+        if (
+            outcome.kind is OutcomeKind.SUCCESS
+            and self.policy.stale_on_failure
+            and self.plan.method == "GET"
+        ):
             self._owner._stale.store(self.pool_core.name, self.original_url, response, self._clock())
 
     def on_error(self, exc: httpx.TransportError) -> None:
