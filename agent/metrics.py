@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
-from .probes import ProbeResult
+from .probes import PHASES, ProbeResult
 from .state import AgentState, DomainStatus
 
 __all__ = ["METRIC_NAMES", "AgentMetrics"]
@@ -44,6 +44,8 @@ class AgentMetrics:
         """``state_ref()`` returns the current :class:`AgentState` (it changes on reload)."""
         self._state_ref = state_ref
         self._drops = drops
+        # the attribute dicts of each domain's phases, built once and never mutated
+        self._phase_attrs: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
         meter = provider.get_meter("failover_agent")
         self._duration = meter.create_histogram(
             PROBE_DURATION, unit="s", description="Duration of a pinned domain probe, per phase."
@@ -86,9 +88,16 @@ class AgentMetrics:
     # --- recording -------------------------------------------------------------------
 
     def record_probe(self, d: DomainStatus, result: ProbeResult) -> None:
-        attrs = self._domain_attrs(d)
+        key = (d.pool, d.url, self.state.location)
+        per_phase = self._phase_attrs.get(key)
+        if per_phase is None:
+            if len(self._phase_attrs) > 100_000:  # reloads changed the targets many times
+                self._phase_attrs.clear()
+            attrs = self._domain_attrs(d)
+            per_phase = self._phase_attrs[key] = {p: {**attrs, "phase": p} for p in PHASES}
+        record = self._duration.record
         for phase, seconds in result.phases.items():
-            self._duration.record(seconds, {**attrs, "phase": phase})
+            record(seconds, per_phase.get(phase) or {**self._domain_attrs(d), "phase": phase})
 
     def overrun(self, attrs: dict[str, Any]) -> None:
         self._overruns.add(1, {**attrs, "probe.location": self.state.location})

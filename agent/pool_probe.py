@@ -14,7 +14,7 @@ from pytest_failover import AsyncFailoverTransport, CircuitOpenError, FailoverEr
 from pytest_failover._classify import error_type_of
 
 from .config import PoolConfig
-from .probes import ProbeResult, check_body
+from .probes import ProbeResult, ProbeTransport, check_body
 
 __all__ = ["PoolProber"]
 
@@ -38,7 +38,7 @@ class PoolProber:
         self.transport = AsyncFailoverTransport(
             [self.pool],
             self.policy,
-            httpx.AsyncHTTPTransport(verify=context, trust_env=False),
+            ProbeTransport(context),
             region=region,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,

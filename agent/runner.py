@@ -91,7 +91,7 @@ class _Runtime:
                 pool,
                 region=config.region,
                 context=self.context,
-                tracer_provider=agent.telemetry.tracer_provider,
+                tracer_provider=agent.telemetry.client_tracer_provider,
                 meter_provider=agent.telemetry.client_meter_provider,
             )
         self.control: ControlWriter | None = None

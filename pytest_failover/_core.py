@@ -49,7 +49,7 @@ from ._breaker import Breaker, BreakerState, BreakerTransition
 from ._budget import TokenBucket
 from ._classify import Outcome, OutcomeKind
 from ._policy import ExponentialBackoff, Policy
-from ._pool import Domain, Pool
+from ._pool import _DEFAULT_PORTS, Domain, Pool
 from ._state import DomainState, PoolState, TransportState
 
 if TYPE_CHECKING:
@@ -581,9 +581,12 @@ class FailoverCore:
 
     def _origin(self, url: httpx.URL) -> Domain | None:
         host = url.host
-        candidates = self._by_host.get(host) or self._by_host.get(host.lower().rstrip("."), [])
+        candidates = self._by_host.get(host) or self._by_host.get(host.lower().rstrip("."))
+        if not candidates:
+            return None
+        scheme, port = url.scheme, url.port
         for domain, _ in candidates:
-            if domain.matches(url):
+            if domain.scheme == scheme and domain.effective_port == (port or _DEFAULT_PORTS.get(scheme)):
                 return domain
         return None
 

@@ -10,6 +10,7 @@ string, credentials, ``Authorization`` or cookies: URLs are redacted first.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -18,12 +19,15 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ._breaker import BreakerState
-
-try:  # the "no provider installed yet" marker; private, so tolerate its absence
-    from opentelemetry.metrics._internal import _ProxyMeterProvider
-except ImportError:  # pragma: no cover - then telemetry is simply always on
-    _ProxyMeterProvider = None  # type: ignore[assignment,misc]
 from ._core import BreakerEvent, BudgetRejected, Event, Switch
+
+try:  # where the API keeps the global providers; private, so tolerate its absence
+    from opentelemetry import trace as _trace_globals
+    from opentelemetry.metrics import _internal as _metrics_globals
+except ImportError:  # pragma: no cover - then the public (slower) check is used
+    _trace_globals = _metrics_globals = None  # type: ignore[assignment]
+
+_PROVIDER_ENV = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -83,7 +87,12 @@ class Telemetry:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
     ) -> None:
-        self._active = tracer_provider is not None or meter_provider is not None
+        # Explicit providers, or ones the API will load from the environment.
+        self._active = (
+            tracer_provider is not None
+            or meter_provider is not None
+            or any(name in os.environ for name in _PROVIDER_ENV)
+        )
         self._pools: list[tuple[str, tuple[Domain, ...]]] = []
         self.tracer = trace.get_tracer(
             _SCOPE, _VERSION, tracer_provider=tracer_provider, schema_url=_SCHEMA_URL
@@ -146,11 +155,17 @@ class Telemetry:
     def _sdk_installed(self) -> bool:
         """Has anyone installed real providers yet? Until then every span and metric
         call would be a no-op, so requests skip telemetry entirely (no attribute dicts,
-        no URL redaction). Providers cannot be uninstalled, so True is final."""
-        if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) or (
-            _ProxyMeterProvider is not None
-            and not isinstance(metrics.get_meter_provider(), _ProxyMeterProvider)
-        ):
+        no URL redaction). Providers cannot be uninstalled, so True is final. This runs
+        on every request while no SDK is installed: it reads the API's two globals
+        (the public getters cost microseconds, mostly in ``os.environ`` look-ups)."""
+        if _trace_globals is not None and _metrics_globals is not None:
+            installed = (
+                getattr(_trace_globals, "_TRACER_PROVIDER", True) is not None
+                or getattr(_metrics_globals, "_METER_PROVIDER", True) is not None
+            )
+        else:  # pragma: no cover
+            installed = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        if installed:
             self._active = True
             self.initial_breaker_states(self._pools)
         return self._active
@@ -160,6 +175,7 @@ class RequestTrace:
     """The telemetry of one logical request."""
 
     __slots__ = ("_attempt_span", "_method", "_pool", "_span", "_t")
+    live = True  # False for the silent stand-in used while no SDK is installed
 
     def __init__(self, telemetry: Telemetry, pool: str, method: str, url: httpx.URL) -> None:
         self._t = telemetry
@@ -312,6 +328,7 @@ class _SilentTrace(RequestTrace):
     """The request telemetry while no OpenTelemetry SDK is installed: nothing at all."""
 
     __slots__ = ()
+    live = False
 
     def __init__(self) -> None:
         pass

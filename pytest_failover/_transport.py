@@ -160,6 +160,7 @@ class _Exchange:
         "_finished",
         "_origin",
         "_owner",
+        "_traced",
         "_tracked",
         "error",
         "original_url",
@@ -206,6 +207,7 @@ class _Exchange:
             now=self.started_at,
         )
         self.trace: RequestTrace = owner._telemetry.start(pool_core.name, request.method, request.url)
+        self._traced = self.trace.live  # without an SDK, skip even the calls
         self._attempt: Attempt | None = None
         self._attempt_started = 0.0
         self.response: httpx.Response | None = None
@@ -217,7 +219,8 @@ class _Exchange:
 
     def next_attempt(self) -> Attempt | None:
         decision = self.plan.next(self._clock())
-        self.trace.events(decision.events)
+        if decision.events and self._traced:
+            self.trace.events(decision.events)
         if isinstance(decision, Stop):
             self.stop = decision
             return None
@@ -235,7 +238,8 @@ class _Exchange:
             request.headers["Host"] = domain.netloc
         timeouts = request.extensions.get("timeout") or {}
         limit = attempt.timeout
-        if len(timeouts) < 4 or any(v is None or v > limit for v in timeouts.values()):
+        values = timeouts.values()
+        if len(timeouts) < 4 or None in values or max(values) > limit:
             request.extensions = {
                 **request.extensions,
                 "timeout": {
@@ -244,7 +248,8 @@ class _Exchange:
                 },
             }
         self._attempt = attempt
-        self.trace.attempt_started(attempt, request)
+        if self._traced:
+            self.trace.attempt_started(attempt, request)
         self._attempt_started = self._clock()
         return request
 
@@ -296,6 +301,9 @@ class _Exchange:
         self._attempt = None
         now = self._clock()
         duration = now - self._attempt_started
+        events = self.plan.record(outcome, now, duration=duration)
+        if not self._traced:
+            return
         self.trace.attempt_ended(
             attempt,
             duration=duration,
@@ -304,7 +312,8 @@ class _Exchange:
             error_type=outcome.error_type,
             exception=exception,
         )
-        self.trace.events(self.plan.record(outcome, now, duration=duration))
+        if events:
+            self.trace.events(events)
 
     def _log_retry(self, attempt: Attempt) -> None:
         last = self.plan.records[-1]
@@ -413,6 +422,8 @@ class _Exchange:
 
     def _end(self, outcome: str, *, domain: str | None, status: int | None, error_type: str | None) -> None:
         self._finished = True
+        if not self._traced:
+            return
         self.trace.finish(
             outcome=outcome,
             duration=self._clock() - self.started_at,
@@ -508,7 +519,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
                         continue
                 exchange.on_response(response)
             result = exchange.finish()
-            if inspect.isawaitable(result):
+            if not isinstance(result, httpx.Response):
                 raise TypeError("FailoverTransport: the fallback returned an awaitable; use a sync fallback")
             return result
 
@@ -573,7 +584,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
                         continue
                 exchange.on_response(response)
             result = exchange.finish()
-            if inspect.isawaitable(result):
+            if not isinstance(result, httpx.Response):  # an async fallback
                 result = await result
             return result
 

@@ -86,7 +86,10 @@ class _Site:
         self.registered = True
         self._handler = handler
         self.not_after = not_after
+        # ``state`` is replaced, never changed in place, under the owner's lock; the
+        # server thread reads it per connection stage and per request.
         self.state = FaultState(Healthy())
+        self.generation = 0  # bumped with every new state (see _server._respond)
         self.domain: FakeDomain | None = None
 
     # -- what the servers ask (see _server.Site)
@@ -102,6 +105,20 @@ class _Site:
         if fault is not None and not isinstance(fault, Healthy):
             self._owner._recorder.event(self.host, stage, fault)
         return fault, rng
+
+    def serves(self) -> bool:
+        if self.registered:
+            return True
+        if self._owner.block_unknown_hosts:
+            with self._owner._lock:
+                self._owner._blocked.append(
+                    f"{self.host} (a keep-alive connection opened while it was a fake domain)"
+                )
+        return False
+
+    def keeps_alive(self) -> bool:
+        with self._owner._lock:
+            return self.registered and not self.state.needs_fresh_connections()
 
     def tls_context(self, kind: Certificate) -> ssl.SSLContext:
         return self._owner._certificates.context(self.host, kind, self.not_after)
@@ -211,10 +228,14 @@ class FakeDomains:
             site = self._sites.get(name)
             if site is not None:
                 site.registered = True
-                site._handler = handler
+                site._handler = handler  # read per request: open connections may stay
+                certificate_changed = site.not_after != cert_not_after
                 site.not_after = cert_not_after
-                assert site.domain is not None
-                return site.domain
+        if site is not None:
+            if certificate_changed:  # open connections carry the old certificate
+                servers.drop(name)
+            assert site.domain is not None
+            return site.domain
         # Start the listeners without holding the lock: the server thread takes it on handshakes.
         fresh = _Site(self, name, handler, cert_not_after)
         http_port, https_port = servers.listen(fresh)
@@ -244,22 +265,40 @@ class FakeDomains:
         state = FaultState(fault)
         with self._lock:
             site.state = state
+            site.generation += 1
         assert self._servers is not None
-        self._servers.drop(site.host)  # pooled keep-alive connections must not hide the change
+        if state.needs_fresh_connections():
+            # A pooled connection would skip the stage this fault acts at: drop them all.
+            self._servers.drop(site.host)
+        else:
+            # The server applies this fault to every request, pooled or not; only a
+            # request held by the previous fault is cut.
+            self._servers.release(site.host)
 
     def reset(self) -> None:
-        """Heal and unregister every domain and clear the records; the servers stay for reuse."""
+        """Heal and unregister every domain and clear the records; the servers stay for reuse.
+
+        Idle keep-alive connections stay open so that the next test adding the same
+        domain (with the same certificate date) reuses them; a request that arrives on
+        one while its domain is unregistered is not answered (the connection is closed).
+        """
         with self._lock:
             sites = self._registered()
+            renewed = [site.host for site in sites if site.not_after is not None]
             for site in sites:
                 site.state = FaultState(Healthy())
+                site.generation += 1
                 site.registered = False
                 site._handler = None
                 site.not_after = None
             self._blocked.clear()
+        assert self._servers is not None or not sites
         for site in sites:
             assert self._servers is not None
-            self._servers.drop(site.host)
+            if site.host in renewed:  # open connections carry the old certificate
+                self._servers.drop(site.host)
+            else:
+                self._servers.release(site.host)
         self._recorder.clear()
 
     def domain(self, host: str) -> FakeDomain:

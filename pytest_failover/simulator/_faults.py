@@ -18,6 +18,16 @@ frozen): ``flapping`` counts attempts where its failing fault strikes and hands
 over to ``then`` after ``fail`` of them; ``rate`` draws from a seeded
 ``random.Random`` where its fault strikes. A new ``FaultState`` (a new fault set
 on the domain) starts counting from zero.
+
+Keep-alive connections
+----------------------
+A pooled connection has already passed resolve, connect and handshake, so only
+faults that act at ``respond`` reach it. ``FaultState.needs_fresh_connections``
+says whether some fault that can still strike acts earlier; while it does, the
+domain's open connections are dropped when the fault is set and every answer
+closes its connection, so each attempt goes through every stage again. Faults
+acting only at ``respond`` leave pooled connections open: the server applies
+them to every request, pooled or not.
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ __all__ = [
     "on_handshake",
     "on_resolve",
     "on_respond",
+    "reaches_before_respond",
     "stage_of",
 ]
 
@@ -88,6 +99,17 @@ def stage_of(fault: Fault) -> Stage:
         raise TypeError(f"{fault!r} is not a fault the simulator knows") from None
 
 
+def reaches_before_respond(fault: Fault) -> bool:
+    """Whether any fault inside ``fault`` acts at resolve, connect or handshake."""
+    match fault:
+        case Flapping(then=then, fault=failing):
+            return reaches_before_respond(failing) or reaches_before_respond(then)
+        case Rate(fault=failing):
+            return reaches_before_respond(failing)
+        case _:
+            return stage_of(fault) != "respond"
+
+
 class FaultState:
     """The fault set on one domain plus the counters and random sources of its composites.
 
@@ -103,6 +125,22 @@ class FaultState:
     def strike(self, stage: Stage) -> Fault | None:
         """The primitive fault that acts at ``stage`` for this attempt, if any."""
         return self._pick(self.fault, stage)
+
+    def needs_fresh_connections(self) -> bool:
+        """Whether a fault that can still strike acts before ``respond`` (see the module doc).
+
+        A ``flapping`` whose failures are used up counts only its ``then``.
+        """
+        return self._reaches_early(self.fault)
+
+    def _reaches_early(self, fault: Fault) -> bool:
+        match fault:
+            case Flapping(fail=fail, then=then, fault=failing):
+                if self._counts.get(id(fault), 0) >= fail:
+                    return self._reaches_early(then)
+                return self._reaches_early(failing) or self._reaches_early(then)
+            case _:
+                return reaches_before_respond(fault)
 
     def rng(self) -> random.Random:
         """The domain's random source for jitter (seeded like the top-level ``rate``, if any)."""

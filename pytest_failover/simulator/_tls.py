@@ -52,12 +52,15 @@ class Certificates:
         trustme = import_trustme()
         self.ca: Any = trustme.CA(organization_name="pytest-failover test CA")  # trustme.CA
         self._rogue: Any = None  # the CA of tls_untrusted, made on first use
+        self._ca_pem: bytes | None = None
         self._lock = threading.Lock()
         self._contexts: dict[tuple[str, Certificate, datetime.datetime | None], ssl.SSLContext] = {}
 
     @property
     def ca_pem(self) -> bytes:
-        return bytes(self.ca.cert_pem.bytes())
+        if self._ca_pem is None:  # one bytes object: hashed once as part of a bundle key
+            self._ca_pem = bytes(self.ca.cert_pem.bytes())
+        return self._ca_pem
 
     def context(
         self, host: str, kind: Certificate, not_after: datetime.datetime | None = None

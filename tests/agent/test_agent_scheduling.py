@@ -49,12 +49,11 @@ async def test_a_check_that_raises_is_a_failed_probe_not_a_dead_job(
     cfg = config(fd, tmp_path, ["https://api.example.com"])
     async with running(cfg) as agent:
         prober = agent._runtime.prober  # type: ignore[union-attr]
-        client = prober._client
 
         async def boom(*args: object, **kwargs: object) -> None:
             raise RuntimeError("boom")
 
-        client.send = boom  # type: ignore[method-assign]
+        prober._exchange = boom  # type: ignore[method-assign]
         status = agent.state.domains[("api", "https://api.example.com")]
         await eventually(lambda: status.last is not None and status.last.error_type == "builtins.RuntimeError")
         first = status.last.at  # type: ignore[union-attr]

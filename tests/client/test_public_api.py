@@ -63,3 +63,29 @@ def test_importing_the_library_loads_only_httpx_and_the_otel_api() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_telemetry_starts_when_an_sdk_is_installed_after_the_transport() -> None:
+    """Without an SDK a request does no telemetry work; once global providers are set,
+    the same transport emits spans, in a fresh process so the globals are clean."""
+    code = """
+import httpx
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pytest_failover import FailoverTransport, Pool
+
+inner = httpx.MockTransport(lambda request: httpx.Response(200))
+transport = FailoverTransport([Pool("api", ["https://api.example"])], transport=inner)
+client = httpx.Client(transport=transport)
+client.get("https://api.example/x")
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+client.get("https://api.example/x")
+print(sorted(span.name for span in exporter.get_finished_spans()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['GET', 'failover api']"
