@@ -264,6 +264,8 @@ class RequestPlan:
         "_in_flight",
         "_initial",
         "_last",
+        "_attempt_timeout",
+        "_max_attempts",
         "_random",
         "_tried",
         "core",
@@ -296,6 +298,8 @@ class RequestPlan:
         self.pinned = pinned
         self.started_at = now
         self.deadline_at = now + self.policy.deadline
+        self._max_attempts = self.policy.max_attempts
+        self._attempt_timeout = self.policy.attempt_timeout
         self._random = random
         self.records: list[AttemptRecord] = []
         self._tried: dict[Domain, int] = {}
@@ -338,7 +342,7 @@ class RequestPlan:
         if self._done:
             return _DONE
         number = len(self.records) + 1
-        if number > self.policy.max_attempts:
+        if number > self._max_attempts:
             return Stop(reason="exhausted")
         events: list[Event] = []
         with self.core.lock:
@@ -349,24 +353,20 @@ class RequestPlan:
             domain = self._choose(number, now)
             if domain is None:
                 return Stop(reason="circuit_open" if number == 1 else "exhausted")
-            delay = self._delay(number, now, domain)
-            remaining = self.deadline_at - (now + delay)
-            if remaining < MIN_ATTEMPT_TIME:
+            delay = 0.0 if number == 1 else self._delay(number, now, domain)
+            timeout = self.deadline_at - (now + delay)
+            if timeout < MIN_ATTEMPT_TIME:
                 return Stop(reason="deadline")
-            timeout = remaining
-            if self.policy.attempt_timeout is not None:
-                timeout = min(timeout, self.policy.attempt_timeout)
+            if self._attempt_timeout is not None and self._attempt_timeout < timeout:
+                timeout = self._attempt_timeout
             breaker = self.core.breakers[domain]
-            probe, transition = breaker.acquire(now + delay)
-            self._add_transition(events, domain, transition)
-        attempt = Attempt(
-            number=number,
-            domain=domain,
-            delay=delay,
-            timeout=timeout,
-            probe=probe,
-            events=tuple(events),
-        )
+            if breaker.state is BreakerState.CLOSED:  # acquire() would change nothing
+                probe = False
+            else:
+                probe, transition = breaker.acquire(now + delay)
+                self._add_transition(events, domain, transition)
+        # positional: this runs on every request
+        attempt = Attempt(number, domain, delay, timeout, probe, tuple(events) if events else ())
         self._in_flight = attempt
         self._tried[domain] = self._tried.get(domain, 0) + 1
         return attempt
