@@ -259,12 +259,12 @@ class RequestPlan:
     """The decisions for one logical request. Not shared between threads."""
 
     __slots__ = (
+        "_attempt_timeout",
         "_done",
         "_failed_on",
         "_in_flight",
         "_initial",
         "_last",
-        "_attempt_timeout",
         "_max_attempts",
         "_random",
         "_tried",
@@ -319,6 +319,11 @@ class RequestPlan:
     @property
     def last_outcome(self) -> Outcome | None:
         return self._last
+
+    @property
+    def done(self) -> bool:
+        """Did an attempt end the request (a success or an answer)?"""
+        return self._done
 
     @property
     def may_resend(self) -> bool:
@@ -417,7 +422,7 @@ class RequestPlan:
 
     # -- record -----------------------------------------------------------------------
 
-    def record(self, outcome: Outcome, now: float, *, duration: float) -> tuple[Event, ...]:
+    def record(self, outcome: Outcome, now: float, duration: float) -> tuple[Event, ...]:
         """Report what the attempt in flight did; returns the events it caused."""
         attempt = self._take_in_flight()
         self.records.append(  # positional: this runs on every request
@@ -593,7 +598,6 @@ class FailoverCore:
     def begin(
         self,
         pool_core: PoolCore,
-        *,
         method: str,
         headers: httpx.Headers,
         options: RequestOptions,

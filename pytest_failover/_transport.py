@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import httpx
 
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
-from ._core import Attempt, AttemptRecord, FailoverCore, PoolCore, RequestOptions, Stop
+from ._core import _DONE, Attempt, AttemptRecord, FailoverCore, PoolCore, RequestOptions, Stop
 from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
 from ._policy import Policy
 from ._pool import Domain, Pool
@@ -198,13 +198,7 @@ class _Exchange:
             request.stream = self._tracked
         self.started_at = self._clock()
         self.plan = owner._core.begin(
-            pool_core,
-            method=request.method,
-            headers=request.headers,
-            options=options,
-            replayable=replayable,
-            pinned=pinned,
-            now=self.started_at,
+            pool_core, request.method, request.headers, options, replayable, pinned, self.started_at
         )
         self.trace: RequestTrace = owner._telemetry.start(pool_core.name, request.method, request.url)
         self._traced = self.trace.live  # without an SDK, skip even the calls
@@ -218,7 +212,11 @@ class _Exchange:
     # -- the loop's steps ------------------------------------------------------------
 
     def next_attempt(self) -> Attempt | None:
-        decision = self.plan.next(self._clock())
+        plan = self.plan
+        if plan.done:  # answered: no need to ask
+            self.stop = _DONE
+            return None
+        decision = plan.next(self._clock())
         if decision.events and self._traced:
             self.trace.events(decision.events)
         if isinstance(decision, Stop):
@@ -273,7 +271,7 @@ class _Exchange:
         result = "success" if outcome.kind is OutcomeKind.SUCCESS else (
             "answer" if outcome.kind is OutcomeKind.ANSWER else "failure"
         )
-        self._record(outcome, result=result, status=response.status_code)
+        self._record(outcome, result, response.status_code)
         if (
             outcome.kind is OutcomeKind.SUCCESS
             and self.policy.stale_on_failure
@@ -286,12 +284,11 @@ class _Exchange:
         outcome = classify_exception(exc, body_started=started)
         self.response = None
         self.error = exc
-        self._record(outcome, result="failure", status=None, exception=exc)
+        self._record(outcome, "failure", None, exc)
 
     def _record(
         self,
         outcome: Outcome,
-        *,
         result: str,
         status: int | None,
         exception: BaseException | None = None,
@@ -301,7 +298,7 @@ class _Exchange:
         self._attempt = None
         now = self._clock()
         duration = now - self._attempt_started
-        events = self.plan.record(outcome, now, duration=duration)
+        events = self.plan.record(outcome, now, duration)
         if not self._traced:
             return
         self.trace.attempt_ended(
@@ -348,10 +345,7 @@ class _Exchange:
                 error_type=last.error_type if last else None,
             )
             response.extensions["failover"] = FailoverResult(
-                pool=self.pool_core.name,
-                domain=records[-1].domain,
-                attempts=records,
-                outcome="failure" if failed else "success",
+                self.pool_core.name, records[-1].domain, records, "failure" if failed else "success"
             )
             self._persist_sticky()
             return response
