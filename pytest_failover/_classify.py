@@ -12,7 +12,7 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
 import httpx
@@ -36,10 +36,11 @@ class Outcome:
     status: int | None = None
     sent: bool = True  # request bytes may have reached the server
     retry_after: float | None = None
+    retryable: bool = field(init=False)  # may another attempt follow (failure or throttle)?
 
-    @property
-    def retryable(self) -> bool:
-        return self.kind in (OutcomeKind.FAILURE, OutcomeKind.THROTTLED)
+    def __post_init__(self) -> None:
+        retryable = self.kind is OutcomeKind.FAILURE or self.kind is OutcomeKind.THROTTLED
+        object.__setattr__(self, "retryable", retryable)
 
 
 SUCCESS = Outcome(kind=OutcomeKind.SUCCESS)

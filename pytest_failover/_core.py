@@ -181,6 +181,7 @@ class PoolCore:
 
     def __init__(self, pool: Pool, policy: Policy, *, region: str | None) -> None:
         self.pool = pool
+        self.name = pool.name
         self.policy = policy
         self.order: tuple[Domain, ...] = pool.order(region)
         self._position = {d: i for i, d in enumerate(self.order)}
@@ -194,16 +195,13 @@ class PoolCore:
         self.serving: Domain | None = None
         self.lock = threading.Lock()
 
-    @property
-    def name(self) -> str:
-        return self.pool.name
 
-    def _rank_key(self, domain: Domain, now: float, tried: Mapping[Domain, int]) -> tuple[int, int, int]:
+    def _rank_key(self, domain: Domain, now: float, tried: Sequence[Domain]) -> tuple[int, int, int]:
         breaker = self.breakers[domain]
         recent = self.policy.sticky and breaker.recently_failed(now) and not breaker.probe_due(now)
-        return (tried.get(domain, 0), int(recent), self._position[domain])
+        return (tried.count(domain), int(recent), self._position[domain])
 
-    def best(self, now: float, tried: Mapping[Domain, int]) -> Domain | None:
+    def best(self, now: float, tried: Sequence[Domain]) -> Domain | None:
         """The best admissible domain (caller holds the lock). The common case, an
         untried healthy domain early in the order, returns without ranking them all."""
         disabled = self.disabled
@@ -217,9 +215,8 @@ class PoolCore:
         ranked = self.ranked(now, tried)
         return ranked[0] if ranked else None
 
-    def ranked(self, now: float, tried: Mapping[Domain, int] | None = None) -> list[Domain]:
+    def ranked(self, now: float, tried: Sequence[Domain] = ()) -> list[Domain]:
         """Admissible domains, best first (caller holds the lock)."""
-        tried = tried or {}
         usable = [
             d for d in self.order if d not in self.disabled and self.breakers[d].admits(now)
         ]
@@ -260,7 +257,6 @@ class RequestPlan:
 
     __slots__ = (
         "_attempt_timeout",
-        "_done",
         "_failed_on",
         "_in_flight",
         "_initial",
@@ -270,6 +266,7 @@ class RequestPlan:
         "_tried",
         "core",
         "deadline_at",
+        "done",
         "idempotent",
         "method",
         "pinned",
@@ -302,11 +299,11 @@ class RequestPlan:
         self._attempt_timeout = self.policy.attempt_timeout
         self._random = random
         self.records: list[AttemptRecord] = []
-        self._tried: dict[Domain, int] = {}
+        self._tried: list[Domain] = []  # in order; list look-ups compare identity first
         self._in_flight: Attempt | None = None
         self._last: Outcome | None = None
         self._failed_on: tuple[Domain, str] | None = None
-        self._done = False
+        self.done = False  # an attempt ended the request (a success or an answer)
         self._initial: list[Domain] = []
         if not isinstance(self.policy.schedule, ExponentialBackoff):
             with core.lock:  # a table names domains by their rank at the start
@@ -321,14 +318,9 @@ class RequestPlan:
         return self._last
 
     @property
-    def done(self) -> bool:
-        """Did an attempt end the request (a success or an answer)?"""
-        return self._done
-
-    @property
     def may_resend(self) -> bool:
         """Could this request be sent again after its bytes left?"""
-        return self.idempotent and self.replayable and self.policy.max_attempts > 1
+        return self.idempotent and self.replayable and self._max_attempts > 1
 
     def _candidates(self, now: float) -> list[Domain]:
         core = self.core
@@ -344,7 +336,7 @@ class RequestPlan:
             raise RuntimeError(
                 f"attempt {self._in_flight.number} is in flight: record its outcome first"
             )
-        if self._done:
+        if self.done:
             return _DONE
         number = len(self.records) + 1
         if number > self._max_attempts:
@@ -373,7 +365,7 @@ class RequestPlan:
         # positional: this runs on every request
         attempt = Attempt(number, domain, delay, timeout, probe, tuple(events) if events else ())
         self._in_flight = attempt
-        self._tried[domain] = self._tried.get(domain, 0) + 1
+        self._tried.append(domain)
         return attempt
 
     def _refuse_retry(self, events: list[Event]) -> str | None:
@@ -454,7 +446,7 @@ class RequestPlan:
                         core.budget.success()
             self._add_transition(events, attempt.domain, transition)
             if not outcome.retryable:
-                self._done = True
+                self.done = True
                 self._note_serving(attempt.domain, events)
         return tuple(events)
 
@@ -464,12 +456,12 @@ class RequestPlan:
         if self._in_flight is None:
             return ()
         attempt = self._take_in_flight()
-        self._tried[attempt.domain] -= 1
+        self._tried.remove(attempt.domain)
         events: list[Event] = []
         with self.core.lock:
             transition = self.core.breakers[attempt.domain].abandon(now, probe=attempt.probe)
             self._add_transition(events, attempt.domain, transition)
-        self._done = True
+        self.done = True
         return tuple(events)
 
     def _take_in_flight(self) -> Attempt:

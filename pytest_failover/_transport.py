@@ -53,6 +53,15 @@ class FailoverResult(NamedTuple):
     fallback: bool = False
 
 
+# failover.attempt.result for each kind of outcome
+_RESULTS = {
+    OutcomeKind.SUCCESS: "success",
+    OutcomeKind.ANSWER: "answer",
+    OutcomeKind.THROTTLED: "failure",
+    OutcomeKind.FAILURE: "failure",
+}
+
+
 class _TrackedStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     """Wraps a body that cannot be replayed, to know whether any of it was read."""
 
@@ -268,10 +277,7 @@ class _Exchange:
         outcome = classify_response(response, self.policy)
         self.response = response
         self.error = None
-        result = "success" if outcome.kind is OutcomeKind.SUCCESS else (
-            "answer" if outcome.kind is OutcomeKind.ANSWER else "failure"
-        )
-        self._record(outcome, result, response.status_code)
+        self._record(outcome, response.status_code)
         if (
             outcome.kind is OutcomeKind.SUCCESS
             and self.policy.stale_on_failure
@@ -284,14 +290,10 @@ class _Exchange:
         outcome = classify_exception(exc, body_started=started)
         self.response = None
         self.error = exc
-        self._record(outcome, "failure", None, exc)
+        self._record(outcome, None, exc)
 
     def _record(
-        self,
-        outcome: Outcome,
-        result: str,
-        status: int | None,
-        exception: BaseException | None = None,
+        self, outcome: Outcome, status: int | None, exception: BaseException | None = None
     ) -> None:
         attempt = self._attempt
         assert attempt is not None
@@ -304,7 +306,7 @@ class _Exchange:
         self.trace.attempt_ended(
             attempt,
             duration=duration,
-            result=result,
+            result=_RESULTS[outcome.kind],
             status=status,
             error_type=outcome.error_type,
             exception=exception,
