@@ -125,3 +125,36 @@ async def test_no_answer_is_a_read_timeout() -> None:
         result = await probe(url, timeout=0.3)
     assert (result.success, result.error_type) == (False, "read_timeout"), result  # type: ignore[attr-defined]
     assert result.phases["total"] < 2.0  # type: ignore[attr-defined]
+
+
+async def test_endless_head_and_bad_chunk_size_are_protocol_errors() -> None:
+    # a head that never ends is refused once it passes 64 KiB, not buffered until the timeout
+    for answer in (b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000,
+                   b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"):
+        async with raw_server(fixed(answer), close=False) as (url, _):
+            result = await probe(url)
+        assert (result.success, result.error_type) == (False, "remote_protocol_error"), (answer[:40], result)  # type: ignore[attr-defined]
+    # a large but complete head is fine
+    answer = b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 30_000 + b"\r\nContent-Length: 0\r\n\r\n"
+    async with raw_server(fixed(answer), close=False) as (url, _):
+        result = await probe(url)
+    assert (result.success, result.status) == (True, 200), result  # type: ignore[attr-defined]
+
+
+async def test_framing_headers_from_the_config_are_not_sent_twice() -> None:
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    async with raw_server(fixed(answer), close=False) as (url, seen):
+        result = await probe(url, method="POST", headers={"Connection": "keep-alive", "Host": "evil.test",
+                                                          "Content-Length": "7"})
+    assert (result.success, result.status) == (True, 200), result  # type: ignore[attr-defined]
+    lines = [line.lower() for line in seen[0].decode().split("\r\n")[1:] if line]
+    assert lines.count("connection: close") == 1 and not any(line.startswith("connection: keep") for line in lines)
+    assert f"host: {url.split('://')[1]}" in lines and "content-length: 0" in lines
+    assert sum(line.startswith("content-length") for line in lines) == 1
+
+
+async def test_an_interim_1xx_answer_is_skipped() -> None:
+    answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    async with raw_server(fixed(answer), close=False) as (url, _):
+        result = await probe(url)
+    assert (result.success, result.status) == (True, 200), result  # type: ignore[attr-defined]
