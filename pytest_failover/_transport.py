@@ -278,10 +278,12 @@ class _Exchange:
         self.response = response
         self.error = None
         self._record(outcome, response.status_code)
+        policy = self.policy
         if (
             outcome.kind is OutcomeKind.SUCCESS
-            and self.policy.stale_on_failure
+            and policy.stale_on_failure
             and self.plan.method == "GET"
+            and len(response.content) <= policy.stale_max_bytes
         ):
             self._owner._stale.store(self.pool_core.name, self.original_url, response, self._clock())
 

@@ -363,3 +363,13 @@ def test_read_body_off_hands_the_stream_over_unread(make_client: Any, servers: S
     with pytest.raises(httpx.TransportError):
         client.request("GET", a.url() + "/big")
     assert b.total == 0
+
+
+def test_stale_cache_keeps_no_body_larger_than_its_limit(make_client: Any, servers: Servers) -> None:
+    a = servers["a"]
+    a.set(body=b'{"rooms": "' + b"x" * 100 + b'"}')
+    client = make_client([Pool("api", [a.url()])], fast(stale_on_failure=True, stale_max_bytes=50))
+    assert client.request("GET", a.url() + "/big").status_code == 200
+    a.set(reset=True)
+    with pytest.raises(FailoverError):
+        client.request("GET", a.url() + "/big")
