@@ -195,7 +195,6 @@ class PoolCore:
         self.serving: Domain | None = None
         self.lock = threading.Lock()
 
-
     def _rank_key(self, domain: Domain, now: float, tried: Sequence[Domain]) -> tuple[int, int, int]:
         breaker = self.breakers[domain]
         recent = self.policy.sticky and breaker.recently_failed(now) and not breaker.probe_due(now)
