@@ -278,7 +278,6 @@ class RequestPlan:
     def __init__(
         self,
         core: PoolCore,
-        *,
         method: str,
         idempotent: bool,
         replayable: bool,
@@ -601,15 +600,8 @@ class FailoverCore:
             idempotent = options.idempotent
         else:
             idempotent = method in pool_core.policy.idempotent_methods or "idempotency-key" in headers
-        return RequestPlan(
-            pool_core,
-            method=method,
-            idempotent=idempotent,
-            replayable=replayable,
-            pinned=pinned,
-            now=now,
-            random=self.random,
-        )
+        # positional: this runs on every request
+        return RequestPlan(pool_core, method, idempotent, replayable, pinned, now, self.random)
 
     def state(self, now: float) -> TransportState:
         return TransportState(

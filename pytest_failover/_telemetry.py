@@ -27,6 +27,9 @@ try:  # where the API keeps the global providers; private, so tolerate its absen
 except ImportError:  # pragma: no cover - then the public (slower) check is used
     _trace_globals = _metrics_globals = None  # type: ignore[assignment]
 
+_GLOBALS_READABLE = hasattr(_trace_globals, "_TRACER_PROVIDER") and hasattr(
+    _metrics_globals, "_METER_PROVIDER"
+)
 _PROVIDER_ENV = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 
 if TYPE_CHECKING:
@@ -158,10 +161,10 @@ class Telemetry:
         no URL redaction). Providers cannot be uninstalled, so True is final. This runs
         on every request while no SDK is installed: it reads the API's two globals
         (the public getters cost microseconds, mostly in ``os.environ`` look-ups)."""
-        if _trace_globals is not None and _metrics_globals is not None:
+        if _GLOBALS_READABLE:
             installed = (
-                getattr(_trace_globals, "_TRACER_PROVIDER", True) is not None
-                or getattr(_metrics_globals, "_METER_PROVIDER", True) is not None
+                _trace_globals._TRACER_PROVIDER is not None
+                or _metrics_globals._METER_PROVIDER is not None
             )
         else:  # pragma: no cover
             installed = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)

@@ -12,7 +12,6 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
@@ -439,23 +438,16 @@ class _Exchange:
 
     # -- leaving early (cancellation, a bug below us) ----------------------------------
 
-    def __enter__(self) -> _Exchange:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def abandon(self) -> None:
+        """The loop was left by an exception: release a probe, end the spans. After
+        ``finish()`` (which may itself raise the request's error) there is nothing to do."""
         if self._finished:
             return
         if self._attempt is not None:
             self.trace.attempt_abandoned()
             self._attempt = None
         self.trace.events(self.plan.abandon(self._clock()))
-        outcome = "failure" if exc_type is not None else "success"
-        self._end(outcome, domain=None, status=None, error_type="cancelled" if exc_type else None)
+        self._end("failure", domain=None, status=None, error_type="cancelled")
 
 
 class FailoverTransport(_FailoverBase, httpx.BaseTransport):
@@ -493,7 +485,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         exchange = self._begin(request)
         if exchange is None:
             return self._transport.handle_request(request)
-        with exchange:
+        try:  # zero-cost until something raises
             response: httpx.Response | None = None
             while (attempt := exchange.next_attempt()) is not None:
                 if response is not None:
@@ -520,6 +512,9 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             if not isinstance(result, httpx.Response):
                 raise TypeError("FailoverTransport: the fallback returned an awaitable; use a sync fallback")
             return result
+        except BaseException:
+            exchange.abandon()
+            raise
 
     def close(self) -> None:
         self._transport.close()
@@ -556,7 +551,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         exchange = self._begin(request)
         if exchange is None:
             return await self._transport.handle_async_request(request)
-        with exchange:
+        try:  # zero-cost until something raises
             response: httpx.Response | None = None
             while (attempt := exchange.next_attempt()) is not None:
                 if response is not None:
@@ -585,6 +580,9 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             if not isinstance(result, httpx.Response):  # an async fallback
                 result = await result
             return result
+        except BaseException:
+            exchange.abandon()
+            raise
 
     async def aclose(self) -> None:
         await self._transport.aclose()

@@ -373,3 +373,23 @@ def test_stale_cache_keeps_no_body_larger_than_its_limit(make_client: Any, serve
     a.set(reset=True)
     with pytest.raises(FailoverError):
         client.request("GET", a.url() + "/big")
+
+
+def test_a_cancelled_request_counts_nothing_against_the_domain(servers: Servers) -> None:
+    """Caller cancellation is not a failure of the domain (semconv: not an error)."""
+    import asyncio
+
+    from pytest_failover import AsyncFailoverTransport
+
+    a = servers["a"]
+    a.set(delay=1.0)
+    transport = AsyncFailoverTransport([Pool("api", [a.url()])], fast(breaker_threshold=1))
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=transport) as client:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(client.get(a.url() + "/slow"), 0.1)
+
+    asyncio.run(main())
+    [domain] = transport.state().pools["api"].domains
+    assert (domain.breaker, domain.consecutive_failures, domain.can_request) == ("closed", 0, True)
