@@ -49,7 +49,7 @@ from ._breaker import Breaker, BreakerState, BreakerTransition
 from ._budget import TokenBucket
 from ._classify import Outcome, OutcomeKind
 from ._policy import ExponentialBackoff, Policy
-from ._pool import _DEFAULT_PORTS, Domain, Pool
+from ._pool import Domain, Pool
 from ._state import DomainState, PoolState, TransportState
 
 if TYPE_CHECKING:
@@ -71,6 +71,12 @@ __all__ = [
 
 # An attempt with less time than this before the deadline is not started.
 MIN_ATTEMPT_TIME = 0.001
+
+# Read on every request: a module global is a dict look-up, an enum member read
+# through its class costs ten times more.
+_CLOSED = BreakerState.CLOSED
+_FAILURE = OutcomeKind.FAILURE
+_THROTTLED = OutcomeKind.THROTTLED
 
 
 # -- values ------------------------------------------------------------------------------
@@ -115,7 +121,10 @@ Event = BreakerEvent | Switch | BudgetRejected
 
 
 # Decisions are named tuples: immutable values like the rest, and cheap enough to
-# build on every request (a frozen dataclass costs several times more).
+# build on every request (a frozen dataclass costs several times more). On the hot
+# path they are built with ``_new(Cls, (fields...))``: the ``__new__`` a NamedTuple
+# generates is a Python function that does only this.
+_new = tuple.__new__
 
 
 class Attempt(NamedTuple):
@@ -183,6 +192,7 @@ class PoolCore:
         self.pool = pool
         self.name = pool.name
         self.policy = policy
+        self.max_attempts = policy.max_attempts
         self.order: tuple[Domain, ...] = pool.order(region)
         self._position = {d: i for i, d in enumerate(self.order)}
         self.breakers = {
@@ -200,19 +210,22 @@ class PoolCore:
         recent = self.policy.sticky and breaker.recently_failed(now) and not breaker.probe_due(now)
         return (tried.count(domain), int(recent), self._position[domain])
 
-    def best(self, now: float, tried: Sequence[Domain]) -> Domain | None:
-        """The best admissible domain (caller holds the lock). The common case, an
-        untried healthy domain early in the order, returns without ranking them all."""
+    def best(self, now: float, tried: Sequence[Domain]) -> tuple[Domain, Breaker] | None:
+        """The best admissible domain and its breaker. The common case, an untried
+        healthy domain early in the order, returns without ranking them all."""
         disabled = self.disabled
         sticky = self.policy.sticky
-        for domain, breaker in self._in_order:
+        for member in self._in_order:
+            domain, breaker = member
             if (disabled and domain in disabled) or (tried and domain in tried):
                 continue
-            if breaker.state is BreakerState.CLOSED and not (sticky and breaker.recently_failed(now)):
-                return domain
+            if breaker.state is _CLOSED and not (
+                sticky and breaker.last_failure_at is not None and breaker.recently_failed(now)
+            ):
+                return member
             break
         ranked = self.ranked(now, tried)
-        return ranked[0] if ranked else None
+        return (ranked[0], self.breakers[ranked[0]]) if ranked else None
 
     def ranked(self, now: float, tried: Sequence[Domain] = ()) -> list[Domain]:
         """Admissible domains, best first (caller holds the lock)."""
@@ -258,15 +271,18 @@ class RequestPlan:
         "_attempt_timeout",
         "_failed_on",
         "_in_flight",
+        "_in_flight_breaker",
         "_initial",
-        "_last",
         "_max_attempts",
         "_random",
+        "_ranks_live",
         "_tried",
         "core",
         "deadline_at",
         "done",
         "idempotent",
+        "last_outcome",
+        "may_resend",
         "method",
         "pinned",
         "policy",
@@ -293,32 +309,30 @@ class RequestPlan:
         self.pinned = pinned
         self.started_at = now
         self.deadline_at = now + self.policy.deadline
-        self._max_attempts = self.policy.max_attempts
+        self._max_attempts = core.max_attempts
         self._attempt_timeout = self.policy.attempt_timeout
         self._random = random
         self.records: list[AttemptRecord] = []
         self._tried: list[Domain] = []  # in order; list look-ups compare identity first
         self._in_flight: Attempt | None = None
-        self._last: Outcome | None = None
+        self._in_flight_breaker: Breaker | None = None
+        self.last_outcome: Outcome | None = None  # of the latest attempt
+        # Could this request be sent again after its bytes left?
+        self.may_resend = idempotent and replayable and self._max_attempts > 1
         self._failed_on: tuple[Domain, str] | None = None
         self.done = False  # an attempt ended the request (a success or an answer)
+        # With backoff, each attempt takes the best domain at that moment; a pinned
+        # request has one candidate; a table names domains by their rank at the start.
+        backoff = isinstance(self.policy.schedule, ExponentialBackoff)
+        self._ranks_live = backoff and pinned is None
         self._initial: list[Domain] = []
-        if not isinstance(self.policy.schedule, ExponentialBackoff):
-            with core.lock:  # a table names domains by their rank at the start
+        if not backoff:
+            with core.lock:
                 self._initial = self._candidates(now)
 
     @property
     def pool(self) -> str:
         return self.core.name
-
-    @property
-    def last_outcome(self) -> Outcome | None:
-        return self._last
-
-    @property
-    def may_resend(self) -> bool:
-        """Could this request be sent again after its bytes left?"""
-        return self.idempotent and self.replayable and self._max_attempts > 1
 
     def _candidates(self, now: float) -> list[Domain]:
         core = self.core
@@ -339,35 +353,60 @@ class RequestPlan:
         number = len(self.records) + 1
         if number > self._max_attempts:
             return Stop(reason="exhausted")
+        core = self.core
+        if number == 1 and self._ranks_live:
+            # The common case needs no lock: choosing only reads, and sending to a
+            # closed breaker changes nothing in it.
+            best = core.best(now, ())
+            timeout = self._timeout(now)
+            if best is not None and best[1].state is _CLOSED and timeout >= MIN_ATTEMPT_TIME:
+                return self._start(number, best, 0.0, timeout, False, ())
         events: list[Event] = []
-        with self.core.lock:
+        with core.lock:
             if number > 1:
                 refusal = self._refuse_retry(events)
                 if refusal is not None:
                     return Stop(reason=refusal, events=tuple(events))
-            domain = self._choose(number, now)
-            if domain is None:
+            chosen = self._choose(number, now)
+            if chosen is None:
                 return Stop(reason="circuit_open" if number == 1 else "exhausted")
+            domain, breaker = chosen
             delay = 0.0 if number == 1 else self._delay(number, now, domain)
-            timeout = self.deadline_at - (now + delay)
+            timeout = self._timeout(now + delay)
             if timeout < MIN_ATTEMPT_TIME:
                 return Stop(reason="deadline")
-            if self._attempt_timeout is not None and self._attempt_timeout < timeout:
-                timeout = self._attempt_timeout
-            breaker = self.core.breakers[domain]
-            if breaker.state is BreakerState.CLOSED:  # acquire() would change nothing
+            if breaker.state is _CLOSED:  # acquire() would change nothing
                 probe = False
             else:
                 probe, transition = breaker.acquire(now + delay)
                 self._add_transition(events, domain, transition)
-        # positional: this runs on every request
-        attempt = Attempt(number, domain, delay, timeout, probe, tuple(events) if events else ())
+        return self._start(number, chosen, delay, timeout, probe, tuple(events) if events else ())
+
+    def _timeout(self, start: float) -> float:
+        """The time an attempt starting at ``start`` may take: to the deadline, capped
+        by the per-attempt timeout."""
+        timeout = self.deadline_at - start
+        if self._attempt_timeout is not None and self._attempt_timeout < timeout:
+            return self._attempt_timeout
+        return timeout
+
+    def _start(
+        self,
+        number: int,
+        member: tuple[Domain, Breaker],
+        delay: float,
+        timeout: float,
+        probe: bool,
+        events: tuple[Event, ...],
+    ) -> Attempt:
+        domain, self._in_flight_breaker = member
+        attempt = _new(Attempt, (number, domain, delay, timeout, probe, events))
         self._in_flight = attempt
         self._tried.append(domain)
         return attempt
 
     def _refuse_retry(self, events: list[Event]) -> str | None:
-        last = self._last
+        last = self.last_outcome
         assert last is not None
         if last.sent and not (self.idempotent and self.replayable):
             return "not_retryable"
@@ -377,15 +416,18 @@ class RequestPlan:
             return "retry_budget"
         return None
 
-    def _choose(self, number: int, now: float) -> Domain | None:
-        schedule = self.policy.schedule
-        if isinstance(schedule, ExponentialBackoff) and self.pinned is None:
+    def _choose(self, number: int, now: float) -> tuple[Domain, Breaker] | None:
+        if self._ranks_live:
             return self.core.best(now, self._tried)
+        domain = self._choose_from_table(number, now)
+        return None if domain is None else (domain, self.core.breakers[domain])
+
+    def _choose_from_table(self, number: int, now: float) -> Domain | None:
         candidates = self._candidates(now)
-        if not candidates:
-            return None
-        if isinstance(schedule, ExponentialBackoff) or not self._initial:
-            return candidates[0]
+        if not candidates or not self._initial:
+            return candidates[0] if candidates else None
+        schedule = self.policy.schedule
+        assert not isinstance(schedule, ExponentialBackoff)
         wanted = schedule.steps[number - 1].domain % len(self._initial)
         for offset in range(len(self._initial)):
             domain = self._initial[(wanted + offset) % len(self._initial)]
@@ -397,7 +439,7 @@ class RequestPlan:
         if number == 1:
             return 0.0
         schedule = self.policy.schedule
-        last = self._last
+        last = self.last_outcome
         if isinstance(schedule, ExponentialBackoff):
             if last is not None and not last.sent and domain not in self._tried:
                 # Transparent failover: nothing reached a server, so moving to a
@@ -414,66 +456,59 @@ class RequestPlan:
 
     def record(self, outcome: Outcome, now: float, duration: float) -> tuple[Event, ...]:
         """Report what the attempt in flight did; returns the events it caused."""
-        attempt = self._take_in_flight()
-        self.records.append(  # positional: this runs on every request
-            AttemptRecord(
-                attempt.number,
-                attempt.domain.url,
-                outcome.error_type,
-                outcome.status,
-                duration,
-                outcome.sent,
+        attempt, breaker = self._in_flight, self._in_flight_breaker
+        if attempt is None or breaker is None:
+            raise RuntimeError("no attempt is in flight: call next() first")
+        self._in_flight = self._in_flight_breaker = None
+        self.records.append(
+            _new(
+                AttemptRecord,
+                (attempt.number, attempt.domain.url, outcome.error_type, outcome.status, duration, outcome.sent),
             )
         )
-        self._last = outcome
+        self.last_outcome = outcome
         events: list[Event] = []
         core = self.core
+        domain = attempt.domain
         with core.lock:
-            breaker = core.breakers[attempt.domain]
-            if outcome.kind is OutcomeKind.FAILURE:
+            if outcome.kind is _FAILURE:
                 transition = breaker.failure(now, probe=attempt.probe)
                 if core.budget is not None:
                     core.budget.failure()
-                self._failed_on = (attempt.domain, outcome.error_type or "failure")
+                self._failed_on = (domain, outcome.error_type or "failure")
             else:
                 transition = breaker.success(now, probe=attempt.probe)
                 if core.budget is not None:
-                    if outcome.kind is OutcomeKind.THROTTLED:
+                    if outcome.kind is _THROTTLED:
                         core.budget.failure()
                     else:
                         core.budget.success()
-            self._add_transition(events, attempt.domain, transition)
+            if transition is not None:
+                self._add_transition(events, domain, transition)
             if not outcome.retryable:
                 self.done = True
-                self._note_serving(attempt.domain, events)
-        return tuple(events)
+                if core.serving is not domain:
+                    self._note_serving(domain, events)
+        return tuple(events) if events else ()
 
     def abandon(self, now: float) -> tuple[Event, ...]:
         """The attempt in flight ended without an outcome (cancelled, or an error that
         says nothing about the domain): release its probe, count nothing."""
-        if self._in_flight is None:
+        attempt, breaker = self._in_flight, self._in_flight_breaker
+        if attempt is None or breaker is None:
             return ()
-        attempt = self._take_in_flight()
+        self._in_flight = self._in_flight_breaker = None
         self._tried.remove(attempt.domain)
         events: list[Event] = []
         with self.core.lock:
-            transition = self.core.breakers[attempt.domain].abandon(now, probe=attempt.probe)
+            transition = breaker.abandon(now, probe=attempt.probe)
             self._add_transition(events, attempt.domain, transition)
         self.done = True
         return tuple(events)
 
-    def _take_in_flight(self) -> Attempt:
-        attempt = self._in_flight
-        if attempt is None:
-            raise RuntimeError("no attempt is in flight: call next() first")
-        self._in_flight = None
-        return attempt
-
     def _note_serving(self, domain: Domain, events: list[Event]) -> None:
         core = self.core
         before = core.serving
-        if before is domain:
-            return
         core.serving = domain
         if before is None or before == domain:
             return
@@ -528,9 +563,8 @@ class FailoverCore:
             p.name: PoolCore(p, policies[p.name], region=region) for p in pools
         }
         self._by_domain = {d: self.pools[name] for d, name in seen.items()}
-        self._by_host: dict[str, list[tuple[Domain, PoolCore]]] = {}
-        for d, pc in self._by_domain.items():
-            self._by_host.setdefault(d.host, []).append((d, pc))
+        # (scheme, host, port) as httpx.URL gives them (a default port is None)
+        self._by_origin = {(d.scheme, d.host, d.port): (d, pc) for d, pc in self._by_domain.items()}
         self.random = random
         self.control_version: int | None = None
         self._control_lock = threading.Lock()
@@ -569,21 +603,23 @@ class FailoverCore:
             if pool_core is None:
                 raise ValueError(f"unknown pool {options.pool!r}; pools are {sorted(self.pools)}")
             return pool_core, None, self._origin(url)
-        origin = self._origin(url)
-        if origin is None:
+        found = self._find(url)
+        if found is None:
             return None
-        return self._by_domain[origin], None, origin
+        origin, pool_core = found
+        return pool_core, None, origin
 
     def _origin(self, url: httpx.URL) -> Domain | None:
-        host = url.host
-        candidates = self._by_host.get(host) or self._by_host.get(host.lower().rstrip("."))
-        if not candidates:
-            return None
-        scheme, port = url.scheme, url.port
-        for domain, _ in candidates:
-            if domain.scheme == scheme and domain.effective_port == (port or _DEFAULT_PORTS.get(scheme)):
-                return domain
-        return None
+        found = self._find(url)
+        return None if found is None else found[0]
+
+    def _find(self, url: httpx.URL) -> tuple[Domain, PoolCore] | None:
+        """The domain ``url`` points at, and its pool."""
+        scheme, host, port = url.scheme, url.host, url.port
+        found = self._by_origin.get((scheme, host, port))
+        if found is None and host.endswith("."):  # a fully qualified name
+            found = self._by_origin.get((scheme, host.rstrip("."), port))
+        return found
 
     def begin(
         self,

@@ -151,8 +151,16 @@ class Telemetry:
                 )
 
     def start(self, pool: str, method: str, url: httpx.URL) -> RequestTrace:
-        if not self._active and not self._sdk_installed():
-            return _SILENT
+        if not self._active:
+            # The state of most processes: no SDK, so the API's two globals are still
+            # unset. Read in place, as this runs on every request.
+            unset = (
+                _GLOBALS_READABLE
+                and _trace_globals._TRACER_PROVIDER is None
+                and _metrics_globals._METER_PROVIDER is None
+            )
+            if unset or not self._sdk_installed():
+                return _SILENT
         return RequestTrace(self, pool, _method(method), url)
 
     def _sdk_installed(self) -> bool:

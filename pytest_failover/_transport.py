@@ -12,12 +12,12 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httpx
 
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
-from ._core import _DONE, Attempt, AttemptRecord, FailoverCore, PoolCore, RequestOptions, Stop
+from ._core import _DONE, Attempt, AttemptRecord, FailoverCore, PoolCore, RequestOptions, Stop, _new
 from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
 from ._policy import Policy
 from ._pool import Domain, Pool
@@ -168,6 +168,7 @@ class _Exchange:
         "_finished",
         "_origin",
         "_owner",
+        "_reads_body",
         "_traced",
         "_tracked",
         "error",
@@ -210,6 +211,15 @@ class _Exchange:
         )
         self.trace: RequestTrace = owner._telemetry.start(pool_core.name, request.method, request.url)
         self._traced = self.trace.live  # without an SDK, skip even the calls
+        policy = self.policy
+        # Must a 2xx body be read before the outcome is known? For the app-error
+        # check, the stale cache, and so that a re-sendable request whose connection
+        # breaks mid-body fails over instead of handing the caller a broken stream.
+        self._reads_body = (
+            policy.is_app_error is not None
+            or (policy.stale_on_failure and self.plan.method == "GET")
+            or (policy.read_body and self.plan.may_resend)
+        )
         self._attempt: Attempt | None = None
         self._attempt_started = 0.0
         self.response: httpx.Response | None = None
@@ -242,10 +252,13 @@ class _Exchange:
         if url is not request.url:
             request.url = url
             request.headers["Host"] = domain.netloc
-        timeouts = request.extensions.get("timeout") or {}
+        timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
         limit = attempt.timeout
-        values = timeouts.values()
-        if len(timeouts) < 4 or None in values or max(values) > limit:
+        try:  # all four set, none above the limit
+            within = len(timeouts) == 4 and max(timeouts.values()) <= limit
+        except TypeError:  # one of them is None: no limit
+            within = False
+        if not within:
             request.extensions = {
                 **request.extensions,
                 "timeout": {
@@ -260,17 +273,8 @@ class _Exchange:
         return request
 
     def wants_body(self, response: httpx.Response) -> bool:
-        """Must the body be read before the outcome is known? For the app-error check,
-        the stale cache, and so that a retryable request whose connection breaks
-        mid-body fails over instead of handing the caller a broken stream."""
-        if not 200 <= response.status_code < 300:
-            return False
-        policy = self.policy
-        return (
-            policy.is_app_error is not None
-            or (policy.stale_on_failure and self.plan.method == "GET")
-            or (policy.read_body and self.plan.may_resend)
-        )
+        """Must the body be read before the outcome is known?"""
+        return self._reads_body and 200 <= response.status_code < 300
 
     def on_response(self, response: httpx.Response) -> None:
         outcome = classify_response(response, self.policy)
@@ -337,20 +341,18 @@ class _Exchange:
         stop = self.stop
         assert stop is not None
         records = tuple(self.plan.records)
-        if self.response is not None:
-            response = self.response
+        response = self.response
+        if response is not None:
             last = self.plan.last_outcome
-            failed = last is not None and last.retryable
-            self._end(
-                "failure" if failed else "success",
-                domain=records[-1].domain,
-                status=response.status_code,
-                error_type=last.error_type if last else None,
+            assert last is not None
+            outcome = "failure" if last.retryable else "success"
+            domain = records[-1].domain
+            self._end(outcome, domain=domain, status=response.status_code, error_type=last.error_type)
+            response.extensions["failover"] = _new(
+                FailoverResult, (self.pool_core.name, domain, records, outcome, False, False)
             )
-            response.extensions["failover"] = FailoverResult(
-                self.pool_core.name, records[-1].domain, records, "failure" if failed else "success"
-            )
-            self._persist_sticky()
+            if self._owner._sticky:
+                self._persist_sticky()
             return response
         error = self._error(stop, records)
         error_type = "circuit_open" if not records else (records[-1].error_type or stop.reason)
