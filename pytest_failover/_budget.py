@@ -28,4 +28,5 @@ class TokenBucket:
         self.tokens = max(0.0, self.tokens - 1.0)
 
     def success(self) -> None:
-        self.tokens = min(self.max_tokens, self.tokens + self.ratio)
+        if self.tokens < self.max_tokens:  # full, as it mostly is: nothing to refund
+            self.tokens = min(self.max_tokens, self.tokens + self.ratio)

@@ -470,7 +470,9 @@ class RequestPlan:
         events: list[Event] = []
         core = self.core
         domain = attempt.domain
-        with core.lock:
+        lock = core.lock
+        lock.acquire()  # not `with`: its protocol costs more than the rest of this block
+        try:
             if outcome.kind is _FAILURE:
                 transition = breaker.failure(now, probe=attempt.probe)
                 if core.budget is not None:
@@ -489,6 +491,8 @@ class RequestPlan:
                 self.done = True
                 if core.serving is not domain:
                     self._note_serving(domain, events)
+        finally:
+            lock.release()
         return tuple(events) if events else ()
 
     def abandon(self, now: float) -> tuple[Event, ...]:
