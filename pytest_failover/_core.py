@@ -30,9 +30,11 @@ load anywhere, like gRPC's transparent retries. Every other retry waits a full
 jitter backoff, so clients that saw the same failure do not retry in lockstep;
 a ``Retry-After`` (capped) lengthens the wait.
 
-Everything is a value: decisions, outcomes and events are frozen dataclasses.
-Time and randomness are arguments. The pool's lock is held only while deciding,
-never during I/O, so one slow domain never blocks requests to another.
+Everything is a value: decisions and records are named tuples, outcomes and
+events frozen dataclasses. Time and randomness are arguments. The pool's lock is
+held only while deciding and recording, never during I/O, so one slow domain never
+blocks requests to another; a first attempt to a domain whose breaker is closed
+takes no lock at all (choosing it only reads, and sending changes nothing).
 """
 
 from __future__ import annotations
@@ -419,10 +421,11 @@ class RequestPlan:
     def _choose(self, number: int, now: float) -> tuple[Domain, Breaker] | None:
         if self._ranks_live:
             return self.core.best(now, self._tried)
-        domain = self._choose_from_table(number, now)
+        domain = self._choose_named(number, now)
         return None if domain is None else (domain, self.core.breakers[domain])
 
-    def _choose_from_table(self, number: int, now: float) -> Domain | None:
+    def _choose_named(self, number: int, now: float) -> Domain | None:
+        """The pinned domain, or the one the schedule's table names for this step."""
         candidates = self._candidates(now)
         if not candidates or not self._initial:
             return candidates[0] if candidates else None
