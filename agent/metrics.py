@@ -8,7 +8,7 @@ certificate expiry is "seconds left" at the moment of the scrape.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -99,7 +99,7 @@ class AgentMetrics:
         for phase, seconds in result.phases.items():
             record(seconds, per_phase.get(phase) or {**self._domain_attrs(d), "phase": phase})
 
-    def overrun(self, attrs: dict[str, Any]) -> None:
+    def overrun(self, attrs: Mapping[str, Any]) -> None:
         self._overruns.add(1, {**attrs, "probe.location": self.state.location})
 
     # --- callbacks -------------------------------------------------------------------

@@ -59,9 +59,8 @@ class PoolProber:
         probe = self.cfg.probe
         timeout = self.policy.deadline + probe.timeout
         try:
-            response = await asyncio.wait_for(
-                self.client.request(probe.method, self.url, headers=probe.headers), timeout
-            )
+            async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
+                response = await self.client.request(probe.method, self.url, headers=probe.headers)
         except CircuitOpenError as exc:
             return ProbeResult(False, None, "circuit_open", time.perf_counter() - start,
                                attempts=len(exc.attempts), detail=str(exc))
@@ -69,7 +68,7 @@ class PoolProber:
             last = exc.attempts[-1].error_type if exc.attempts else None
             return ProbeResult(False, None, last or error_type_of(exc), time.perf_counter() - start,
                                attempts=len(exc.attempts), detail=f"{exc.reason}: {exc}")
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return ProbeResult(False, None, "timeout", time.perf_counter() - start,
                                detail=f"no answer within {timeout:g} s")
         except httpx.HTTPError as exc:

@@ -131,7 +131,11 @@ class PrometheusTextReader(MetricReader):
         self._latest: MetricsData | None = None
         self._lock = threading.Lock()
         self._label_keys: dict[str, str] = {}
-
+        # The label text of each series, by the identity of its attributes: the SDK keeps one
+        # attributes mapping per series for the series' life. Entries live from one render to
+        # the next (holding the mapping, so its id cannot be reused meanwhile).
+        self._known_labels: dict[int, tuple[Mapping[str, Any], str]] = {}
+        self._seen_labels: dict[int, tuple[Mapping[str, Any], str]] = {}
 
     def _receive_metrics(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> None:
         self._latest = metrics_data
@@ -164,6 +168,7 @@ class PrometheusTextReader(MetricReader):
                     batch, filled = [], 0
             if batch:
                 chunks.append(b"".join(batch))
+            self._known_labels, self._seen_labels = self._seen_labels, {}
         del data, batch
         release_freed_memory()
         return chunks
@@ -177,8 +182,17 @@ class PrometheusTextReader(MetricReader):
         return out
 
     def _series(self, attributes: Mapping[str, Any] | None, scope: Mapping[str, str]) -> str:
-        """The label text of one series (caching it per series measured no faster)."""
-        return self._label_text(self._labels(attributes or {}, scope))
+        """The label text of one series (known from the last render if the series was in it)."""
+        if not attributes:
+            return self._label_text(scope)
+        key = id(attributes)
+        known = self._known_labels.get(key)
+        if known is not None and known[0] is attributes:
+            text = known[1]
+        else:
+            text = self._label_text(self._labels(attributes, scope))
+        self._seen_labels[key] = (attributes, text)
+        return text
 
     def _labels(self, attributes: Mapping[str, Any], scope: Mapping[str, str]) -> dict[str, str]:
         labels: dict[str, str] = dict(scope)

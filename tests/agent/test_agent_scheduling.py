@@ -1,16 +1,22 @@
-"""Scheduling: spread start offsets, overruns counted, a crashing check never kills its job."""
+"""Scheduling: one job per pool and interval, spread start offsets, overruns counted per
+check, a slow check delays no other, a crashing check never kills its job."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 from agent_support import config, cors_handler, eventually, fake_domains, pick, running, scrape
+from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 
-from agent.runner import job_offset
+from agent.schedule import job_offset
 from pytest_failover import faults
 from pytest_failover.simulator import FakeDomains
 
 __all__ = ["fake_domains"]
+
+PRIMARY = "https://api.example.com"
+BACKUP = "https://api2.example.com"
 
 
 def test_offsets_are_stable_spread_and_bounded() -> None:
@@ -21,6 +27,67 @@ def test_offsets_are_stable_spread_and_bounded() -> None:
     assert all(0 <= o < 15.0 for o in offsets)
     assert len({round(o, 3) for o in offsets}) > 150  # not in lockstep
     assert all(0 <= job_offset(i, 3600.0) < 120.0 for i in ids)
+
+
+async def test_checks_of_a_pool_that_share_an_interval_are_one_job(
+    fake_domains: FakeDomains, tmp_path: Path
+) -> None:
+    """Pinned probes, the pool probe and readiness checks fire together when their interval is
+    the same; a per-domain interval or the readiness interval makes a job of its own."""
+    fd = fake_domains
+    third = "https://api3.example.com"
+    for name in ("api.example.com", "api2.example.com", "api3.example.com"):
+        fd.add(name, cors_handler())
+    cfg = config(fd, tmp_path, [PRIMARY, BACKUP, third],
+                 probe={"interval": 0.5, "domains": {third: {"interval": 1.0, "timeout": 0.5}}},
+                 readiness={"interval": 0.5})
+    async with running(cfg) as agent:
+        groups = {g.id: sorted(c.id for c in g.checks) for g in agent._runtime.groups}  # type: ignore[union-attr]
+    assert groups == {
+        "api every 0.5 s": sorted([f"probe:api:{PRIMARY}", f"probe:api:{BACKUP}", "pool:api",
+                                   f"ready:api:{BACKUP}", f"ready:api:{third}"]),
+        "api every 1 s": [f"probe:api:{third}"],
+        "control": ["control"],
+    }
+
+
+async def test_a_slow_check_delays_no_other_check_of_its_job(fake_domains: FakeDomains, tmp_path: Path) -> None:
+    """While the pool probe waits a second for the primary, the backup's pinned probe (same
+    job) keeps running at its own interval."""
+    fd = fake_domains
+    fd.add("api.example.com", cors_handler())
+    fd.add("api2.example.com", cors_handler())
+    fd.fail("api.example.com", faults.latency(1.0))
+    cfg = config(fd, tmp_path, [PRIMARY, BACKUP], probe={"interval": 0.1, "timeout": 0.1},
+                 policy={"attempt_timeout": 2.0, "deadline": 3.0})
+    async with running(cfg) as agent:
+        backup = agent.state.domains[("api", BACKUP)]
+        pool = agent.state.pools["api"]
+        await eventually(lambda: backup.last is not None and backup.last.success)
+        probed = backup.consecutive_successes
+        assert pool.last is None  # its first run is still waiting
+        await eventually(lambda: pool.last is not None)
+        assert backup.consecutive_successes - probed >= 3
+
+
+async def test_a_missed_job_run_counts_an_overrun_of_each_of_its_checks(
+    fake_domains: FakeDomains, tmp_path: Path
+) -> None:
+    """When APScheduler misses a run of a job (the loop was blocked), every check of it missed one."""
+    fd = fake_domains
+    fd.add("api.example.com", cors_handler())
+    fd.add("api2.example.com", cors_handler())
+    cfg = config(fd, tmp_path, [PRIMARY, BACKUP], probe={"interval": 60.0, "timeout": 1.0},
+                 readiness={"enabled": False})
+    async with running(cfg) as agent:
+        before = agent.state.overruns
+        agent._on_skipped(JobExecutionEvent(EVENT_JOB_MISSED, "api every 60 s", "default",
+                                            datetime.now(timezone.utc)))
+        assert agent.state.overruns == before + 3
+        s = await scrape(agent)
+        for job, labels in (("probe", {"failover_domain": PRIMARY}), ("probe", {"failover_domain": BACKUP}),
+                            ("pool", {"failover_pool": "api"})):
+            assert pick(s, "failover_agent_job_overruns_total", job=job, **labels) == [1.0], (job, labels)
 
 
 async def test_overruns_are_counted_and_probing_continues(fake_domains: FakeDomains, tmp_path: Path) -> None:

@@ -1,0 +1,207 @@
+"""Everything that depends on the configuration and is rebuilt on reload: the targets'
+state, the probers and the checks (see :mod:`agent.schedule`) that run them."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import httpx
+
+from pytest_failover._pool import Domain
+
+from .config import AgentConfig, PoolConfig, ProbeConfig
+from .control_writer import ControlWriter
+from .pool_probe import PoolProber
+from .probes import DomainProber, ReadinessResult, check_readiness, ssl_context
+from .schedule import Check, CheckGroup, group_by_interval
+from .state import AgentState, DomainStatus, PoolStatus
+
+if TYPE_CHECKING:
+    from .runner import Agent
+
+__all__ = ["Runtime"]
+
+log = logging.getLogger("agent")
+
+
+class Runtime:
+    """The targets of one configuration: their state, probers and check groups."""
+
+    def __init__(self, agent: Agent, config: AgentConfig) -> None:
+        self.agent = agent
+        self.config = config
+        self.context: ssl.SSLContext = ssl_context(str(config.ca_file) if config.ca_file else None)
+        self.state = AgentState(location=config.location)
+        self.prober = DomainProber(self.context)
+        self.http = httpx.AsyncClient(verify=self.context, trust_env=False)
+        self.pool_probers: dict[str, PoolProber] = {}
+        self.groups: list[CheckGroup] = []
+        for pool in config.pools:
+            primary = pool.primary(config.region)
+            self.state.pools[pool.name] = PoolStatus(
+                pool.name, primary, Domain.parse(primary).host, tuple(pool.domains)
+            )
+            for url in pool.domains:
+                self.state.domains[(pool.name, url)] = DomainStatus(
+                    pool.name, url, Domain.parse(url).host, is_primary=url == primary
+                )
+            self.pool_probers[pool.name] = PoolProber(
+                pool,
+                region=config.region,
+                context=self.context,
+                tracer_provider=agent.telemetry.client_tracer_provider,
+                meter_provider=agent.telemetry.client_meter_provider,
+            )
+            self.groups += group_by_interval(pool.name, self._pool_checks(pool, primary))
+        self.control: ControlWriter | None = None
+        if config.control is not None:
+            self.control = ControlWriter(config.control, config.pools)
+            interval = config.control.interval
+            check = Check("control", "control", interval, interval, self._control_run, {"job": "control"})
+            self.groups.append(CheckGroup("control", interval, (check,)))
+
+    @property
+    def checks(self) -> list[Check]:
+        return [check for group in self.groups for check in group.checks]
+
+    def carry_over(self, previous: Runtime) -> None:
+        """Keep what the previous runtime learnt about targets that still exist."""
+        for key, status in self.state.domains.items():
+            old = previous.state.domains.get(key)
+            if old is not None:
+                status.last, status.consecutive_failures = old.last, old.consecutive_failures
+                status.consecutive_successes, status.readiness = old.consecutive_successes, old.readiness
+        if self.control is not None and previous.control is not None:
+            self.control.version = max(self.control.version, previous.control.version)
+        self.state.control = previous.state.control
+        self.state.overruns = previous.state.overruns
+
+    async def aclose(self) -> None:
+        await self.prober.aclose()
+        await self.http.aclose()
+        for prober in self.pool_probers.values():
+            await prober.aclose()
+
+    # --- checks -------------------------------------------------------------------------
+
+    def _pool_checks(self, pool: PoolConfig, primary: str) -> list[Check]:
+        """A pool's checks: a pinned probe per domain, the pool probe, readiness per backup."""
+        checks = []
+        for url in pool.domains:
+            cfg = pool.probe.for_domain(url)
+            checks.append(Check(
+                f"probe:{pool.name}:{url}", "probe", cfg.interval, cfg.timeout, self._domain_run(pool, url, cfg),
+                {"job": "probe", "failover.pool": pool.name, "failover.domain": url,
+                 "server.address": Domain.parse(url).host},
+            ))
+        checks.append(Check(
+            f"pool:{pool.name}", "pool", pool.probe.interval,
+            self.pool_probers[pool.name].policy.deadline + pool.probe.timeout, self._pool_run(pool),
+            {"job": "pool", "failover.pool": pool.name, "server.address": Domain.parse(primary).host},
+        ))
+        if pool.readiness.enabled:
+            checks += [
+                Check(f"ready:{pool.name}:{url}", "ready", pool.readiness.interval, pool.readiness.timeout * 3,
+                      self._ready_run(pool, primary, url),
+                      {"job": "ready", "failover.pool": pool.name, "failover.domain": url,
+                       "server.address": Domain.parse(url).host})
+                for url in pool.domains if url != primary
+            ]
+        return checks
+
+    def _domain_run(self, pool: PoolConfig, url: str, cfg: ProbeConfig) -> Callable[[], Awaitable[None]]:
+        status = self.state.domains[(pool.name, url)]
+
+        async def run() -> None:
+            result = await self.prober.probe(url, cfg)
+            before = status.last
+            status.record(result)
+            self.agent.metrics.record_probe(status, result)
+            if before is None or before.success != result.success:
+                if result.success:
+                    self.agent.reporter.event(
+                        f"{pool.name}: {url} is UP ({result.status}, {result.duration * 1000:.0f} ms)")
+                else:
+                    self.agent.reporter.event(
+                        f"{pool.name}: {url} is DOWN ({result.error_type}: {result.detail})",
+                        level=logging.WARNING)
+
+        return run
+
+    def _pool_run(self, pool: PoolConfig) -> Callable[[], Awaitable[None]]:
+        prober = self.pool_probers[pool.name]
+        status = self.state.pools[pool.name]
+
+        async def run() -> None:
+            result = await prober.probe()
+            before = status.last
+            status.last = result
+            breakers = prober.breakers()
+            for url, new in breakers.items():
+                old = status.breakers.get(url, "closed")
+                if old != new:
+                    self.agent.reporter.event(
+                        f"{pool.name}: breaker of {url} {old} -> {new}",
+                        level=logging.WARNING if new == "open" else logging.INFO)
+            status.breakers = breakers
+            for url, state in breakers.items():
+                d = self.state.domains.get((pool.name, url))
+                if d is not None:
+                    d.breaker = state
+            if before is None or before.success != result.success or (
+                result.success and before.served_by != result.served_by
+            ):
+                if result.success:
+                    self.agent.reporter.event(
+                        f"{pool.name}: pool served by {result.served_by} "
+                        f"({result.attempts} attempt{'s' if result.attempts != 1 else ''}, "
+                        f"{result.duration * 1000:.0f} ms)")
+                else:
+                    self.agent.reporter.event(
+                        f"{pool.name}: pool UNAVAILABLE to users ({result.error_type}: {result.detail})",
+                        level=logging.ERROR)
+
+        return run
+
+    def _ready_run(self, pool: PoolConfig, primary: str, url: str) -> Callable[[], Awaitable[None]]:
+        status = self.state.domains[(pool.name, url)]
+
+        async def run() -> None:
+            try:
+                result = await check_readiness(self.http, self.context, primary, url,
+                                               pool.readiness, pool.probe)
+            except Exception as exc:  # never a dead check
+                result = ReadinessResult({"health": (False, f"check failed: {type(exc).__name__}: {exc}")}, None)
+            before = status.readiness
+            status.readiness = result
+            old = None if before is None else {k: ok for k, (ok, _) in before.checks.items()}
+            new = {k: ok for k, (ok, _) in result.checks.items()}
+            if old != new:
+                if result.ready:
+                    self.agent.reporter.event(f"{pool.name}: backup {url} is ready")
+                else:
+                    why = "; ".join(f"{k}: {d}" for k, (ok, d) in result.checks.items() if not ok)
+                    self.agent.reporter.event(f"{pool.name}: backup {url} NOT READY ({why})",
+                                              level=logging.WARNING)
+
+        return run
+
+    async def _control_run(self) -> None:
+        assert self.control is not None
+        before = self.state.control.disabled if self.state.control else None
+        try:
+            self.control.update(self.state)
+        except Exception as exc:
+            log.exception("control document not written")
+            if self.state.control is not None:
+                self.state.control.error = f"{type(exc).__name__}: {exc}"
+            return
+        after = self.state.control.disabled if self.state.control else {}
+        if before != after:
+            shown = {k: sorted(v) for k, v in after.items() if v}
+            self.agent.reporter.event(
+                f"control document v{self.control.version}: "
+                + (f"disables {shown}" if shown else "all domains enabled"))
