@@ -30,6 +30,8 @@ import pytest
 from ._plugin_outage import Outage, OutageMarkerError, build_fault
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from .faults import Fault
     from .simulator import FakeDomain, FakeDomains, FaultEvent, Handler, RecordedRequest
 
@@ -101,13 +103,12 @@ class SessionDomains:
                 self._domains = None
 
 
-def _current_span_event(name: str, attributes: dict[str, str]) -> None:
-    """Note a fault on the current span (the test's span under ``--failover-otlp-endpoint``)."""
+def _recording_span() -> Span | None:
+    """The current span if it records (the test's span under ``--failover-otlp-endpoint``)."""
     from opentelemetry import trace
 
     span = trace.get_current_span()
-    if span.is_recording():
-        span.add_event(name, attributes)
+    return span if span.is_recording() else None
 
 
 class FakeDomainsFixture:
@@ -176,18 +177,20 @@ class FakeDomainsFixture:
         except OutageMarkerError as exc:
             raise ValueError(f"fake_domains.fail({host!r}, {fault!r}, ...): {exc}") from None
         self._domains.fail(host, built)
-        _current_span_event(
-            FAULT_EVENT,
-            {"failover.fault.host": host, "failover.fault.name": built.name,
-             "failover.fault": repr(built)},
-        )
+        if (span := _recording_span()) is not None:
+            span.add_event(
+                FAULT_EVENT,
+                {"failover.fault.host": host, "failover.fault.name": built.name,
+                 "failover.fault": repr(built)},
+            )
 
     def heal(self, host: str | None = None) -> None:
         """Make ``host`` (or every fake domain) healthy again."""
         if host is not None:
             self._require_registered(host, f"fake_domains.heal({host!r})")
         self._domains.heal(host)
-        _current_span_event(HEAL_EVENT, {"failover.fault.host": host or "*"})
+        if (span := _recording_span()) is not None:
+            span.add_event(HEAL_EVENT, {"failover.fault.host": host or "*"})
 
     def requests(self, host: str | None = None) -> list[RecordedRequest]:
         """The requests ``host`` (or any fake domain) received in this test, oldest first."""

@@ -87,7 +87,7 @@ class _Site:
         self._handler = handler
         self.not_after = not_after
         # ``state`` is replaced, never changed in place, under the owner's lock; the
-        # server thread reads it per connection stage and per request.
+        # servers' threads read it per connection stage and per request.
         self.state = FaultState(Healthy())
         self.generation = 0  # bumped with every new state (see _server._respond)
         self.domain: FakeDomain | None = None
@@ -156,7 +156,7 @@ class FakeDomains:
     # -- lifetime
 
     def start(self) -> FakeDomains:
-        """Make the CA and start the server thread (idempotent)."""
+        """Make the CA and the connect-fault sockets (idempotent); listeners start with ``add``."""
         with self._lock:
             if self._closing.is_set():
                 raise RuntimeError("this FakeDomains is closed; make a new one")
@@ -236,7 +236,7 @@ class FakeDomains:
                 servers.drop(name)
             assert site.domain is not None
             return site.domain
-        # Start the listeners without holding the lock: the server thread takes it on handshakes.
+        # Start the listeners without holding the lock: the servers take it on handshakes.
         fresh = _Site(self, name, handler, cert_not_after)
         http_port, https_port = servers.listen(fresh)
         fresh.domain = FakeDomain(self, name, fresh.address, http_port, https_port)

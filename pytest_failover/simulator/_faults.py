@@ -110,6 +110,9 @@ def reaches_before_respond(fault: Fault) -> bool:
             return stage_of(fault) != "respond"
 
 
+_UNSEEDED = random.Random()
+
+
 class FaultState:
     """The fault set on one domain plus the counters and random sources of its composites.
 
@@ -143,8 +146,14 @@ class FaultState:
                 return reaches_before_respond(fault)
 
     def rng(self) -> random.Random:
-        """The domain's random source for jitter (seeded like the top-level ``rate``, if any)."""
-        return self._random_for(self.fault)
+        """The domain's random source for jitter (seeded like the top-level ``rate``, if any).
+
+        Without a seed to follow, one process-wide source serves: seeding a new one from
+        the OS on every fault change would cost more than the request it jitters.
+        """
+        if isinstance(self.fault, Rate) and self.fault.seed is not None:
+            return self._random_for(self.fault)
+        return _UNSEEDED
 
     def _random_for(self, fault: Fault) -> random.Random:
         key = id(fault)

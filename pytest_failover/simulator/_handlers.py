@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
 from ._record import RecordedRequest
 
-__all__ = ["Handler", "Response", "ResponseSpec", "answer", "to_response"]
+__all__ = [
+    "CoroutineRunner",
+    "Handler",
+    "Response",
+    "ResponseSpec",
+    "RunCoroutine",
+    "answer",
+    "to_response",
+]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +93,72 @@ def is_asgi(handler: Handler) -> bool:
         return False
 
 
-async def answer(
-    handler: Handler, request: RecordedRequest, server: tuple[str, int]
+class RunCoroutine(Protocol):
+    """Runs a coroutine to completion somewhere and returns its result."""
+
+    def __call__(self, coroutine: Coroutine[Any, Any, T], /) -> T: ...
+
+
+def answer(
+    handler: Handler, request: RecordedRequest, server: tuple[str, int], run: RunCoroutine
 ) -> tuple[int, list[tuple[str, str]], bytes]:
-    """Run ``handler`` for ``request`` (a plain callable in a worker thread) and normalise the answer."""
+    """Run ``handler`` for ``request`` and normalise the answer.
+
+    A plain callable runs in the calling thread (the connection's own, so it may block
+    or even call another fake domain); ``async def`` handlers and ASGI apps are passed
+    to ``run`` (``CoroutineRunner.run``).
+    """
     if is_asgi(handler):
-        return await _asgi(handler, request, server)
+        return run(_asgi(handler, request, server))
     if _is_async(handler):
-        return to_response(await handler(request))
-    # A plain callable may block (or even call another fake domain): keep it off the loop.
-    spec = await asyncio.get_running_loop().run_in_executor(None, handler, request)
-    return to_response(spec)
+        return to_response(run(handler(request)))
+    return to_response(handler(request))
+
+
+class CoroutineRunner:
+    """An asyncio loop in a daemon thread for async handlers and ASGI apps, started on first use.
+
+    One loop serves every request, so an app's loop-bound state (locks, clients)
+    keeps working from one request to the next.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the loop and wait for its result (from any other thread)."""
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name="pytest-failover handlers", daemon=True
+                )
+                self._thread.start()
+            loop = self._loop
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+    def close(self) -> None:
+        """Cancel what still runs (its callers see ``CancelledError``) and stop the loop."""
+        with self._lock:
+            loop, thread, self._loop = self._loop, self._thread, None
+        if loop is None or thread is None:
+            return
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=1.0)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(5.0)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5.0)
+        if not thread.is_alive():
+            loop.close()
 
 
 async def _asgi(

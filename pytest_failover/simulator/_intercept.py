@@ -229,6 +229,8 @@ async def _aiodns_resolve(self: Any, host: str, port: int = 0, family: int = 0) 
 
 def check_event_loop(loop: asyncio.AbstractEventLoop | None = None) -> None:
     """Raise ``UnsupportedClientError`` if ``loop`` (or the running one / the policy) is uvloop."""
+    if loop is None and "uvloop" not in sys.modules:
+        return  # uvloop's loops and policies exist only once it is imported (runs per test)
     candidates: list[object] = [asyncio.get_event_loop_policy()]
     if loop is None:
         with contextlib.suppress(RuntimeError):
@@ -274,15 +276,16 @@ def _uninstall() -> None:
 def _bundle_for(routers: tuple[Router, ...]) -> str:
     """A PEM bundle: the roots clients would trust anyway plus every active CA.
 
-    "Anyway" is the user's ``SSL_CERT_FILE`` if one was set, else certifi's
-    bundle. Each distinct bundle is written once per process.
+    "Anyway" is the user's ``SSL_CERT_FILE`` if one was set (and is a file), else
+    certifi's bundle. Each distinct bundle is written once per process, from the
+    user's file as it was then.
     """
     global _bundle_dir
     previous = _saved_env.get("SSL_CERT_FILE")
-    base = previous if previous and os.path.isfile(previous) else None
-    key = (base, *(r.ca_pem for r in routers))
+    key = (previous, *(r.ca_pem for r in routers))
     path = _bundles.get(key)
     if path is None:
+        base = previous if previous and os.path.isfile(previous) else None
         if _bundle_dir is None:
             _bundle_dir = tempfile.TemporaryDirectory(prefix="pytest-failover-")
             atexit.register(_bundle_dir.cleanup)

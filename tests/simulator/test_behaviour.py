@@ -288,6 +288,37 @@ def test_an_asgi_app_answers(fd: FakeDomains) -> None:
     )  # fmt: skip
 
 
+def test_async_handlers_share_one_event_loop(fd: FakeDomains) -> None:
+    """Loop-bound state an app keeps (locks, clients) works from one request to the next."""
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def handler(request: RecordedRequest) -> str:
+        loops.append(asyncio.get_running_loop())
+        return "ok"
+
+    fd.add("api.example.com", handler=handler)
+    with httpx.Client() as client:
+        for _ in range(3):
+            client.get(URL)
+    assert len(loops) == 3 and len(set(loops)) == 1
+
+
+def test_a_handler_may_give_its_own_domain_a_connect_fault(fd: FakeDomains) -> None:
+    """Its answer still goes out (on a closing connection); the next request meets the fault."""
+
+    def handler(request: RecordedRequest) -> str:
+        fd.fail("api.example.com", faults.refused())
+        return "last"
+
+    fd.add("api.example.com", handler=handler)
+    started = time.perf_counter()
+    with httpx.Client() as client:
+        assert client.get(URL).text == "last"
+        with pytest.raises(httpx.ConnectError):
+            client.get(URL)
+    assert time.perf_counter() - started < 1.0  # the drop did not wait for the handler
+
+
 def test_a_failing_handler_answers_500(fd: FakeDomains) -> None:
     def handler(request: RecordedRequest) -> str:
         raise RuntimeError("boom")
