@@ -148,7 +148,7 @@ def _agent_exe() -> str | None:
     if not exe.exists():
         return None
     try:
-        import agent.cli  # noqa: F401  # the console script's target must import
+        import failover_agent.cli  # noqa: F401  # the console script's target must import
     except ImportError:
         return None
     return str(exe)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ConfigError, load_config, parse_config
+from failover_agent.config import ConfigError, load_config, parse_config
 from pytest_failover import ExponentialBackoff, Policy, ScheduleTable
 
 GOOD = """
@@ -173,7 +173,7 @@ def test_check_config_cli_exit_codes(tmp_path: Path) -> None:
     """check-config prints each error with its path and exits 2; a good file exits 0."""
     from click.testing import CliRunner
 
-    from agent.cli import main
+    from failover_agent.cli import main
 
     bad = _write(tmp_path, '[[pools]]\nname = "a"\ndomains = ["ftp://x"]\n[pools.probe]\ninterval = 1\ntimeout = 2\n')
     run = CliRunner().invoke(main, ["check-config", str(bad)])

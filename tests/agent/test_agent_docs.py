@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.config import AgentConfig
-from agent.metrics import METRIC_NAMES
+from failover_agent.config import AgentConfig
+from failover_agent.metrics import METRIC_NAMES
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "agent.md").read_text()
 

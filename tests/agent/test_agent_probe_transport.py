@@ -1,4 +1,4 @@
-"""The pool probe's inner transport (agent.probes.ProbeTransport) under the real
+"""The pool probe's inner transport (failover_agent.probes.ProbeTransport) under the real
 AsyncFailoverTransport, against the simulator's faults over real TLS.
 
 The failover client must see the same error types through it as through httpx's own
@@ -12,7 +12,7 @@ import httpx
 import pytest
 from agent_support import fake_domains  # noqa: F401  # the fixture
 
-from agent.probes import ProbeTransport, ssl_context
+from failover_agent.probes import ProbeTransport, ssl_context
 from pytest_failover import (
     AsyncFailoverTransport,
     FailoverError,

@@ -88,7 +88,7 @@ def _wait(check: Callable[[], Any], timeout: float = 30.0) -> Any:
 def _start(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "agent.cli", "run", "--config", str(cfg), "--plain"],
+            [sys.executable, "-m", "failover_agent.cli", "run", "--config", str(cfg), "--plain"],
             stdout=out, stderr=subprocess.STDOUT,
         )
 
@@ -164,7 +164,7 @@ def test_demo_runs_probes_fake_domains_and_exits_0(tmp_path: Path) -> None:
     log = tmp_path / "demo.log"
     with log.open("wb") as out:
         proc = subprocess.run(
-            [sys.executable, "-m", "agent.cli", "demo", "--duration", "5", "--listen", "127.0.0.1:0",
+            [sys.executable, "-m", "failover_agent.cli", "demo", "--duration", "5", "--listen", "127.0.0.1:0",
              "--plain"],
             stdout=out, stderr=subprocess.STDOUT, timeout=60,
         )
@@ -182,7 +182,7 @@ async def test_watch_file_calls_back_when_the_file_changes(tmp_path: Path) -> No
     import asyncio
     import os
 
-    from agent.cli import watch_file
+    from failover_agent.cli import watch_file
 
     path = tmp_path / "agent.toml"
     path.write_text("a")

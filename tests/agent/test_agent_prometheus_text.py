@@ -17,7 +17,7 @@ from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.prometheus_text import PrometheusTextReader
+from failover_agent.prometheus_text import PrometheusTextReader
 
 Series = tuple[str, frozenset[tuple[str, str]]]
 

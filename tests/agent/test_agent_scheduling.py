@@ -9,7 +9,7 @@ from pathlib import Path
 from agent_support import config, cors_handler, eventually, fake_domains, pick, running, scrape
 from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 
-from agent.schedule import job_offset
+from failover_agent.schedule import job_offset
 from pytest_failover import faults
 from pytest_failover.simulator import FakeDomains
 
