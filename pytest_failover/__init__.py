@@ -74,7 +74,7 @@ _WHERE = {
 def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
-        if name in ("faults", "simulator", "plugin", "telemetry_capture"):
+        if name in ("faults", "simulator", "plugin", "semconv", "telemetry_capture"):
             return importlib.import_module(f".{name}", __name__)
         raise AttributeError(f"module 'pytest_failover' has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)

@@ -20,6 +20,53 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ._breaker import BreakerState
 from ._core import BreakerEvent, BudgetRejected, Event, Switch
+from .semconv import (
+    BAD_OUTCOMES,
+    CLIENT_SCOPE,
+    DURATION_BUCKETS,
+    ERROR_APP,
+    ERROR_CANCELLED,
+    ERROR_TYPE,
+    EVENT_BREAKER_TRANSITION,
+    EVENT_RETRY_BUDGET_REJECTED,
+    EVENT_SWITCH,
+    FAILOVER_ATTEMPT,
+    FAILOVER_ATTEMPT_RESULT,
+    FAILOVER_ATTEMPTS,
+    FAILOVER_ATTEMPTS_ATTRIBUTE,
+    FAILOVER_BREAKER_FROM,
+    FAILOVER_BREAKER_STATE,
+    FAILOVER_BREAKER_TO,
+    FAILOVER_BREAKER_TRANSITIONS,
+    FAILOVER_DOMAIN,
+    FAILOVER_FROM,
+    FAILOVER_OUTCOME,
+    FAILOVER_POOL,
+    FAILOVER_REASON,
+    FAILOVER_REQUEST_DURATION,
+    FAILOVER_REQUESTS,
+    FAILOVER_RETRY_BUDGET_REJECTIONS,
+    FAILOVER_SWITCHES,
+    FAILOVER_TO,
+    HTTP_CLIENT_REQUEST_DURATION,
+    HTTP_METHOD_OTHER,
+    HTTP_REQUEST_METHOD,
+    HTTP_REQUEST_RESEND_COUNT,
+    HTTP_RESPONSE_STATUS_CODE,
+    KNOWN_HTTP_METHODS,
+    REQUEST_SPAN_PREFIX,
+    SCHEMA_URL,
+    SERVER_ADDRESS,
+    SERVER_PORT,
+    UNIT_ATTEMPT,
+    UNIT_NONE,
+    UNIT_REQUEST,
+    UNIT_RETRY,
+    UNIT_SECONDS,
+    UNIT_SWITCH,
+    UNIT_TRANSITION,
+    URL_FULL,
+)
 
 try:  # where the API keeps the global providers; private, so tolerate its absence
     from opentelemetry import trace as _trace_globals
@@ -41,35 +88,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RequestTrace", "Telemetry", "redact_url"]
 
-_SCOPE = "pytest_failover"
 _VERSION = "0.1.0"
-_SCHEMA_URL = "https://opentelemetry.io/schemas/1.26.0"
-
-# The semantic conventions' recommended buckets for http.client.request.duration.
-DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
-
-# Attribute names: the semantic conventions' and ours, in one place.
-HTTP_METHOD = "http.request.method"
-HTTP_STATUS = "http.response.status_code"
-RESEND_COUNT = "http.request.resend_count"
-SERVER_ADDRESS = "server.address"
-SERVER_PORT = "server.port"
-URL_FULL = "url.full"
-ERROR_TYPE = "error.type"
-POOL = "failover.pool"
-DOMAIN = "failover.domain"
-ATTEMPT = "failover.attempt"
-ATTEMPTS = "failover.attempts"
-OUTCOME = "failover.outcome"
-ATTEMPT_RESULT = "failover.attempt.result"
-SWITCH_FROM = "failover.from"
-SWITCH_TO = "failover.to"
-SWITCH_REASON = "failover.reason"
-BREAKER_FROM = "failover.breaker.from"
-BREAKER_TO = "failover.breaker.to"
-
-_KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
-
 
 def redact_url(url: httpx.URL) -> str:
     """``scheme://host[:port]/path``: no credentials, no query, no fragment."""
@@ -79,7 +98,7 @@ def redact_url(url: httpx.URL) -> str:
 
 
 def _method(method: str) -> str:
-    return method if method in _KNOWN_METHODS else "_OTHER"
+    return method if method in KNOWN_HTTP_METHODS else HTTP_METHOD_OTHER
 
 
 class Telemetry:
@@ -98,44 +117,45 @@ class Telemetry:
         )
         self._pools: list[tuple[str, tuple[Domain, ...]]] = []
         self.tracer = trace.get_tracer(
-            _SCOPE, _VERSION, tracer_provider=tracer_provider, schema_url=_SCHEMA_URL
+            CLIENT_SCOPE, _VERSION, tracer_provider=tracer_provider, schema_url=SCHEMA_URL
         )
         meter = metrics.get_meter(
-            _SCOPE, _VERSION, meter_provider=meter_provider, schema_url=_SCHEMA_URL
+            CLIENT_SCOPE, _VERSION, meter_provider=meter_provider, schema_url=SCHEMA_URL
         )
         self.attempt_duration = meter.create_histogram(
-            "http.client.request.duration",
-            unit="s",
+            HTTP_CLIENT_REQUEST_DURATION,
+            unit=UNIT_SECONDS,
             description="Duration of HTTP client requests (one per attempt).",
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
         )
         self.requests = meter.create_counter(
-            "failover.requests", unit="{request}", description="Logical requests, by outcome."
+            FAILOVER_REQUESTS, unit=UNIT_REQUEST, description="Logical requests, by outcome."
         )
         self.request_duration = meter.create_histogram(
-            "failover.request.duration",
-            unit="s",
+            FAILOVER_REQUEST_DURATION,
+            unit=UNIT_SECONDS,
             description="Duration of logical requests, retries and waits included.",
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
         )
         self.attempts = meter.create_counter(
-            "failover.attempts", unit="{attempt}", description="Attempts sent to a domain."
+            FAILOVER_ATTEMPTS, unit=UNIT_ATTEMPT, description="Attempts sent to a domain."
         )
         self.switches = meter.create_counter(
-            "failover.switches", unit="{switch}", description="Changes of the domain serving a pool."
+            FAILOVER_SWITCHES, unit=UNIT_SWITCH, description="Changes of the domain serving a pool."
         )
         self.transitions = meter.create_counter(
-            "failover.breaker.transitions",
-            unit="{transition}",
+            FAILOVER_BREAKER_TRANSITIONS,
+            unit=UNIT_TRANSITION,
             description="Circuit breaker state changes.",
         )
         self.breaker_state = meter.create_gauge(
-            "failover.breaker.state",
+            FAILOVER_BREAKER_STATE,
+            unit=UNIT_NONE,
             description="Circuit breaker state: 0 closed, 1 half-open, 2 open.",
         )
         self.budget_rejections = meter.create_counter(
-            "failover.retry_budget.rejections",
-            unit="{retry}",
+            FAILOVER_RETRY_BUDGET_REJECTIONS,
+            unit=UNIT_RETRY,
             description="Retries refused because the pool's retry budget was spent.",
         )
 
@@ -147,7 +167,7 @@ class Telemetry:
             for domain in domains:
                 self.breaker_state.set(
                     BreakerState.CLOSED.gauge,
-                    {POOL: pool, DOMAIN: domain.url, SERVER_ADDRESS: domain.host},
+                    {FAILOVER_POOL: pool, FAILOVER_DOMAIN: domain.url, SERVER_ADDRESS: domain.host},
                 )
 
     def start(self, pool: str, method: str, url: httpx.URL) -> RequestTrace:
@@ -194,7 +214,9 @@ class RequestTrace:
         self._method = method
         self._attempt_span: Span | None = None
         self._span = span = telemetry.tracer.start_span(
-            f"failover {pool}", kind=SpanKind.INTERNAL, attributes={HTTP_METHOD: method, POOL: pool}
+            f"{REQUEST_SPAN_PREFIX}{pool}",
+            kind=SpanKind.INTERNAL,
+            attributes={HTTP_REQUEST_METHOD: method, FAILOVER_POOL: pool},
         )
         if span.is_recording():
             span.set_attribute(URL_FULL, redact_url(url))
@@ -206,16 +228,16 @@ class RequestTrace:
             return
         url = request.url
         attributes: dict[str, str | int] = {
-            HTTP_METHOD: self._method,
+            HTTP_REQUEST_METHOD: self._method,
             SERVER_ADDRESS: attempt.domain.host,
             SERVER_PORT: attempt.domain.effective_port,
             URL_FULL: redact_url(url),
-            POOL: self._pool,
-            DOMAIN: attempt.domain.url,
-            ATTEMPT: attempt.number,
+            FAILOVER_POOL: self._pool,
+            FAILOVER_DOMAIN: attempt.domain.url,
+            FAILOVER_ATTEMPT: attempt.number,
         }
         if attempt.number > 1:
-            attributes[RESEND_COUNT] = attempt.number - 1
+            attributes[HTTP_REQUEST_RESEND_COUNT] = attempt.number - 1
         span = self._t.tracer.start_span(
             self._method,
             context=trace.set_span_in_context(self._span),
@@ -237,21 +259,21 @@ class RequestTrace:
     ) -> None:
         domain = attempt.domain
         attributes: dict[str, str | int] = {
-            HTTP_METHOD: self._method,
+            HTTP_REQUEST_METHOD: self._method,
             SERVER_ADDRESS: domain.host,
             SERVER_PORT: domain.effective_port,
-            POOL: self._pool,
+            FAILOVER_POOL: self._pool,
         }
         if status is not None:
-            attributes[HTTP_STATUS] = status
-        if error_type is not None and error_type != "app_error":
+            attributes[HTTP_RESPONSE_STATUS_CODE] = status
+        if error_type is not None and error_type != ERROR_APP:
             attributes[ERROR_TYPE] = error_type
         self._t.attempt_duration.record(duration, attributes)
         counted: dict[str, str | int] = {
-            POOL: self._pool,
-            DOMAIN: domain.url,
+            FAILOVER_POOL: self._pool,
+            FAILOVER_DOMAIN: domain.url,
             SERVER_ADDRESS: domain.host,
-            ATTEMPT_RESULT: result,
+            FAILOVER_ATTEMPT_RESULT: result,
         }
         if error_type is not None:
             counted[ERROR_TYPE] = error_type
@@ -260,7 +282,7 @@ class RequestTrace:
         if span is None:
             return
         if status is not None:
-            span.set_attribute(HTTP_STATUS, status)
+            span.set_attribute(HTTP_RESPONSE_STATUS_CODE, status)
         if error_type is not None:
             span.set_attribute(ERROR_TYPE, error_type)
         if exception is not None or (status is not None and status >= 400):
@@ -271,7 +293,7 @@ class RequestTrace:
     def attempt_abandoned(self) -> None:
         span, self._attempt_span = self._attempt_span, None
         if span is not None:
-            span.set_attribute(ERROR_TYPE, "cancelled")
+            span.set_attribute(ERROR_TYPE, ERROR_CANCELLED)
             span.end()
 
     # -- events ------------------------------------------------------------------------
@@ -281,27 +303,32 @@ class RequestTrace:
         for event in events:
             if isinstance(event, BreakerEvent):
                 domain = event.domain
-                attrs = {POOL: event.pool, DOMAIN: domain.url, SERVER_ADDRESS: domain.host}
-                t.transitions.add(
-                    1, {**attrs, BREAKER_FROM: event.before.value, BREAKER_TO: event.after.value}
-                )
+                attrs = {
+                    FAILOVER_POOL: event.pool,
+                    FAILOVER_DOMAIN: domain.url,
+                    SERVER_ADDRESS: domain.host,
+                }
+                change = {
+                    FAILOVER_BREAKER_FROM: event.before.value,
+                    FAILOVER_BREAKER_TO: event.after.value,
+                }
+                t.transitions.add(1, {**attrs, **change})
                 t.breaker_state.set(event.after.gauge, attrs)
                 self._span.add_event(
-                    "failover.breaker.transition",
-                    {DOMAIN: domain.url, BREAKER_FROM: event.before.value, BREAKER_TO: event.after.value},
+                    EVENT_BREAKER_TRANSITION, {FAILOVER_DOMAIN: domain.url, **change}
                 )
             elif isinstance(event, Switch):
                 attrs = {
-                    POOL: event.pool,
-                    SWITCH_FROM: event.before.url,
-                    SWITCH_TO: event.after.url,
-                    SWITCH_REASON: event.reason,
+                    FAILOVER_POOL: event.pool,
+                    FAILOVER_FROM: event.before.url,
+                    FAILOVER_TO: event.after.url,
+                    FAILOVER_REASON: event.reason,
                 }
                 t.switches.add(1, attrs)
-                self._span.add_event("failover.switch", attrs)
+                self._span.add_event(EVENT_SWITCH, attrs)
             elif isinstance(event, BudgetRejected):
-                t.budget_rejections.add(1, {POOL: event.pool})
-                self._span.add_event("failover.retry_budget.rejected", {POOL: event.pool})
+                t.budget_rejections.add(1, {FAILOVER_POOL: event.pool})
+                self._span.add_event(EVENT_RETRY_BUDGET_REJECTED, {FAILOVER_POOL: event.pool})
 
     # -- the end -----------------------------------------------------------------------
 
@@ -315,22 +342,28 @@ class RequestTrace:
         status: int | None,
         error_type: str | None,
     ) -> None:
-        attributes: dict[str, str | int] = {POOL: self._pool, HTTP_METHOD: self._method, OUTCOME: outcome}
+        attributes: dict[str, str | int] = {
+            FAILOVER_POOL: self._pool,
+            HTTP_REQUEST_METHOD: self._method,
+            FAILOVER_OUTCOME: outcome,
+        }
         if error_type is not None:
             attributes[ERROR_TYPE] = error_type
         self._t.requests.add(1, attributes)
-        self._t.request_duration.record(duration, {POOL: self._pool, OUTCOME: outcome})
+        self._t.request_duration.record(
+            duration, {FAILOVER_POOL: self._pool, FAILOVER_OUTCOME: outcome}
+        )
         span = self._span
         if span.is_recording():
-            span.set_attribute(OUTCOME, outcome)
-            span.set_attribute(ATTEMPTS, attempts)
+            span.set_attribute(FAILOVER_OUTCOME, outcome)
+            span.set_attribute(FAILOVER_ATTEMPTS_ATTRIBUTE, attempts)
             if domain is not None:
-                span.set_attribute(DOMAIN, domain)
+                span.set_attribute(FAILOVER_DOMAIN, domain)
             if status is not None:
-                span.set_attribute(HTTP_STATUS, status)
+                span.set_attribute(HTTP_RESPONSE_STATUS_CODE, status)
             if error_type is not None:
                 span.set_attribute(ERROR_TYPE, error_type)
-            if outcome in ("failure", "circuit_open"):
+            if outcome in BAD_OUTCOMES:
                 span.set_status(Status(StatusCode.ERROR, error_type))
         span.end()
 

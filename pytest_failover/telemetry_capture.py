@@ -29,7 +29,6 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
 
 try:
     from opentelemetry import metrics, trace
@@ -60,6 +59,29 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "failover_telemetry needs the OpenTelemetry SDK: pip install 'pytest-failover[simulator]'"
     ) from exc
 
+from . import semconv
+from .semconv import (
+    ERROR_TYPE,
+    EVENT_BREAKER_TRANSITION,
+    EVENT_SWITCH,
+    FAILOVER_ATTEMPT,
+    FAILOVER_ATTEMPT_RESULT,
+    FAILOVER_BREAKER_FROM,
+    FAILOVER_BREAKER_TO,
+    FAILOVER_DOMAIN,
+    FAILOVER_FROM,
+    FAILOVER_OUTCOME,
+    FAILOVER_POOL,
+    FAILOVER_REASON,
+    FAILOVER_TO,
+    HTTP_REQUEST_METHOD,
+    HTTP_REQUEST_RESEND_COUNT,
+    HTTP_RESPONSE_STATUS_CODE,
+    REQUEST_SPAN_PREFIX,
+    SERVER_ADDRESS,
+    URL_FULL,
+)
+
 __all__ = [
     "Attempt",
     "BreakerTransition",
@@ -73,35 +95,24 @@ __all__ = [
 AttributeValue = (
     str | bool | int | float | Sequence[str] | Sequence[bool] | Sequence[int] | Sequence[float]
 )
-MetricKind = Literal["counter", "updowncounter", "histogram", "gauge"]
+MetricKind = semconv.MetricKind
 
 #: Metric names the failover client emits (meter ``pytest_failover``).
-CLIENT_METRICS = frozenset(
-    {
-        "http.client.request.duration",
-        "failover.requests",
-        "failover.request.duration",
-        "failover.attempts",
-        "failover.switches",
-        "failover.breaker.transitions",
-        "failover.breaker.state",
-        "failover.retry_budget.rejections",
-    }
-)
+CLIENT_METRICS = semconv.CLIENT_METRIC_NAMES
 
 #: Keyword shortcuts accepted by :meth:`FailoverTelemetry.metric` for dotted attribute names.
 ATTRIBUTE_ALIASES: Mapping[str, str] = {
-    "pool": "failover.pool",
-    "domain": "failover.domain",
-    "outcome": "failover.outcome",
-    "result": "failover.attempt.result",
-    "reason": "failover.reason",
-    "breaker_from": "failover.breaker.from",
-    "breaker_to": "failover.breaker.to",
-    "method": "http.request.method",
-    "status_code": "http.response.status_code",
-    "error_type": "error.type",
-    "server_address": "server.address",
+    "pool": FAILOVER_POOL,
+    "domain": FAILOVER_DOMAIN,
+    "outcome": FAILOVER_OUTCOME,
+    "result": FAILOVER_ATTEMPT_RESULT,
+    "reason": FAILOVER_REASON,
+    "breaker_from": FAILOVER_BREAKER_FROM,
+    "breaker_to": FAILOVER_BREAKER_TO,
+    "method": HTTP_REQUEST_METHOD,
+    "status_code": HTTP_RESPONSE_STATUS_CODE,
+    "error_type": ERROR_TYPE,
+    "server_address": SERVER_ADDRESS,
 }
 
 
@@ -481,18 +492,18 @@ def _hashable(value: object) -> object:
 
 def _attempt_from_span(span: ReadableSpan) -> Attempt | None:
     attributes = span.attributes or {}
-    if span.kind != trace.SpanKind.CLIENT or "failover.attempt" not in attributes:
+    if span.kind != trace.SpanKind.CLIENT or FAILOVER_ATTEMPT not in attributes:
         return None
     return Attempt(
-        number=_attr_int(attributes.get("failover.attempt")) or 0,
-        pool=str(attributes.get("failover.pool", "")),
-        domain=str(attributes.get("failover.domain", "")),
-        method=str(attributes.get("http.request.method", span.name)),
-        url=str(attributes.get("url.full", "")),
-        server_address=_attr_str(attributes.get("server.address")),
-        status_code=_attr_int(attributes.get("http.response.status_code")),
-        error_type=_attr_str(attributes.get("error.type")),
-        resend_count=_attr_int(attributes.get("http.request.resend_count")) or 0,
+        number=_attr_int(attributes.get(FAILOVER_ATTEMPT)) or 0,
+        pool=str(attributes.get(FAILOVER_POOL, "")),
+        domain=str(attributes.get(FAILOVER_DOMAIN, "")),
+        method=str(attributes.get(HTTP_REQUEST_METHOD, span.name)),
+        url=str(attributes.get(URL_FULL, "")),
+        server_address=_attr_str(attributes.get(SERVER_ADDRESS)),
+        status_code=_attr_int(attributes.get(HTTP_RESPONSE_STATUS_CODE)),
+        error_type=_attr_str(attributes.get(ERROR_TYPE)),
+        resend_count=_attr_int(attributes.get(HTTP_REQUEST_RESEND_COUNT)) or 0,
         failed=span.status.status_code == trace.StatusCode.ERROR,
         span=span,
     )
@@ -502,29 +513,29 @@ def _request_from_span(
     span: ReadableSpan, children: Mapping[int, Sequence[Attempt]]
 ) -> LogicalRequest | None:
     attributes = span.attributes or {}
-    if "failover.outcome" not in attributes or not span.name.startswith("failover "):
+    if FAILOVER_OUTCOME not in attributes or not span.name.startswith(REQUEST_SPAN_PREFIX):
         return None
-    pool = str(attributes.get("failover.pool", span.name.removeprefix("failover ")))
+    pool = str(attributes.get(FAILOVER_POOL, span.name.removeprefix(REQUEST_SPAN_PREFIX)))
     switches = []
     transitions = []
     for event in span.events:
         event_attributes = event.attributes or {}
-        if event.name == "failover.switch":
+        if event.name == EVENT_SWITCH:
             switches.append(
                 Switch(
                     pool=pool,
-                    from_domain=str(event_attributes.get("failover.from", "")),
-                    to_domain=str(event_attributes.get("failover.to", "")),
-                    reason=str(event_attributes.get("failover.reason", "")),
+                    from_domain=str(event_attributes.get(FAILOVER_FROM, "")),
+                    to_domain=str(event_attributes.get(FAILOVER_TO, "")),
+                    reason=str(event_attributes.get(FAILOVER_REASON, "")),
                 )
             )
-        elif event.name == "failover.breaker.transition":
+        elif event.name == EVENT_BREAKER_TRANSITION:
             transitions.append(
                 BreakerTransition(
                     pool=pool,
-                    domain=str(event_attributes.get("failover.domain", "")),
-                    from_state=str(event_attributes.get("failover.breaker.from", "")),
-                    to_state=str(event_attributes.get("failover.breaker.to", "")),
+                    domain=str(event_attributes.get(FAILOVER_DOMAIN, "")),
+                    from_state=str(event_attributes.get(FAILOVER_BREAKER_FROM, "")),
+                    to_state=str(event_attributes.get(FAILOVER_BREAKER_TO, "")),
                 )
             )
     own_attempts = sorted(
@@ -533,13 +544,13 @@ def _request_from_span(
     )
     return LogicalRequest(
         pool=pool,
-        method=str(attributes.get("http.request.method", "")),
-        url=str(attributes.get("url.full", "")),
-        outcome=str(attributes["failover.outcome"]),
+        method=str(attributes.get(HTTP_REQUEST_METHOD, "")),
+        url=str(attributes.get(URL_FULL, "")),
+        outcome=str(attributes[FAILOVER_OUTCOME]),
         attempts=tuple(own_attempts),
-        domain=_attr_str(attributes.get("failover.domain")),
-        status_code=_attr_int(attributes.get("http.response.status_code")),
-        error_type=_attr_str(attributes.get("error.type")),
+        domain=_attr_str(attributes.get(FAILOVER_DOMAIN)),
+        status_code=_attr_int(attributes.get(HTTP_RESPONSE_STATUS_CODE)),
+        error_type=_attr_str(attributes.get(ERROR_TYPE)),
         switches=tuple(switches),
         breaker_transitions=tuple(transitions),
         span=span,

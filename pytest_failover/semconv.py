@@ -1,0 +1,595 @@
+"""Every telemetry name of pytest-failover, in one place: the documented contract.
+
+Span names, instrumentation scopes, metric names and units, attribute keys, the
+values those attributes take, event names and histogram buckets of the failover
+client, the pytest plugin and the agent. Names the OpenTelemetry semantic
+conventions define come from ``opentelemetry.semconv`` (stable modules first,
+``_incubating`` only where no stable one has the name); the ``failover.*`` names
+fill the gaps the conventions leave (pools, breakers, probes, readiness).
+
+:func:`prometheus_name` gives the name Prometheus shows for a metric (what the
+OpenTelemetry Prometheus exporter and the collector's Prometheus exporter
+produce), :func:`prometheus_label` the label of an attribute, so dashboards and
+alert rules never spell a series by hand. Every name is a plain ``str``
+constant: using one costs nothing on the request path.
+
+Nothing here may be renamed: dashboards, alert rules and users' queries depend on
+these strings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from opentelemetry.semconv._incubating.attributes import test_attributes
+from opentelemetry.semconv.attributes import (
+    code_attributes,
+    error_attributes,
+    http_attributes,
+    server_attributes,
+    service_attributes,
+    url_attributes,
+)
+from opentelemetry.semconv.metrics import http_metrics
+from opentelemetry.semconv.schemas import Schemas
+
+__all__ = [
+    "AGENT_JOB",
+    "AGENT_JOBS",
+    "AGENT_METRIC_NAMES",
+    "AGENT_SCOPE",
+    "ANSWERED_RESULTS",
+    "ATTEMPT_RESULTS",
+    "BAD_OUTCOMES",
+    "BREAKER_CLOSED",
+    "BREAKER_GAUGE",
+    "BREAKER_HALF_OPEN",
+    "BREAKER_OPEN",
+    "BREAKER_STATES",
+    "CHECK_CERT",
+    "CHECK_CORS",
+    "CHECK_HEALTH",
+    "CLIENT_METRIC_NAMES",
+    "CLIENT_SCOPE",
+    "CODE_FILE_PATH",
+    "CODE_FUNCTION_NAME",
+    "DURATION_BUCKETS",
+    "ERROR_APP",
+    "ERROR_CANCELLED",
+    "ERROR_TYPE",
+    "EVENT_BREAKER_TRANSITION",
+    "EVENT_FAULT_HEALED",
+    "EVENT_FAULT_INJECTED",
+    "EVENT_RETRY_BUDGET_REJECTED",
+    "EVENT_SWITCH",
+    "FAILOVER_AGENT_JOB_OVERRUNS",
+    "FAILOVER_AGENT_TELEMETRY_DROPPED",
+    "FAILOVER_ATTEMPT",
+    "FAILOVER_ATTEMPTS",
+    "FAILOVER_ATTEMPTS_ATTRIBUTE",
+    "FAILOVER_ATTEMPT_RESULT",
+    "FAILOVER_BREAKER_FROM",
+    "FAILOVER_BREAKER_STATE",
+    "FAILOVER_BREAKER_TO",
+    "FAILOVER_BREAKER_TRANSITIONS",
+    "FAILOVER_CONTROL_DOMAIN_DISABLED",
+    "FAILOVER_CONTROL_ISSUED_TIMESTAMP",
+    "FAILOVER_CONTROL_VERSION",
+    "FAILOVER_DOMAIN",
+    "FAILOVER_FAULT",
+    "FAILOVER_FAULT_HOST",
+    "FAILOVER_FAULT_NAME",
+    "FAILOVER_FROM",
+    "FAILOVER_OUTCOME",
+    "FAILOVER_POOL",
+    "FAILOVER_POOL_AVAILABLE",
+    "FAILOVER_POOL_SERVING",
+    "FAILOVER_PROBE_DURATION",
+    "FAILOVER_PROBE_STATUS_CODE",
+    "FAILOVER_PROBE_SUCCESS",
+    "FAILOVER_READINESS_READY",
+    "FAILOVER_REASON",
+    "FAILOVER_REQUESTS",
+    "FAILOVER_REQUEST_DURATION",
+    "FAILOVER_RETRY_BUDGET_REJECTIONS",
+    "FAILOVER_SWITCHES",
+    "FAILOVER_TLS_CERT_EXPIRY",
+    "FAILOVER_TO",
+    "HTTP_CLIENT_REQUEST_DURATION",
+    "HTTP_METHOD_OTHER",
+    "HTTP_REQUEST_METHOD",
+    "HTTP_REQUEST_RESEND_COUNT",
+    "HTTP_RESPONSE_STATUS_CODE",
+    "JOB_CONTROL",
+    "JOB_POOL",
+    "JOB_PROBE",
+    "JOB_READY",
+    "KNOWN_HTTP_METHODS",
+    "METRICS",
+    "OUTCOMES",
+    "OUTCOME_CIRCUIT_OPEN",
+    "OUTCOME_FAILURE",
+    "OUTCOME_FALLBACK",
+    "OUTCOME_STALE",
+    "OUTCOME_SUCCESS",
+    "PHASE_TOTAL",
+    "PLUGIN_SCOPE",
+    "PROBE_DURATION_BUCKETS",
+    "PROBE_LOCATION",
+    "PROBE_PHASE",
+    "PROBE_PHASES",
+    "PROMETHEUS_SCOPE_NAME",
+    "PROMETHEUS_SCOPE_PREFIX",
+    "PROMETHEUS_SCOPE_SCHEMA_URL",
+    "PROMETHEUS_SCOPE_VERSION",
+    "PROMETHEUS_TARGET_INFO",
+    "PYTEST_DURATION",
+    "PYTEST_OUTCOME",
+    "PYTEST_WORKER",
+    "READINESS_CHECK",
+    "READINESS_CHECKS",
+    "REQUEST_SPAN_PREFIX",
+    "RESULT_ANSWER",
+    "RESULT_FAILURE",
+    "RESULT_SUCCESS",
+    "SCHEMA_URL",
+    "SERVER_ADDRESS",
+    "SERVER_PORT",
+    "SERVICE_NAME",
+    "SESSION_SPAN",
+    "SIGNAL_METRICS",
+    "SIGNAL_SPANS",
+    "STOP_REASONS",
+    "SWITCH_REASONS",
+    "SWITCH_REASON_FAILBACK",
+    "SWITCH_REASON_PREFERRED_UNAVAILABLE",
+    "TELEMETRY_SIGNAL",
+    "TELEMETRY_SIGNALS",
+    "TEST_CASE_NAME",
+    "TEST_CASE_RESULT_STATUS",
+    "TEST_RESULT_FAIL",
+    "TEST_RESULT_PASS",
+    "TEST_SUITE_NAME",
+    "TLS_CERT",
+    "TLS_CERTS",
+    "TLS_CERT_CHAIN",
+    "TLS_CERT_LEAF",
+    "TRANSPORT_ERROR_TYPES",
+    "UNIT_ATTEMPT",
+    "UNIT_NONE",
+    "UNIT_REQUEST",
+    "UNIT_RETRY",
+    "UNIT_SECONDS",
+    "UNIT_SWITCH",
+    "UNIT_TRANSITION",
+    "URL_FULL",
+    "Metric",
+    "MetricKind",
+    "prometheus_label",
+    "prometheus_name",
+]
+
+# =========================================================================== scopes
+
+CLIENT_SCOPE: Final = "pytest_failover"
+"""Tracer and meter name of the failover client."""
+PLUGIN_SCOPE: Final = "pytest_failover.plugin"
+"""Tracer name of the pytest plugin's session trace (``--failover-otlp-endpoint``)."""
+AGENT_SCOPE: Final = "failover_agent"
+"""Meter name of the agent's own metrics."""
+SCHEMA_URL: Final = Schemas.V1_26_0.value
+"""Semantic-conventions schema URL of the client's tracer and meter."""
+
+# =========================================================================== span names
+
+REQUEST_SPAN_PREFIX: Final = "failover "
+"""The INTERNAL span of a logical request is named ``failover {pool}``; each attempt is a
+CLIENT child span named ``{http.request.method}`` (semantic conventions)."""
+SESSION_SPAN: Final = "pytest session"
+"""Root span of the plugin's session trace; each test is a child span named by its node id."""
+
+# =========================================================================== attribute keys
+
+# --- semantic conventions (stable)
+HTTP_REQUEST_METHOD: Final = http_attributes.HTTP_REQUEST_METHOD
+"""HTTP method, or ``_OTHER`` for a method the conventions do not know."""
+HTTP_RESPONSE_STATUS_CODE: Final = http_attributes.HTTP_RESPONSE_STATUS_CODE
+"""HTTP status code of the response, when there was one."""
+HTTP_REQUEST_RESEND_COUNT: Final = http_attributes.HTTP_REQUEST_RESEND_COUNT
+"""Number of earlier attempts of the same logical request (attempt spans after the first)."""
+SERVER_ADDRESS: Final = server_attributes.SERVER_ADDRESS
+"""Host name of the domain (no scheme, no port)."""
+SERVER_PORT: Final = server_attributes.SERVER_PORT
+"""Port of the domain (the scheme's default when the URL has none)."""
+URL_FULL: Final = url_attributes.URL_FULL
+"""Absolute URL without credentials, query or fragment."""
+ERROR_TYPE: Final = error_attributes.ERROR_TYPE
+"""Low-cardinality reason of a failure (see :data:`TRANSPORT_ERROR_TYPES`)."""
+SERVICE_NAME: Final = service_attributes.SERVICE_NAME
+"""Resource attribute: the service (``failover-agent``, or the test run's service)."""
+CODE_FUNCTION_NAME: Final = code_attributes.CODE_FUNCTION_NAME
+"""Test span attribute: the test function's name."""
+CODE_FILE_PATH: Final = code_attributes.CODE_FILE_PATH
+"""Test span attribute: the test file's path."""
+
+# --- semantic conventions (development: no stable module has them yet)
+TEST_SUITE_NAME: Final = test_attributes.TEST_SUITE_NAME
+"""Session span attribute: the test suite (the project's root directory name)."""
+TEST_CASE_NAME: Final = test_attributes.TEST_CASE_NAME
+"""Test span attribute: the pytest node id."""
+TEST_CASE_RESULT_STATUS: Final = test_attributes.TEST_CASE_RESULT_STATUS
+"""Test span attribute: ``pass`` or ``fail``."""
+
+# --- the failover client
+FAILOVER_POOL: Final = "failover.pool"
+"""Name of the pool a request, attempt or probe belongs to."""
+FAILOVER_DOMAIN: Final = "failover.domain"
+"""Base URL of the domain (``scheme://host[:port][/prefix]``)."""
+FAILOVER_ATTEMPT: Final = "failover.attempt"
+"""Attempt span attribute: 1 for the first attempt of a logical request, then 2, 3, ..."""
+FAILOVER_ATTEMPTS_ATTRIBUTE: Final = "failover.attempts"
+"""Logical span attribute: how many attempts the request took (same string as the metric)."""
+FAILOVER_OUTCOME: Final = "failover.outcome"
+"""How a logical request ended for the application (see :data:`OUTCOMES`)."""
+FAILOVER_ATTEMPT_RESULT: Final = "failover.attempt.result"
+"""What one attempt's result means for the domain (see :data:`ATTEMPT_RESULTS`)."""
+FAILOVER_FROM: Final = "failover.from"
+"""Switch: base URL of the domain that served the pool before."""
+FAILOVER_TO: Final = "failover.to"
+"""Switch: base URL of the domain that serves the pool now."""
+FAILOVER_REASON: Final = "failover.reason"
+"""Switch: why traffic moved (an ``error.type``, or see :data:`SWITCH_REASONS`)."""
+FAILOVER_BREAKER_FROM: Final = "failover.breaker.from"
+"""Breaker transition: the state before (see :data:`BREAKER_STATES`)."""
+FAILOVER_BREAKER_TO: Final = "failover.breaker.to"
+"""Breaker transition: the state after (see :data:`BREAKER_STATES`)."""
+
+# --- the outage simulator (fault events of the fake_domains fixture)
+FAILOVER_FAULT: Final = "failover.fault"
+"""Fault event: the fault's full description (its repr)."""
+FAILOVER_FAULT_HOST: Final = "failover.fault.host"
+"""Fault event: the fake domain's host, ``*`` for all of them."""
+FAILOVER_FAULT_NAME: Final = "failover.fault.name"
+"""Fault event: the fault's short name."""
+
+# --- the pytest plugin's session trace
+PYTEST_WORKER: Final = "pytest.worker"
+"""Resource attribute: the pytest-xdist worker id, ``main`` without xdist."""
+PYTEST_OUTCOME: Final = "pytest.outcome"
+"""Test span attribute: passed, failed, error or skipped."""
+PYTEST_DURATION: Final = "pytest.duration"
+"""Test span attribute: duration of the test's call phase in seconds."""
+
+# --- the agent
+PROBE_LOCATION: Final = "probe.location"
+"""Where the agent probes from (resource attribute, and on every agent and client point)."""
+PROBE_PHASE: Final = "phase"
+"""Probe duration: the phase of the pinned probe (see :data:`PROBE_PHASES`)."""
+TLS_CERT: Final = "tls.cert"
+"""Certificate expiry: which certificate (see :data:`TLS_CERTS`)."""
+READINESS_CHECK: Final = "check"
+"""Readiness: which check of the backup (see :data:`READINESS_CHECKS`)."""
+TELEMETRY_SIGNAL: Final = "signal"
+"""Dropped telemetry: which signal was lost (see :data:`TELEMETRY_SIGNALS`)."""
+AGENT_JOB: Final = "job"
+"""Job overruns: the kind of check that overran (see :data:`AGENT_JOBS`)."""
+
+# =========================================================================== attribute values
+
+HTTP_METHOD_OTHER: Final = http_attributes.HttpRequestMethodValues.OTHER.value
+"""``http.request.method`` of a method outside :data:`KNOWN_HTTP_METHODS`."""
+KNOWN_HTTP_METHODS: Final = frozenset(
+    method.value
+    for method in http_attributes.HttpRequestMethodValues
+    if method is not http_attributes.HttpRequestMethodValues.OTHER
+)
+"""Methods ``http.request.method`` reports as they are."""
+
+OUTCOME_SUCCESS: Final = "success"
+"""The application got a successful answer (or a final one, like a 404)."""
+OUTCOME_FAILURE: Final = "failure"
+"""Every allowed attempt failed: the application got an error."""
+OUTCOME_CIRCUIT_OPEN: Final = "circuit_open"
+"""Every domain's breaker was open: no attempt was made."""
+OUTCOME_STALE: Final = "stale"
+"""Every attempt failed and a stale cached answer was served."""
+OUTCOME_FALLBACK: Final = "fallback"
+"""Every attempt failed and the fallback answered."""
+OUTCOMES: Final = (OUTCOME_SUCCESS, OUTCOME_FAILURE, OUTCOME_CIRCUIT_OPEN, OUTCOME_STALE, OUTCOME_FALLBACK)
+"""Every value of ``failover.outcome``."""
+BAD_OUTCOMES: Final = (OUTCOME_FAILURE, OUTCOME_CIRCUIT_OPEN)
+"""Outcomes that failed the user (span status ERROR; the SLO's bad requests)."""
+
+RESULT_SUCCESS: Final = "success"
+"""The domain answered with a success."""
+RESULT_ANSWER: Final = "answer"
+"""The domain answered with a final non-success (4xx, application error): it is healthy."""
+RESULT_FAILURE: Final = "failure"
+"""The domain failed (or throttled): counted against it."""
+ATTEMPT_RESULTS: Final = (RESULT_SUCCESS, RESULT_ANSWER, RESULT_FAILURE)
+"""Every value of ``failover.attempt.result``."""
+ANSWERED_RESULTS: Final = (RESULT_SUCCESS, RESULT_ANSWER)
+"""Attempt results where the domain answered."""
+
+BREAKER_CLOSED: Final = "closed"
+"""Breaker state: requests go through."""
+BREAKER_HALF_OPEN: Final = "half_open"
+"""Breaker state: one probe request is allowed."""
+BREAKER_OPEN: Final = "open"
+"""Breaker state: the domain is skipped without a network call."""
+BREAKER_STATES: Final = (BREAKER_CLOSED, BREAKER_HALF_OPEN, BREAKER_OPEN)
+"""Every value of ``failover.breaker.from`` and ``failover.breaker.to``."""
+BREAKER_GAUGE: Final[Mapping[str, int]] = {BREAKER_CLOSED: 0, BREAKER_HALF_OPEN: 1, BREAKER_OPEN: 2}
+"""Value of the ``failover.breaker.state`` gauge for each state."""
+
+SWITCH_REASON_FAILBACK: Final = "failback"
+"""Switch reason: traffic went back to a preferred domain."""
+SWITCH_REASON_PREFERRED_UNAVAILABLE: Final = "preferred_unavailable"
+"""Switch reason: the preferred domain was skipped (breaker open, disabled) without failing."""
+SWITCH_REASONS: Final = (SWITCH_REASON_FAILBACK, SWITCH_REASON_PREFERRED_UNAVAILABLE)
+"""``failover.reason`` values besides the ``error.type`` of the failure that moved traffic."""
+
+ERROR_APP: Final = "app_error"
+"""``error.type`` of a 2xx the policy's ``is_app_error`` rejected (never on the semconv histogram)."""
+ERROR_CANCELLED: Final = "cancelled"
+"""``error.type`` of an attempt or request the caller cancelled."""
+TRANSPORT_ERROR_TYPES: Final = frozenset(
+    {
+        "connect_timeout",
+        "read_timeout",
+        "write_timeout",
+        "pool_timeout",
+        "timeout",
+        "connect_error",
+        "read_error",
+        "write_error",
+        "remote_protocol_error",
+        "dns_error",
+        "connection_refused",
+        "connection_reset",
+        "tls_error",
+        "server_certificate_invalid",
+    }
+)
+"""``error.type`` of transport failures; a response's is its status code (``"503"``), and an
+unknown exception's is its qualified class name."""
+STOP_REASONS: Final = frozenset(
+    {"done", "exhausted", "deadline", "not_retryable", "retry_budget", OUTCOME_CIRCUIT_OPEN}
+)
+"""Why the client stopped trying; a failed request without an attempt error reports it as ``error.type``."""
+
+PROBE_PHASES: Final = ("dns", "connect", "tls", "ttfb", "transfer", "total")
+"""Every value of ``phase`` (``total`` is the whole probe)."""
+PHASE_TOTAL: Final = "total"
+"""The ``phase`` of the whole pinned probe."""
+TLS_CERT_LEAF: Final = "leaf"
+"""``tls.cert``: the server's own certificate."""
+TLS_CERT_CHAIN: Final = "chain"
+"""``tls.cert``: the earliest-expiring certificate of the chain."""
+TLS_CERTS: Final = (TLS_CERT_LEAF, TLS_CERT_CHAIN)
+"""Every value of ``tls.cert``."""
+CHECK_CERT: Final = "cert"
+"""Readiness check: the certificate is valid for longer than the warning days."""
+CHECK_CORS: Final = "cors"
+"""Readiness check: the CORS preflight answer equals the primary's."""
+CHECK_HEALTH: Final = "health"
+"""Readiness check: the health answer equals the primary's."""
+READINESS_CHECKS: Final = (CHECK_CERT, CHECK_CORS, CHECK_HEALTH)
+"""Every value of ``check``."""
+SIGNAL_SPANS: Final = "spans"
+"""``signal`` of dropped spans."""
+SIGNAL_METRICS: Final = "metrics"
+"""``signal`` of dropped metric points."""
+TELEMETRY_SIGNALS: Final = (SIGNAL_SPANS, SIGNAL_METRICS)
+"""Every value of ``signal``."""
+JOB_PROBE: Final = "probe"
+"""``job``: the pinned probe of a domain."""
+JOB_POOL: Final = "pool"
+"""``job``: the end-to-end probe of a pool through the failover client."""
+JOB_READY: Final = "ready"
+"""``job``: the readiness checks of a backup."""
+JOB_CONTROL: Final = "control"
+"""``job``: writing the control document."""
+AGENT_JOBS: Final = (JOB_PROBE, JOB_POOL, JOB_READY, JOB_CONTROL)
+"""Every value of ``job``."""
+
+TEST_RESULT_PASS: Final = test_attributes.TestCaseResultStatusValues.PASS.value
+"""``test.case.result.status`` of a test that passed (or was skipped)."""
+TEST_RESULT_FAIL: Final = test_attributes.TestCaseResultStatusValues.FAIL.value
+"""``test.case.result.status`` of a test that failed or errored."""
+
+# =========================================================================== events
+
+EVENT_BREAKER_TRANSITION: Final = "failover.breaker.transition"
+"""Span event of a breaker state change (domain, from, to)."""
+EVENT_SWITCH: Final = "failover.switch"
+"""Span event of a change of the domain serving a pool (pool, from, to, reason)."""
+EVENT_RETRY_BUDGET_REJECTED: Final = "failover.retry_budget.rejected"
+"""Span event of a retry the pool's retry budget refused."""
+EVENT_FAULT_INJECTED: Final = "failover.fault.injected"
+"""Span event of ``fake_domains.fail(...)`` on the test's span."""
+EVENT_FAULT_HEALED: Final = "failover.fault.healed"
+"""Span event of ``fake_domains.heal(...)`` on the test's span."""
+
+# =========================================================================== metric names and units
+
+UNIT_SECONDS: Final = "s"
+"""Unit of durations and of times (Prometheus suffix ``_seconds``)."""
+UNIT_REQUEST: Final = "{request}"
+"""Unit annotation of request counts (no Prometheus suffix)."""
+UNIT_ATTEMPT: Final = "{attempt}"
+"""Unit annotation of attempt counts."""
+UNIT_SWITCH: Final = "{switch}"
+"""Unit annotation of switch counts."""
+UNIT_TRANSITION: Final = "{transition}"
+"""Unit annotation of breaker transition counts."""
+UNIT_RETRY: Final = "{retry}"
+"""Unit annotation of retry counts."""
+UNIT_NONE: Final = ""
+"""No unit (states, flags, counts of things without an annotation)."""
+
+# --- the failover client (meter ``pytest_failover``)
+HTTP_CLIENT_REQUEST_DURATION: Final = http_metrics.HTTP_CLIENT_REQUEST_DURATION
+"""Histogram, s: duration of each attempt (semantic conventions)."""
+FAILOVER_REQUESTS: Final = "failover.requests"
+"""Counter: logical requests, by outcome."""
+FAILOVER_REQUEST_DURATION: Final = "failover.request.duration"
+"""Histogram, s: duration of logical requests, retries and waits included."""
+FAILOVER_ATTEMPTS: Final = "failover.attempts"
+"""Counter: attempts sent to a domain, by result."""
+FAILOVER_SWITCHES: Final = "failover.switches"
+"""Counter: changes of the domain serving a pool."""
+FAILOVER_BREAKER_TRANSITIONS: Final = "failover.breaker.transitions"
+"""Counter: circuit breaker state changes."""
+FAILOVER_BREAKER_STATE: Final = "failover.breaker.state"
+"""Gauge: breaker state per domain (:data:`BREAKER_GAUGE`)."""
+FAILOVER_RETRY_BUDGET_REJECTIONS: Final = "failover.retry_budget.rejections"
+"""Counter: retries refused because the pool's retry budget was spent."""
+
+# --- the agent (meter ``failover_agent``)
+FAILOVER_PROBE_SUCCESS: Final = "failover.probe.success"
+"""Gauge: 1 if the last pinned probe of the domain succeeded."""
+FAILOVER_PROBE_DURATION: Final = "failover.probe.duration"
+"""Histogram, s: duration of a pinned probe, per phase."""
+FAILOVER_PROBE_STATUS_CODE: Final = "failover.probe.status_code"
+"""Gauge: HTTP status of the last pinned probe (0: no response)."""
+FAILOVER_POOL_AVAILABLE: Final = "failover.pool.available"
+"""Gauge: 1 if the last pool probe through the failover client succeeded."""
+FAILOVER_POOL_SERVING: Final = "failover.pool.serving"
+"""Gauge: 1 for the domain that served the last pool probe."""
+FAILOVER_TLS_CERT_EXPIRY: Final = "failover.tls.cert.expiry"
+"""Gauge, s: time until the certificate expires."""
+FAILOVER_READINESS_READY: Final = "failover.readiness.ready"
+"""Gauge: 1 if the backup passes the readiness check."""
+FAILOVER_CONTROL_VERSION: Final = "failover.control.version"
+"""Gauge: version of the control document being served."""
+FAILOVER_CONTROL_ISSUED_TIMESTAMP: Final = "failover.control.issued_timestamp"
+"""Gauge, s: Unix time the served control document was issued."""
+FAILOVER_CONTROL_DOMAIN_DISABLED: Final = "failover.control.domain.disabled"
+"""Gauge: 1 if the served control document disables the domain."""
+FAILOVER_AGENT_JOB_OVERRUNS: Final = "failover.agent.job.overruns"
+"""Counter: job runs skipped because the previous run was still going."""
+FAILOVER_AGENT_TELEMETRY_DROPPED: Final = "failover.agent.telemetry.dropped"
+"""Counter: spans or metric points lost by the OTLP exporters."""
+
+# =========================================================================== histogram buckets
+
+DURATION_BUCKETS: Final[tuple[float, ...]] = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+)
+"""The semantic conventions' recommended buckets (s) of ``http.client.request.duration``,
+also used for ``failover.request.duration``."""
+PROBE_DURATION_BUCKETS: Final[tuple[float, ...]] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)
+"""Buckets (s) of ``failover.probe.duration``: the 1-2.5-5 subset of :data:`DURATION_BUCKETS`
+(one series per domain x phase x bucket adds up at 1,000 domains)."""
+
+# =========================================================================== Prometheus
+
+MetricKind = Literal["counter", "updowncounter", "histogram", "gauge"]
+"""What a metric's points are: a monotonic sum, a non-monotonic sum, a histogram, a gauge
+(observable or synchronous instruments alike)."""
+
+_NAME_CHARS = re.compile(r"[^a-zA-Z0-9:]+")
+_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9]+")
+_ANNOTATION = re.compile(r"{.*}")
+_UNIT_WORDS = {
+    "d": "days", "h": "hours", "min": "minutes", "s": "seconds", "ms": "milliseconds",
+    "us": "microseconds", "ns": "nanoseconds", "By": "bytes", "KiBy": "kibibytes",
+    "MiBy": "mebibytes", "1": "", "%": "percent",
+}
+
+
+def prometheus_name(name: str, unit: str, kind: MetricKind) -> str:
+    """The name Prometheus shows for an OpenTelemetry metric (the OTLP-to-Prometheus rules).
+
+    Characters other than letters, digits and ``:`` become ``_``; the unit is
+    appended as a word (``s`` -> ``_seconds``, annotations like ``{request}`` add
+    nothing); counters end in ``_total``. For a histogram this is the base name:
+    the series are ``{base}_bucket``, ``{base}_sum`` and ``{base}_count``.
+    Units with ``/`` are not supported (none is used here).
+    """
+    base = _NAME_CHARS.sub("_", "_" + name[1:] if name[:1].isdigit() else name)
+    if kind == "counter":
+        base = base.removesuffix("_total")
+    bare = _ANNOTATION.sub("", unit)
+    suffix = _UNIT_WORDS[bare] if bare in _UNIT_WORDS else _NAME_CHARS.sub("_", bare).strip("_")
+    if suffix and not base.endswith("_" + suffix):
+        base = f"{base}_{suffix}"
+    return f"{base}_total" if kind == "counter" else base
+
+
+def prometheus_label(key: str) -> str:
+    """The Prometheus label of an attribute key: ``failover.pool`` -> ``failover_pool``."""
+    return _LABEL_CHARS.sub("_", "_" + key[1:] if key[:1].isdigit() else key)
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """One metric: its OpenTelemetry name, kind, unit and meter (instrumentation scope)."""
+
+    name: str
+    kind: MetricKind
+    unit: str
+    scope: str
+
+    @property
+    def prometheus(self) -> str:
+        """The Prometheus name (the base name of a histogram)."""
+        return prometheus_name(self.name, self.unit, self.kind)
+
+    @property
+    def samples(self) -> tuple[str, ...]:
+        """Every Prometheus series name of the metric."""
+        base = self.prometheus
+        if self.kind == "histogram":
+            return (f"{base}_bucket", f"{base}_sum", f"{base}_count")
+        return (base,)
+
+
+def _metrics(*specs: Metric) -> Mapping[str, Metric]:
+    return {spec.name: spec for spec in specs}
+
+
+METRICS: Final[Mapping[str, Metric]] = _metrics(
+    Metric(HTTP_CLIENT_REQUEST_DURATION, "histogram", UNIT_SECONDS, CLIENT_SCOPE),
+    Metric(FAILOVER_REQUESTS, "counter", UNIT_REQUEST, CLIENT_SCOPE),
+    Metric(FAILOVER_REQUEST_DURATION, "histogram", UNIT_SECONDS, CLIENT_SCOPE),
+    Metric(FAILOVER_ATTEMPTS, "counter", UNIT_ATTEMPT, CLIENT_SCOPE),
+    Metric(FAILOVER_SWITCHES, "counter", UNIT_SWITCH, CLIENT_SCOPE),
+    Metric(FAILOVER_BREAKER_TRANSITIONS, "counter", UNIT_TRANSITION, CLIENT_SCOPE),
+    Metric(FAILOVER_BREAKER_STATE, "gauge", UNIT_NONE, CLIENT_SCOPE),
+    Metric(FAILOVER_RETRY_BUDGET_REJECTIONS, "counter", UNIT_RETRY, CLIENT_SCOPE),
+    Metric(FAILOVER_PROBE_SUCCESS, "gauge", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_PROBE_DURATION, "histogram", UNIT_SECONDS, AGENT_SCOPE),
+    Metric(FAILOVER_PROBE_STATUS_CODE, "gauge", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_POOL_AVAILABLE, "gauge", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_POOL_SERVING, "gauge", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_TLS_CERT_EXPIRY, "gauge", UNIT_SECONDS, AGENT_SCOPE),
+    Metric(FAILOVER_READINESS_READY, "gauge", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_CONTROL_VERSION, "gauge", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_CONTROL_ISSUED_TIMESTAMP, "gauge", UNIT_SECONDS, AGENT_SCOPE),
+    Metric(FAILOVER_CONTROL_DOMAIN_DISABLED, "gauge", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_AGENT_JOB_OVERRUNS, "counter", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_AGENT_TELEMETRY_DROPPED, "counter", UNIT_NONE, AGENT_SCOPE),
+)
+"""Every metric the project emits, by OpenTelemetry name."""
+CLIENT_METRIC_NAMES: Final = frozenset(name for name, m in METRICS.items() if m.scope == CLIENT_SCOPE)
+"""Names of the failover client's metrics."""
+AGENT_METRIC_NAMES: Final = tuple(name for name, m in METRICS.items() if m.scope == AGENT_SCOPE)
+"""Names of the agent's own metrics, in the order above."""
+
+PROMETHEUS_TARGET_INFO: Final = "target_info"
+"""The Prometheus series that carries the resource attributes as labels."""
+PROMETHEUS_SCOPE_NAME: Final = "otel_scope_name"
+"""The Prometheus label of a series' instrumentation scope name."""
+PROMETHEUS_SCOPE_VERSION: Final = "otel_scope_version"
+"""The Prometheus label of a series' instrumentation scope version."""
+PROMETHEUS_SCOPE_SCHEMA_URL: Final = "otel_scope_schema_url"
+"""The Prometheus label of a series' instrumentation scope schema URL."""
+PROMETHEUS_SCOPE_PREFIX: Final = "otel_scope_"
+"""Prefix of the Prometheus labels made from instrumentation scope attributes."""
