@@ -1,4 +1,4 @@
-"""The agent's own metrics (meter ``failover_agent``); names live here and only here.
+"""The agent's own metrics (meter ``failover_agent``), named in :mod:`pytest_failover.semconv`.
 
 Gauges are observable: their callbacks read :class:`~agent.state.AgentState` at
 collection time, so a reload that removes a target also removes its series, and
@@ -13,28 +13,41 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from pytest_failover import semconv
+from pytest_failover.semconv import (
+    AGENT_SCOPE,
+    FAILOVER_DOMAIN,
+    FAILOVER_POOL,
+    PROBE_LOCATION,
+    PROBE_PHASE,
+    READINESS_CHECK,
+    SERVER_ADDRESS,
+    TELEMETRY_SIGNAL,
+    TLS_CERT,
+    TLS_CERT_CHAIN,
+    TLS_CERT_LEAF,
+    UNIT_SECONDS,
+)
+
 from .probes import PHASES, ProbeResult
 from .state import AgentState, DomainStatus
 
 __all__ = ["METRIC_NAMES", "AgentMetrics"]
 
-PROBE_SUCCESS = "failover.probe.success"
-PROBE_DURATION = "failover.probe.duration"
-PROBE_STATUS = "failover.probe.status_code"
-POOL_AVAILABLE = "failover.pool.available"
-POOL_SERVING = "failover.pool.serving"
-CERT_EXPIRY = "failover.tls.cert.expiry"
-READY = "failover.readiness.ready"
-CONTROL_VERSION = "failover.control.version"
-CONTROL_ISSUED = "failover.control.issued_timestamp"
-CONTROL_DISABLED = "failover.control.domain.disabled"
-OVERRUNS = "failover.agent.job.overruns"
-DROPPED = "failover.agent.telemetry.dropped"
+PROBE_SUCCESS = semconv.FAILOVER_PROBE_SUCCESS
+PROBE_DURATION = semconv.FAILOVER_PROBE_DURATION
+PROBE_STATUS = semconv.FAILOVER_PROBE_STATUS_CODE
+POOL_AVAILABLE = semconv.FAILOVER_POOL_AVAILABLE
+POOL_SERVING = semconv.FAILOVER_POOL_SERVING
+CERT_EXPIRY = semconv.FAILOVER_TLS_CERT_EXPIRY
+READY = semconv.FAILOVER_READINESS_READY
+CONTROL_VERSION = semconv.FAILOVER_CONTROL_VERSION
+CONTROL_ISSUED = semconv.FAILOVER_CONTROL_ISSUED_TIMESTAMP
+CONTROL_DISABLED = semconv.FAILOVER_CONTROL_DOMAIN_DISABLED
+OVERRUNS = semconv.FAILOVER_AGENT_JOB_OVERRUNS
+DROPPED = semconv.FAILOVER_AGENT_TELEMETRY_DROPPED
 
-METRIC_NAMES = (
-    PROBE_SUCCESS, PROBE_DURATION, PROBE_STATUS, POOL_AVAILABLE, POOL_SERVING, CERT_EXPIRY,
-    READY, CONTROL_VERSION, CONTROL_ISSUED, CONTROL_DISABLED, OVERRUNS, DROPPED,
-)
+METRIC_NAMES = semconv.AGENT_METRIC_NAMES
 
 
 class AgentMetrics:
@@ -46,9 +59,9 @@ class AgentMetrics:
         self._drops = drops
         # the attribute dicts of each domain's phases, built once and never mutated
         self._phase_attrs: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
-        meter = provider.get_meter("failover_agent")
+        meter = provider.get_meter(AGENT_SCOPE)
         self._duration = meter.create_histogram(
-            PROBE_DURATION, unit="s", description="Duration of a pinned domain probe, per phase."
+            PROBE_DURATION, unit=UNIT_SECONDS, description="Duration of a pinned domain probe, per phase."
         )
         self._overruns = meter.create_counter(
             OVERRUNS, description="Job runs skipped because the previous run was still going (or missed)."
@@ -61,13 +74,13 @@ class AgentMetrics:
                                       description="1 if the last request through the failover client succeeded.")
         meter.create_observable_gauge(POOL_SERVING, [self._pool_serving],
                                       description="1 for the domain that served the last pool probe.")
-        meter.create_observable_gauge(CERT_EXPIRY, [self._cert_expiry], unit="s",
+        meter.create_observable_gauge(CERT_EXPIRY, [self._cert_expiry], unit=UNIT_SECONDS,
                                       description="Seconds until the certificate expires (leaf, or earliest of the chain).")
         meter.create_observable_gauge(READY, [self._ready],
                                       description="1 if the backup passes the readiness check.")
         meter.create_observable_gauge(CONTROL_VERSION, [self._control_version],
                                       description="Version of the control document being served.")
-        meter.create_observable_gauge(CONTROL_ISSUED, [self._control_issued], unit="s",
+        meter.create_observable_gauge(CONTROL_ISSUED, [self._control_issued], unit=UNIT_SECONDS,
                                       description="Unix time the served control document was issued.")
         meter.create_observable_gauge(CONTROL_DISABLED, [self._control_disabled],
                                       description="1 if the served control document disables the domain.")
@@ -80,10 +93,10 @@ class AgentMetrics:
         return state
 
     def _base(self, pool: str, host: str) -> dict[str, Any]:
-        return {"failover.pool": pool, "server.address": host, "probe.location": self.state.location}
+        return {FAILOVER_POOL: pool, SERVER_ADDRESS: host, PROBE_LOCATION: self.state.location}
 
     def _domain_attrs(self, d: DomainStatus) -> dict[str, Any]:
-        return {**self._base(d.pool, d.host), "failover.domain": d.url}
+        return {**self._base(d.pool, d.host), FAILOVER_DOMAIN: d.url}
 
     # --- recording -------------------------------------------------------------------
 
@@ -94,13 +107,13 @@ class AgentMetrics:
             if len(self._phase_attrs) > 100_000:  # reloads changed the targets many times
                 self._phase_attrs.clear()
             attrs = self._domain_attrs(d)
-            per_phase = self._phase_attrs[key] = {p: {**attrs, "phase": p} for p in PHASES}
+            per_phase = self._phase_attrs[key] = {p: {**attrs, PROBE_PHASE: p} for p in PHASES}
         record = self._duration.record
         for phase, seconds in result.phases.items():
-            record(seconds, per_phase.get(phase) or {**self._domain_attrs(d), "phase": phase})
+            record(seconds, per_phase.get(phase) or {**self._domain_attrs(d), PROBE_PHASE: phase})
 
     def overrun(self, attrs: Mapping[str, Any]) -> None:
-        self._overruns.add(1, {**attrs, "probe.location": self.state.location})
+        self._overruns.add(1, {**attrs, PROBE_LOCATION: self.state.location})
 
     # --- callbacks -------------------------------------------------------------------
 
@@ -127,7 +140,7 @@ class AgentMetrics:
             for url in p.domains:
                 host = url.split("://", 1)[1].split(":")[0]
                 out.append(Observation(int(p.last.served_by == url and p.last.success),
-                                       {**self._base(p.name, host), "failover.domain": url}))
+                                       {**self._base(p.name, host), FAILOVER_DOMAIN: url}))
         return out
 
     def _cert_expiry(self, _: CallbackOptions) -> Iterable[Observation]:
@@ -138,8 +151,8 @@ class AgentMetrics:
             if cert is None:
                 continue
             attrs = self._domain_attrs(d)
-            out.append(Observation(cert.leaf_not_after - now, {**attrs, "tls.cert": "leaf"}))
-            out.append(Observation(cert.chain_not_after - now, {**attrs, "tls.cert": "chain"}))
+            out.append(Observation(cert.leaf_not_after - now, {**attrs, TLS_CERT: TLS_CERT_LEAF}))
+            out.append(Observation(cert.chain_not_after - now, {**attrs, TLS_CERT: TLS_CERT_CHAIN}))
         return out
 
     def _ready(self, _: CallbackOptions) -> Iterable[Observation]:
@@ -149,7 +162,7 @@ class AgentMetrics:
                 continue
             attrs = self._domain_attrs(d)
             for check, (ok, _why) in d.readiness.checks.items():
-                out.append(Observation(int(ok), {**attrs, "check": check}))
+                out.append(Observation(int(ok), {**attrs, READINESS_CHECK: check}))
         return out
 
     def _control_version(self, _: CallbackOptions) -> Iterable[Observation]:
@@ -175,5 +188,5 @@ class AgentMetrics:
 
     def _dropped(self, _: CallbackOptions) -> Iterable[Observation]:
         location = self.state.location
-        return [Observation(n, {"signal": signal, "probe.location": location})
+        return [Observation(n, {TELEMETRY_SIGNAL: signal, PROBE_LOCATION: location})
                 for signal, n in self._drops.snapshot().items()]

@@ -45,6 +45,14 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.metrics.export import Histogram as HistogramData
 
+from pytest_failover.semconv import (
+    PROMETHEUS_SCOPE_NAME,
+    PROMETHEUS_SCOPE_PREFIX,
+    PROMETHEUS_SCOPE_SCHEMA_URL,
+    PROMETHEUS_SCOPE_VERSION,
+    PROMETHEUS_TARGET_INFO,
+)
+
 __all__ = ["CARDINALITY_LIMIT", "PrometheusTextReader", "cardinality_limits", "release_freed_memory"]
 
 # Series per metric stream before the SDK folds the rest into one overflow series. The
@@ -211,16 +219,17 @@ class PrometheusTextReader(MetricReader):
             for key, value in rm.resource.attributes.items():
                 target[self._key(key)] = value if isinstance(value, str) else dumps(value, default=str)
             for sm in rm.scope_metrics:
-                scope = {"otel_scope_name": sm.scope.name or "",
-                         "otel_scope_version": sm.scope.version or "",
-                         "otel_scope_schema_url": sm.scope.schema_url or ""}
+                scope = {PROMETHEUS_SCOPE_NAME: sm.scope.name or "",
+                         PROMETHEUS_SCOPE_VERSION: sm.scope.version or "",
+                         PROMETHEUS_SCOPE_SCHEMA_URL: sm.scope.schema_url or ""}
                 for key, value in (sm.scope.attributes or {}).items():
-                    scope[self._key("otel_scope_" + key)] = value if isinstance(value, str) else dumps(value)
+                    scope[self._key(PROMETHEUS_SCOPE_PREFIX + key)] = value if isinstance(value, str) else dumps(value)
                 for metric in sm.metrics:
                     self._metric(metric, scope, families)
         if target:
-            yield b"# HELP target_info Target metadata\n# TYPE target_info gauge\n"
-            yield f"target_info{{{self._label_text(target)}}} 1.0\n".encode()
+            yield (f"# HELP {PROMETHEUS_TARGET_INFO} Target metadata\n"
+                   f"# TYPE {PROMETHEUS_TARGET_INFO} gauge\n").encode()
+            yield f"{PROMETHEUS_TARGET_INFO}{{{self._label_text(target)}}} 1.0\n".encode()
         for family in families.values():
             yield (f"# HELP {family.name} {_escape_help(family.help)}\n"
                    f"# TYPE {family.name} {family.type}\n").encode()

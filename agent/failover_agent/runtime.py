@@ -11,6 +11,16 @@ from typing import TYPE_CHECKING
 import httpx
 
 from pytest_failover._pool import Domain
+from pytest_failover.semconv import (
+    AGENT_JOB,
+    FAILOVER_DOMAIN,
+    FAILOVER_POOL,
+    JOB_CONTROL,
+    JOB_POOL,
+    JOB_PROBE,
+    JOB_READY,
+    SERVER_ADDRESS,
+)
 
 from .config import AgentConfig, PoolConfig, ProbeConfig
 from .control_writer import ControlWriter
@@ -60,7 +70,7 @@ class Runtime:
         if config.control is not None:
             self.control = ControlWriter(config.control, config.pools)
             interval = config.control.interval
-            check = Check("control", "control", interval, interval, self._control_run, {"job": "control"})
+            check = Check("control", "control", interval, interval, self._control_run, {AGENT_JOB: JOB_CONTROL})
             self.groups.append(CheckGroup("control", interval, (check,)))
 
     @property
@@ -94,20 +104,20 @@ class Runtime:
             cfg = pool.probe.for_domain(url)
             checks.append(Check(
                 f"probe:{pool.name}:{url}", "probe", cfg.interval, cfg.timeout, self._domain_run(pool, url, cfg),
-                {"job": "probe", "failover.pool": pool.name, "failover.domain": url,
-                 "server.address": Domain.parse(url).host},
+                {AGENT_JOB: JOB_PROBE, FAILOVER_POOL: pool.name, FAILOVER_DOMAIN: url,
+                 SERVER_ADDRESS: Domain.parse(url).host},
             ))
         checks.append(Check(
             f"pool:{pool.name}", "pool", pool.probe.interval,
             self.pool_probers[pool.name].policy.deadline + pool.probe.timeout, self._pool_run(pool),
-            {"job": "pool", "failover.pool": pool.name, "server.address": Domain.parse(primary).host},
+            {AGENT_JOB: JOB_POOL, FAILOVER_POOL: pool.name, SERVER_ADDRESS: Domain.parse(primary).host},
         ))
         if pool.readiness.enabled:
             checks += [
                 Check(f"ready:{pool.name}:{url}", "ready", pool.readiness.interval, pool.readiness.timeout * 3,
                       self._ready_run(pool, primary, url),
-                      {"job": "ready", "failover.pool": pool.name, "failover.domain": url,
-                       "server.address": Domain.parse(url).host})
+                      {AGENT_JOB: JOB_READY, FAILOVER_POOL: pool.name, FAILOVER_DOMAIN: url,
+                       SERVER_ADDRESS: Domain.parse(url).host})
                 for url in pool.domains if url != primary
             ]
         return checks

@@ -42,6 +42,20 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
+from pytest_failover.semconv import (
+    AGENT_SCOPE,
+    CLIENT_SCOPE,
+    DURATION_BUCKETS,
+    FAILOVER_AGENT_TELEMETRY_DROPPED,
+    FAILOVER_PROBE_DURATION,
+    PROBE_DURATION_BUCKETS,
+    PROBE_LOCATION,
+    SERVICE_NAME,
+    SIGNAL_METRICS,
+    SIGNAL_SPANS,
+    UNIT_SECONDS,
+)
+
 from .config import OtlpConfig
 from .prometheus_text import PrometheusTextReader, cardinality_limits
 
@@ -49,11 +63,8 @@ __all__ = ["DURATION_BUCKETS", "PROBE_DURATION_BUCKETS", "Telemetry"]
 
 log = logging.getLogger("agent.telemetry")
 
-# OpenTelemetry HTTP semantic conventions' recommended buckets (seconds).
-DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
-# The pinned probes' phase histogram has one series per domain x phase x bucket (about
-# 5,000 x buckets at 1,000 domains), so it gets the 1-2.5-5 subset of those bounds.
-PROBE_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# DURATION_BUCKETS (the semantic conventions' recommended buckets) and PROBE_DURATION_BUCKETS
+# (their 1-2.5-5 subset, for the probes' domain x phase histogram) live in pytest_failover.semconv.
 
 
 class _NoExemplars(ExemplarReservoir):
@@ -79,7 +90,7 @@ class _DropCounter:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.counts: dict[str, int] = {"spans": 0, "metrics": 0}
+        self.counts: dict[str, int] = {SIGNAL_SPANS: 0, SIGNAL_METRICS: 0}
 
         self._failing: set[str] = set()
 
@@ -97,8 +108,8 @@ class _DropCounter:
                 self._failing.add(signal)
                 self.counts[signal] = self.counts.get(signal, 0) + lost
         if not ok and not was_failing:
-            log.warning("OTLP %s export failing; dropped items are counted in "
-                        "failover.agent.telemetry.dropped", signal)
+            log.warning("OTLP %s export failing; dropped items are counted in %s",
+                        signal, FAILOVER_AGENT_TELEMETRY_DROPPED)
         elif ok and was_failing:
             log.info("OTLP %s export recovered", signal)
 
@@ -120,7 +131,7 @@ class _CountingSpanExporter(SpanExporter):
         except Exception:  # an exporter bug must not kill the batch thread
             log.exception("span export raised")
             result = SpanExportResult.FAILURE
-        self._drops.export_result("spans", result is SpanExportResult.SUCCESS, len(spans))
+        self._drops.export_result(SIGNAL_SPANS, result is SpanExportResult.SUCCESS, len(spans))
         return result
 
     def shutdown(self) -> None:
@@ -141,7 +152,7 @@ class _BoundedSpanProcessor(BatchSpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         queue = getattr(getattr(self, "_batch_processor", None), "_queue", None)
         if queue is not None and len(queue) >= self._max:
-            self._drops.add("spans", 1)
+            self._drops.add(SIGNAL_SPANS, 1)
         super().on_end(span)
 
 
@@ -169,7 +180,7 @@ class _CountingMetricExporter(MetricExporter):
             for sm in rm.scope_metrics
             for m in sm.metrics
         )
-        self._drops.export_result("metrics", ok, points)
+        self._drops.export_result(SIGNAL_METRICS, ok, points)
         return result
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
@@ -214,7 +225,7 @@ class Telemetry:
     ) -> None:
         self.location = location
         self.drops = _DropCounter()
-        resource = Resource.create({"service.name": service_name, "probe.location": location})
+        resource = Resource.create({SERVICE_NAME: service_name, PROBE_LOCATION: location})
         readers: list[MetricReader] = list(metric_readers)
         self.prometheus: PrometheusTextReader | None = None
         if prometheus:
@@ -247,23 +258,23 @@ class Telemetry:
             )
         views = [
             View(
-                instrument_name="failover.probe.duration",
-                meter_name="failover_agent",
+                instrument_name=FAILOVER_PROBE_DURATION,
+                meter_name=AGENT_SCOPE,
                 aggregation=ExplicitBucketHistogramAggregation(PROBE_DURATION_BUCKETS),
                 exemplar_reservoir_factory=_no_exemplars,
             ),
-            View(instrument_type=ObservableGauge, meter_name="failover_agent",
+            View(instrument_type=ObservableGauge, meter_name=AGENT_SCOPE,
                  exemplar_reservoir_factory=_no_exemplars),
             View(
                 instrument_type=Histogram,
-                instrument_unit="s",
-                meter_name="pytest_failover",
+                instrument_unit=UNIT_SECONDS,
+                meter_name=CLIENT_SCOPE,
                 aggregation=ExplicitBucketHistogramAggregation(DURATION_BUCKETS),
             )
         ]
         self.meter_provider = MeterProvider(resource=resource, metric_readers=readers, views=views)
         self.client_meter_provider = LabelledMeterProvider(
-            self.meter_provider, {"probe.location": location}
+            self.meter_provider, {PROBE_LOCATION: location}
         )
         self._shut = False
 
