@@ -12,7 +12,7 @@ Where each fault strikes::
     name resolution   dns_nxdomain, dns_timeout
     TCP connect       refused, connect_timeout
     TLS handshake     tls_expired, tls_wrong_host, tls_untrusted   (https only)
-    HTTP request      read_timeout, slow, reset, status, latency, healthy
+    HTTP request      read_timeout, slow, reset, status, latency, trickle, healthy
     any of the above  flapping (the first N fail, then recover), rate (a seeded share fails)
 """
 
@@ -41,6 +41,7 @@ __all__ = [
     "TlsExpired",
     "TlsUntrusted",
     "TlsWrongHost",
+    "Trickle",
     "UnknownFaultError",
     "by_name",
     "connect_timeout",
@@ -59,6 +60,7 @@ __all__ = [
     "tls_expired",
     "tls_untrusted",
     "tls_wrong_host",
+    "trickle",
 ]
 
 
@@ -233,6 +235,24 @@ class Rate(Fault):
         _check_fault("rate(fault)", self.fault)
 
 
+@dataclass(frozen=True, slots=True)
+class Trickle(Fault):
+    """The status line and headers go out at once, then the body one byte every ``interval`` s.
+
+    ``body`` replaces the handler's answer (a 200) when given. Every read gets a byte
+    well within a per-read timeout, so only an overall deadline bounds the request.
+    """
+
+    name: ClassVar[str] = "trickle"
+    interval: float = 0.4
+    body: bytes | None = None
+
+    def __post_init__(self) -> None:
+        _check_seconds("trickle(interval)", self.interval)
+        if self.body is not None and not isinstance(self.body, bytes):
+            raise TypeError(f"trickle(body=) must be bytes, str or None, got {self.body!r}")
+
+
 def _check_fault(what: str, value: object) -> None:
     if not isinstance(value, Fault):
         raise TypeError(f"{what} must be a fault such as faults.refused(), got {value!r}")
@@ -323,6 +343,12 @@ def latency(seconds: float, jitter: float = 0.0) -> Latency:
     return Latency(seconds, jitter)
 
 
+def trickle(interval: float = 0.4, body: bytes | str | None = None) -> Trickle:
+    """Headers at once, then the body (the handler's, or ``body`` as a 200) a byte per ``interval``."""
+    raw = body.encode() if isinstance(body, str) else body
+    return Trickle(interval, raw)
+
+
 _BY_NAME: dict[str, Callable[..., Fault]] = {
     f.__name__: f
     for f in (
@@ -341,6 +367,7 @@ _BY_NAME: dict[str, Callable[..., Fault]] = {
         flapping,
         rate,
         latency,
+        trickle,
     )
 }
 

@@ -54,6 +54,7 @@ from ..faults import (
     TlsExpired,
     TlsUntrusted,
     TlsWrongHost,
+    Trickle,
 )
 from ._record import Stage
 
@@ -85,6 +86,7 @@ STAGE_OF: dict[type[Fault], Stage] = {
     Reset: "respond",
     Status: "respond",
     Latency: "respond",
+    Trickle: "respond",
     Healthy: "respond",
 }
 
@@ -262,13 +264,15 @@ class Answer:
 
     Wait ``delay`` seconds (or, with ``hold``, until the client or the simulator
     hangs up), then write ``status`` (or the handler's answer when ``None``);
-    with ``reset``, cut the connection with a TCP RST halfway through the body.
+    with ``reset``, cut the connection with a TCP RST halfway through the body;
+    with ``trickle``, send the head at once and the body a byte every ``trickle`` s.
     """
 
     delay: float = 0.0
     hold: bool = False
     status: Status | None = None
     reset: bool = False
+    trickle: float | None = None
 
 
 def on_respond(fault: Fault | None, rng: random.Random) -> Answer:
@@ -283,5 +287,7 @@ def on_respond(fault: Fault | None, rng: random.Random) -> Answer:
             return Answer(reset=True)
         case Status():
             return Answer(status=fault)
+        case Trickle(interval=interval, body=body):
+            return Answer(trickle=interval, status=None if body is None else Status(200, body))
         case _:
             return Answer()

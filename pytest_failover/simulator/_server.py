@@ -339,6 +339,8 @@ class Servers:
             time.sleep(0.005)  # let the head leave before the reset
             conn.close(reset=True)
             return False
+        if plan.trickle is not None:
+            return _trickle(site, generation, conn, requests, head, body, plan.trickle) and not close
         conn.sock.sendall(head + body)
         return not close
 
@@ -350,6 +352,33 @@ class Servers:
         except Exception as exc:
             log.exception("handler of fake domain %s raised", site.host)
             return 500, [], f"handler raised {exc!r}".encode()
+
+
+def _trickle(
+    site: Site,
+    generation: int,
+    conn: _Connection,
+    requests: RequestReader,
+    head: bytes,
+    body: bytes,
+    interval: float,
+) -> bool:
+    """Send ``head``, then ``body`` a byte every ``interval`` s; returns whether all of it went.
+
+    Each wait may be cut like a held answer's: by the client hanging up, by a fault change
+    (``release``, ``drop``) and, in all, by ``HOLD_LIMIT``.
+    """
+    conn.sock.sendall(head)
+    limit = time.monotonic() + HOLD_LIMIT
+    for i in range(len(body)):
+        with conn.waiting_for_fault():
+            hung_up = site.generation != generation or _wait_for_hang_up(
+                conn.sock, requests, min(interval, max(0.0, limit - time.monotonic()))
+            )
+        if hung_up or conn.closing or time.monotonic() >= limit:
+            return False
+        conn.sock.sendall(body[i : i + 1])
+    return True
 
 
 def _wait_for_hang_up(sock: socket.socket, requests: RequestReader, limit: float) -> bool:

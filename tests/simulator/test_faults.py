@@ -41,6 +41,7 @@ def test_every_primitive_fault_has_a_stage() -> None:
         ("tls_untrusted", (), faults.TlsUntrusted()),
         ("status", (503,), faults.Status(503)),
         ("latency", (0.1,), faults.Latency(0.1, 0.0)),
+        ("trickle", (0.1,), faults.Trickle(0.1, None)),
         ("flapping", (2,), faults.Flapping(2, faults.Healthy(), faults.Status(503))),
         ("rate", (0.5, faults.refused()), faults.Rate(0.5, faults.Refused(), None)),
     ],
@@ -57,7 +58,7 @@ def test_names_lists_every_constructor() -> None:
     assert set(faults.names()) == {
         "healthy", "dns_nxdomain", "dns_timeout", "refused", "connect_timeout", "read_timeout",
         "slow", "reset", "tls_expired", "tls_wrong_host", "tls_untrusted", "status", "flapping",
-        "rate", "latency",
+        "rate", "latency", "trickle",
     }  # fmt: skip
 
 
