@@ -26,6 +26,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_failover import semconv
+from pytest_failover.semconv import prometheus_label
+
 __all__ = ["DASHBOARDS", "backup_readiness", "failover_overview", "main", "render"]
 
 Json = dict[str, Any]
@@ -34,12 +37,59 @@ HERE = Path(__file__).resolve().parent
 SCHEMA_VERSION = 39
 DATASOURCE: Json = {"type": "prometheus", "uid": "${datasource}"}
 
+
+def series(name: str) -> str:
+    """The Prometheus name of an OpenTelemetry metric (a histogram's base name)."""
+    return semconv.METRICS[name].prometheus
+
+
+def show(label: str) -> str:
+    """A legend placeholder: the value of ``label``."""
+    return "{{" + label + "}}"
+
+
+# Every metric and label name comes from pytest_failover.semconv (the OTLP-to-Prometheus
+# translation of the OpenTelemetry names): never spelt here.
+REQUESTS = series(semconv.FAILOVER_REQUESTS)
+ATTEMPTS = series(semconv.FAILOVER_ATTEMPTS)
+SWITCHES = series(semconv.FAILOVER_SWITCHES)
+BREAKER_STATE = series(semconv.FAILOVER_BREAKER_STATE)
+BREAKER_TRANSITIONS = series(semconv.FAILOVER_BREAKER_TRANSITIONS)
+BUDGET_REJECTIONS = series(semconv.FAILOVER_RETRY_BUDGET_REJECTIONS)
+ATTEMPT_DURATION = series(semconv.HTTP_CLIENT_REQUEST_DURATION)
+PROBE_SUCCESS = series(semconv.FAILOVER_PROBE_SUCCESS)
+PROBE_STATUS = series(semconv.FAILOVER_PROBE_STATUS_CODE)
+PROBE_DURATION = series(semconv.FAILOVER_PROBE_DURATION)
+POOL_AVAILABLE = series(semconv.FAILOVER_POOL_AVAILABLE)
+POOL_SERVING = series(semconv.FAILOVER_POOL_SERVING)
+CERT_EXPIRY = series(semconv.FAILOVER_TLS_CERT_EXPIRY)
+READY = series(semconv.FAILOVER_READINESS_READY)
+CONTROL_VERSION = series(semconv.FAILOVER_CONTROL_VERSION)
+CONTROL_ISSUED = series(semconv.FAILOVER_CONTROL_ISSUED_TIMESTAMP)
+CONTROL_DISABLED = series(semconv.FAILOVER_CONTROL_DOMAIN_DISABLED)
+
+POOL_L = prometheus_label(semconv.FAILOVER_POOL)
+HOST_L = prometheus_label(semconv.SERVER_ADDRESS)
+LOCATION_L = prometheus_label(semconv.PROBE_LOCATION)
+OUTCOME_L = prometheus_label(semconv.FAILOVER_OUTCOME)
+RESULT_L = prometheus_label(semconv.FAILOVER_ATTEMPT_RESULT)
+ERROR_L = prometheus_label(semconv.ERROR_TYPE)
+FROM_L = prometheus_label(semconv.FAILOVER_FROM)
+TO_L = prometheus_label(semconv.FAILOVER_TO)
+REASON_L = prometheus_label(semconv.FAILOVER_REASON)
+BREAKER_FROM_L = prometheus_label(semconv.FAILOVER_BREAKER_FROM)
+BREAKER_TO_L = prometheus_label(semconv.FAILOVER_BREAKER_TO)
+PHASE_L = prometheus_label(semconv.PROBE_PHASE)
+CERT_L = prometheus_label(semconv.TLS_CERT)
+CHECK_L = prometheus_label(semconv.READINESS_CHECK)
+PHASES = [phase for phase in semconv.PROBE_PHASES if phase != semconv.PHASE_TOTAL]
+
 # Label filters shared by the queries (Grafana substitutes the variables).
-POOL = 'failover_pool=~"$pool"'
-DOMAIN = 'server_address=~"$domain"'
-LOCATION = 'probe_location=~"$location"'
+POOL = f'{POOL_L}=~"$pool"'
+DOMAIN = f'{HOST_L}=~"$domain"'
+LOCATION = f'{LOCATION_L}=~"$location"'
 AGENT = f"{POOL}, {DOMAIN}, {LOCATION}"  # agent metrics carry all three
-BAD_OUTCOMES = 'failover_outcome=~"failure|circuit_open"'
+BAD_OUTCOMES = f'{OUTCOME_L}=~"{"|".join(semconv.BAD_OUTCOMES)}"'
 
 # Colours of the value mappings.
 GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
@@ -311,8 +361,8 @@ def pool_variable() -> Json:
     return query_variable(
         "pool",
         "Pool",
-        'label_values({__name__=~"failover_pool_available|failover_requests_total"}, failover_pool)',
-        "Failover pool (failover_pool), from agent probes and client metrics.",
+        f'label_values({{__name__=~"{POOL_AVAILABLE}|{REQUESTS}"}}, {POOL_L})',
+        f"Failover pool ({POOL_L}), from agent probes and client metrics.",
     )
 
 
@@ -320,8 +370,8 @@ def domain_variable(names: str) -> Json:
     return query_variable(
         "domain",
         "Domain",
-        f'label_values({{__name__=~"{names}", {POOL}}}, server_address)',
-        "Domain host (server_address) of the selected pools.",
+        f'label_values({{__name__=~"{names}", {POOL}}}, {HOST_L})',
+        f"Domain host ({HOST_L}) of the selected pools.",
     )
 
 
@@ -329,8 +379,8 @@ def location_variable(names: str) -> Json:
     return query_variable(
         "location",
         "Location",
-        f'label_values({{__name__=~"{names}", {POOL}}}, probe_location)',
-        "Where the agent probes from (probe_location).",
+        f'label_values({{__name__=~"{names}", {POOL}}}, {LOCATION_L})',
+        f"Where the agent probes from ({LOCATION_L}).",
     )
 
 
@@ -395,11 +445,11 @@ READINESS_UID = "failover-backup-readiness"
 
 def _request_error_ratio(window: str) -> str:
     """Share of logical requests that failed for the user (failure or circuit open)."""
-    total = f"sum by (failover_pool) (rate(failover_requests_total{{{POOL}}}[{window}]))"
+    total = f"sum by ({POOL_L}) (rate({REQUESTS}{{{POOL}}}[{window}]))"
     bad = or_zero(
-        f"sum by (failover_pool) (rate(failover_requests_total{{{POOL}, {BAD_OUTCOMES}}}[{window}]))",
-        "failover_pool",
-        f"rate(failover_requests_total{{{POOL}}}[{window}])",
+        f"sum by ({POOL_L}) (rate({REQUESTS}{{{POOL}, {BAD_OUTCOMES}}}[{window}]))",
+        POOL_L,
+        f"rate({REQUESTS}{{{POOL}}}[{window}])",
     )
     return f"{bad} / {total}"
 
@@ -410,15 +460,15 @@ def _availability_panels() -> Iterator[Json]:
         "Pool availability (probes)",
         "Share of the agent's end-to-end pool probes (through the failover client) that got an answer, over the selected time range. "
         "Question: did users of this pool get answers at all, whichever domain served them?",
-        [target(f"avg by (failover_pool) (avg_over_time(failover_pool_available{{{POOL}, {LOCATION}}}[$__range]))", "{{failover_pool}}", instant=True)],
+        [target(f"avg by ({POOL_L}) (avg_over_time({POOL_AVAILABLE}{{{POOL}, {LOCATION}}}[$__range]))", show(POOL_L), instant=True)],
         w=6, h=6, unit="percentunit", minimum=0, maximum=1,
         steps=thresholds(RED, (0.99, ORANGE), (0.999, GREEN)),
     )
     yield stat(
         "Request success (client)",
-        "Share of logical requests (failover_requests_total) that did not end in failure or circuit_open over the selected time range; "
+        f"Share of logical requests ({REQUESTS}) that did not end in failure or circuit_open over the selected time range; "
         "stale and fallback answers count as served. Question: what did the client library itself see?",
-        [target(f"1 - {_request_error_ratio('$__range')}", "{{failover_pool}}", instant=True)],
+        [target(f"1 - {_request_error_ratio('$__range')}", show(POOL_L), instant=True)],
         w=6, h=6, unit="percentunit", minimum=0, maximum=1,
         steps=thresholds(RED, (0.99, ORANGE), (0.999, GREEN)),
     )
@@ -427,8 +477,8 @@ def _availability_panels() -> Iterator[Json]:
         "Pool probe success and client request success over time, per pool. A dip in both means users were hit; "
         "a dip in domain probes (below) without a dip here means failover did its job.",
         [
-            target(f"avg by (failover_pool) (avg_over_time(failover_pool_available{{{POOL}, {LOCATION}}}[$__rate_interval]))", "{{failover_pool}} probes"),
-            target(f"1 - {_request_error_ratio('$__rate_interval')}", "{{failover_pool}} requests"),
+            target(f"avg by ({POOL_L}) (avg_over_time({POOL_AVAILABLE}{{{POOL}, {LOCATION}}}[$__rate_interval]))", f"{show(POOL_L)} probes"),
+            target(f"1 - {_request_error_ratio('$__rate_interval')}", f"{show(POOL_L)} requests"),
         ],
         w=12, h=6, unit="percentunit", minimum=0, maximum=1,
     )
@@ -437,12 +487,12 @@ def _availability_panels() -> Iterator[Json]:
         "How fast each pool spends its error budget (1 - $slo): 1 means the budget lasts exactly the SLO period. "
         "The alerts page at 14.4 over 1 h and 5 m, and open a ticket at 6 over 6 h and 30 m (multi-window burn rate).",
         [
-            target(f"({_request_error_ratio('5m')}) / (1 - $slo)", "{{failover_pool}} requests 5m"),
-            target(f"({_request_error_ratio('1h')}) / (1 - $slo)", "{{failover_pool}} requests 1h"),
-            target(f"({_request_error_ratio('6h')}) / (1 - $slo)", "{{failover_pool}} requests 6h"),
+            target(f"({_request_error_ratio('5m')}) / (1 - $slo)", f"{show(POOL_L)} requests 5m"),
+            target(f"({_request_error_ratio('1h')}) / (1 - $slo)", f"{show(POOL_L)} requests 1h"),
+            target(f"({_request_error_ratio('6h')}) / (1 - $slo)", f"{show(POOL_L)} requests 6h"),
             target(
-                f"(1 - avg by (failover_pool) (avg_over_time(failover_pool_available{{{POOL}, {LOCATION}}}[1h]))) / (1 - $slo)",
-                "{{failover_pool}} probes 1h",
+                f"(1 - avg by ({POOL_L}) (avg_over_time({POOL_AVAILABLE}{{{POOL}, {LOCATION}}}[1h]))) / (1 - $slo)",
+                f"{show(POOL_L)} probes 1h",
             ),
         ],
         w=24, h=7, unit="short", minimum=0,
@@ -456,14 +506,14 @@ def _domain_panels() -> Iterator[Json]:
     yield state_timeline(
         "Domain probe success",
         "Pinned probe (no failover) of every domain from every location. Question: which domain is down, since when, and is it down everywhere or from one location?",
-        [target(f"max by (server_address, probe_location) (failover_probe_success{{{AGENT}}})", "{{server_address}} @ {{probe_location}}")],
+        [target(f"max by ({HOST_L}, {LOCATION_L}) ({PROBE_SUCCESS}{{{AGENT}}})", f"{show(HOST_L)} @ {show(LOCATION_L)}")],
         w=24, h=8, mappings=value_map((0, "down", RED), (1, "up", GREEN)),
         steps=thresholds(RED, (1, GREEN)),
     )
     yield state_timeline(
         "Probe HTTP status",
         "Status code of the last pinned probe per domain; 0 means no HTTP answer at all (DNS, connect or TLS failed).",
-        [target(f"max by (server_address, probe_location) (failover_probe_status_code{{{AGENT}}})", "{{server_address}} @ {{probe_location}}")],
+        [target(f"max by ({HOST_L}, {LOCATION_L}) ({PROBE_STATUS}{{{AGENT}}})", f"{show(HOST_L)} @ {show(LOCATION_L)}")],
         w=16, h=8, mappings=value_map((0, "no answer", RED)),
         steps=thresholds(RED, (100, GREEN), (400, ORANGE), (500, RED)),
     )
@@ -471,8 +521,8 @@ def _domain_panels() -> Iterator[Json]:
         "Domains failing",
         "Per pool, the number of domains whose pinned probe fails from at least one selected location right now.",
         [target(
-            f"sum by (failover_pool) (1 - min by (failover_pool, server_address) (failover_probe_success{{{AGENT}}}))",
-            "{{failover_pool}}", instant=True,
+            f"sum by ({POOL_L}) (1 - min by ({POOL_L}, {HOST_L}) ({PROBE_SUCCESS}{{{AGENT}}}))",
+            show(POOL_L), instant=True,
         )],
         w=8, h=8, steps=thresholds(GREEN, (1, RED)),
     )
@@ -482,18 +532,18 @@ def _traffic_panels() -> Iterator[Json]:
     yield row("Traffic: which domain serves, how hard does the client work?")
     yield state_timeline(
         "Serving domain (pool probe)",
-        "Which domain answered the agent's last end-to-end pool probe (failover_pool_serving). Question: is traffic on the primary or on a backup, and since when?",
-        [target(f"max by (failover_pool, server_address) (failover_pool_serving{{{AGENT}}})", "{{failover_pool}}: {{server_address}}")],
+        f"Which domain answered the agent's last end-to-end pool probe ({POOL_SERVING}). Question: is traffic on the primary or on a backup, and since when?",
+        [target(f"max by ({POOL_L}, {HOST_L}) ({POOL_SERVING}{{{AGENT}}})", f"{show(POOL_L)}: {show(HOST_L)}")],
         w=24, h=6,
         mappings=value_map((0, "standby", "text"), (1, "serving", BLUE)),
         steps=thresholds("transparent", (1, BLUE)),
     )
     yield timeseries(
         "Answered attempts per domain",
-        "Share of answered attempts (failover_attempts_total, result success or answer) per domain, from every client that exports metrics. Question: where does the real traffic go?",
+        f"Share of answered attempts ({ATTEMPTS}, result success or answer) per domain, from every client that exports metrics. Question: where does the real traffic go?",
         [target(
-            f'sum by (failover_pool, server_address) (rate(failover_attempts_total{{{POOL}, {DOMAIN}, failover_attempt_result=~"success|answer"}}[$__rate_interval]))',
-            "{{failover_pool}}: {{server_address}}",
+            f'sum by ({POOL_L}, {HOST_L}) (rate({ATTEMPTS}{{{POOL}, {DOMAIN}, {RESULT_L}=~"{"|".join(semconv.ANSWERED_RESULTS)}"}}[$__rate_interval]))',
+            f"{show(POOL_L)}: {show(HOST_L)}",
         )],
         w=12, h=8, unit="percentunit", stack="percent",
     )
@@ -502,11 +552,11 @@ def _traffic_panels() -> Iterator[Json]:
         "Failover switches per pool, from one domain to another, with the reason. Question: when did traffic move, and why?",
         [target(
             or_zero(
-                f"sum by (failover_pool, failover_from, failover_to, failover_reason) (increase(failover_switches_total{{{POOL}}}[$__rate_interval]))",
-                "failover_pool",
-                f"failover_requests_total{{{POOL}}}",
+                f"sum by ({POOL_L}, {FROM_L}, {TO_L}, {REASON_L}) (increase({SWITCHES}{{{POOL}}}[$__rate_interval]))",
+                POOL_L,
+                f"{REQUESTS}{{{POOL}}}",
             ),
-            "{{failover_pool}}: {{failover_from}} → {{failover_to}} ({{failover_reason}})",
+            f"{show(POOL_L)}: {show(FROM_L)} → {show(TO_L)} ({show(REASON_L)})",
         )],
         w=12, h=8, bars=True,
     )
@@ -514,8 +564,8 @@ def _traffic_panels() -> Iterator[Json]:
         "Attempts per logical request",
         "Attempts divided by logical requests per pool: 1 means every request succeeded on its first try. The FailoverRetriesFrequent alert fires above 1.5.",
         [target(
-            f"sum by (failover_pool) (rate(failover_attempts_total{{{POOL}}}[$__rate_interval])) / sum by (failover_pool) (rate(failover_requests_total{{{POOL}}}[$__rate_interval]))",
-            "{{failover_pool}}",
+            f"sum by ({POOL_L}) (rate({ATTEMPTS}{{{POOL}}}[$__rate_interval])) / sum by ({POOL_L}) (rate({REQUESTS}{{{POOL}}}[$__rate_interval]))",
+            show(POOL_L),
         )],
         w=12, h=8, minimum=1,
         threshold_style="line",
@@ -523,14 +573,14 @@ def _traffic_panels() -> Iterator[Json]:
     )
     yield timeseries(
         "Failed attempts by error type",
-        "Rate of failed attempts per error.type (dns_error, connect_timeout, server_certificate_invalid, 503, ...). Question: what kind of failure is it?",
+        f"Rate of failed attempts per {semconv.ERROR_TYPE} (dns_error, connect_timeout, server_certificate_invalid, 503, ...). Question: what kind of failure is it?",
         [target(
             or_zero(
-                f'sum by (failover_pool, error_type) (rate(failover_attempts_total{{{POOL}, {DOMAIN}, failover_attempt_result="failure"}}[$__rate_interval]))',
-                "failover_pool",
-                f"rate(failover_attempts_total{{{POOL}, {DOMAIN}}}[$__rate_interval])",
+                f'sum by ({POOL_L}, {ERROR_L}) (rate({ATTEMPTS}{{{POOL}, {DOMAIN}, {RESULT_L}="{semconv.RESULT_FAILURE}"}}[$__rate_interval]))',
+                POOL_L,
+                f"rate({ATTEMPTS}{{{POOL}, {DOMAIN}}}[$__rate_interval])",
             ),
-            "{{failover_pool}}: {{error_type}}",
+            f"{show(POOL_L)}: {show(ERROR_L)}",
         )],
         w=12, h=8, unit="reqps", bars=True, stack="normal",
     )
@@ -538,12 +588,12 @@ def _traffic_panels() -> Iterator[Json]:
 
 def _latency_panels() -> Iterator[Json]:
     yield row("Latency: per attempt and per probe phase")
-    bucket = f"http_client_request_duration_seconds_bucket{{{POOL}, {DOMAIN}}}"
+    bucket = f"{ATTEMPT_DURATION}_bucket{{{POOL}, {DOMAIN}}}"
     yield timeseries(
         "Attempt latency percentiles",
-        "p50, p95 and p99 of every HTTP attempt (http_client_request_duration_seconds, OpenTelemetry semantic conventions), per pool.",
+        f"p50, p95 and p99 of every HTTP attempt ({ATTEMPT_DURATION}, OpenTelemetry semantic conventions), per pool.",
         [
-            target(f"histogram_quantile({q}, sum by (le, failover_pool) (rate({bucket}[$__rate_interval])))", f"p{int(q * 100)} {{{{failover_pool}}}}")
+            target(f"histogram_quantile({q}, sum by (le, {POOL_L}) (rate({bucket}[$__rate_interval])))", f"p{int(q * 100)} {show(POOL_L)}")
             for q in (0.5, 0.95, 0.99)
         ],
         w=12, h=8, unit="s",
@@ -551,22 +601,22 @@ def _latency_panels() -> Iterator[Json]:
     yield timeseries(
         "Attempt latency p95 per domain",
         "95th percentile attempt duration per domain. Question: is one domain slow even when it answers?",
-        [target(f"histogram_quantile(0.95, sum by (le, server_address) (rate({bucket}[$__rate_interval])))", "{{server_address}}")],
+        [target(f"histogram_quantile(0.95, sum by (le, {HOST_L}) (rate({bucket}[$__rate_interval])))", show(HOST_L))],
         w=12, h=8, unit="s",
     )
-    probe = f"failover_probe_duration_seconds_bucket{{{AGENT}"
+    probe = f"{PROBE_DURATION}_bucket{{{AGENT}"
     yield timeseries(
         "Probe latency p95 per phase",
-        "95th percentile of the pinned probes per phase (dns, connect, tls, ttfb, transfer), like blackbox_exporter. Question: where does the time go?",
-        [target(f'histogram_quantile(0.95, sum by (le, phase) (rate({probe}, phase!="total"}}[$__rate_interval])))', "{{phase}}")],
+        f"95th percentile of the pinned probes per phase ({', '.join(PHASES)}), like blackbox_exporter. Question: where does the time go?",
+        [target(f'histogram_quantile(0.95, sum by (le, {PHASE_L}) (rate({probe}, {PHASE_L}!="{semconv.PHASE_TOTAL}"}}[$__rate_interval])))', show(PHASE_L))],
         w=12, h=8, unit="s",
     )
     yield timeseries(
         "Probe total time p95 per domain",
         "95th percentile of the whole pinned probe per domain and location.",
         [target(
-            f'histogram_quantile(0.95, sum by (le, server_address, probe_location) (rate({probe}, phase="total"}}[$__rate_interval])))',
-            "{{server_address}} @ {{probe_location}}",
+            f'histogram_quantile(0.95, sum by (le, {HOST_L}, {LOCATION_L}) (rate({probe}, {PHASE_L}="{semconv.PHASE_TOTAL}"}}[$__rate_interval])))',
+            f"{show(HOST_L)} @ {show(LOCATION_L)}",
         )],
         w=12, h=8, unit="s",
     )
@@ -577,7 +627,7 @@ def _breaker_panels() -> Iterator[Json]:
     yield state_timeline(
         "Breaker state",
         "Circuit breaker of every domain as the clients see it: closed, half-open (one probe allowed) or open (domain skipped without a network call).",
-        [target(f"max by (failover_pool, server_address) (failover_breaker_state{{{POOL}, {DOMAIN}}})", "{{failover_pool}}: {{server_address}}")],
+        [target(f"max by ({POOL_L}, {HOST_L}) ({BREAKER_STATE}{{{POOL}, {DOMAIN}}})", f"{show(POOL_L)}: {show(HOST_L)}")],
         w=24, h=7,
         mappings=value_map((0, "closed", GREEN), (1, "half-open", YELLOW), (2, "open", RED)),
         steps=thresholds(GREEN, (1, YELLOW), (2, RED)),
@@ -587,11 +637,11 @@ def _breaker_panels() -> Iterator[Json]:
         "Breaker transitions per domain (from → to). Many in a short window is flapping: the FailoverBreakerFlapping alert.",
         [target(
             or_zero(
-                f"sum by (failover_pool, server_address, failover_breaker_from, failover_breaker_to) (increase(failover_breaker_transitions_total{{{POOL}, {DOMAIN}}}[$__rate_interval]))",
-                "failover_pool",
-                f"failover_breaker_state{{{POOL}, {DOMAIN}}}",
+                f"sum by ({POOL_L}, {HOST_L}, {BREAKER_FROM_L}, {BREAKER_TO_L}) (increase({BREAKER_TRANSITIONS}{{{POOL}, {DOMAIN}}}[$__rate_interval]))",
+                POOL_L,
+                f"{BREAKER_STATE}{{{POOL}, {DOMAIN}}}",
             ),
-            "{{server_address}}: {{failover_breaker_from}} → {{failover_breaker_to}}",
+            f"{show(HOST_L)}: {show(BREAKER_FROM_L)} → {show(BREAKER_TO_L)}",
         )],
         w=12, h=8, bars=True,
     )
@@ -600,11 +650,11 @@ def _breaker_panels() -> Iterator[Json]:
         "Retries refused by the retry budget (token bucket) per pool. Non-zero means the client stopped retrying to protect the servers from a retry storm.",
         [target(
             or_zero(
-                f"sum by (failover_pool) (increase(failover_retry_budget_rejections_total{{{POOL}}}[$__rate_interval]))",
-                "failover_pool",
-                f"failover_requests_total{{{POOL}}}",
+                f"sum by ({POOL_L}) (increase({BUDGET_REJECTIONS}{{{POOL}}}[$__rate_interval]))",
+                POOL_L,
+                f"{REQUESTS}{{{POOL}}}",
             ),
-            "{{failover_pool}}",
+            show(POOL_L),
         )],
         w=12, h=8, bars=True,
     )
@@ -621,8 +671,8 @@ def failover_overview() -> Json:
         [
             datasource_variable(),
             pool_variable(),
-            domain_variable("failover_probe_success|failover_attempts_total"),
-            location_variable("failover_probe_success|failover_pool_available"),
+            domain_variable(f"{PROBE_SUCCESS}|{ATTEMPTS}"),
+            location_variable(f"{PROBE_SUCCESS}|{POOL_AVAILABLE}"),
             slo_variable(),
         ],
         [link_to(READINESS_UID, "Backup readiness")],
@@ -635,18 +685,18 @@ def failover_overview() -> Json:
 
 def _certificate_panels() -> Iterator[Json]:
     yield row("Certificates")
-    expiry = f"min by (server_address, tls_cert) (failover_tls_cert_expiry_seconds{{{AGENT}}}) / 86400"
+    expiry = f"min by ({HOST_L}, {CERT_L}) ({CERT_EXPIRY}{{{AGENT}}}) / 86400"
     yield bargauge(
         "Certificate days left",
         "Days until the leaf certificate and the earliest-expiring certificate of the chain expire, per domain. "
         "The FailoverCertificateExpiringSoon alert fires under 14 days (the agent's default cert_warning_days).",
-        [target(expiry, "{{server_address}} ({{tls_cert}})", instant=True)],
+        [target(expiry, f"{show(HOST_L)} ({show(CERT_L)})", instant=True)],
         w=10, h=8, unit="d", steps=thresholds(RED, (7, ORANGE), (14, YELLOW), (30, GREEN)),
     )
     yield timeseries(
         "Certificate days left over time",
         "The same per day: a renewal shows as a jump up; a line heading for 0 is a renewal that did not happen.",
-        [target(expiry, "{{server_address}} ({{tls_cert}})")],
+        [target(expiry, f"{show(HOST_L)} ({show(CERT_L)})")],
         w=14, h=8, unit="d",
         threshold_style="line",
         steps=thresholds(RED, (7, ORANGE), (14, GREEN)),
@@ -660,27 +710,27 @@ def _readiness_panels() -> Iterator[Json]:
         "Backups not ready",
         "Per pool, the number of domains failing at least one readiness check (cert, cors or health) right now.",
         [target(
-            f"sum by (failover_pool) (1 - min by (failover_pool, server_address) (failover_readiness_ready{{{AGENT}}}))",
-            "{{failover_pool}}", instant=True,
+            f"sum by ({POOL_L}) (1 - min by ({POOL_L}, {HOST_L}) ({READY}{{{AGENT}}}))",
+            show(POOL_L), instant=True,
         )],
         w=6, h=8, steps=thresholds(GREEN, (1, RED)),
     )
     yield state_timeline(
         "Readiness per check",
         "Every readiness check of every backup: cert (valid for longer than the warning days), cors (same preflight answer as the primary), health (same health answer as the primary).",
-        [target(f"min by (server_address, check) (failover_readiness_ready{{{AGENT}}})", "{{server_address}} {{check}}")],
+        [target(f"min by ({HOST_L}, {CHECK_L}) ({READY}{{{AGENT}}})", f"{show(HOST_L)} {show(CHECK_L)}")],
         w=18, h=8, mappings=ready, steps=thresholds(RED, (1, GREEN)),
     )
     yield state_timeline(
         "CORS parity with the primary",
         "Whether each backup answers the CORS preflight for every configured origin exactly like the primary. Question: would browsers break after a failover?",
-        [target(f'min by (server_address, probe_location) (failover_readiness_ready{{{AGENT}, check="cors"}})', "{{server_address}} @ {{probe_location}}")],
+        [target(f'min by ({HOST_L}, {LOCATION_L}) ({READY}{{{AGENT}, {CHECK_L}="{semconv.CHECK_CORS}"}})', f"{show(HOST_L)} @ {show(LOCATION_L)}")],
         w=12, h=7, mappings=ready, steps=thresholds(RED, (1, GREEN)),
     )
     yield state_timeline(
         "Health parity with the primary",
         "Whether each backup's health endpoint gives the same status and configured JSON field as the primary. Question: is the backup running the same thing?",
-        [target(f'min by (server_address, probe_location) (failover_readiness_ready{{{AGENT}, check="health"}})', "{{server_address}} @ {{probe_location}}")],
+        [target(f'min by ({HOST_L}, {LOCATION_L}) ({READY}{{{AGENT}, {CHECK_L}="{semconv.CHECK_HEALTH}"}})', f"{show(HOST_L)} @ {show(LOCATION_L)}")],
         w=12, h=7, mappings=ready, steps=thresholds(RED, (1, GREEN)),
     )
 
@@ -690,19 +740,19 @@ def _control_panels() -> Iterator[Json]:
     yield stat(
         "Control document version",
         "Version of the signed control document the agent serves at /control.json (clients only accept increasing versions).",
-        [target(f"max by (failover_pool) (failover_control_version{{{POOL}, {LOCATION}}})", "{{failover_pool}}", instant=True)],
+        [target(f"max by ({POOL_L}) ({CONTROL_VERSION}{{{POOL}, {LOCATION}}})", show(POOL_L), instant=True)],
         w=6, h=7, unit="none", decimals=0, steps=thresholds(BLUE),
     )
     yield stat(
         "Control document age",
         "Time since the current control document was issued. Question: is the agent still publishing? An old document eventually expires and clients ignore it.",
-        [target(f"time() - max by (failover_pool) (failover_control_issued_timestamp_seconds{{{POOL}, {LOCATION}}})", "{{failover_pool}}", instant=True)],
+        [target(f"time() - max by ({POOL_L}) ({CONTROL_ISSUED}{{{POOL}, {LOCATION}}})", show(POOL_L), instant=True)],
         w=6, h=7, unit="s", steps=thresholds(GREEN, (300, ORANGE), (3600, RED)),
     )
     yield state_timeline(
         "Domains disabled by the control document",
         "Which domains the control document tells clients to skip (dead from the agent's location, or disabled by the operator's override file).",
-        [target(f"max by (failover_pool, server_address) (failover_control_domain_disabled{{{AGENT}}})", "{{failover_pool}}: {{server_address}}")],
+        [target(f"max by ({POOL_L}, {HOST_L}) ({CONTROL_DISABLED}{{{AGENT}}})", f"{show(POOL_L)}: {show(HOST_L)}")],
         w=12, h=7,
         mappings=value_map((0, "enabled", GREEN), (1, "disabled", RED)),
         steps=thresholds(GREEN, (1, RED)),
@@ -719,8 +769,8 @@ def backup_readiness() -> Json:
         [
             datasource_variable(),
             pool_variable(),
-            domain_variable("failover_readiness_ready|failover_tls_cert_expiry_seconds"),
-            location_variable("failover_readiness_ready|failover_tls_cert_expiry_seconds"),
+            domain_variable(f"{READY}|{CERT_EXPIRY}"),
+            location_variable(f"{READY}|{CERT_EXPIRY}"),
         ],
         [link_to(OVERVIEW_UID, "Failover overview")],
     )
