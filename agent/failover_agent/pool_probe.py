@@ -1,0 +1,92 @@
+"""The pool probe: one request through the real failover client, as a user would send it."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+
+import httpx
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import TracerProvider
+
+from pytest_failover import AsyncFailoverTransport, CircuitOpenError, FailoverError
+from pytest_failover._classify import error_type_of
+
+from .config import PoolConfig
+from .probes import ProbeResult, ProbeTransport, check_body
+
+__all__ = ["PoolProber"]
+
+
+class PoolProber:
+    """Owns one :class:`AsyncFailoverTransport` per pool; its breakers live across probes."""
+
+    def __init__(
+        self,
+        cfg: PoolConfig,
+        *,
+        region: str | None,
+        context: ssl.SSLContext,
+        tracer_provider: TracerProvider,
+        meter_provider: MeterProvider,
+    ) -> None:
+        self.cfg = cfg
+        self.pool = cfg.to_pool()
+        self.policy = cfg.policy.to_policy()
+        self.url = self.pool.order(region)[0].url + cfg.probe.path
+        self.transport = AsyncFailoverTransport(
+            [self.pool],
+            self.policy,
+            ProbeTransport(context),
+            region=region,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+        )
+        self.client = httpx.AsyncClient(transport=self.transport, trust_env=False)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def breakers(self) -> dict[str, str]:
+        """Breaker state per domain, from the transport."""
+        pool = self.transport.state().pools[self.pool.name]
+        return {d.domain: d.breaker for d in pool.domains}
+
+    async def probe(self) -> ProbeResult:
+        """One logical request through the failover client; never raises."""
+        start = time.perf_counter()
+        probe = self.cfg.probe
+        timeout = self.policy.deadline + probe.timeout
+        try:
+            async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
+                response = await self.client.request(probe.method, self.url, headers=probe.headers)
+        except CircuitOpenError as exc:
+            return ProbeResult(False, None, "circuit_open", time.perf_counter() - start,
+                               attempts=len(exc.attempts), detail=str(exc))
+        except FailoverError as exc:
+            last = exc.attempts[-1].error_type if exc.attempts else None
+            return ProbeResult(False, None, last or error_type_of(exc), time.perf_counter() - start,
+                               attempts=len(exc.attempts), detail=f"{exc.reason}: {exc}")
+        except TimeoutError:
+            return ProbeResult(False, None, "timeout", time.perf_counter() - start,
+                               detail=f"no answer within {timeout:g} s")
+        except httpx.HTTPError as exc:
+            return ProbeResult(False, None, error_type_of(exc), time.perf_counter() - start, detail=str(exc))
+        except Exception as exc:  # a probe never kills its job
+            cls = type(exc)
+            return ProbeResult(False, None, f"{cls.__module__}.{cls.__qualname__}",
+                               time.perf_counter() - start, detail=str(exc))
+        duration = time.perf_counter() - start
+        result = response.extensions.get("failover")
+        served_by = getattr(result, "domain", None)
+        attempts = len(getattr(result, "attempts", ()) or ())
+        status = response.status_code
+        if status not in probe.expected_status:
+            return ProbeResult(False, status, str(status), duration, served_by=served_by,
+                               attempts=attempts, detail=f"status {status}")
+        reason = check_body(response.content, probe.json_check)
+        if reason is not None:
+            return ProbeResult(False, status, "body_mismatch", duration, served_by=served_by,
+                               attempts=attempts, detail=reason)
+        return ProbeResult(True, status, None, duration, served_by=served_by, attempts=attempts)
