@@ -1,12 +1,12 @@
 # Two entry points for a fresh clone (only python3 and make needed):
 #   make demo   run the monitoring agent on its embedded demo
-#   make test   lint, type-check and run the whole test suite
+#   make test   lint, type-check, build the docs and run the whole test suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck docs pytest bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,10 +23,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir $(VENV)/site
+
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+test: lint typecheck docs pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)

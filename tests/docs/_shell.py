@@ -1,0 +1,194 @@
+"""What the shell blocks of the docs may say, checked against the project.
+
+A shell block is never run as a whole (``make demo`` runs forever, ``make test`` is this
+suite). Each command in it is checked instead:
+
+* ``make TARGET [VAR=...]``: the Makefile has the target and uses the variable;
+* ``failover-agent SUB [--opt ...]``: the subcommand exists and its ``--help`` lists every
+  option used; ``--help`` and ``check-config FILE`` are run for real, and must succeed;
+* ``python -m MODULE ...``: a project module whose ``--help`` lists every option and
+  positional word used; ``python SCRIPT ...``: the script exists and handles every option;
+* ``pip install``: every extra exists in pyproject.toml and every other package is one of
+  its dependencies;
+* other tools (``prometheus``, ``promtool``, ``docker``, ...): named in ``EXTERNAL``;
+  every repository path they are given exists.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the agent extra brings tomli there
+    import tomli as tomllib
+
+from ._markdown import ROOT
+
+__all__ = ["EXTERNAL", "check_shell", "commands"]
+
+BIN = Path(sys.executable).parent
+
+#: Programs from outside the project that the docs tell people to run.
+EXTERNAL = frozenset({"apt-get", "docker", "otelcol-contrib", "prometheus", "promtool"})
+
+_PATHLIKE = re.compile(r"^[\w.*-]+(/[\w.*-]+)+/?$")
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+
+
+def commands(source: str, *, console: bool = False) -> list[list[str]]:
+    """The commands of a shell block: continuations joined, comments and env prefixes dropped."""
+    text = source.replace("\\\n", " ")
+    lines = text.splitlines()
+    if console:
+        lines = [line[2:] for line in lines if line.startswith("$ ")]
+    out: list[list[str]] = []
+    for line in lines:
+        words = shlex.split(line, comments=True)
+        current: list[str] = []
+        for word in [*words, ";"]:
+            if word in _SEPARATORS:
+                while current and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", current[0]):
+                    current.pop(0)
+                if current:
+                    out.append(current)
+                current = []
+            else:
+                current.append(word)
+    return out
+
+
+def check_shell(source: str, *, cwd: Path, console: bool = False) -> list[str]:
+    """Every problem found in the block's commands (an empty list: the block is right)."""
+    found = commands(source, console=console)
+    if not found:
+        return ["the block has no command"]
+    problems: list[str] = []
+    for words in found:
+        problems += [f"{shlex.join(words)}: {p}" for p in _check(words, cwd)]
+    return problems
+
+
+def _check(words: list[str], cwd: Path) -> list[str]:
+    program = Path(words[0]).name if words[0].startswith(".venv/bin/") else words[0]
+    args = words[1:]
+    if program == "make":
+        return _check_make(args)
+    if program == "failover-agent":
+        return _check_agent(args, cwd)
+    if program in {"python", "python3"}:
+        return _check_python(args)
+    if program == "pip":
+        return _check_pip(args)
+    if program == "pytest":
+        return _paths_exist(args, cwd)
+    if program in EXTERNAL:
+        return _paths_exist(args, cwd)
+    return [f"unknown program {program!r}: teach tests/docs/_shell.py about it, or mark the block no-run"]
+
+
+def _check_make(args: list[str]) -> list[str]:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    problems = []
+    for arg in args:
+        name, eq, _ = arg.partition("=")
+        if eq:
+            if f"$({name})" not in makefile:
+                problems.append(f"the Makefile does not use {name}")
+        elif not re.search(rf"^{re.escape(arg)}:", makefile, re.M):
+            problems.append(f"the Makefile has no target {arg!r}")
+    return problems
+
+
+def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def _check_agent(args: list[str], cwd: Path) -> list[str]:
+    agent = str(BIN / "failover-agent")
+    if not args or args == ["--help"]:
+        result = _run([agent, "--help"], cwd)
+        return [] if result.returncode == 0 else [f"exit {result.returncode}: {result.stderr}"]
+    words = [a for a in args if not a.startswith("-")]
+    # Nested groups (``failover-agent control keygen``): take words while they are commands.
+    path: list[str] = []
+    for word in words:
+        probe = _run([agent, *path, word, "--help"], cwd)
+        if probe.returncode != 0:
+            break
+        path.append(word)
+        if "Commands:" not in probe.stdout:
+            break
+    if not path:
+        return [f"failover-agent has no command {(words or args)[0]!r}"]
+    helptext = _run([agent, *path, "--help"], cwd).stdout
+    problems = [
+        f"failover-agent {' '.join(path)} has no option {opt}"
+        for opt in (a.split("=", 1)[0] for a in args if a.startswith("--"))
+        if opt != "--help" and opt not in helptext
+    ]
+    if path == ["check-config"] and not problems:
+        result = _run([agent, *args], cwd)
+        if result.returncode != 0:
+            problems.append(f"exit {result.returncode}:\n{result.stdout}{result.stderr}")
+    return problems
+
+
+def _check_python(args: list[str]) -> list[str]:
+    if args[:1] == ["-m"] and len(args) > 1:
+        module, rest = args[1], args[2:]
+        if not (ROOT / module).is_dir() and not (ROOT / f"{module}.py").is_file():
+            return [f"{module} is not a module of the repository"]
+        result = _run([sys.executable, "-m", module, "--help"], ROOT)
+        if result.returncode != 0:
+            return [f"python -m {module} --help: exit {result.returncode}: {result.stderr}"]
+        # Options, and the bare names among the arguments (benchmark names), must be listed.
+        named = [w for w in rest if w.startswith("--") or re.fullmatch(r"[a-z_]+", w)]
+        return [f"python -m {module} --help does not mention {w!r}" for w in named if w not in result.stdout]
+    script = ROOT / args[0]
+    if not script.is_file():
+        return [f"no such script {args[0]}"]
+    text = script.read_text(encoding="utf-8")
+    return [f"{args[0]} does not handle {opt}" for opt in args[1:] if opt.startswith("-") and opt not in text]
+
+
+def _pyproject() -> dict[str, object]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _check_pip(args: list[str]) -> list[str]:
+    if args[:1] != ["install"]:
+        return ["only pip install is documented"]
+    project = _pyproject()["project"]
+    assert isinstance(project, dict)
+    extras: dict[str, list[str]] = project["optional-dependencies"]
+    requirements = [*project["dependencies"], *(r for reqs in extras.values() for r in reqs)]
+    known = {re.split(r"[\[<>=;~! ]", r, maxsplit=1)[0].lower() for r in requirements}
+    problems = []
+    for spec in args[1:]:
+        if spec.startswith("-"):
+            continue
+        name, _, rest = spec.partition("[")
+        if name in {project["name"], "."}:
+            for extra in filter(None, rest.rstrip("]").split(",")):
+                if extra.strip() not in extras:
+                    problems.append(f"pyproject.toml has no extra {extra.strip()!r}")
+        elif re.split(r"[<>=~!]", name, maxsplit=1)[0].lower() not in known:
+            problems.append(f"{name} is not a dependency in pyproject.toml")
+    return problems
+
+
+def _paths_exist(args: list[str], cwd: Path) -> list[str]:
+    problems = []
+    for arg in args:
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if "://" in value or value.startswith("/") or not _PATHLIKE.match(value):
+            continue
+        if not any(glob.glob(str(base / value)) for base in (ROOT, cwd)):
+            problems.append(f"no such file or directory {value}")
+    return problems

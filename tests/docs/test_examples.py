@@ -1,0 +1,203 @@
+"""Every code block of README.md and docs/*.md is run or checked, by its language.
+
+* ``python``: a block with ``test_`` functions is a test file, run by pytest in a new
+  process with the plugin (``--failover-block-unknown-hosts``); any other block is a
+  script, run in a new process with the docs' example hosts as fake domains
+  (``_bootstrap.py``);
+* ``sh`` / ``bash`` / ``console``: every command is checked against the project, and the
+  safe ones are run (``_shell.py``);
+* ``toml``: parsed; an agent configuration is loaded by the agent's config loader, an
+  override file by the control writer's;
+* ``json`` / ``yaml``: parsed;
+* ``text``: a class tree (``└──``), whose every name must exist and subclass its parent.
+
+A block marked ``<!-- no-run: reason -->`` is only listed (``test_no_run_blocks_are_few``
+and the end of the run's summary); see ``_markdown.py`` for the directives.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import json
+import re
+import secrets
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the agent extra brings tomli there
+    import tomli as tomllib
+
+import pytest
+import yaml
+
+from ._markdown import ROOT, Block, blocks, pages
+from ._shell import check_shell
+
+#: At most this many blocks may be left unrun.
+NO_RUN_BUDGET = 3
+
+ALL = [block for page in pages() for block in blocks(page)]
+RUN = [block for block in ALL if block.no_run is None]
+NO_RUN = [block for block in ALL if block.no_run is not None]
+
+
+def _agent_module(name: str) -> Any:
+    """The agent's module ``name``, wherever the agent's package lives now."""
+    for package in ("failover_agent", "agent"):
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"no agent package has a module {name!r}")
+
+
+@pytest.fixture
+def page_dir(tmp_path: Path, block: Block) -> Path:
+    """A working directory holding the page's ``file:`` blocks and a control signing key."""
+    for other in blocks(block.page):
+        if other.file is not None:
+            (tmp_path / other.file).write_text(other.source, encoding="utf-8")
+    # agent.md says to make this key before the agent starts; its content is not shown.
+    key = tmp_path / "control.key"
+    if not key.exists():
+        key.write_text(secrets.token_hex(32), encoding="utf-8")
+        key.chmod(0o600)
+    return tmp_path
+
+
+def _run_python(block: Block, cwd: Path) -> None:
+    tree = ast.parse(block.source)
+    is_test_file = any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_")
+        for node in tree.body
+    )
+    if is_test_file:
+        _run_test_file(block, cwd)
+        return
+    script = cwd / f"block_{block.line}.py"
+    script.write_text(block.padded(), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("_bootstrap.py")), str(block.page), str(script)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, f"{block.where} failed:\n{result.stdout}{result.stderr}"
+
+
+def _run_test_file(block: Block, cwd: Path) -> None:
+    name = f"test_{block.page.stem.lower().replace('-', '_')}_{block.line}.py"
+    (cwd / name).write_text(block.padded(), encoding="utf-8")
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", name, "-p", "no:cacheprovider", "-p", "no:randomly",
+            "--failover-block-unknown-hosts", "--junitxml=report.xml", "-q",
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    output = f"{block.where} as a test file:\n{result.stdout}{result.stderr}"
+    assert result.returncode == 0, output
+    root = ET.parse(cwd / "report.xml").getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    assert suite is not None, output
+    counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
+    assert counts["tests"] > 0, f"no test ran: {output}"
+    assert counts["failures"] == counts["errors"] == counts["skipped"] == 0, f"{counts}\n{output}"
+
+
+def _check_toml(block: Block, cwd: Path) -> None:
+    data = tomllib.loads(block.source)
+    path = cwd / (block.file or "block.toml")
+    path.write_text(block.source, encoding="utf-8")
+    pools = data.get("pools")
+    if isinstance(pools, list):
+        _agent_module("config").load_config(path)  # raises ConfigError listing every error
+    elif isinstance(pools, dict):
+        _agent_module("control_writer").load_override(path)
+    else:
+        pytest.fail(f"{block.where}: a TOML block that is neither an agent config nor an override file")
+
+
+def _resolve(name: str) -> Any:
+    if "." in name:
+        module, _, attr = name.rpartition(".")
+        return getattr(importlib.import_module(module), attr)
+    return getattr(importlib.import_module("pytest_failover"), name, None) or getattr(builtins, name)
+
+
+def _check_text(block: Block, cwd: Path) -> None:
+    """A text block is a class tree: each name subclasses the nearest less indented name."""
+    stack: list[tuple[int, type]] = []
+    lines = [line for line in block.source.splitlines() if line.strip()]
+    assert any("──" in line for line in lines), f"{block.where}: a text block that is not a class tree"
+    for line in lines:
+        match = re.search(r"[A-Za-z_][\w.]*", line)
+        assert match is not None, line
+        depth, cls = match.start(), _resolve(match.group())
+        assert isinstance(cls, type), f"{block.where}: {match.group()} is not a class"
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        if stack:
+            parent = stack[-1][1]
+            assert issubclass(cls, parent), f"{block.where}: {cls.__name__} is not a {parent.__name__}"
+        stack.append((depth, cls))
+
+
+def _check_shell(block: Block, cwd: Path) -> None:
+    problems = check_shell(block.source, cwd=cwd, console=block.lang == "console")
+    assert not problems, f"{block.where}:\n" + "\n".join(problems)
+
+
+CHECKS: dict[str, Callable[[Block, Path], None]] = {
+    "python": _run_python,
+    "py": _run_python,
+    "sh": _check_shell,
+    "bash": _check_shell,
+    "shell": _check_shell,
+    "console": _check_shell,
+    "toml": _check_toml,
+    "json": lambda block, cwd: json.loads(block.source),
+    "yaml": lambda block, cwd: yaml.safe_load(block.source),
+    "yml": lambda block, cwd: yaml.safe_load(block.source),
+    "text": _check_text,
+}
+
+
+@pytest.mark.parametrize("block", RUN, ids=[b.where for b in RUN])
+def test_code_block(block: Block, page_dir: Path) -> None:
+    """The block runs (or, for shell and data, checks out) as the page presents it."""
+    check = CHECKS.get(block.lang)
+    assert check is not None, (
+        f"{block.where}: a block in {block.lang or 'no language'!r}: give it one of "
+        f"{', '.join(sorted(CHECKS))}, or mark it <!-- no-run: reason -->"
+    )
+    check(block, page_dir)
+
+
+def test_no_run_blocks_are_few() -> None:
+    """Blocks left unrun each say why, and there are at most NO_RUN_BUDGET of them."""
+    listing = "\n".join(f"  {b.where} ({b.lang}): {b.no_run}" for b in NO_RUN)
+    assert all(b.no_run for b in NO_RUN), f"a no-run marker without a reason:\n{listing}"
+    assert len(NO_RUN) <= NO_RUN_BUDGET, f"{len(NO_RUN)} blocks not run (budget {NO_RUN_BUDGET}):\n{listing}"
+
+
+def test_every_page_is_scanned() -> None:
+    """The runner sees the README and every page of the MkDocs nav."""
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    in_nav = set(re.findall(r"([\w-]+\.md)", nav))
+    assert in_nav <= {page.name for page in pages()}
+    assert ALL, "no code block found"
