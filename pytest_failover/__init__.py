@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._control import ControlDocument, ControlError, ControlPoller
+    from ._classify import error_type_of
     from ._core import AttemptRecord
     from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
     from ._policy import ExponentialBackoff, Policy, RetryBudget, ScheduleTable, Step
@@ -43,6 +44,7 @@ __all__ = [
     "ScheduleTable",
     "Step",
     "TransportState",
+    "error_type_of",
 ]
 
 __version__ = "0.1.0"
@@ -51,6 +53,7 @@ _WHERE = {
     "ControlDocument": "._control",
     "ControlError": "._control",
     "ControlPoller": "._control",
+    "error_type_of": "._classify",
     "AttemptRecord": "._core",
     "AllDomainsFailed": "._exceptions",
     "CircuitOpenError": "._exceptions",
