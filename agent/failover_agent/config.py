@@ -23,14 +23,15 @@ from pydantic import (
     model_validator,
 )
 
-from pytest_failover._policy import (
+from pytest_failover import (
+    Domain,
     ExponentialBackoff,
     Policy,
+    Pool,
     RetryBudget,
     ScheduleTable,
     Step,
 )
-from pytest_failover._pool import Domain, Pool
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -179,26 +180,39 @@ class ReadinessConfig(_Model):
         return self
 
 
+# The policy's sections carry the library's names, types and nothing else: an unset key keeps
+# the library's default and every range is checked by the library itself (its message is
+# reported at ``pools[N].policy``), so the agent repeats none of its rules.
+
+
 class BackoffConfig(_Model):
-    base: Seconds = 0.2
-    cap: Seconds = 10.0
-    max_attempts: int = Field(default=3, ge=1)
+    """:class:`~pytest_failover.ExponentialBackoff`'s fields."""
+
+    base: float | None = None
+    cap: float | None = None
+    max_attempts: int | None = None
 
 
 class StepConfig(_Model):
-    at: float = Field(ge=0)
-    domain: int = Field(ge=0)
+    """One :class:`~pytest_failover.Step`."""
+
+    at: float
+    domain: int
 
 
 class ScheduleTableConfig(_Model):
-    steps: list[StepConfig] = Field(min_length=1)
-    jitter: float = Field(default=0.0, ge=0, lt=1)
+    """A :class:`~pytest_failover.ScheduleTable`."""
+
+    steps: list[StepConfig]
+    jitter: float | None = None
 
 
 class RetryBudgetConfig(_Model):
+    """A :class:`~pytest_failover.RetryBudget`, or none with ``enabled = false``."""
+
     enabled: bool = True
-    max_tokens: float = Field(default=10.0, gt=0, le=1000)
-    token_ratio: float = Field(default=0.1, gt=0)
+    max_tokens: float | None = None
+    token_ratio: float | None = None
 
 
 class PolicyConfig(_Model):
@@ -207,12 +221,12 @@ class PolicyConfig(_Model):
     preset: Literal["default", "agora"] = "default"
     backoff: BackoffConfig | None = None
     schedule_table: ScheduleTableConfig | None = None
-    attempt_timeout: Seconds | None = None
-    deadline: Seconds | None = None
+    attempt_timeout: float | None = None
+    deadline: float | None = None
     retry_statuses: list[int] | None = None
-    retry_after_cap: float | None = Field(default=None, ge=0)
-    breaker_threshold: int | None = Field(default=None, ge=1)
-    breaker_cooldown: Seconds | None = None
+    retry_after_cap: float | None = None
+    breaker_threshold: int | None = None
+    breaker_cooldown: float | None = None
     retry_budget: RetryBudgetConfig | None = None
     sticky: bool | None = None
 
@@ -225,26 +239,23 @@ class PolicyConfig(_Model):
 
     def to_policy(self) -> Policy:
         """Build the library's Policy (raises ValueError with the library's message)."""
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = self.model_dump(
+            include={"attempt_timeout", "deadline", "retry_after_cap", "breaker_threshold",
+                     "breaker_cooldown", "sticky"},
+            exclude_none=True,
+        )
         if self.backoff is not None:
-            values["schedule"] = ExponentialBackoff(**self.backoff.model_dump())
+            values["schedule"] = ExponentialBackoff(**self.backoff.model_dump(exclude_none=True))
         if self.schedule_table is not None:
-            values["schedule"] = ScheduleTable(
-                [Step(s.at, s.domain) for s in self.schedule_table.steps],
-                jitter=self.schedule_table.jitter,
-            )
-        for key in ("attempt_timeout", "deadline", "retry_after_cap", "breaker_threshold",
-                    "breaker_cooldown", "sticky"):
-            value = getattr(self, key)
-            if value is not None:
-                values[key] = value
+            table = self.schedule_table.model_dump(include={"jitter"}, exclude_none=True)
+            values["schedule"] = ScheduleTable([Step(s.at, s.domain) for s in self.schedule_table.steps], **table)
         if self.retry_statuses is not None:
             values["retry_statuses"] = frozenset(self.retry_statuses)
-        if self.retry_budget is not None:
+        budget = self.retry_budget
+        if budget is not None:
             values["retry_budget"] = (
-                RetryBudget(max_tokens=self.retry_budget.max_tokens,
-                            token_ratio=self.retry_budget.token_ratio)
-                if self.retry_budget.enabled else None
+                RetryBudget(**budget.model_dump(include={"max_tokens", "token_ratio"}, exclude_none=True))
+                if budget.enabled else None
             )
         if self.preset == "agora":
             return Policy.agora(**values)

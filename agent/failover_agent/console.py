@@ -49,6 +49,11 @@ class LiveReporter(Reporter):
         self._live = Live(console=self._console, auto_refresh=False, transient=False)
         self._last = 0.0
 
+    @property
+    def console(self) -> Any:
+        """The rich ``Console`` the table and the events are printed on (log records too)."""
+        return self._console
+
     def start(self) -> None:
         self._live.start()
 

@@ -26,15 +26,20 @@ import os
 import secrets
 import socket
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .config import AgentConfig, parse_config
-from .console import Reporter, make_reporter
+from .console import LiveReporter, Reporter, make_reporter
+
+if TYPE_CHECKING:
+    from pytest_failover.simulator import FakeDomains, RecordedRequest, ResponseSpec
+
+    from .runner import Agent
 
 __all__ = ["TIMELINE", "demo_config", "run_demo"]
 
@@ -55,7 +60,7 @@ TIMELINE: tuple[tuple[float, str, str], ...] = (
 )
 
 
-def _handler(request: Any) -> Any:
+def _handler(request: RecordedRequest) -> ResponseSpec:
     from pytest_failover.simulator import Response
 
     if request.method == "OPTIONS":
@@ -137,11 +142,11 @@ def _free(listen: str) -> str:
     return f"{host}:{free}"
 
 
-async def _timeline(fd: Any, reporter: Reporter) -> None:
+async def _timeline(fd: FakeDomains, reporter: Reporter) -> None:
     from pytest_failover import faults
 
     now = datetime.datetime.now(datetime.timezone.utc)
-    actions = {
+    actions: dict[str, Callable[[], object]] = {
         "heal": lambda: fd.heal(),
         "dns_down": lambda: fd.fail(PRIMARY, faults.dns_nxdomain()),
         "dns_up": lambda: fd.heal(PRIMARY),
@@ -161,7 +166,7 @@ async def _timeline(fd: Any, reporter: Reporter) -> None:
                 now = datetime.datetime.now(datetime.timezone.utc)
             actions[action]()
             reporter.event(f"[bold magenta]TIMELINE +{at:.0f}s[/bold magenta]: {text}"
-                           if reporter.__class__.__name__ == "LiveReporter" else f"TIMELINE +{at:.0f}s: {text}")
+                           if isinstance(reporter, LiveReporter) else f"TIMELINE +{at:.0f}s: {text}")
         cycle += 1
 
 
@@ -169,11 +174,12 @@ def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str
     """Start the fake domains and the agent; return the exit code."""
     from pytest_failover.simulator import FakeDomains
 
-    from .cli import _setup_logging, serve
+    from .logs import setup_logging
+    from .service import serve
     from .telemetry import Telemetry
 
     reporter = make_reporter(force_plain=plain)
-    _setup_logging(log_level, reporter)
+    setup_logging(log_level, reporter)
     listen = _free(listen)
     with tempfile.TemporaryDirectory(prefix="failover-demo-") as tmp, FakeDomains() as fd:
         for host in (PRIMARY, BACKUP, REGIONAL):
@@ -185,7 +191,8 @@ def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str
         telemetry = Telemetry(location=config.location, span_exporters=[_SpanPrinter(reporter)])
         timeline: list[asyncio.Task[None]] = []
 
-        async def started(agent: Any) -> None:
+        async def started(agent: Agent) -> None:
+            assert agent.address is not None  # the demo always listens
             host, port = agent.address
             base = f"http://{host}:{port}"
             reporter.event(

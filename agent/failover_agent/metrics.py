@@ -29,7 +29,7 @@ from pytest_failover.semconv import (
     UNIT_SECONDS,
 )
 
-from .probes import PHASES, ProbeResult
+from .checks.result import PHASES, ProbeResult
 from .state import AgentState, DomainStatus
 
 __all__ = ["METRIC_NAMES", "AgentMetrics"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from pytest_failover._pool import Domain
+from pytest_failover import Domain
 from pytest_failover.semconv import (
     AGENT_JOB,
     FAILOVER_DOMAIN,
@@ -22,12 +22,14 @@ from pytest_failover.semconv import (
     SERVER_ADDRESS,
 )
 
+from .checks.domain import DomainProber
+from .checks.pool import PoolProber
+from .checks.readiness import ReadinessResult, check_readiness
 from .config import AgentConfig, PoolConfig, ProbeConfig
 from .control_writer import ControlWriter
-from .pool_probe import PoolProber
-from .probes import DomainProber, ReadinessResult, check_readiness, ssl_context
 from .schedule import Check, CheckGroup, group_by_interval
 from .state import AgentState, DomainStatus, PoolStatus
+from .wire import ssl_context
 
 if TYPE_CHECKING:
     from .runner import Agent

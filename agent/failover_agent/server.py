@@ -111,6 +111,5 @@ async def start_server(agent: Agent, listen: str) -> tuple[web.AppRunner, tuple[
     await runner.setup()
     site = web.TCPSite(runner, host, int(port), reuse_address=True)
     await site.start()
-    sockets = getattr(site._server, "sockets", None) or []
-    bound = sockets[0].getsockname()[:2] if sockets else (host, int(port))
+    bound = runner.addresses[0] if runner.addresses else (host, int(port))  # getsockname() of each socket
     return runner, (str(bound[0]), int(bound[1]))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .probes import ProbeResult, ReadinessResult
+from .checks.readiness import ReadinessResult
+from .checks.result import ProbeResult
 
 __all__ = ["AgentState", "ControlStatus", "DomainStatus", "PoolStatus"]
 

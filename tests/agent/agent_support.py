@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from failover_agent.config import AgentConfig, parse_config
 from failover_agent.runner import Agent
 from failover_agent.telemetry import Telemetry
+from prometheus_client.parser import text_string_to_metric_families
+
 from pytest_failover.simulator import FakeDomains, Response
 
 HMAC_KEY = b"agent-test-key-0123456789abcdef"

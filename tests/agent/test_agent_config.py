@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from failover_agent.config import ConfigError, load_config, parse_config
+
 from pytest_failover import ExponentialBackoff, Policy, ScheduleTable
 
 GOOD = """
@@ -172,7 +172,6 @@ def test_missing_files_and_bad_toml(tmp_path: Path) -> None:
 def test_check_config_cli_exit_codes(tmp_path: Path) -> None:
     """check-config prints each error with its path and exits 2; a good file exits 0."""
     from click.testing import CliRunner
-
     from failover_agent.cli import main
 
     bad = _write(tmp_path, '[[pools]]\nname = "a"\ndomains = ["ftp://x"]\n[pools.probe]\ninterval = 1\ntimeout = 2\n')

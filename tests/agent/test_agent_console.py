@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import io
 
+from failover_agent.checks.readiness import ReadinessResult
+from failover_agent.checks.result import ProbeResult
 from failover_agent.console import LiveReporter, LogReporter, make_reporter
-from failover_agent.probes import ProbeResult, ReadinessResult
 from failover_agent.state import AgentState, ControlStatus, DomainStatus, PoolStatus
 
 A, B = "https://api.example.com", "https://api2.example.com"

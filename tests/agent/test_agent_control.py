@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
+from failover_agent.checks.result import ProbeResult
 from failover_agent.config import ControlConfig, parse_config
 from failover_agent.control_writer import ControlWriter, Override, decide_disabled, load_override
-from failover_agent.probes import ProbeResult
 from failover_agent.state import AgentState, DomainStatus
+
 from pytest_failover import ControlDocument
 
 A, B, C = "https://a.example.com", "https://b.example.com", "https://c.example.com"

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from failover_agent.config import AgentConfig
 from failover_agent.metrics import METRIC_NAMES
+from pydantic import BaseModel
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "agent.md").read_text()
 

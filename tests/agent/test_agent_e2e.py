@@ -150,7 +150,8 @@ async def test_pinned_probe_reports_phases_and_error_types(
     fake_domains: FakeDomains, tmp_path: Path
 ) -> None:
     """A pinned HTTPS probe times dns, connect, tls, ttfb and total; failures carry an error.type."""
-    from failover_agent.probes import DomainProber, ssl_context
+    from failover_agent.checks.domain import DomainProber
+    from failover_agent.wire import ssl_context
 
     fd = fake_domains
     fd.add("api.example.com", cors_handler())

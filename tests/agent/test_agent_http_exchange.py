@@ -14,8 +14,8 @@ import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from failover_agent.checks.domain import DomainProber
 from failover_agent.config import ProbeConfig
-from failover_agent.probes import DomainProber
 
 Answer = Callable[[bytes], bytes | None]
 

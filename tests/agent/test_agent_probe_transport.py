@@ -1,4 +1,4 @@
-"""The pool probe's inner transport (failover_agent.probes.ProbeTransport) under the real
+"""The pool probe's inner transport (failover_agent.wire.ProbeTransport) under the real
 AsyncFailoverTransport, against the simulator's faults over real TLS.
 
 The failover client must see the same error types through it as through httpx's own
@@ -11,8 +11,8 @@ from __future__ import annotations
 import httpx
 import pytest
 from agent_support import fake_domains  # noqa: F401  # the fixture
+from failover_agent.wire import ProbeTransport, ssl_context
 
-from failover_agent.probes import ProbeTransport, ssl_context
 from pytest_failover import (
     AsyncFailoverTransport,
     FailoverError,

@@ -182,7 +182,7 @@ async def test_watch_file_calls_back_when_the_file_changes(tmp_path: Path) -> No
     import asyncio
     import os
 
-    from failover_agent.cli import watch_file
+    from failover_agent.service import watch_file
 
     path = tmp_path / "agent.toml"
     path.write_text("a")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from failover_agent.prometheus_text import PrometheusTextReader
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
@@ -16,8 +17,6 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-
-from failover_agent.prometheus_text import PrometheusTextReader
 
 Series = tuple[str, frozenset[tuple[str, str]]]
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 from agent_support import config, cors_handler, eventually, fake_domains, pick, running, scrape
 from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
-
+from failover_agent import wire
 from failover_agent.schedule import job_offset
+
 from pytest_failover import faults
 from pytest_failover.simulator import FakeDomains
 
@@ -108,19 +110,17 @@ async def test_overruns_are_counted_and_probing_continues(fake_domains: FakeDoma
 
 
 async def test_a_check_that_raises_is_a_failed_probe_not_a_dead_job(
-    fake_domains: FakeDomains, tmp_path: Path
+    fake_domains: FakeDomains, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unexpected exception inside a probe becomes error.type = its qualified name."""
     fd = fake_domains
     fd.add("api.example.com", cors_handler())
     cfg = config(fd, tmp_path, ["https://api.example.com"])
     async with running(cfg) as agent:
-        prober = agent._runtime.prober  # type: ignore[union-attr]
-
         async def boom(*args: object, **kwargs: object) -> None:
             raise RuntimeError("boom")
 
-        prober._exchange = boom  # type: ignore[method-assign]
+        monkeypatch.setattr(wire, "exchange", boom)
         status = agent.state.domains[("api", "https://api.example.com")]
         await eventually(lambda: status.last is not None and status.last.error_type == "builtins.RuntimeError")
         first = status.last.at  # type: ignore[union-attr]

@@ -1,20 +1,33 @@
-"""The pool probe: one request through the real failover client, as a user would send it."""
+"""The pool probe: one request through the real failover client, as a user would send it.
+
+The client is ``httpx.AsyncClient`` over the library's ``AsyncFailoverTransport`` with the
+pool's policy, so failover, breakers (which live across probes), the retry budget and the
+client's telemetry are the library's own. Under it, each attempt is one
+:class:`failover_agent.wire.ProbeTransport` exchange.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import ssl
-import time
+from time import perf_counter
 
 import httpx
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
-from pytest_failover import AsyncFailoverTransport, CircuitOpenError, FailoverError
-from pytest_failover._classify import error_type_of
+from pytest_failover import (
+    AsyncFailoverTransport,
+    CircuitOpenError,
+    FailoverError,
+    FailoverResult,
+    error_type_of,
+)
 
-from .config import PoolConfig
-from .probes import ProbeResult, ProbeTransport, check_body
+from ..config import PoolConfig
+from ..wire import ProbeTransport
+from .body import check_body
+from .result import ProbeResult
 
 __all__ = ["PoolProber"]
 
@@ -55,32 +68,29 @@ class PoolProber:
 
     async def probe(self) -> ProbeResult:
         """One logical request through the failover client; never raises."""
-        start = time.perf_counter()
+        start = perf_counter()
         probe = self.cfg.probe
         timeout = self.policy.deadline + probe.timeout
         try:
             async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
                 response = await self.client.request(probe.method, self.url, headers=probe.headers)
         except CircuitOpenError as exc:
-            return ProbeResult(False, None, "circuit_open", time.perf_counter() - start,
+            return ProbeResult(False, None, "circuit_open", perf_counter() - start,
                                attempts=len(exc.attempts), detail=str(exc))
         except FailoverError as exc:
             last = exc.attempts[-1].error_type if exc.attempts else None
-            return ProbeResult(False, None, last or error_type_of(exc), time.perf_counter() - start,
+            return ProbeResult(False, None, last or error_type_of(exc), perf_counter() - start,
                                attempts=len(exc.attempts), detail=f"{exc.reason}: {exc}")
         except TimeoutError:
-            return ProbeResult(False, None, "timeout", time.perf_counter() - start,
+            return ProbeResult(False, None, "timeout", perf_counter() - start,
                                detail=f"no answer within {timeout:g} s")
-        except httpx.HTTPError as exc:
-            return ProbeResult(False, None, error_type_of(exc), time.perf_counter() - start, detail=str(exc))
         except Exception as exc:  # a probe never kills its job
-            cls = type(exc)
-            return ProbeResult(False, None, f"{cls.__module__}.{cls.__qualname__}",
-                               time.perf_counter() - start, detail=str(exc))
-        duration = time.perf_counter() - start
+            return ProbeResult(False, None, error_type_of(exc), perf_counter() - start,
+                               detail=str(exc) or type(exc).__name__)
+        duration = perf_counter() - start
         result = response.extensions.get("failover")
-        served_by = getattr(result, "domain", None)
-        attempts = len(getattr(result, "attempts", ()) or ())
+        served_by = result.domain if isinstance(result, FailoverResult) else None
+        attempts = len(result.attempts) if isinstance(result, FailoverResult) else 0
         status = response.status_code
         if status not in probe.expected_status:
             return ProbeResult(False, status, str(status), duration, served_by=served_by,
