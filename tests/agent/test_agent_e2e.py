@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 from agent_support import (
     HMAC_KEY,
+    Sample,
     config,
     cors_handler,
     eventually,
@@ -44,7 +45,7 @@ async def test_dns_fault_shows_primary_down_pool_available_and_breaker_open(
         await eventually(lambda: (p := agent.state.pools["api"].last) is not None and p.served_by == PRIMARY)
         fd.fail("api.example.com", faults.dns_nxdomain())
 
-        async def degraded() -> dict | None:
+        async def degraded() -> dict[Sample, float] | None:
             s = await scrape(agent)
             ok = (
                 pick(s, "failover_probe_success", failover_domain=PRIMARY) == [0.0]
@@ -75,16 +76,18 @@ async def test_dns_fault_shows_primary_down_pool_available_and_breaker_open(
         # The client's metrics got the location too.
         assert pick(samples, "failover_attempts_total", probe_location="test-lab")
         # The pinned probe says why.
-        assert agent.state.domains[("api", PRIMARY)].last.error_type == "dns_error"
+        last = agent.state.domains[("api", PRIMARY)].last
+        assert last is not None and last.error_type == "dns_error"
 
         transitions = [
-            e.attributes for span in spans.get_finished_spans() for e in span.events
+            e.attributes or {} for span in spans.get_finished_spans() for e in span.events
             if e.name == "failover.breaker.transition"
         ]
         assert any(a["failover.domain"] == PRIMARY and a["failover.breaker.to"] == "open"
                    for a in transitions)
         assert any(span.name == "failover api" for span in spans.get_finished_spans())
 
+        assert agent.address is not None
         host, port = agent.address
         async with httpx.AsyncClient(trust_env=False) as client:
             raw = (await client.get(f"http://{host}:{port}/control.json")).content
@@ -97,7 +100,7 @@ async def test_dns_fault_shows_primary_down_pool_available_and_breaker_open(
         assert "api.example.com" in page.text and "down" in page.text
 
         fd.heal("api.example.com")
-        await eventually(lambda: agent.state.domains[("api", PRIMARY)].last.success)
+        await eventually(lambda: (r := agent.state.domains[("api", PRIMARY)].last) is not None and r.success)
 
 
 async def test_readiness_flags_expiring_certificate_and_cors_mismatch(
@@ -116,7 +119,7 @@ async def test_readiness_flags_expiring_certificate_and_cors_mismatch(
                             "cors_origins": ["https://app.example.com"], "cert_warning_days": 14.0,
                             "health_field": "status"})
     async with running(cfg) as agent:
-        def expected(s: dict) -> bool:
+        def expected(s: dict[Sample, float]) -> bool:
             return (
                 pick(s, "failover_readiness_ready", failover_domain=BACKUP, check="cert") == [0.0]
                 and pick(s, "failover_readiness_ready", failover_domain=BACKUP, check="cors") == [0.0]
@@ -127,7 +130,7 @@ async def test_readiness_flags_expiring_certificate_and_cors_mismatch(
                 and pick(s, "failover_readiness_ready", failover_domain=THIRD, check="cors") == [1.0]
             )
 
-        async def checked() -> dict | None:
+        async def checked() -> dict[Sample, float] | None:
             s = await scrape(agent)
             return s if expected(s) else None
 

@@ -94,7 +94,9 @@ def _start(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
 
 
 def _status(port: int) -> dict[str, Any]:
-    return httpx.get(f"http://127.0.0.1:{port}/status.json", timeout=1, trust_env=False).json()
+    status: dict[str, Any] = httpx.get(f"http://127.0.0.1:{port}/status.json", timeout=1,
+                                       trust_env=False).json()
+    return status
 
 
 def test_sighup_reloads_and_rejects_a_bad_config_then_sigterm_exits_0(

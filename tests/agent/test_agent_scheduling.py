@@ -44,7 +44,8 @@ async def test_checks_of_a_pool_that_share_an_interval_are_one_job(
                  probe={"interval": 0.5, "domains": {third: {"interval": 1.0, "timeout": 0.5}}},
                  readiness={"interval": 0.5})
     async with running(cfg) as agent:
-        groups = {g.id: sorted(c.id for c in g.checks) for g in agent._runtime.groups}  # type: ignore[union-attr]
+        assert agent._runtime is not None
+        groups = {g.id: sorted(c.id for c in g.checks) for g in agent._runtime.groups}
     assert groups == {
         "api every 0.5 s": sorted([f"probe:api:{PRIMARY}", f"probe:api:{BACKUP}", "pool:api",
                                    f"ready:api:{BACKUP}", f"ready:api:{third}"]),
@@ -123,5 +124,6 @@ async def test_a_check_that_raises_is_a_failed_probe_not_a_dead_job(
         monkeypatch.setattr(wire, "exchange", boom)
         status = agent.state.domains[("api", "https://api.example.com")]
         await eventually(lambda: status.last is not None and status.last.error_type == "builtins.RuntimeError")
-        first = status.last.at  # type: ignore[union-attr]
-        await eventually(lambda: status.last.at > first)  # type: ignore[union-attr]
+        assert status.last is not None
+        first = status.last.at
+        await eventually(lambda: status.last is not None and status.last.at > first)
