@@ -43,6 +43,7 @@ __all__ = [
     "AGENT_SCOPE",
     "ANSWERED_RESULTS",
     "ATTEMPT_RESULTS",
+    "ATTRIBUTE_KEYS",
     "BAD_OUTCOMES",
     "BREAKER_CLOSED",
     "BREAKER_GAUGE",
@@ -276,6 +277,20 @@ TELEMETRY_SIGNAL: Final = "signal"
 """Dropped telemetry: which signal was lost (see :data:`TELEMETRY_SIGNALS`)."""
 AGENT_JOB: Final = "job"
 """Job overruns: the kind of check that overran (see :data:`AGENT_JOBS`)."""
+
+ATTRIBUTE_KEYS: Final = frozenset(
+    {
+        HTTP_REQUEST_METHOD, HTTP_RESPONSE_STATUS_CODE, HTTP_REQUEST_RESEND_COUNT, SERVER_ADDRESS,
+        SERVER_PORT, URL_FULL, ERROR_TYPE, SERVICE_NAME, CODE_FUNCTION_NAME, CODE_FILE_PATH,
+        TEST_SUITE_NAME, TEST_CASE_NAME, TEST_CASE_RESULT_STATUS,
+        FAILOVER_POOL, FAILOVER_DOMAIN, FAILOVER_ATTEMPT, FAILOVER_ATTEMPTS_ATTRIBUTE,
+        FAILOVER_OUTCOME, FAILOVER_ATTEMPT_RESULT, FAILOVER_FROM, FAILOVER_TO, FAILOVER_REASON,
+        FAILOVER_BREAKER_FROM, FAILOVER_BREAKER_TO, FAILOVER_FAULT, FAILOVER_FAULT_HOST,
+        FAILOVER_FAULT_NAME, PYTEST_WORKER, PYTEST_OUTCOME, PYTEST_DURATION,
+        PROBE_LOCATION, PROBE_PHASE, TLS_CERT, READINESS_CHECK, TELEMETRY_SIGNAL, AGENT_JOB,
+    }
+)
+"""Every attribute key above (span, event, metric point and resource attributes)."""
 
 # =========================================================================== attribute values
 
@@ -513,7 +528,7 @@ def prometheus_name(name: str, unit: str, kind: MetricKind) -> str:
     the series are ``{base}_bucket``, ``{base}_sum`` and ``{base}_count``.
     Units with ``/`` are not supported (none is used here).
     """
-    base = _NAME_CHARS.sub("_", "_" + name[1:] if name[:1].isdigit() else name)
+    base = _NAME_CHARS.sub("_", name)  # an OpenTelemetry name starts with a letter
     if kind == "counter":
         base = base.removesuffix("_total")
     bare = _ANNOTATION.sub("", unit)
