@@ -13,6 +13,7 @@ import httpx
 from pytest_failover import Domain
 from pytest_failover.semconv import (
     AGENT_JOB,
+    CHECK_HEALTH,
     FAILOVER_DOMAIN,
     FAILOVER_POOL,
     JOB_CONTROL,
@@ -186,7 +187,7 @@ class Runtime:
                 result = await check_readiness(self.http, self.context, primary, url,
                                                pool.readiness, pool.probe)
             except Exception as exc:  # never a dead check
-                result = ReadinessResult({"health": (False, f"check failed: {type(exc).__name__}: {exc}")}, None)
+                result = ReadinessResult({CHECK_HEALTH: (False, f"check failed: {type(exc).__name__}: {exc}")}, None)
             before = status.readiness
             status.readiness = result
             old = None if before is None else {k: ok for k, (ok, _) in before.checks.items()}
