@@ -13,6 +13,8 @@ import httpx
 from pytest_failover import Domain
 from pytest_failover.semconv import (
     AGENT_JOB,
+    BREAKER_CLOSED,
+    BREAKER_OPEN,
     CHECK_HEALTH,
     FAILOVER_DOMAIN,
     FAILOVER_POOL,
@@ -154,11 +156,11 @@ class Runtime:
             status.last = result
             breakers = prober.breakers()
             for url, new in breakers.items():
-                old = status.breakers.get(url, "closed")
+                old = status.breakers.get(url, BREAKER_CLOSED)
                 if old != new:
                     self.agent.reporter.event(
                         f"{pool.name}: breaker of {url} {old} -> {new}",
-                        level=logging.WARNING if new == "open" else logging.INFO)
+                        level=logging.WARNING if new == BREAKER_OPEN else logging.INFO)
             status.breakers = breakers
             for url, state in breakers.items():
                 d = self.state.domains.get((pool.name, url))
