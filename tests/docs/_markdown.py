@@ -39,7 +39,8 @@ class Block:
     @property
     def where(self) -> str:
         """``docs/client.md:12``: the page relative to the repository, and the line."""
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
+        return f"{page}:{self.line}"
 
     def padded(self) -> str:
         """The source preceded by blank lines, so its line numbers are the page's."""
