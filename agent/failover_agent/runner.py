@@ -7,7 +7,7 @@ Life cycle (all inside one asyncio loop)::
     await agent.reload(new)    # swap targets and jobs; telemetry and listener stay
     await agent.stop()         # stop scheduling, finish or cancel probes, flush
 
-Checks (:mod:`agent.schedule`): ``probe`` (per domain, pinned), ``pool`` (per pool,
+Checks (:mod:`failover_agent.schedule`): ``probe`` (per domain, pinned), ``pool`` (per pool,
 through the failover client), ``ready`` (per backup), ``control`` (one). The checks of a
 pool that share an interval are one job, with ``max_instances=1``, ``coalesce=True``, a
 generous ``misfire_grace_time`` and a stable start offset derived from its id, so pools do

@@ -1,6 +1,6 @@
 """What runs when: checks, and the groups of checks that fire together.
 
-Rules (the agent's scheduler in :mod:`agent.runner` applies them):
+Rules (the agent's scheduler in :mod:`failover_agent.runner` applies them):
 
 - A *check* is one kind of work on one target: ``probe`` (pinned probe of a domain),
   ``pool`` (a request through the failover client), ``ready`` (readiness of a backup) or

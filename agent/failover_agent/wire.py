@@ -35,7 +35,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any
+from typing import Any, NoReturn
 
 import h11
 import httpx
@@ -97,6 +97,17 @@ EXCEPTION_MAP: ExceptionMap = (
 ``TimeoutError`` and ``ssl.SSLError`` are ``OSError`` subclasses, hence listed before it."""
 
 
+def _reraise(exc: Exception, progress: Progress, request: httpx.Request | None) -> NoReturn:
+    """Raise ``exc`` as the httpx exception :data:`EXCEPTION_MAP` names for ``progress.step``
+    (``exc`` as its cause), or ``exc`` itself when the map has no entry for it."""
+    step = progress.step
+    for at, source, target in EXCEPTION_MAP:
+        if at is step and isinstance(exc, source):
+            message = str(exc) or f"{type(exc).__name__} during {step.value}"
+            raise target(message, request=request) from exc
+    raise exc
+
+
 @contextlib.contextmanager
 def map_exceptions(progress: Progress, request: httpx.Request | None = None) -> Iterator[None]:
     """Raise what the block raises as the httpx exception :data:`EXCEPTION_MAP` names for
@@ -104,12 +115,7 @@ def map_exceptions(progress: Progress, request: httpx.Request | None = None) -> 
     try:
         yield
     except Exception as exc:
-        step = progress.step
-        for at, source, target in EXCEPTION_MAP:
-            if at is step and isinstance(exc, source):
-                message = str(exc) or f"{type(exc).__name__} during {step.value}"
-                raise target(message, request=request) from exc
-        raise
+        _reraise(exc, progress, request)
 
 
 class Progress:
@@ -332,17 +338,18 @@ async def exchange(
     progress = Progress() if progress is None else progress
     progress.start = perf_counter()
     loop = asyncio.get_running_loop()
-    with map_exceptions(progress, request):
+    transport: asyncio.Transport | None = None
+    try:  # map_exceptions() inlined: this runs for every probe
         protocol = _Exchange(loop, request_event(method, target, headers), body, progress)
-        transport: asyncio.Transport | None = None
         try:
-            async with asyncio.timeout_at(_until(loop, connect_timeout, deadline)):
+            async with asyncio.timeout_at(_until(loop, connect_timeout, deadline)) as timeout:
                 transport = await _open(loop, protocol, progress, scheme, host, port,
                                         server_hostname, context)
-            progress.step = Step.HTTP
-            progress.sent = perf_counter()
-            transport.write(protocol.request_bytes)
-            async with asyncio.timeout_at(_until(loop, read_timeout, deadline)):
+                progress.step = Step.HTTP
+                progress.sent = perf_counter()
+                transport.write(protocol.request_bytes)
+                if connect_timeout is not None or read_timeout is not None:  # else: one deadline
+                    timeout.reschedule(_until(loop, read_timeout, deadline))
                 await protocol.done
         finally:
             if transport is not None:
@@ -352,6 +359,8 @@ async def exchange(
                     transport.abort()
             if not protocol.done.done():
                 protocol.done.cancel()
+    except Exception as exc:
+        _reraise(exc, progress, request)
     return Answer(protocol.status, protocol.reason, protocol.headers, protocol.body, protocol.encoding)
 
 
