@@ -5,8 +5,9 @@ suite). Each command in it is checked instead:
 
 * ``make TARGET [VAR=...]``: the Makefile has the target and uses the variable;
 * ``failover-agent SUB [--opt ...]``: the installed script starts, the subcommand exists
-  and its ``--help`` lists every option used; ``check-config FILE`` is run for real (in
-  this process, through click's runner) and must succeed;
+  and its ``--help`` lists every option used; ``check-config FILE`` and ``control keygen``
+  (in a scratch directory) are run for real, in this process through click's runner, and
+  must succeed;
 * ``python -m MODULE ...``: a project module whose ``--help`` lists every option and
   positional word used; ``python SCRIPT ...``: the script exists and handles every option;
 * ``pip install``: every extra exists in pyproject.toml and every other package is one of
@@ -25,6 +26,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -37,7 +39,7 @@ else:  # the agent extra brings tomli there
 
 from ._markdown import ROOT
 
-__all__ = ["EXTERNAL", "check_shell", "commands"]
+__all__ = ["EXTERNAL", "agent_cli", "check_shell", "commands", "invoke_agent"]
 
 BIN = Path(sys.executable).parent
 
@@ -123,7 +125,7 @@ def _help(argv: tuple[str, ...]) -> tuple[int, str]:
     return result.returncode, result.stdout + result.stderr
 
 
-def _agent_cli() -> click.Group:
+def agent_cli() -> click.Group:
     """The ``failover-agent`` command group, found through pyproject's entry point."""
     project = _pyproject()["project"]
     assert isinstance(project, dict)
@@ -133,12 +135,12 @@ def _agent_cli() -> click.Group:
     return group
 
 
-def _invoke(args: list[str], cwd: Path) -> click.testing.Result:
+def invoke_agent(args: list[str], cwd: Path) -> click.testing.Result:
     """Run ``failover-agent ARGS`` in this process (much faster than a new one), in ``cwd``."""
     before = Path.cwd()
     os.chdir(cwd)
     try:
-        return click.testing.CliRunner().invoke(_agent_cli(), args, prog_name="failover-agent")
+        return click.testing.CliRunner().invoke(agent_cli(), args, prog_name="failover-agent")
     finally:
         os.chdir(before)
 
@@ -151,7 +153,7 @@ def _check_agent(args: list[str], cwd: Path) -> list[str]:
     words = [a for a in args if not a.startswith("-")]
     # Nested groups (``failover-agent control keygen``): take words while they are commands.
     path: list[str] = []
-    command: click.Command = _agent_cli()
+    command: click.Command = agent_cli()
     for word in words:
         if not isinstance(command, click.Group) or word not in command.commands:
             break
@@ -159,16 +161,23 @@ def _check_agent(args: list[str], cwd: Path) -> list[str]:
         path.append(word)
     if words and not path:
         return [f"failover-agent has no command {words[0]!r}"]
-    helptext = _invoke([*path, "--help"], cwd).output
+    helptext = invoke_agent([*path, "--help"], cwd).output
     problems = [
         f"failover-agent {' '.join(path)} has no option {opt}"
         for opt in (a.split("=", 1)[0] for a in args if a.startswith("--"))
         if opt != "--help" and opt not in helptext
     ]
-    if path == ["check-config"] and not problems:
-        result = _invoke(args, cwd)
-        if result.exit_code != 0:
-            problems.append(f"exit {result.exit_code}:\n{result.output}")
+    if problems:
+        return problems
+    if path == ["check-config"]:
+        result = invoke_agent(args, cwd)
+    elif path == ["control", "keygen"]:  # writes key files: into a directory of its own
+        with tempfile.TemporaryDirectory() as scratch:
+            result = invoke_agent(args, Path(scratch))
+    else:
+        return problems
+    if result.exit_code != 0:
+        problems.append(f"exit {result.exit_code}:\n{result.output}")
     return problems
 
 
