@@ -1,12 +1,10 @@
-"""Fixtures of the docs runner, and its report of the blocks it did not run."""
+"""Fixtures of the docs runner."""
 
 from __future__ import annotations
 
 import importlib
 
 import pytest
-
-from ._markdown import blocks, pages
 
 # In-process pytester runs drop the modules a run imported, and re-importing cryptography's
 # Rust bindings (through trustme) in a later run breaks; imported here first, they stay in
@@ -62,10 +60,3 @@ def downstream(_preloaded: None, pytester: pytest.Pytester) -> pytest.Pytester:
     )
     return pytester
 
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    unrun = [block for page in pages() for block in blocks(page) if block.no_run is not None]
-    if unrun:
-        terminalreporter.section("docs: code blocks not run")
-        for block in unrun:
-            terminalreporter.write_line(f"{block.where} ({block.lang}): {block.no_run}")
