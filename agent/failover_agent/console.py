@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .state import AgentState
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["LiveReporter", "LogReporter", "Reporter", "make_reporter"]
 
@@ -50,7 +53,7 @@ class LiveReporter(Reporter):
         self._last = 0.0
 
     @property
-    def console(self) -> Any:
+    def console(self) -> Console:
         """The rich ``Console`` the table and the events are printed on (log records too)."""
         return self._console
 

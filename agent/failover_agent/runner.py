@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -36,6 +36,9 @@ from .runtime import Runtime
 from .schedule import Check, CheckGroup
 from .state import AgentState
 from .telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 __all__ = ["Agent"]
 
@@ -66,7 +69,7 @@ class Agent:
         self._runtime: Runtime | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._groups: dict[str, CheckGroup] = {}  # the scheduled ones, by job id
-        self._server: Any = None
+        self._server: web.AppRunner | None = None
         self.address: tuple[str, int] | None = None
         self.running = False
         self._stopping = False
