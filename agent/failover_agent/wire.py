@@ -65,6 +65,7 @@ MAX_HEAD = 64 * 1024
 """Largest response head accepted (h11's limit on an incomplete event): a head that never
 ends is refused once it passes this, not buffered until the timeout."""
 
+
 class Step(enum.Enum):
     """Where an exchange is; the value names the probe's phase."""
 
