@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._control import ControlDocument, ControlError, ControlPoller
+    from .control import ControlDocument, ControlError, ControlPoller
     from ._classify import error_type_of
     from ._core import AttemptRecord
     from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
@@ -50,9 +50,9 @@ __all__ = [
 __version__ = "0.1.0"
 
 _WHERE = {
-    "ControlDocument": "._control",
-    "ControlError": "._control",
-    "ControlPoller": "._control",
+    "ControlDocument": ".control",
+    "ControlError": ".control",
+    "ControlPoller": ".control",
     "error_type_of": "._classify",
     "AttemptRecord": "._core",
     "AllDomainsFailed": "._exceptions",

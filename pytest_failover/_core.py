@@ -55,7 +55,7 @@ from ._pool import Domain, Pool
 from ._state import DomainState, PoolState, TransportState
 
 if TYPE_CHECKING:
-    from ._control import ControlDocument
+    from .control import ControlDocument
 
 __all__ = [
     "Attempt",

@@ -9,6 +9,13 @@ already catches ``httpx.HTTPError`` keeps working::
           └── CircuitOpenError         every domain's breaker is open: no network call was made
 
 The exception of the last attempt is chained as ``__cause__``.
+
+A remote control document that is refused raises an error of its own, outside the
+transport errors (it is bad input, not a failed request)::
+
+    ValueError
+     └── ControlError                  a control document was rejected and nothing changed
+                                       (.reason: a stable code such as "bad_signature")
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import httpx
 if TYPE_CHECKING:
     from ._core import AttemptRecord
 
-__all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverError"]
+__all__ = ["AllDomainsFailed", "CircuitOpenError", "ControlError", "FailoverError"]
 
 
 class FailoverError(httpx.TransportError):
@@ -53,3 +60,16 @@ class AllDomainsFailed(FailoverError):
 
 class CircuitOpenError(FailoverError):
     """Every candidate domain is open (or disabled): the request was not sent."""
+
+
+class ControlError(ValueError):
+    """A control document was rejected; nothing was changed.
+
+    ``reason`` is a short stable code (``malformed``, ``bad_signature``, ``expired``,
+    ``stale_version``, ...; the table is in ``pytest_failover.control``), the message
+    says which rule did not fit and what was found.
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason

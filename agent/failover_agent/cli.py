@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from .config import ConfigError, load_config
+from .control_commands import control
 
 __all__ = ["main"]
 
@@ -80,6 +81,9 @@ def demo(listen: str, duration: float | None, plain: bool, log_level: str) -> No
     from .demo import run_demo
 
     sys.exit(run_demo(listen=listen, duration=duration, plain=plain, log_level=log_level))
+
+
+main.add_command(control)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,6 +15,12 @@ The override file is TOML (or JSON when it ends in ``.json``)::
     [pools.api]
     disable = ["https://api.example.com"]
     enable = ["https://api2.example.com"]
+
+The signing key is ``control.signing_key_file``: a JWK with its private half (an
+Ed25519 key for ``EdDSA`` or an ``oct`` secret for ``HS256``), read by
+``pytest_failover.control.load_key``, the same loader clients use for their copy
+(``failover-agent control keygen`` writes both). ``control.key_id``, when set, must
+agree with the key's own ``kid``, or names a key that has none.
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_failover._control import ControlDocument
 from pytest_failover._pool import Domain
+from pytest_failover.control import ControlDocument, ControlKey, load_key
 
 from .config import ControlConfig, PoolConfig
 from .state import AgentState
@@ -38,9 +44,9 @@ from .state import AgentState
 try:  # tomllib on 3.11+, tomli before
     import tomllib
 except ImportError:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib  # type: ignore[no-redef]  # the same API under the backport's name
 
-__all__ = ["ControlWriter", "Override", "decide_disabled", "load_override"]
+__all__ = ["ControlWriter", "Override", "decide_disabled", "load_override", "signing_key"]
 
 log = logging.getLogger("agent.control")
 
@@ -110,12 +116,24 @@ def decide_disabled(
     return out
 
 
-def _load_key(path: Path) -> dict[str, Any]:
-    raw = path.read_bytes()
-    if raw.lstrip().startswith(b"-----BEGIN"):
-        return {"private_key": raw}
-    key = raw.strip()
-    return {"hmac_key": key}
+def signing_key(cfg: ControlConfig) -> ControlKey:
+    """The key the agent signs with; ``ValueError`` naming the file if it cannot sign."""
+    path = cfg.signing_key_file
+    key = load_key(path)
+    if not key.can_sign:
+        raise ValueError(
+            f"{path}: this is a public key ({key.describe()}); the agent signs, so "
+            "control.signing_key_file must be the private key file that keygen wrote"
+        )
+    if cfg.key_id:
+        if key.kid is None:
+            key = key.with_kid(cfg.key_id)
+        elif key.kid != cfg.key_id:
+            raise ValueError(
+                f"{path}: the key's kid is {key.kid!r} but control.key_id is {cfg.key_id!r}; "
+                "readers match documents to keys by kid, so the two must agree (or drop key_id)"
+            )
+    return key
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -138,7 +156,7 @@ class ControlWriter:
     def __init__(self, cfg: ControlConfig, pools: Sequence[PoolConfig], previous_version: int = 0) -> None:
         self.cfg = cfg
         self.pools = list(pools)
-        self._key = _load_key(cfg.signing_key_file)
+        self._key = signing_key(cfg)
         self._override = EMPTY_OVERRIDE
         self._override_mtime: float | None = None
         self.version = previous_version
@@ -173,9 +191,8 @@ class ControlWriter:
             version=self.version,
             pools=disabled,
             expires_in=self.cfg.expires_in,
-            kid=self.cfg.key_id,
+            key=self._key,
             now=now,
-            **self._key,
         )
         control = state.control
         if control is None:

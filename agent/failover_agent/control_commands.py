@@ -1,0 +1,153 @@
+"""``failover-agent control``: make keys, sign and verify control documents.
+
+- ``keygen`` writes a key file (one JWK, see ``pytest_failover.control._keys``): the
+  private key (mode 0600) and, for EdDSA, the public key clients are given;
+- ``sign`` turns a document's JSON (the payload: ``version``, ``pools`` and
+  optionally ``iat``/``exp``) into the JWS clients poll;
+- ``verify`` checks a JWS against one or more keys and prints its payload, or says
+  why it is refused (exit status 1).
+
+The library is imported inside each command, so ``failover-agent --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+__all__ = ["control"]
+
+
+def _read(stream: IO[bytes], limit: int) -> bytes:
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise click.ClickException(f"{stream.name}: more than {limit} bytes")
+    return data
+
+
+def _keys(paths: tuple[Path, ...]) -> list[Any]:
+    from pytest_failover.control import load_key
+
+    keys = []
+    for path in paths:
+        try:
+            keys.append(load_key(path))
+        except (OSError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+    return keys
+
+
+@click.group("control")
+def control() -> None:
+    """Keys and signed control documents (JWS, EdDSA or HS256)."""
+
+
+@control.command()
+@click.option("--alg", type=click.Choice(["EdDSA", "HS256"]), default="EdDSA", show_default=True,
+              help="EdDSA: an Ed25519 key pair (clients get the public key). HS256: a shared secret.")
+@click.option("--kid", default=None, help="Key id in the JWK and in every document's header "
+              "(default: the start of the key's RFC 7638 thumbprint).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("control.key"), show_default=True,
+              help="The private key file (a JWK, readable by its owner only).")
+@click.option("--public-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="EdDSA: the public key file for clients (default: OUT with suffix .pub.jwk).")
+@click.option("--force", is_flag=True, help="Overwrite existing key files.")
+def keygen(alg: str, kid: str | None, out: Path, public_out: Path | None, force: bool) -> None:
+    """Write a new key file; for EdDSA also the public key file, and print the public JWK."""
+    from pytest_failover.control import generate_key, save_key
+
+    public_path = (public_out or out.with_suffix(".pub.jwk")) if alg == "EdDSA" else None
+    if not force:
+        for path in (out, public_path):
+            if path is not None and path.exists():
+                raise click.ClickException(f"{path} exists; pass --force to replace it")
+    try:
+        key = generate_key(alg, kid=kid)
+        save_key(out, key, private=True, overwrite=force)
+        if public_path is not None:
+            save_key(public_path, key.public(), private=False, overwrite=force)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if public_path is None:
+        click.echo(f"wrote {out}: an HS256 secret (kid {key.kid!r}); the agent and every "
+                   "client need this same file, keep it secret", err=True)
+    else:
+        click.echo(f"wrote {out} (private, for the agent) and {public_path} (public, for "
+                   f"clients): EdDSA, kid {key.kid!r}", err=True)
+        click.echo(key.public().to_json(), nl=False)
+
+
+@control.command()
+@click.argument("document", type=click.File("rb"))
+@click.option("--key", "-k", "key_file", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The private key file (from keygen).")
+@click.option("--expires-in", type=float, default=3600.0, show_default=True,
+              help="Seconds of validity when the document has no 'exp'.")
+@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the JWS to this file (the exact bytes to serve); default: standard output.")
+def sign(document: IO[bytes], key_file: Path, expires_in: float, out: Path | None) -> None:
+    """Sign DOCUMENT (JSON: version, pools, optionally iat and exp; '-' reads stdin) into a JWS.
+
+    The JSON is the payload that `verify` prints, for example
+    {"version": 8, "pools": {"api": {"disabled": ["https://api.example.com"]}}}.
+    'iat' defaults to now and 'exp' to iat + --expires-in.
+    """
+    from pytest_failover.control import ControlDocument, ControlError, sign_document
+
+    (key,) = _keys((key_file,))
+    try:
+        claims = json.loads(_read(document, 64 * 1024))
+    except ValueError as exc:
+        raise click.ClickException(f"{document.name}: not JSON ({exc})") from None
+    if not isinstance(claims, dict):
+        raise click.ClickException(f"{document.name}: expected a JSON object (version, pools)")
+    if not (math.isfinite(expires_in) and expires_in > 0):
+        raise click.BadParameter("must be a positive number of seconds", param_hint="--expires-in")
+    claims = dict(claims)
+    claims.setdefault("iat", math.floor(time.time()))
+    if isinstance(claims["iat"], int) and not isinstance(claims["iat"], bool):
+        claims.setdefault("exp", claims["iat"] + math.ceil(expires_in))
+    try:
+        token = sign_document(ControlDocument.from_claims(claims), key)
+    except ControlError as exc:
+        raise click.ClickException(f"{document.name}: {exc} (reason: {exc.reason})") from None
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    if out is None:
+        # a terminal gets a newline to read by; a pipe or redirect gets the exact bytes
+        click.echo(token.decode("ascii"), nl=sys.stdout.isatty())
+    else:
+        out.write_bytes(token)
+        click.echo(f"wrote {out} ({len(token)} bytes)", err=True)
+
+
+@control.command()
+@click.argument("document", type=click.File("rb"))
+@click.option("--key", "-k", "key_files", required=True, multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A key file that may have signed it (repeat during a key rotation).")
+@click.option("--now", type=float, default=None,
+              help="Judge iat and exp at this unix time (default: now).")
+@click.option("--max-skew", type=float, default=30.0, show_default=True,
+              help="Seconds iat may be ahead of the clock.")
+def verify(document: IO[bytes], key_files: tuple[Path, ...], now: float | None, max_skew: float) -> None:
+    """Verify the JWS in DOCUMENT ('-' reads stdin); print its payload, or why it is refused (exit 1)."""
+    from pytest_failover.control import MAX_DOCUMENT_BYTES, ControlError, verify_document
+
+    keys = _keys(key_files)
+    raw = document.read(MAX_DOCUMENT_BYTES + 1)  # a larger one is refused as too_large
+    try:
+        doc = verify_document(raw, keys, now=now, max_skew=max_skew)
+    except ControlError as exc:
+        raise click.ClickException(f"{document.name}: refused ({exc.reason}): {exc}") from None
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(doc.claims(), indent=2, sort_keys=True))
