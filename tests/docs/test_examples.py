@@ -22,7 +22,6 @@ import builtins
 import importlib
 import json
 import re
-import secrets
 import shutil
 import subprocess
 import sys
@@ -36,12 +35,11 @@ if sys.version_info >= (3, 11):
 else:  # the agent extra brings tomli there
     import tomli as tomllib
 
-import click
 import pytest
 import yaml
 
 from ._markdown import ROOT, Block, blocks, pages
-from ._shell import agent_cli, check_shell, invoke_agent
+from ._shell import check_shell, invoke_agent
 
 #: At most this many blocks may be left unrun.
 NO_RUN_BUDGET = 3
@@ -68,15 +66,9 @@ def page_dir(tmp_path: Path, block: Block) -> Path:
         if other.file is not None:
             (tmp_path / other.file).write_text(other.source, encoding="utf-8")
     # The signing key agent.md has the reader make, made the same way.
-    key = tmp_path / "control.key"
-    if not key.exists():
-        control = agent_cli().commands.get("control")
-        if isinstance(control, click.Group) and "keygen" in control.commands:
-            result = invoke_agent(["control", "keygen"], tmp_path)
-            assert result.exit_code == 0, result.output
-        else:  # an agent from before ``control keygen``: a shared secret, the file's content
-            key.write_text(secrets.token_hex(32), encoding="utf-8")
-            key.chmod(0o600)
+    if not (tmp_path / "control.key").exists():
+        result = invoke_agent(["control", "keygen"], tmp_path)
+        assert result.exit_code == 0, result.output
     return tmp_path
 
 
