@@ -18,6 +18,7 @@ BENCHMARKS = {
     "outage": "benchmarks.outage",
     "per_test": "benchmarks.per_test",
     "agent": "benchmarks.agent_probe",
+    "scenarios": "benchmarks.scenarios",
 }
 
 

@@ -1,0 +1,21 @@
+"""Two flapping domains, one of them healthy at every instant, many tasks and threads."""
+
+from __future__ import annotations
+
+from benchmarks.scenarios._clients import Client
+from benchmarks.scenarios._run import Env
+from benchmarks.scenarios._scenarios import SMALL, flapping
+
+from ._support import explain, invariants
+
+
+def test_flapping_domains_leave_an_availability_gap_of_at_most_half_a_percent(env: Env, ours: Client) -> None:
+    """At most 0.5 % of requests fail while the other domain could have served them."""
+    outcome = flapping(env, ours, sizes=SMALL).outcome
+    problems = invariants(outcome)
+    if outcome.gap_share > 0.005:
+        problems.append(
+            f"availability gap {100 * outcome.gap_share:.2f} % "
+            f"({outcome.gap} of {outcome.requests} requests; target: <= 0.5 %)"
+        )
+    assert not problems, explain(outcome, problems)

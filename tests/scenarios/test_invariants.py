@@ -1,0 +1,17 @@
+"""A rolling outage across three domains: every kind of fault, changing under load."""
+
+from __future__ import annotations
+
+from benchmarks.scenarios._clients import Client
+from benchmarks.scenarios._run import Env
+from benchmarks.scenarios._scenarios import SMALL, rolling
+
+from ._support import explain, invariants
+
+
+def test_only_httpx_errors_escape_and_every_attempt_is_accounted_for(env: Env, ours: Client) -> None:
+    """Through refused, NXDOMAIN, 503 and recovering domains, nothing but httpx errors reaches
+    the caller, and the attempts the client reports are the ones the servers saw."""
+    outcome = rolling(env, ours, sizes=SMALL).outcome
+    problems = invariants(outcome)
+    assert not problems, explain(outcome, problems)
