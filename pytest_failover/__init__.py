@@ -14,14 +14,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .control import ControlDocument, ControlError, ControlPoller
     from ._classify import error_type_of
-    from ._core import AttemptRecord
+    from ._decisions import AttemptRecord
     from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
+    from ._exchange import FailoverResult
     from ._policy import ExponentialBackoff, Policy, RetryBudget, ScheduleTable, Step
     from ._pool import Domain, Pool
-    from ._state import DomainState, PoolState, TransportState
-    from ._transport import AsyncFailoverTransport, FailoverResult, FailoverTransport
+    from ._snapshot import DomainState, PoolState, TransportState
+    from ._transport import AsyncFailoverTransport, FailoverTransport
+    from .control import ControlDocument, ControlError, ControlPoller
 
 __all__ = [
     "AllDomainsFailed",
@@ -54,7 +55,7 @@ _WHERE = {
     "ControlError": ".control",
     "ControlPoller": ".control",
     "error_type_of": "._classify",
-    "AttemptRecord": "._core",
+    "AttemptRecord": "._decisions",
     "AllDomainsFailed": "._exceptions",
     "CircuitOpenError": "._exceptions",
     "FailoverError": "._exceptions",
@@ -65,11 +66,11 @@ _WHERE = {
     "Step": "._policy",
     "Domain": "._pool",
     "Pool": "._pool",
-    "DomainState": "._state",
-    "PoolState": "._state",
-    "TransportState": "._state",
+    "DomainState": "._snapshot",
+    "PoolState": "._snapshot",
+    "TransportState": "._snapshot",
     "AsyncFailoverTransport": "._transport",
-    "FailoverResult": "._transport",
+    "FailoverResult": "._exchange",
     "FailoverTransport": "._transport",
 }
 

@@ -1,20 +1,46 @@
-"""Per-domain circuit breakers: every state transition in one table.
+"""Per-domain circuit breakers: one notion of "this domain is failing".
 
 Rules and theory of operation
 -----------------------------
-A breaker starts CLOSED. In CLOSED every request is admitted; ``threshold``
-consecutive failures open it. An OPEN breaker admits nothing until ``cooldown``
-seconds have passed; then the *next real request* takes the breaker to HALF_OPEN
-and becomes its only probe (lazy half-open: there is no background timer, and
-concurrent callers do not all probe: while the probe is in flight the domain is
-skipped by everybody else). The probe's success closes the breaker; its failure
-re-opens it with the cooldown restarted. A probe that is abandoned (cancelled,
-or its outcome says nothing about the domain) makes the breaker OPEN and due
-again, so the next request probes.
+A breaker is the whole health record of one domain in one transport. Stickiness
+and the breaker read the same record, so they cannot disagree.
 
-Outcomes of attempts that were admitted *before* a breaker opened may arrive
-late (concurrency); they carry no information about the current episode and
-are ignored in OPEN and HALF_OPEN, except the probe's own.
+Breaker states (the ``failover.breaker.state`` gauge) and their transitions::
+
+    state      event                    next state   what else
+    ---------  -----------------------  -----------  ---------------------------------
+    CLOSED     success                  CLOSED       failures = 0, suspicion cleared
+    CLOSED     failure (< threshold)    CLOSED       failures += 1, suspect from now
+    CLOSED     failure (= threshold)    OPEN         open for one cooldown
+    OPEN       probe (cooldown over,    HALF_OPEN    the one probe is in flight
+               or an early probe)
+    HALF_OPEN  probe succeeded          CLOSED       failures = 0, suspicion cleared
+    HALF_OPEN  probe failed             OPEN         open for one more cooldown
+    HALF_OPEN  probe abandoned          OPEN         due again at once
+
+A closed breaker that failed within the last cooldown is *suspect*: with
+``sticky`` it ranks behind domains that work, which is how traffic stays on a
+backup. Once that cooldown is over the domain is *due*: the next request that
+chooses it holds a probe lease, exactly like a half-open probe, and everybody
+else keeps using the domain that works until the probe reports. So failback
+sends one real request per cooldown to a recovering domain, whether or not its
+breaker ever opened.
+
+The *standing* of a domain (:meth:`Breaker.standing`) is what the pool's choice
+reads; it is derived from the state, never stored::
+
+    standing  when                                                    chosen
+    --------  ------------------------------------------------------  ---------------------
+    HEALTHY   closed, not suspect (or not sticky)                     first, in pool order
+    DUE       open with its cooldown over; suspect a cooldown ago     first, as the probe
+    SUSPECT   closed, failed within the cooldown (sticky)             behind the others
+    PROBING   its one probe is in flight                              never
+    OPEN      open within its cooldown                                only as an early probe
+
+Late outcomes carry no information about the current episode: an attempt that
+started before the domain's latest failure cannot clear the suspicion, one that
+started before its latest recovery cannot count against it, and in OPEN and
+HALF_OPEN only the probe's own outcome counts.
 
 Time is always passed in (seconds on a monotonic clock); nothing here sleeps,
 reads a clock or does I/O. Callers serialise access (the pool's lock).
@@ -23,10 +49,9 @@ reads a clock or does I/O. Callers serialise access (the pool's lock).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Breaker", "BreakerState", "BreakerTransition"]
+__all__ = ["Breaker", "BreakerState", "BreakerTransition", "Standing"]
 
 
 class BreakerState(str, enum.Enum):
@@ -43,6 +68,24 @@ class BreakerState(str, enum.Enum):
 _GAUGE = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
 
 
+class Standing(enum.Enum):
+    """How the pool's choice sees a domain now (see the module's table)."""
+
+    HEALTHY = "healthy"
+    DUE = "due"
+    SUSPECT = "suspect"
+    PROBING = "probing"
+    OPEN = "open"
+
+    @property
+    def admissible(self) -> bool:
+        """May an ordinary attempt be sent to a domain of this standing?"""
+        return self in _ADMISSIBLE
+
+
+_ADMISSIBLE = frozenset({Standing.HEALTHY, Standing.DUE, Standing.SUSPECT})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BreakerTransition:
     """A breaker changed state at time ``at``."""
@@ -55,122 +98,101 @@ class BreakerTransition:
 class Breaker:
     """The breaker of one domain. Mutable; owned and locked by its pool."""
 
-    __slots__ = ("cooldown", "failures", "last_failure_at", "open_until", "state", "threshold")
+    __slots__ = (
+        "cooldown",
+        "failed_at",
+        "failures",
+        "leased",
+        "open_until",
+        "recovered_at",
+        "state",
+        "threshold",
+    )
 
     def __init__(self, *, threshold: int, cooldown: float) -> None:
         self.threshold = threshold
         self.cooldown = cooldown
         self.state = BreakerState.CLOSED
-        self.failures = 0
+        self.failures = 0  # consecutive, in CLOSED
         self.open_until = 0.0
-        self.last_failure_at: float | None = None
+        self.failed_at: float | None = None  # the latest counted failure: suspect since then
+        self.recovered_at = float("-inf")  # the latest time the suspicion was cleared
+        self.leased = False  # a probe (half-open or failback) is in flight
 
     # -- questions (no state change) -------------------------------------------------
 
-    def admits(self, now: float) -> bool:
-        """Would a request sent now be let through?"""
-        if self.state is BreakerState.CLOSED:
-            return True
+    def standing(self, now: float, *, sticky: bool) -> Standing:
+        """How the pool's choice sees this domain at ``now``."""
+        if self.leased:
+            return Standing.PROBING
         if self.state is BreakerState.OPEN:
-            return now >= self.open_until
-        return False  # HALF_OPEN: the probe is in flight
+            return Standing.DUE if now >= self.open_until else Standing.OPEN
+        if not sticky or self.failed_at is None:
+            return Standing.HEALTHY
+        return Standing.DUE if now - self.failed_at >= self.cooldown else Standing.SUSPECT
 
-    def probe_due(self, now: float) -> bool:
-        """Is the breaker open with its cooldown over (the next request probes)?"""
-        return self.state is BreakerState.OPEN and now >= self.open_until
-
-    def recently_failed(self, now: float) -> bool:
-        """Did this domain fail within the last cooldown (used for stickiness)?"""
-        return self.last_failure_at is not None and now - self.last_failure_at < self.cooldown
+    def admits(self, now: float, *, sticky: bool) -> bool:
+        """Would an ordinary request sent now be let through?"""
+        return self.standing(now, sticky=sticky).admissible
 
     # -- events ----------------------------------------------------------------------
 
-    def acquire(self, now: float) -> tuple[bool, BreakerTransition | None]:
-        """An attempt is about to be sent. Returns (is_probe, transition)."""
-        if self.state is BreakerState.CLOSED:
-            return False, None
-        if not self.admits(now):
-            raise RuntimeError(f"breaker is {self.state.value}: it does not admit a request now")
-        return True, self._apply("probe", now, probe=True)
+    def acquire(self, now: float, *, early: bool = False) -> BreakerTransition | None:
+        """Take the probe lease: the attempt about to be sent is this domain's one probe.
+        ``early`` probes an open breaker before its cooldown is over (the pool's rule
+        for when every other domain is out)."""
+        if self.leased:
+            raise RuntimeError("breaker: a probe is already in flight; a second one does not fit")
+        if self.state is BreakerState.OPEN and not early and now < self.open_until:
+            raise RuntimeError("breaker is open within its cooldown: only an early probe fits")
+        self.leased = True
+        if self.state is BreakerState.OPEN:
+            return self._move(BreakerState.HALF_OPEN, now)
+        return None  # a failback probe of a suspect domain: the breaker stays closed
 
-    def success(self, now: float, *, probe: bool) -> BreakerTransition | None:
-        if self.state is BreakerState.CLOSED:  # the hot path, same as the table's entry
-            self.failures = 0
-            return None
-        return self._apply("success", now, probe=probe)
-
-    def failure(self, now: float, *, probe: bool) -> BreakerTransition | None:
-        self.last_failure_at = now
-        return self._apply("failure", now, probe=probe)
-
-    def abandon(self, now: float, *, probe: bool) -> BreakerTransition | None:
-        return self._apply("abandon", now, probe=probe)
-
-    def force_open(self, now: float, *, until: float) -> BreakerTransition | None:
-        """Open without evidence, e.g. when a persisted state says so."""
-        self.open_until = until
-        return self._move(BreakerState.OPEN, now)
-
-    # -- the table -------------------------------------------------------------------
-
-    def _apply(self, event: str, now: float, *, probe: bool) -> BreakerTransition | None:
-        handler = _TABLE.get((self.state, event))
-        if handler is None:
-            raise RuntimeError(f"breaker: event {event!r} does not fit state {self.state.value!r}")
-        return handler(self, now, probe)
-
-    def _move(self, after: BreakerState, now: float) -> BreakerTransition | None:
-        before, self.state = self.state, after
-        return None if before is after else BreakerTransition(before=before, after=after, at=now)
-
-    def _closed_success(self, now: float, probe: bool) -> BreakerTransition | None:
+    def success(self, now: float, *, started: float, probe: bool) -> BreakerTransition | None:
+        if probe:
+            self.leased = False
+        elif self.state is not BreakerState.CLOSED or (
+            self.failed_at is not None and started < self.failed_at
+        ):
+            return None  # late: it says nothing about the current episode
         self.failures = 0
-        return None
+        if self.failed_at is not None:
+            self.failed_at = None
+            self.recovered_at = now
+        return self._move(BreakerState.CLOSED, now)
 
-    def _closed_failure(self, now: float, probe: bool) -> BreakerTransition | None:
+    def failure(self, now: float, *, started: float, probe: bool) -> BreakerTransition | None:
+        if probe:
+            self.leased = False
+        elif self.state is not BreakerState.CLOSED or started < self.recovered_at:
+            return None  # late: it says nothing about the current episode
+        self.failed_at = now
+        if self.state is BreakerState.HALF_OPEN:
+            self.open_until = now + self.cooldown
+            return self._move(BreakerState.OPEN, now)
         self.failures += 1
         if self.failures < self.threshold:
             return None
         self.open_until = now + self.cooldown
         return self._move(BreakerState.OPEN, now)
 
-    def _open_probe(self, now: float, probe: bool) -> BreakerTransition | None:
-        return self._move(BreakerState.HALF_OPEN, now)
-
-    def _ignore(self, now: float, probe: bool) -> BreakerTransition | None:
+    def abandon(self, now: float, *, probe: bool) -> BreakerTransition | None:
+        """The attempt ended without an outcome: release its probe lease, if it held it."""
+        if not probe:
+            return None
+        self.leased = False
+        if self.state is BreakerState.HALF_OPEN:
+            self.open_until = now  # due again at once
+            return self._move(BreakerState.OPEN, now)
         return None
 
-    def _half_open_success(self, now: float, probe: bool) -> BreakerTransition | None:
-        if not probe:
-            return None
-        self.failures = 0
-        return self._move(BreakerState.CLOSED, now)
+    def suspect_since(self, now: float) -> None:
+        """Count the domain as failed at ``now`` without evidence (a restart resumes
+        on the domain that last served, so the ones ahead of it wait one cooldown)."""
+        self.failed_at = now
 
-    def _half_open_failure(self, now: float, probe: bool) -> BreakerTransition | None:
-        if not probe:
-            return None
-        self.open_until = now + self.cooldown
-        return self._move(BreakerState.OPEN, now)
-
-    def _half_open_abandon(self, now: float, probe: bool) -> BreakerTransition | None:
-        if not probe:
-            return None
-        self.open_until = now
-        return self._move(BreakerState.OPEN, now)
-
-
-_Handler = Callable[[Breaker, float, bool], "BreakerTransition | None"]
-
-# (state, event) -> what happens. An event missing here is a bug and raises.
-_TABLE: dict[tuple[BreakerState, str], _Handler] = {
-    (BreakerState.CLOSED, "success"): Breaker._closed_success,
-    (BreakerState.CLOSED, "failure"): Breaker._closed_failure,
-    (BreakerState.CLOSED, "abandon"): Breaker._ignore,
-    (BreakerState.OPEN, "probe"): Breaker._open_probe,
-    (BreakerState.OPEN, "success"): Breaker._ignore,  # late result from before it opened
-    (BreakerState.OPEN, "failure"): Breaker._ignore,
-    (BreakerState.OPEN, "abandon"): Breaker._ignore,
-    (BreakerState.HALF_OPEN, "success"): Breaker._half_open_success,
-    (BreakerState.HALF_OPEN, "failure"): Breaker._half_open_failure,
-    (BreakerState.HALF_OPEN, "abandon"): Breaker._half_open_abandon,
-}
+    def _move(self, after: BreakerState, now: float) -> BreakerTransition | None:
+        before, self.state = self.state, after
+        return None if before is after else BreakerTransition(before=before, after=after, at=now)

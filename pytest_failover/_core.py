@@ -9,32 +9,49 @@ The transports never decide anything. For each logical request they open a
     ... wait decision.delay, send the attempt, classify what happened ...
     events = plan.record(outcome, now)   # breaker transitions, switches
 
-Which domain: the pool's order for the configured region, restricted to the
-domains that are enabled (remote control) and whose breaker admits a request.
-Among those, domains not yet tried by this request come first (a retry goes to
-the *next* domain), then domains without a recent failure (``sticky``: a domain
-that failed within the breaker cooldown yields to the last one that worked,
-which is how the client stays on the backup), then pool order. A domain whose
-breaker cooldown is over ranks as healthy again, so the next request probes it:
-that is the failback to the primary. An explicit :class:`ScheduleTable` names
-the domain of each step by its rank at the start of the request instead.
+Which domain next (:meth:`PoolCore.choose`, the only place that decides it).
+Every enabled domain has a *standing*, read off its breaker (see ``_breaker.py``):
+HEALTHY, DUE, SUSPECT, PROBING or OPEN. Then, in this order:
+
+1. Among the admissible domains (HEALTHY, DUE, SUSPECT), the best is the first
+   by ``(tried by this request, SUSPECT, pool position)``: an untried domain
+   before a tried one, a working one before a suspect one, then pool order.
+   Choosing a DUE domain takes its probe lease, so one request probes it and
+   everybody else keeps using the domain that works.
+2. If the best was already tried by this request (or there is none) and some
+   untried domain is OPEN, the one whose cooldown ends first is probed early
+   (its probe lease, so never more than one such attempt in flight), at most
+   once per request. This is the availability-first rule for "every other
+   domain is out": the pool recovers the moment a domain answers again, not a
+   whole cooldown later.
+3. Else the best tried domain is tried again (after a backoff).
+4. With nothing admissible and a probe in flight, the request waits for the
+   probe (``Wait``: polls of a few milliseconds, ``Policy.probe_wait`` in all)
+   and takes no early probe of its own after that. With nothing admissible and
+   no probe in flight it stops with ``circuit_open`` (before any attempt) or
+   ``exhausted``, and the fallback answers.
+
+So when every domain is open a pool has at most one probe in flight per domain,
+a logical request makes at most one attempt, and requests that arrive while a
+probe is out get its answer instead of an error.
+
+A pinned request has one candidate; an explicit :class:`ScheduleTable` names
+the domain of each step by its rank at the start of the request, and falls back
+to the rule above when that domain is not admissible.
 
 Whether to retry: never after a success or an answer (4xx, application error);
 never once the schedule's attempts are used up; never when request bytes may
 have left and the request is not idempotent (or its body cannot be replayed);
-never while the pool's retry budget is at or below half; never when the next
-attempt could not start before the deadline. The first attempt is never
-delayed. With exponential backoff, a failure before any byte reached a server
-(DNS, refused, TLS handshake) moves to an untried domain at once: that adds no
-load anywhere, like gRPC's transparent retries. Every other retry waits a full
-jitter backoff, so clients that saw the same failure do not retry in lockstep;
-a ``Retry-After`` (capped) lengthens the wait.
+never when the next attempt could not start before the deadline. A failure that
+sent nothing (DNS, refused, TLS handshake, connect timeout) moves to an untried
+domain at once: it costs no retry budget, does not count against the schedule's
+attempts, and is never refused (gRPC's transparent retries). Every other retry
+waits a full-jitter backoff and needs the pool's retry budget (``_budget.py``),
+which charges only failed retries.
 
-Everything is a value: decisions and records are named tuples, outcomes and
-events frozen dataclasses. Time and randomness are arguments. The pool's lock is
-held only while deciding and recording, never during I/O, so one slow domain never
-blocks requests to another; a first attempt to a domain whose breaker is closed
-takes no lock at all (choosing it only reads, and sending changes nothing).
+The first attempt is never delayed. Time and randomness are arguments. The
+pool's lock is held only while deciding and recording, never during I/O, so a
+slow domain never blocks requests to another.
 """
 
 from __future__ import annotations
@@ -43,16 +60,26 @@ import random as _random
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import httpx
 
-from ._breaker import Breaker, BreakerState, BreakerTransition
+from ._breaker import Breaker, BreakerTransition, Standing
 from ._budget import TokenBucket
 from ._classify import Outcome, OutcomeKind
-from ._policy import ExponentialBackoff, Policy
+from ._decisions import (
+    Attempt,
+    AttemptRecord,
+    BreakerEvent,
+    BudgetRejected,
+    Event,
+    Stop,
+    Switch,
+    Wait,
+)
+from ._policy import ExponentialBackoff, Policy, ScheduleTable
 from ._pool import Domain, Pool
-from ._state import DomainState, PoolState, TransportState
+from ._snapshot import DomainState, PoolState, TransportState
 
 if TYPE_CHECKING:
     from .control import ControlDocument
@@ -62,6 +89,7 @@ __all__ = [
     "AttemptRecord",
     "BreakerEvent",
     "BudgetRejected",
+    "Choice",
     "Event",
     "FailoverCore",
     "PoolCore",
@@ -69,88 +97,17 @@ __all__ = [
     "RequestPlan",
     "Stop",
     "Switch",
+    "Wait",
 ]
 
 # An attempt with less time than this before the deadline is not started.
 MIN_ATTEMPT_TIME = 0.001
 
-# Read on every request: a module global is a dict look-up, an enum member read
-# through its class costs ten times more.
-_CLOSED = BreakerState.CLOSED
-_FAILURE = OutcomeKind.FAILURE
-_THROTTLED = OutcomeKind.THROTTLED
+DONE = Stop(reason="done")
 
-
-# -- values ------------------------------------------------------------------------------
-
-
-class AttemptRecord(NamedTuple):
-    """What one attempt did: kept on results and errors, reported in telemetry."""
-
-    number: int
-    domain: str
-    error_type: str | None
-    status: int | None
-    duration: float
-    sent: bool
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BreakerEvent:
-    pool: str
-    domain: Domain
-    before: BreakerState
-    after: BreakerState
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Switch:
-    """The domain serving a pool changed (``reason``: the failure that moved it, or
-    ``failback`` when a preferred domain took the traffic back)."""
-
-    pool: str
-    before: Domain
-    after: Domain
-    reason: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BudgetRejected:
-    pool: str
-
-
-Event = BreakerEvent | Switch | BudgetRejected
-
-
-# Decisions are named tuples: immutable values like the rest, and cheap enough to
-# build on every request (a frozen dataclass costs several times more). On the hot
-# path they are built with ``_new(Cls, (fields...))``: the ``__new__`` a NamedTuple
-# generates is a Python function that does only this.
-_new = tuple.__new__
-
-
-class Attempt(NamedTuple):
-    """Decision: send attempt ``number`` (1-based) to ``domain`` after ``delay`` seconds,
-    with at most ``timeout`` seconds for it."""
-
-    number: int
-    domain: Domain
-    delay: float
-    timeout: float
-    probe: bool
-    events: tuple[Event, ...] = ()
-
-
-class Stop(NamedTuple):
-    """Decision: no further attempt. ``reason`` is ``done`` after a success or an
-    answer, else why the plan gave up: ``exhausted``, ``deadline``,
-    ``not_retryable``, ``retry_budget`` or ``circuit_open``."""
-
-    reason: str
-    events: tuple[Event, ...] = ()
-
-
-_DONE = Stop(reason="done")
+# Polls while waiting for another request's probe: 2 ms, doubling, at most 50 ms.
+_FIRST_WAIT = 0.002
+_LONGEST_WAIT = 0.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,6 +141,18 @@ class RequestOptions:
 _DEFAULT_OPTIONS = RequestOptions()
 
 
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The pool's answer to "which domain next": the domain, its breaker, and
+    whether the attempt takes the domain's probe lease (``early``: before its
+    cooldown is over)."""
+
+    domain: Domain
+    breaker: Breaker
+    probe: bool
+    early: bool = False
+
+
 # -- one pool --------------------------------------------------------------------------------
 
 
@@ -194,55 +163,76 @@ class PoolCore:
         self.pool = pool
         self.name = pool.name
         self.policy = policy
-        self.max_attempts = policy.max_attempts
         self.order: tuple[Domain, ...] = pool.order(region)
-        self._position = {d: i for i, d in enumerate(self.order)}
+        self.position = {d: i for i, d in enumerate(self.order)}
         self.breakers = {
             d: Breaker(threshold=policy.breaker_threshold, cooldown=policy.breaker_cooldown)
             for d in pool.domains
         }
-        self._in_order = tuple((d, self.breakers[d]) for d in self.order)
         self.budget = TokenBucket(policy.retry_budget) if policy.retry_budget else None
         self.disabled: frozenset[Domain] = frozenset()
         self.serving: Domain | None = None
         self.lock = threading.Lock()
 
-    def _rank_key(self, domain: Domain, now: float, tried: Sequence[Domain]) -> tuple[int, int, int]:
-        breaker = self.breakers[domain]
-        recent = self.policy.sticky and breaker.recently_failed(now) and not breaker.probe_due(now)
-        return (tried.count(domain), int(recent), self._position[domain])
+    def standing(self, domain: Domain, now: float) -> Standing:
+        return self.breakers[domain].standing(now, sticky=self.policy.sticky)
 
-    def best(self, now: float, tried: Sequence[Domain]) -> tuple[Domain, Breaker] | None:
-        """The best admissible domain and its breaker. The common case, an untried
-        healthy domain early in the order, returns without ranking them all."""
-        disabled = self.disabled
-        sticky = self.policy.sticky
-        for member in self._in_order:
-            domain, breaker = member
-            if (disabled and domain in disabled) or (tried and domain in tried):
+    def choose(self, now: float, tried: Sequence[Domain], *, early: bool = True) -> Choice | None:
+        """Which domain next, for a request that already tried ``tried`` (the
+        module's rule; the caller holds the lock)."""
+        best: tuple[tuple[bool, bool, int], Domain] | None = None
+        earliest: Domain | None = None
+        for position, domain in enumerate(self.order):
+            if domain in self.disabled:
                 continue
-            if breaker.state is _CLOSED and not (
-                sticky and breaker.last_failure_at is not None and breaker.recently_failed(now)
-            ):
-                return member
-            break
-        ranked = self.ranked(now, tried)
-        return (ranked[0], self.breakers[ranked[0]]) if ranked else None
+            standing = self.standing(domain, now)
+            if standing is Standing.OPEN:
+                if early and domain not in tried and (
+                    earliest is None
+                    or self.breakers[domain].open_until < self.breakers[earliest].open_until
+                ):
+                    earliest = domain
+                continue
+            if not standing.admissible:
+                continue
+            rank = (domain in tried, standing is Standing.SUSPECT, position)
+            if best is None or rank < best[0]:
+                best = (rank, domain)
+                if rank[:2] == (False, False):
+                    break  # untried and working: nothing later in the order ranks higher
+        untried_best = best is not None and not best[0][0]
+        if best is not None and (untried_best or earliest is None):
+            return self._choice(best[1], now)
+        if earliest is not None:
+            return Choice(earliest, self.breakers[earliest], probe=True, early=True)
+        return None
 
-    def ranked(self, now: float, tried: Sequence[Domain] = ()) -> list[Domain]:
-        """Admissible domains, best first (caller holds the lock)."""
-        usable = [
-            d for d in self.order if d not in self.disabled and self.breakers[d].admits(now)
+    def probing(self) -> bool:
+        """Is a probe of some enabled domain in flight?"""
+        return any(self.breakers[d].leased for d in self.order if d not in self.disabled)
+
+    def admit(self, domain: Domain, now: float) -> Choice | None:
+        """``domain`` as the next attempt's target, if it is enabled and admissible."""
+        if domain in self.disabled or not self.standing(domain, now).admissible:
+            return None
+        return self._choice(domain, now)
+
+    def _choice(self, domain: Domain, now: float) -> Choice:
+        return Choice(domain, self.breakers[domain], probe=self.standing(domain, now) is Standing.DUE)
+
+    def admissible(self, now: float) -> list[Domain]:
+        """The enabled domains an ordinary request may be sent to now, in pool order."""
+        return [
+            d for d in self.order if d not in self.disabled and self.standing(d, now).admissible
         ]
-        return sorted(usable, key=lambda d: self._rank_key(d, now, tried))
 
     def restore_serving(self, domain: Domain, now: float) -> None:
         """Resume on ``domain`` after a restart: the domains ahead of it count as
-        recently failed for one cooldown, then the client fails back."""
+        suspect for one cooldown, then the client fails back (one probe)."""
         with self.lock:
             self.serving = domain
-            for ahead in self.order[: self._position[domain]]:
-                self.breakers[ahead].last_failure_at = now
+            for ahead in self.order[: self.position[domain]]:
+                self.breakers[ahead].suspect_since(now)
 
     def snapshot(self, now: float) -> PoolState:
         with self.lock:
@@ -254,7 +244,7 @@ class PoolCore:
                         breaker=self.breakers[d].state.value,
                         consecutive_failures=self.breakers[d].failures,
                         enabled=d not in self.disabled,
-                        can_request=d not in self.disabled and self.breakers[d].admits(now),
+                        can_request=d not in self.disabled and self.standing(d, now).admissible,
                     )
                     for d in self.order
                 ),
@@ -269,33 +259,10 @@ class PoolCore:
 class RequestPlan:
     """The decisions for one logical request. Not shared between threads."""
 
-    __slots__ = (
-        "_attempt_timeout",
-        "_failed_on",
-        "_in_flight",
-        "_in_flight_breaker",
-        "_initial",
-        "_max_attempts",
-        "_random",
-        "_ranks_live",
-        "_tried",
-        "core",
-        "deadline_at",
-        "done",
-        "idempotent",
-        "last_outcome",
-        "may_resend",
-        "method",
-        "pinned",
-        "policy",
-        "records",
-        "replayable",
-        "started_at",
-    )
-
     def __init__(
         self,
         core: PoolCore,
+        *,
         method: str,
         idempotent: bool,
         replayable: bool,
@@ -311,206 +278,194 @@ class RequestPlan:
         self.pinned = pinned
         self.started_at = now
         self.deadline_at = now + self.policy.deadline
-        self._max_attempts = core.max_attempts
-        self._attempt_timeout = self.policy.attempt_timeout
         self._random = random
         self.records: list[AttemptRecord] = []
-        self._tried: list[Domain] = []  # in order; list look-ups compare identity first
-        self._in_flight: Attempt | None = None
-        self._in_flight_breaker: Breaker | None = None
+        self.tried: list[Domain] = []
+        self._in_flight: tuple[Attempt, Choice, float] | None = None  # and when it was sent
         self.last_outcome: Outcome | None = None  # of the latest attempt
+        self._counted = 0  # attempts that count against the schedule (not transparent)
+        self._early_allowed = True  # one early probe per request, none after a wait
+        self._waited = 0.0  # seconds spent waiting for another request's probe
+        self._next_wait = _FIRST_WAIT
         # Could this request be sent again after its bytes left?
-        self.may_resend = idempotent and replayable and self._max_attempts > 1
+        self.may_resend = idempotent and replayable and self.policy.max_attempts > 1
         self._failed_on: tuple[Domain, str] | None = None
         self.done = False  # an attempt ended the request (a success or an answer)
-        # With backoff, each attempt takes the best domain at that moment; a pinned
-        # request has one candidate; a table names domains by their rank at the start.
-        backoff = isinstance(self.policy.schedule, ExponentialBackoff)
-        self._ranks_live = backoff and pinned is None
-        self._initial: list[Domain] = []
-        if not backoff:
+        # A table is followed as written (no transparent moves); it names domains
+        # by their rank at the start of the request.
+        self._backoff_schedule = isinstance(self.policy.schedule, ExponentialBackoff)
+        self._initial: tuple[Domain, ...] = ()
+        if isinstance(self.policy.schedule, ScheduleTable) and pinned is None:
             with core.lock:
-                self._initial = self._candidates(now)
+                self._initial = tuple(core.admissible(now))
 
     @property
     def pool(self) -> str:
         return self.core.name
 
-    def _candidates(self, now: float) -> list[Domain]:
-        core = self.core
-        if self.pinned is not None:
-            return [self.pinned] if core.breakers[self.pinned].admits(now) else []
-        return core.ranked(now, self._tried)
+    @property
+    def in_flight(self) -> Attempt | None:
+        return None if self._in_flight is None else self._in_flight[0]
 
     # -- next -------------------------------------------------------------------------
 
-    def next(self, now: float) -> Attempt | Stop:
-        """What to do now: another attempt, or stop (and why)."""
+    def next(self, now: float) -> Attempt | Wait | Stop:
+        """What to do now: another attempt, wait for a probe, or stop (and why)."""
         if self._in_flight is not None:
             raise RuntimeError(
-                f"attempt {self._in_flight.number} is in flight: record its outcome first"
+                f"attempt {self._in_flight[0].number} is in flight: record its outcome first"
             )
         if self.done:
-            return _DONE
-        number = len(self.records) + 1
-        if number > self._max_attempts:
-            return Stop(reason="exhausted")
-        core = self.core
-        if number == 1 and self._ranks_live:
-            # The common case needs no lock: choosing only reads, and sending to a
-            # closed breaker changes nothing in it.
-            best = core.best(now, ())
-            timeout = self._timeout(now)
-            if best is not None and best[1].state is _CLOSED and timeout >= MIN_ATTEMPT_TIME:
-                return self._start(number, best, 0.0, timeout, False, ())
+            return DONE
         events: list[Event] = []
-        with core.lock:
-            if number > 1:
-                refusal = self._refuse_retry(events)
-                if refusal is not None:
-                    return Stop(reason=refusal, events=tuple(events))
-            chosen = self._choose(number, now)
-            if chosen is None:
-                return Stop(reason="circuit_open" if number == 1 else "exhausted")
-            domain, breaker = chosen
-            delay = 0.0 if number == 1 else self._delay(number, now, domain)
-            timeout = self._timeout(now + delay)
-            if timeout < MIN_ATTEMPT_TIME:
-                return Stop(reason="deadline")
-            if breaker.state is _CLOSED:  # acquire() would change nothing
-                probe = False
-            else:
-                probe, transition = breaker.acquire(now + delay)
-                self._add_transition(events, domain, transition)
-        return self._start(number, chosen, delay, timeout, probe, tuple(events) if events else ())
+        with self.core.lock:
+            decision = self._decide(now, events)
+            if isinstance(decision, (Stop, Wait)):
+                return decision
+            choice, delay, timeout = decision
+            if choice.early:
+                self._early_allowed = False
+            if choice.probe:
+                self._add_transition(events, choice.domain, choice.breaker.acquire(now + delay, early=choice.early))
+        number = len(self.records) + 1
+        attempt = Attempt(
+            number=number,
+            domain=choice.domain,
+            delay=delay,
+            timeout=timeout,
+            probe=choice.probe,
+            events=tuple(events),
+        )
+        self._in_flight = (attempt, choice, now + delay)
+        self.tried.append(choice.domain)
+        return attempt
+
+    def _decide(self, now: float, events: list[Event]) -> tuple[Choice, float, float] | Wait | Stop:
+        last = self.last_outcome
+        if last is not None and last.sent and not (self.idempotent and self.replayable):
+            return Stop(reason="not_retryable")
+        choice = self._choose(now)
+        if choice is None:
+            wait = self._wait_for_probe(now)
+            if wait is not None:
+                return wait
+            return Stop(reason="circuit_open" if last is None else "exhausted")
+        transparent = (
+            self._backoff_schedule
+            and last is not None
+            and not last.sent
+            and choice.domain not in self.tried
+        )
+        if last is not None and not transparent:
+            if self._counted >= self.policy.max_attempts:
+                return Stop(reason="exhausted")
+            budget = self.core.budget
+            if last.sent and budget is not None and not budget.allows_retry():
+                events.append(BudgetRejected(pool=self.pool))
+                return Stop(reason="retry_budget", events=tuple(events))
+        # A probe goes at once: it holds the domain's lease, which others wait on,
+        # and being the only one it cannot retry in lockstep with anybody.
+        delay = 0.0 if last is None or transparent or choice.probe else self._backoff(now)
+        timeout = self._timeout(now + delay)
+        if timeout < MIN_ATTEMPT_TIME:
+            return Stop(reason="deadline")
+        if not transparent:
+            self._counted += 1
+        return choice, delay, timeout
+
+    def _wait_for_probe(self, now: float) -> Wait | None:
+        """Wait for another request's probe, if one is in flight and time allows."""
+        if self.pinned is not None or not self.core.probing():
+            return None
+        delay = min(self._next_wait, self.policy.probe_wait - self._waited, self.deadline_at - now)
+        if delay < MIN_ATTEMPT_TIME:
+            return None
+        self._early_allowed = False
+        self._waited += delay
+        self._next_wait = min(2 * self._next_wait, _LONGEST_WAIT)
+        return Wait(delay=delay)
+
+    def _choose(self, now: float) -> Choice | None:
+        core = self.core
+        if self.pinned is not None:
+            return core.admit(self.pinned, now)
+        if self._initial:
+            schedule = self.policy.schedule
+            assert isinstance(schedule, ScheduleTable)
+            step = schedule.steps[min(self._counted, len(schedule.steps) - 1)]
+            named = core.admit(self._initial[step.domain % len(self._initial)], now)
+            if named is not None:
+                return named
+        return core.choose(now, self.tried, early=self._early_allowed)
+
+    def _backoff(self, now: float) -> float:
+        """The wait before a counted retry: the schedule's, lengthened by a (capped)
+        ``Retry-After``."""
+        schedule = self.policy.schedule
+        if isinstance(schedule, ExponentialBackoff):
+            delay = schedule.delay(self._counted, self._random)
+        else:
+            index = min(self._counted, len(schedule.steps) - 1)
+            delay = max(0.0, self.started_at + schedule.offset(index, self._random) - now)
+        last = self.last_outcome
+        if last is not None and last.retry_after is not None:
+            delay = max(delay, min(last.retry_after, self.policy.retry_after_cap))
+        return delay
 
     def _timeout(self, start: float) -> float:
         """The time an attempt starting at ``start`` may take: to the deadline, capped
         by the per-attempt timeout."""
         timeout = self.deadline_at - start
-        if self._attempt_timeout is not None and self._attempt_timeout < timeout:
-            return self._attempt_timeout
-        return timeout
-
-    def _start(
-        self,
-        number: int,
-        member: tuple[Domain, Breaker],
-        delay: float,
-        timeout: float,
-        probe: bool,
-        events: tuple[Event, ...],
-    ) -> Attempt:
-        domain, self._in_flight_breaker = member
-        attempt = _new(Attempt, (number, domain, delay, timeout, probe, events))
-        self._in_flight = attempt
-        self._tried.append(domain)
-        return attempt
-
-    def _refuse_retry(self, events: list[Event]) -> str | None:
-        last = self.last_outcome
-        assert last is not None
-        if last.sent and not (self.idempotent and self.replayable):
-            return "not_retryable"
-        budget = self.core.budget
-        if budget is not None and not budget.allows_retry():
-            events.append(BudgetRejected(pool=self.pool))
-            return "retry_budget"
-        return None
-
-    def _choose(self, number: int, now: float) -> tuple[Domain, Breaker] | None:
-        if self._ranks_live:
-            return self.core.best(now, self._tried)
-        domain = self._choose_named(number, now)
-        return None if domain is None else (domain, self.core.breakers[domain])
-
-    def _choose_named(self, number: int, now: float) -> Domain | None:
-        """The pinned domain, or the one the schedule's table names for this step."""
-        candidates = self._candidates(now)
-        if not candidates or not self._initial:
-            return candidates[0] if candidates else None
-        schedule = self.policy.schedule
-        assert not isinstance(schedule, ExponentialBackoff)
-        wanted = schedule.steps[number - 1].domain % len(self._initial)
-        for offset in range(len(self._initial)):
-            domain = self._initial[(wanted + offset) % len(self._initial)]
-            if domain in candidates:
-                return domain
-        return candidates[0]
-
-    def _delay(self, number: int, now: float, domain: Domain) -> float:
-        if number == 1:
-            return 0.0
-        schedule = self.policy.schedule
-        last = self.last_outcome
-        if isinstance(schedule, ExponentialBackoff):
-            if last is not None and not last.sent and domain not in self._tried:
-                # Transparent failover: nothing reached a server, so moving to a
-                # domain this request has not tried adds no load anywhere.
-                return 0.0
-            delay = schedule.delay(number - 1, self._random)
-        else:
-            delay = max(0.0, self.started_at + schedule.offset(number - 1, self._random) - now)
-        if last is not None and last.retry_after is not None:
-            delay = max(delay, min(last.retry_after, self.policy.retry_after_cap))
-        return delay
+        cap = self.policy.attempt_timeout
+        return timeout if cap is None else min(cap, timeout)
 
     # -- record -----------------------------------------------------------------------
 
     def record(self, outcome: Outcome, now: float, duration: float) -> tuple[Event, ...]:
         """Report what the attempt in flight did; returns the events it caused."""
-        attempt, breaker = self._in_flight, self._in_flight_breaker
-        if attempt is None or breaker is None:
+        if self._in_flight is None:
             raise RuntimeError("no attempt is in flight: call next() first")
-        self._in_flight = self._in_flight_breaker = None
+        attempt, choice, sent_at = self._in_flight
+        self._in_flight = None
         self.records.append(
-            _new(
-                AttemptRecord,
-                (attempt.number, attempt.domain.url, outcome.error_type, outcome.status, duration, outcome.sent),
+            AttemptRecord(
+                attempt.number, attempt.domain.url, outcome.error_type, outcome.status, duration, outcome.sent
             )
         )
         self.last_outcome = outcome
         events: list[Event] = []
         core = self.core
-        domain = attempt.domain
-        lock = core.lock
-        lock.acquire()  # not `with`: its protocol costs more than the rest of this block
-        try:
-            if outcome.kind is _FAILURE:
-                transition = breaker.failure(now, probe=attempt.probe)
-                if core.budget is not None:
-                    core.budget.failure()
-                self._failed_on = (domain, outcome.error_type or "failure")
-            else:
-                transition = breaker.success(now, probe=attempt.probe)
-                if core.budget is not None:
-                    if outcome.kind is _THROTTLED:
-                        core.budget.failure()
-                    else:
-                        core.budget.success()
-            if transition is not None:
-                self._add_transition(events, domain, transition)
+        budget = core.budget
+        breaker = choice.breaker
+        with core.lock:
+            if outcome.kind is OutcomeKind.FAILURE:
+                transition = breaker.failure(now, started=sent_at, probe=attempt.probe)
+                self._failed_on = (attempt.domain, outcome.error_type or "failure")
+            else:  # the domain answered: healthy, even when it asks to slow down
+                transition = breaker.success(now, started=sent_at, probe=attempt.probe)
+            if budget is not None:
+                if not outcome.retryable:
+                    budget.refund()
+                elif attempt.number > 1 and outcome.sent:
+                    budget.charge()  # a failed retry: the only thing the budget charges
+            self._add_transition(events, attempt.domain, transition)
             if not outcome.retryable:
                 self.done = True
-                if core.serving is not domain:
-                    self._note_serving(domain, events)
-        finally:
-            lock.release()
-        return tuple(events) if events else ()
+                self._note_serving(attempt.domain, events)
+        return tuple(events)
 
     def abandon(self, now: float) -> tuple[Event, ...]:
         """The attempt in flight ended without an outcome (cancelled, or an error that
         says nothing about the domain): release its probe, count nothing."""
-        attempt, breaker = self._in_flight, self._in_flight_breaker
-        if attempt is None or breaker is None:
+        self.done = True
+        if self._in_flight is None:
             return ()
-        self._in_flight = self._in_flight_breaker = None
-        self._tried.remove(attempt.domain)
+        attempt, choice, _ = self._in_flight
+        self._in_flight = None
+        self.tried.remove(attempt.domain)
         events: list[Event] = []
         with self.core.lock:
-            transition = breaker.abandon(now, probe=attempt.probe)
-            self._add_transition(events, attempt.domain, transition)
-        self.done = True
+            self._add_transition(events, attempt.domain, choice.breaker.abandon(now, probe=attempt.probe))
         return tuple(events)
 
     def _note_serving(self, domain: Domain, events: list[Event]) -> None:
@@ -521,7 +476,7 @@ class RequestPlan:
             return
         if self._failed_on is not None and self._failed_on[0] == before:
             reason = self._failed_on[1]
-        elif core._position[domain] < core._position[before]:
+        elif core.position[domain] < core.position[before]:
             reason = "failback"
         else:
             reason = "preferred_unavailable"
@@ -532,9 +487,7 @@ class RequestPlan:
     ) -> None:
         if transition is not None:
             events.append(
-                BreakerEvent(
-                    pool=self.pool, domain=domain, before=transition.before, after=transition.after
-                )
+                BreakerEvent(pool=self.pool, domain=domain, before=transition.before, after=transition.after)
             )
 
 
@@ -569,9 +522,8 @@ class FailoverCore:
         self.pools: dict[str, PoolCore] = {
             p.name: PoolCore(p, policies[p.name], region=region) for p in pools
         }
-        self._by_domain = {d: self.pools[name] for d, name in seen.items()}
         # (scheme, host, port) as httpx.URL gives them (a default port is None)
-        self._by_origin = {(d.scheme, d.host, d.port): (d, pc) for d, pc in self._by_domain.items()}
+        self._by_origin = {(d.scheme, d.host, d.port): (d, self.pools[name]) for d, name in seen.items()}
         self.random = random
         self.control_version: int | None = None
         self._control_lock = threading.Lock()
@@ -596,29 +548,29 @@ class FailoverCore:
         already points at (if any), or None when the request passes through."""
         if not options.enabled:
             return None
+        found = self._find(url)
+        origin = None if found is None else found[0]
         if options.domain is not None:
             try:
                 pinned = Domain.parse(options.domain)
             except ValueError as exc:
                 raise ValueError(f'extensions["failover"]["domain"]: {exc}') from None
-            pool_core = self._by_domain.get(pinned)
-            if pool_core is None:
+            pinned_in = self._find_domain(pinned)
+            if pinned_in is None:
                 raise ValueError(f"pinned domain {pinned} is not in any pool")
-            return pool_core, pinned, self._origin(url)
+            return pinned_in, pinned, origin
         if options.pool is not None:
             pool_core = self.pools.get(options.pool)
             if pool_core is None:
                 raise ValueError(f"unknown pool {options.pool!r}; pools are {sorted(self.pools)}")
-            return pool_core, None, self._origin(url)
-        found = self._find(url)
+            return pool_core, None, origin
         if found is None:
             return None
-        origin, pool_core = found
-        return pool_core, None, origin
+        return found[1], None, origin
 
-    def _origin(self, url: httpx.URL) -> Domain | None:
-        found = self._find(url)
-        return None if found is None else found[0]
+    def _find_domain(self, domain: Domain) -> PoolCore | None:
+        found = self._by_origin.get((domain.scheme, domain.host, domain.port))
+        return None if found is None else found[1]
 
     def _find(self, url: httpx.URL) -> tuple[Domain, PoolCore] | None:
         """The domain ``url`` points at, and its pool."""
@@ -631,6 +583,7 @@ class FailoverCore:
     def begin(
         self,
         pool_core: PoolCore,
+        *,
         method: str,
         headers: httpx.Headers,
         options: RequestOptions,
@@ -643,8 +596,15 @@ class FailoverCore:
             idempotent = options.idempotent
         else:
             idempotent = method in pool_core.policy.idempotent_methods or "idempotency-key" in headers
-        # positional: this runs on every request
-        return RequestPlan(pool_core, method, idempotent, replayable, pinned, now, self.random)
+        return RequestPlan(
+            pool_core,
+            method=method,
+            idempotent=idempotent,
+            replayable=replayable,
+            pinned=pinned,
+            now=now,
+            random=self.random,
+        )
 
     def state(self, now: float) -> TransportState:
         return TransportState(
@@ -667,4 +627,3 @@ class FailoverCore:
                 with pool_core.lock:
                     pool_core.disabled = domains
             self.control_version = doc.version
-

@@ -158,14 +158,19 @@ class Policy:
       never held against the domain, reported as ``error.type=app_error``.
     - ``breaker_threshold`` / ``breaker_cooldown``: consecutive failures that open
       a domain's breaker, and how long it stays open before one probe.
+    - ``probe_wait``: how long a request that finds every domain out, with a
+      probe in flight, waits for that probe to report before it gives up
+      (``circuit_open``, so a fallback answers).
     - ``retry_budget``: :class:`RetryBudget`, or None to disable throttling.
     - ``sticky``: prefer the last domain that worked; ``sticky_path`` persists it.
-    - ``stale_on_failure``: serve the last good GET response when every domain
-      failed (``stale_max_age`` seconds at most, ``stale_max_bytes`` per body).
+    - ``stale_on_failure``: when every domain failed, serve a stored GET response
+      as RFC 9111 / RFC 5861 allow (``stale-if-error``, else ``stale_max_age``
+      seconds past its freshness); bodies over ``stale_max_bytes`` are not stored.
     - ``read_body``: read a successful response's body inside the transport when
       the request may be retried, so a connection that breaks mid-body fails over
-      like any other failure. Set it to False for large streamed downloads: the
-      body is then handed over unread and a mid-body failure reaches the caller.
+      like any other failure. At most ``read_body_max_bytes`` are held: a larger
+      body streams through to the caller, and a failure past that point reaches
+      the caller. Set it to False for streamed downloads.
     """
 
     schedule: Schedule = field(default_factory=ExponentialBackoff)
@@ -177,6 +182,7 @@ class Policy:
     is_app_error: ResponseCheck | None = None
     breaker_threshold: int = 3
     breaker_cooldown: float = 30.0
+    probe_wait: float = 1.0
     retry_budget: RetryBudget | None = field(default_factory=RetryBudget)
     sticky: bool = True
     sticky_path: str | None = None
@@ -184,6 +190,7 @@ class Policy:
     stale_max_age: float = 300.0
     stale_max_bytes: int = 1 << 20
     read_body: bool = True
+    read_body_max_bytes: int = 8 << 20
 
     def __post_init__(self) -> None:
         if not isinstance(self.schedule, (ExponentialBackoff, ScheduleTable)):
@@ -193,7 +200,12 @@ class Policy:
         _positive("Policy.deadline", self.deadline)
         _positive("Policy.retry_after_cap", self.retry_after_cap, allow_zero=True)
         _positive("Policy.breaker_cooldown", self.breaker_cooldown)
+        _positive("Policy.probe_wait", self.probe_wait, allow_zero=True)
         _positive("Policy.stale_max_age", self.stale_max_age)
+        for name in ("stale_max_bytes", "read_body_max_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"Policy.{name} must be an int >= 0, got {value!r}")
         if isinstance(self.breaker_threshold, bool) or not isinstance(self.breaker_threshold, int) or self.breaker_threshold < 1:
             raise ValueError(f"Policy.breaker_threshold must be an int >= 1, got {self.breaker_threshold!r}")
         statuses = frozenset(self.retry_statuses)

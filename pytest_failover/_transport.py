@@ -1,30 +1,30 @@
 """The sync and async failover transports: thin loops over the decision core.
 
 Both classes wrap an inner httpx transport and add nothing to its surface.
-Everything they share (routing, rewriting, classification, telemetry, the end
-of a request) lives in :class:`_Exchange`; the two ``handle_request`` loops
-differ only where I/O happens: sending, reading, sleeping and closing.
+Everything they share lives in :class:`~pytest_failover._exchange.Exchange`
+(no I/O) and in the core (the decisions); the two loops here differ only where
+I/O happens: sending, reading, sleeping, closing, and bounding an attempt's time.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import httpx
 
-from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
-from ._core import _DONE, Attempt, AttemptRecord, FailoverCore, PoolCore, RequestOptions, Stop, _new
-from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
+from ._core import FailoverCore, PoolCore, RequestOptions
+from ._deadline import Guard, async_limit, watchdog
+from ._decisions import Attempt, Wait
+from ._exchange import BodyBuffer, Exchange, FailoverResult, Fallback
 from ._policy import Policy
 from ._pool import Domain, Pool
+from ._snapshot import TransportState
 from ._stale import StaleCache
-from ._state import TransportState
 from ._sticky import StickyFile
-from ._telemetry import RequestTrace, Telemetry, redact_url
+from ._telemetry import Telemetry
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -35,59 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["AsyncFailoverTransport", "FailoverResult", "FailoverTransport", "Fallback"]
 
 logger = logging.getLogger("pytest_failover")
-
-Fallback = Callable[
-    [httpx.Request, FailoverError], httpx.Response | Awaitable[httpx.Response]
-]
-
-
-class FailoverResult(NamedTuple):
-    """``response.extensions["failover"]``: how the response was obtained."""
-
-    pool: str
-    domain: str | None  # the domain that answered (None for a fallback)
-    attempts: tuple[AttemptRecord, ...]
-    outcome: str  # success | failure | stale | fallback
-    stale: bool = False
-    fallback: bool = False
-
-
-# failover.attempt.result for each kind of outcome
-_RESULTS = {
-    OutcomeKind.SUCCESS: "success",
-    OutcomeKind.ANSWER: "answer",
-    OutcomeKind.THROTTLED: "failure",
-    OutcomeKind.FAILURE: "failure",
-}
-
-
-class _TrackedStream(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """Wraps a body that cannot be replayed, to know whether any of it was read."""
-
-    def __init__(self, inner: httpx.SyncByteStream | httpx.AsyncByteStream) -> None:
-        self.inner = inner
-        self.started = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        self.started = True
-        if not isinstance(self.inner, httpx.SyncByteStream):
-            raise RuntimeError("this request body can only be sent by an async transport")
-        yield from self.inner
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        self.started = True
-        if not isinstance(self.inner, httpx.AsyncByteStream):
-            raise RuntimeError("this request body can only be sent by a sync transport")
-        async for chunk in self.inner:
-            yield chunk
-
-    def close(self) -> None:
-        if isinstance(self.inner, httpx.SyncByteStream):
-            self.inner.close()
-
-    async def aclose(self) -> None:
-        if isinstance(self.inner, httpx.AsyncByteStream):
-            await self.inner.aclose()
 
 
 class _FailoverBase:
@@ -119,10 +66,8 @@ class _FailoverBase:
         files: dict[str, StickyFile] = {}
         for name, pool_core in self._core.pools.items():
             path = pool_core.policy.sticky_path
-            if path is None:
-                continue
-            sticky = files.setdefault(path, StickyFile(path))
-            self._sticky[name] = sticky
+            if path is not None:
+                self._sticky[name] = files.setdefault(path, StickyFile(path))
         loaded = {path: f.load() for path, f in files.items()}
         now = self._clock()
         for name, sticky in self._sticky.items():
@@ -131,13 +76,19 @@ class _FailoverBase:
                 continue
             pool_core = self._core.pools[name]
             try:
-                domain = Domain.parse(url)
+                domain: Domain | None = Domain.parse(url)
             except ValueError:
                 domain = None
             if domain is None or domain not in pool_core.order:
                 logger.warning("sticky file %s: %r is not a domain of pool %r; ignored", sticky.path, url, name)
                 continue
             pool_core.restore_serving(domain, now)
+
+    def _persist_sticky(self, pool_core: PoolCore) -> None:
+        sticky = self._sticky.get(pool_core.name)
+        serving = pool_core.serving
+        if sticky is not None and serving is not None:
+            sticky.save({pool_core.name: serving.url})
 
     def state(self) -> TransportState:
         """A snapshot of every pool: breakers, enabled domains, serving domain, budget."""
@@ -149,307 +100,13 @@ class _FailoverBase:
         pool, or does not increase the version."""
         self._core.apply_control(doc)
 
-    def _begin(self, request: httpx.Request) -> _Exchange | None:
+    def _begin(self, request: httpx.Request) -> Exchange | None:
         options = RequestOptions.from_extensions(request.extensions)
         route = self._core.route(request.url, options)
         if route is None:
             return None
         pool_core, pinned, origin = route
-        return _Exchange(self, request, pool_core, pinned, origin, options)
-
-
-class _Exchange:
-    """One logical request through the failover loop: everything but the I/O."""
-
-    __slots__ = (
-        "_attempt",
-        "_attempt_started",
-        "_clock",
-        "_finished",
-        "_origin",
-        "_owner",
-        "_reads_body",
-        "_traced",
-        "_tracked",
-        "error",
-        "original_url",
-        "plan",
-        "policy",
-        "pool_core",
-        "request",
-        "response",
-        "started_at",
-        "stop",
-        "trace",
-    )
-
-    def __init__(
-        self,
-        owner: _FailoverBase,
-        request: httpx.Request,
-        pool_core: PoolCore,
-        pinned: Domain | None,
-        origin: Domain | None,
-        options: RequestOptions,
-    ) -> None:
-        self._owner = owner
-        self._origin = origin  # the pool domain the request's URL points at, if any
-        self._clock = owner._clock
-        self.request = request
-        self.pool_core = pool_core
-        self.policy = pool_core.policy
-        self.original_url = request.url
-        stream = request.stream
-        replayable = isinstance(stream, httpx.ByteStream)
-        self._tracked: _TrackedStream | None = None
-        if not replayable:
-            self._tracked = _TrackedStream(stream)
-            request.stream = self._tracked
-        self.started_at = self._clock()
-        self.plan = owner._core.begin(
-            pool_core, request.method, request.headers, options, replayable, pinned, self.started_at
-        )
-        self.trace: RequestTrace = owner._telemetry.start(pool_core.name, request.method, request.url)
-        self._traced = self.trace.live  # without an SDK, skip even the calls
-        policy = self.policy
-        # Must a 2xx body be read before the outcome is known? For the app-error
-        # check, the stale cache, and so that a re-sendable request whose connection
-        # breaks mid-body fails over instead of handing the caller a broken stream.
-        self._reads_body = (
-            policy.is_app_error is not None
-            or (policy.stale_on_failure and self.plan.method == "GET")
-            or (policy.read_body and self.plan.may_resend)
-        )
-        self._attempt: Attempt | None = None
-        self._attempt_started = 0.0
-        self.response: httpx.Response | None = None
-        self.error: httpx.TransportError | None = None
-        self.stop: Stop | None = None
-        self._finished = False
-
-    # -- the loop's steps ------------------------------------------------------------
-
-    def next_attempt(self) -> Attempt | None:
-        plan = self.plan
-        if plan.done:  # answered: no need to ask
-            self.stop = _DONE
-            return None
-        decision = plan.next(self._clock())
-        if decision.events and self._traced:
-            self.trace.events(decision.events)
-        if isinstance(decision, Stop):
-            self.stop = decision
-            return None
-        if decision.number > 1:
-            self._log_retry(decision)
-        return decision
-
-    def prepare(self, attempt: Attempt) -> httpx.Request:
-        """Point the request at the attempt's domain, with the attempt's timeouts."""
-        request = self.request
-        domain = attempt.domain
-        url = self.original_url if domain is self._origin else domain.rewrite(self.original_url)
-        if url is not request.url:
-            request.url = url
-            request.headers["Host"] = domain.netloc
-        timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
-        limit = attempt.timeout
-        try:  # all four set, none above the limit
-            within = len(timeouts) == 4 and max(timeouts.values()) <= limit
-        except TypeError:  # one of them is None: no limit
-            within = False
-        if not within:
-            request.extensions = {
-                **request.extensions,
-                "timeout": {
-                    key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
-                    for key in ("connect", "read", "write", "pool")
-                },
-            }
-        self._attempt = attempt
-        if self._traced:
-            self.trace.attempt_started(attempt, request)
-        self._attempt_started = self._clock()
-        return request
-
-    def wants_body(self, response: httpx.Response) -> bool:
-        """Must the body be read before the outcome is known?"""
-        return self._reads_body and 200 <= response.status_code < 300
-
-    def on_response(self, response: httpx.Response) -> None:
-        outcome = classify_response(response, self.policy)
-        self.response = response
-        self.error = None
-        self._record(outcome, response.status_code)
-        policy = self.policy
-        if (
-            outcome.kind is OutcomeKind.SUCCESS
-            and policy.stale_on_failure
-            and self.plan.method == "GET"
-            and len(response.content) <= policy.stale_max_bytes
-        ):
-            self._owner._stale.store(self.pool_core.name, self.original_url, response, self._clock())
-
-    def on_error(self, exc: httpx.TransportError) -> None:
-        started = self._tracked.started if self._tracked is not None else False
-        outcome = classify_exception(exc, body_started=started)
-        self.response = None
-        self.error = exc
-        self._record(outcome, None, exc)
-
-    def _record(
-        self, outcome: Outcome, status: int | None, exception: BaseException | None = None
-    ) -> None:
-        attempt = self._attempt
-        assert attempt is not None
-        self._attempt = None
-        now = self._clock()
-        duration = now - self._attempt_started
-        events = self.plan.record(outcome, now, duration)
-        if not self._traced:
-            return
-        self.trace.attempt_ended(
-            attempt,
-            duration=duration,
-            result=_RESULTS[outcome.kind],
-            status=status,
-            error_type=outcome.error_type,
-            exception=exception,
-        )
-        if events:
-            self.trace.events(events)
-
-    def _log_retry(self, attempt: Attempt) -> None:
-        last = self.plan.records[-1]
-        logger.warning(
-            "pool %s: %s %s attempt %d on %s failed (%s); attempt %d on %s in %.3f s",
-            self.pool_core.name,
-            self.plan.method,
-            redact_url(self.original_url),
-            last.number,
-            last.domain,
-            last.error_type,
-            attempt.number,
-            attempt.domain.url,
-            attempt.delay,
-        )
-
-    # -- the end ---------------------------------------------------------------------
-
-    def finish(self) -> httpx.Response | Awaitable[httpx.Response]:
-        """The response to return, a fallback's (possibly awaitable) response, or raise."""
-        stop = self.stop
-        assert stop is not None
-        records = tuple(self.plan.records)
-        response = self.response
-        if response is not None:
-            last = self.plan.last_outcome
-            assert last is not None
-            outcome = "failure" if last.retryable else "success"
-            domain = records[-1].domain
-            self._end(outcome, domain=domain, status=response.status_code, error_type=last.error_type)
-            response.extensions["failover"] = _new(
-                FailoverResult, (self.pool_core.name, domain, records, outcome, False, False)
-            )
-            if self._owner._sticky:
-                self._persist_sticky()
-            return response
-        error = self._error(stop, records)
-        error_type = "circuit_open" if not records else (records[-1].error_type or stop.reason)
-        stale = self._stale_response()
-        if stale is not None:
-            self._end("stale", domain=None, status=stale.status_code, error_type=error_type)
-            stale.extensions["failover"] = FailoverResult(
-                pool=self.pool_core.name, domain=None, attempts=records, outcome="stale", stale=True
-            )
-            return stale
-        fallback = self._owner._fallback
-        if fallback is not None:
-            self._end("fallback", domain=None, status=None, error_type=error_type)
-            return self._fallback(fallback, error, records)
-        outcome = "circuit_open" if isinstance(error, CircuitOpenError) else "failure"
-        self._end(outcome, domain=None, status=None, error_type=error_type)
-        raise error
-
-    def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> FailoverError:
-        pool = self.pool_core.name
-        url = redact_url(self.original_url)
-        if not records:
-            error: FailoverError = CircuitOpenError(
-                f"pool {pool!r}: every domain is open or disabled; {self.plan.method} {url} was not sent",
-                pool=pool,
-                reason=stop.reason,
-                request=self.request,
-            )
-        else:
-            tried = "; ".join(f"{r.domain}: {r.error_type}" for r in records)
-            error = AllDomainsFailed(
-                f"pool {pool!r}: {self.plan.method} {url} failed after {len(records)} "
-                f"attempt(s) ({stop.reason}): {tried}",
-                pool=pool,
-                attempts=records,
-                reason=stop.reason,
-                request=self.request,
-            )
-        error.__cause__ = self.error
-        return error
-
-    def _stale_response(self) -> httpx.Response | None:
-        if not (self.policy.stale_on_failure and self.plan.method == "GET"):
-            return None
-        return self._owner._stale.get(
-            self.pool_core.name, self.original_url, self._clock(), max_age=self.policy.stale_max_age
-        )
-
-    def _fallback(
-        self, fallback: Fallback, error: FailoverError, records: tuple[AttemptRecord, ...]
-    ) -> httpx.Response | Awaitable[httpx.Response]:
-        result = fallback(self.request, error)
-        info = FailoverResult(
-            pool=self.pool_core.name, domain=None, attempts=records, outcome="fallback", fallback=True
-        )
-        if inspect.isawaitable(result):
-
-            async def mark() -> httpx.Response:
-                response = await result
-                response.extensions["failover"] = info
-                return response
-
-            return mark()
-        result.extensions["failover"] = info
-        return result
-
-    def _end(self, outcome: str, *, domain: str | None, status: int | None, error_type: str | None) -> None:
-        self._finished = True
-        if not self._traced:
-            return
-        self.trace.finish(
-            outcome=outcome,
-            duration=self._clock() - self.started_at,
-            attempts=len(self.plan.records),
-            domain=domain,
-            status=status,
-            error_type=error_type,
-        )
-
-    def _persist_sticky(self) -> None:
-        sticky = self._owner._sticky.get(self.pool_core.name)
-        serving = self.pool_core.serving
-        if sticky is not None and serving is not None:
-            sticky.save({self.pool_core.name: serving.url})
-
-    # -- leaving early (cancellation, a bug below us) ----------------------------------
-
-    def abandon(self) -> None:
-        """The loop was left by an exception: release a probe, end the spans. After
-        ``finish()`` (which may itself raise the request's error) there is nothing to do."""
-        if self._finished:
-            return
-        if self._attempt is not None:
-            self.trace.attempt_abandoned()
-            self._attempt = None
-        self.trace.events(self.plan.abandon(self._clock()))
-        self._end("failure", domain=None, status=None, error_type="cancelled")
+        return Exchange(self, request, pool_core, pinned, origin, options)
 
 
 class FailoverTransport(_FailoverBase, httpx.BaseTransport):
@@ -487,29 +144,16 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         exchange = self._begin(request)
         if exchange is None:
             return self._transport.handle_request(request)
-        try:  # zero-cost until something raises
+        try:
             response: httpx.Response | None = None
-            while (attempt := exchange.next_attempt()) is not None:
+            while (step := exchange.next_step()) is not None:
+                if step.delay > 0:
+                    time.sleep(step.delay)
+                if isinstance(step, Wait):
+                    continue
                 if response is not None:
                     response.close()  # a retryable answer we are moving past
-                    response = None
-                if attempt.delay > 0:
-                    time.sleep(attempt.delay)
-                outgoing = exchange.prepare(attempt)
-                try:
-                    response = self._transport.handle_request(outgoing)
-                except httpx.TransportError as exc:
-                    exchange.on_error(exc)
-                    continue
-                if exchange.wants_body(response):
-                    try:
-                        response.read()
-                    except httpx.TransportError as exc:  # broke mid-body
-                        response.close()
-                        response = None
-                        exchange.on_error(exc)
-                        continue
-                exchange.on_response(response)
+                response = self._attempt(exchange, step)
             result = exchange.finish()
             if not isinstance(result, httpx.Response):
                 raise TypeError("FailoverTransport: the fallback returned an awaitable; use a sync fallback")
@@ -517,6 +161,40 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         except BaseException:
             exchange.abandon()
             raise
+
+    def _attempt(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
+        """Send one attempt and read what the exchange needs of its body, all within
+        the attempt's time; report the outcome. None when it failed."""
+        outgoing = exchange.prepare(attempt)
+        guard = Guard()
+        ticket = watchdog.arm(attempt.timeout, guard)
+        response: httpx.Response | None = None
+        try:
+            response = self._transport.handle_request(outgoing)
+            if exchange.wants_body(response):
+                guard.watch(response.extensions.get("network_stream"))
+                response = self._read(response, exchange.body_limit)
+        except httpx.TransportError as exc:
+            if response is not None:
+                response.close()
+            exchange.on_error(exchange.timed_out(attempt, exc) if guard.expired else exc)
+            return None
+        finally:
+            watchdog.disarm(ticket)
+        exchange.on_response(response)
+        return response
+
+    @staticmethod
+    def _read(response: httpx.Response, limit: int) -> httpx.Response:
+        buffer = BodyBuffer(limit)
+        stream = response.stream
+        assert isinstance(stream, httpx.SyncByteStream)
+        rest = iter(stream)
+        for chunk in rest:
+            if buffer.add(chunk):
+                return buffer.continued(response, rest)
+        response.close()
+        return buffer.complete(response)
 
     def close(self) -> None:
         self._transport.close()
@@ -553,31 +231,18 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         exchange = self._begin(request)
         if exchange is None:
             return await self._transport.handle_async_request(request)
-        try:  # zero-cost until something raises
+        try:
             response: httpx.Response | None = None
-            while (attempt := exchange.next_attempt()) is not None:
-                if response is not None:
-                    await response.aclose()  # a retryable answer we are moving past
-                    response = None
-                if attempt.delay > 0:
+            while (step := exchange.next_step()) is not None:
+                if step.delay > 0:
                     import anyio  # httpx's own dependency; imported only when a wait is due
 
-                    await anyio.sleep(attempt.delay)
-                outgoing = exchange.prepare(attempt)
-                try:
-                    response = await self._transport.handle_async_request(outgoing)
-                except httpx.TransportError as exc:
-                    exchange.on_error(exc)
+                    await anyio.sleep(step.delay)
+                if isinstance(step, Wait):
                     continue
-                if exchange.wants_body(response):
-                    try:
-                        await response.aread()
-                    except httpx.TransportError as exc:  # broke mid-body
-                        await response.aclose()
-                        response = None
-                        exchange.on_error(exc)
-                        continue
-                exchange.on_response(response)
+                if response is not None:
+                    await response.aclose()  # a retryable answer we are moving past
+                response = await self._attempt(exchange, step)
             result = exchange.finish()
             if not isinstance(result, httpx.Response):  # an async fallback
                 result = await result
@@ -585,6 +250,39 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         except BaseException:
             exchange.abandon()
             raise
+
+    async def _attempt(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
+        """Send one attempt and read what the exchange needs of its body, all within
+        the attempt's time; report the outcome. None when it failed."""
+        outgoing = exchange.prepare(attempt)
+        response: httpx.Response | None = None
+        try:
+            async with async_limit(attempt.timeout):
+                response = await self._transport.handle_async_request(outgoing)
+                if exchange.wants_body(response):
+                    response = await self._read(response, exchange.body_limit)
+        except (httpx.TransportError, TimeoutError) as exc:
+            if response is not None:
+                await response.aclose()
+            if isinstance(exc, httpx.TransportError):
+                exchange.on_error(exc)
+            else:
+                exchange.on_error(exchange.timed_out(attempt, exc))
+            return None
+        exchange.on_response(response)
+        return response
+
+    @staticmethod
+    async def _read(response: httpx.Response, limit: int) -> httpx.Response:
+        buffer = BodyBuffer(limit)
+        stream = response.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        rest = stream.__aiter__()
+        async for chunk in rest:
+            if buffer.add(chunk):
+                return buffer.continued(response, rest)
+        await response.aclose()
+        return buffer.complete(response)
 
     async def aclose(self) -> None:
         await self._transport.aclose()

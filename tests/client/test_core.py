@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pytest_failover import ExponentialBackoff, Policy, Pool, RetryBudget, ScheduleTable, Step
 from pytest_failover._breaker import BreakerState
@@ -19,6 +17,7 @@ from pytest_failover._core import (
     RequestPlan,
     Stop,
     Switch,
+    Wait,
 )
 
 DOMAINS = ["https://a.example", "https://b.example", "https://c.example", "https://d.example"]
@@ -59,11 +58,12 @@ def attempt(p: RequestPlan, now: float) -> Attempt:
 
 def run(p: RequestPlan, outcomes: list[Outcome], now: float = 0.0) -> tuple[list[str], Stop]:
     """Feed outcomes until the plan stops; returns the hosts tried and the stop."""
-    hosts = []
+    hosts: list[str] = []
     for outcome in outcomes:
         step = p.next(now)
         if isinstance(step, Stop):
             return hosts, step
+        assert isinstance(step, Attempt), step
         hosts.append(step.domain.host)
         now += step.delay
         p.record(outcome, now, duration=0.0)
@@ -91,8 +91,8 @@ def test_retry_goes_to_the_next_domain_and_first_attempt_is_never_delayed() -> N
 
 
 def test_failures_before_any_byte_left_move_to_an_untried_domain_at_once() -> None:
-    """Transparent failover: DNS or refused on the primary costs no backoff wait,
-    but going back to a domain already tried does."""
+    """Transparent failover: DNS or refused on the primary costs no backoff wait and
+    no attempt of the schedule, but going back to a domain already tried does."""
     c = core(n=2, breaker_threshold=100, schedule=ExponentialBackoff(base=0.1, max_attempts=3))
     p = plan(c, 0.0)
     attempt(p, 0.0)
@@ -100,7 +100,7 @@ def test_failures_before_any_byte_left_move_to_an_untried_domain_at_once() -> No
     assert attempt(p, 0.0).delay == 0
     p.record(REFUSED, 0.0, duration=0.0)
     third = attempt(p, 0.0)
-    assert third.domain.host == "a.example" and third.delay == pytest.approx(0.2)
+    assert third.domain.host == "a.example" and third.delay == pytest.approx(0.1)  # the first counted retry
 
 
 def test_4xx_is_an_answer_never_retried_never_held_against_the_domain() -> None:
@@ -158,11 +158,54 @@ def test_after_cooldown_one_request_probes_the_primary_and_fails_back() -> None:
     assert switch and switch[0].reason == "failback" and switch[0].after.host == "a.example"
 
 
-def test_all_open_stops_with_circuit_open_before_any_attempt() -> None:
-    c = core(n=2, breaker_threshold=1)
-    run(plan(c, 0.0), [REFUSED, REFUSED])
-    step = plan(c, 1.0).next(1.0)
+def test_all_open_keeps_one_early_probe_per_domain_and_the_rest_wait_for_them() -> None:
+    """Every domain open: the one whose cooldown ends first is probed at once, one
+    probe per domain in flight; other requests wait for the probes, and stop before
+    any attempt of their own when the probes fail."""
+    c = core(n=2, breaker_threshold=1, breaker_cooldown=30)
+    p = plan(c, 0.0)
+    attempt(p, 0.0)
+    p.record(REFUSED, 0.0, duration=0.0)
+    attempt(p, 0.5)
+    p.record(REFUSED, 0.5, duration=0.0)  # b opened later: its cooldown ends later
+    probes = [plan(c, 1.0), plan(c, 1.0)]
+    first, second = attempt(probes[0], 1.0), attempt(probes[1], 1.0)
+    assert first.probe and first.domain.host == "a.example"
+    assert second.probe and second.domain.host == "b.example"
+    waiting = plan(c, 1.0)
+    step = waiting.next(1.0)
+    assert isinstance(step, Wait) and 0 < step.delay <= 0.05
+    for probe in probes:
+        probe.record(UNAVAILABLE, 1.01, duration=0.0)
+    for probe in probes:
+        assert isinstance(probe.next(1.01), Stop)  # one early probe per request
+    step = waiting.next(1.02)
     assert isinstance(step, Stop) and step.reason == "circuit_open"
+
+
+def test_a_request_waiting_for_a_probe_follows_it_when_it_succeeds() -> None:
+    """The probe's success closes the breaker, and the waiting request goes there."""
+    c = core(n=1, breaker_threshold=1, breaker_cooldown=30)
+    run(plan(c, 0.0), [UNAVAILABLE])
+    probe = plan(c, 1.0)
+    assert attempt(probe, 1.0).probe
+    waiting = plan(c, 1.0)
+    assert isinstance(waiting.next(1.0), Wait)
+    probe.record(OK, 1.01, duration=0.0)
+    assert attempt(waiting, 1.02).domain.host == "a.example"
+
+
+def test_waiting_for_a_probe_is_bounded_by_probe_wait() -> None:
+    """A probe that never reports leaves the waiting request to stop after ``probe_wait``."""
+    c = core(n=1, breaker_threshold=1, breaker_cooldown=30, probe_wait=0.1)
+    run(plan(c, 0.0), [UNAVAILABLE])
+    attempt(plan(c, 1.0), 1.0)  # the probe, in flight for ever
+    waiting, now, waited = plan(c, 1.0), 1.0, 0.0
+    while isinstance(step := waiting.next(now), Wait):
+        now += step.delay
+        waited += step.delay
+    assert isinstance(step, Stop) and step.reason == "circuit_open"
+    assert waited == pytest.approx(0.1)
 
 
 def test_sticky_last_good_domain_is_tried_first_until_the_primary_cools_down() -> None:
@@ -210,12 +253,16 @@ def test_deadline_stops_attempts_that_could_not_finish() -> None:
     assert isinstance(step, Stop) and step.reason == "deadline"
 
 
-def test_retry_budget_stops_retries_but_not_first_attempts() -> None:
+def test_retry_budget_charges_failed_retries_only_and_stops_retries_not_first_attempts() -> None:
+    """Failed first attempts are free; each failed retry costs a token; at half the
+    retries stop, the first attempts still go out, and successes refund."""
     c = core(n=2, breaker_threshold=1000, retry_budget=RetryBudget(max_tokens=4, token_ratio=1))
-    hosts, stop = run(plan(c, 0.0), [UNAVAILABLE, UNAVAILABLE])  # tokens 4 -> 2
-    assert len(hosts) == 2
-    p = plan(c, 1.0)
-    hosts, stop = run(p, [UNAVAILABLE, UNAVAILABLE], now=1.0)
+    for t in (0.0, 1.0):
+        hosts, stop = run(plan(c, t), [UNAVAILABLE, UNAVAILABLE], now=t)  # tokens 4 -> 3 -> 2
+        assert len(hosts) == 2
+    assert c.pools["api"].budget is not None and c.pools["api"].budget.tokens == 2
+    p = plan(c, 1.5)
+    hosts, stop = run(p, [UNAVAILABLE, UNAVAILABLE], now=1.5)
     assert hosts == ["a.example"] and stop.reason == "retry_budget"
     assert any(isinstance(e, BudgetRejected) for e in stop.events)
     hosts, stop = run(plan(c, 2.0), [OK], now=2.0)  # successes refund
@@ -299,87 +346,43 @@ def test_plan_refuses_out_of_order_calls() -> None:
         p.next(0.0)
 
 
-# -- properties --------------------------------------------------------------------------
-
-OUTCOMES = st.sampled_from([OK, NOT_FOUND, REFUSED, RESET, UNAVAILABLE])
-
-
-@st.composite
-def scenarios(draw: st.DrawFn) -> tuple[FailoverCore, list[tuple[str, int, list[Outcome], float]]]:
-    n = draw(st.integers(min_value=1, max_value=4))
-    use_table = draw(st.booleans())
-    schedule: ExponentialBackoff | ScheduleTable
-    if use_table:
-        offsets = sorted(draw(st.lists(st.floats(min_value=0, max_value=5), min_size=0, max_size=4)))
-        schedule = ScheduleTable([Step(0, 0)] + [Step(o, draw(st.integers(0, 5))) for o in offsets])
-    else:
-        schedule = ExponentialBackoff(base=0.05, cap=1, max_attempts=draw(st.integers(1, 5)))
-    policy = Policy(
-        schedule=schedule,
-        deadline=draw(st.floats(min_value=0.5, max_value=20)),
-        breaker_threshold=draw(st.integers(1, 4)),
-        breaker_cooldown=draw(st.floats(min_value=0.1, max_value=5)),
-        retry_budget=draw(st.one_of(st.none(), st.just(RetryBudget(max_tokens=6, token_ratio=0.5)))),
-        sticky=draw(st.booleans()),
-    )
-    c = FailoverCore([Pool("api", DOMAINS[:n])], policy, random=draw(st.sampled_from([lambda: 0.0, lambda: 0.5, no_jitter])))
-    requests = draw(
-        st.lists(
-            st.tuples(
-                st.sampled_from(["GET", "POST"]),
-                st.integers(0, 3),  # which open request moves next
-                st.lists(OUTCOMES, min_size=1, max_size=6),
-                st.floats(min_value=0, max_value=3),  # clock advance
-            ),
-            min_size=1,
-            max_size=25,
-        )
-    )
-    return c, requests
+def test_a_failure_that_sent_nothing_is_never_refused_by_a_drained_budget() -> None:
+    """With the budget spent, a refused primary still moves to the untried backup at once."""
+    c = core(n=2, breaker_threshold=1000, retry_budget=RetryBudget(max_tokens=2, token_ratio=0.1))
+    for t in (0.0, 1.0):
+        run(plan(c, t), [UNAVAILABLE, UNAVAILABLE], now=t)
+    budget = c.pools["api"].budget
+    assert budget is not None and not budget.allows_retry()
+    hosts, stop = run(plan(c, 2.0), [REFUSED, OK], now=2.0)
+    assert hosts == ["a.example", "b.example"] and stop.reason == "done"
 
 
-@settings(max_examples=150, deadline=None)
-@given(scenarios())
-def test_invariants_hold_under_any_interleaving(
-    scenario: tuple[FailoverCore, list[tuple[str, int, list[Outcome], float]]],
-) -> None:
-    """Never an attempt on an open domain, never more attempts than the schedule,
-    never a re-send of a non-idempotent request after bytes left, the deadline
-    holds, and breaker transitions form one consistent chain per domain."""
-    c, requests = scenario
-    pool_core = c.pools["api"]
-    policy = pool_core.policy
-    now = 0.0
-    open_plans: list[tuple[RequestPlan, list[Outcome]]] = []
-    last_state = {d: BreakerState.CLOSED for d in pool_core.order}
+def test_a_cold_burst_of_pre_send_failures_leaves_the_budget_full() -> None:
+    """A hundred concurrent first attempts refused by the primary cost no token."""
+    c = core(n=2, retry_budget=RetryBudget(max_tokens=10, token_ratio=0.1))
+    plans = [plan(c, 0.0) for _ in range(100)]
+    for p in plans:
+        assert attempt(p, 0.0).domain.host == "a.example"
+    for p in plans:
+        p.record(REFUSED, 0.0, duration=0.0)
+    for p in plans:
+        second = attempt(p, 0.0)
+        assert second.domain.host == "b.example" and second.delay == 0
+        p.record(OK, 0.0, duration=0.0)
+    budget = c.pools["api"].budget
+    assert budget is not None and budget.tokens == budget.max_tokens
 
-    def check_events(events: tuple[object, ...]) -> None:
-        for e in events:
-            if isinstance(e, BreakerEvent):
-                assert e.before is last_state[e.domain]
-                last_state[e.domain] = e.after
 
-    for method, pick, outcomes, advance in requests:
-        now += advance
-        open_plans.append((plan(c, now, method=method), list(outcomes)))
-        p, queue = open_plans[pick % len(open_plans)]
-        admitted = {d for d in pool_core.order if pool_core.breakers[d].admits(now)}
-        step = p.next(now)
-        check_events(step.events)
-        if isinstance(step, Stop):
-            open_plans.remove((p, queue))
-            continue
-        assert step.domain in admitted, "attempt on a domain whose breaker was open"
-        assert step.number <= policy.max_attempts
-        assert now + step.delay + step.timeout <= p.deadline_at + 1e-9
-        if step.number > 1 and p.method == "POST":
-            assert not any(r.sent for r in p.records), "POST re-sent after bytes left"
-        outcome = queue.pop(0) if queue else OK
-        check_events(p.record(outcome, now + step.delay, duration=0.0))
-        if not queue:
-            open_plans.remove((p, queue))
-
-    for d in pool_core.order:
-        assert pool_core.breakers[d].state is last_state[d]
-    if pool_core.budget is not None:
-        assert 0 <= pool_core.budget.tokens <= pool_core.budget.max_tokens
+def test_failback_sends_one_probe_per_cooldown_however_many_requests_run() -> None:
+    """Sticky traffic on the backup: after the cooldown one request probes the primary,
+    every other concurrent request stays on the backup until it reports."""
+    c = core(n=2, breaker_threshold=3, breaker_cooldown=10)
+    run(plan(c, 0.0), [REFUSED, OK])  # one failure: the primary is suspect, not open
+    plans = [plan(c, 10.0) for _ in range(20)]
+    chosen = [attempt(p, 10.0) for p in plans]
+    assert [a.domain.host for a in chosen].count("a.example") == 1
+    assert next(a for a in chosen if a.domain.host == "a.example").probe
+    for p in plans:
+        p.record(OK, 10.1, duration=0.0)
+    hosts, _ = run(plan(c, 10.2), [OK], now=10.2)
+    assert hosts == ["a.example"]  # the probe succeeded: everyone fails back

@@ -32,6 +32,7 @@ def test_exported_names_are_exactly_the_intended_ones() -> None:
         "ScheduleTable",
         "Step",
         "TransportState",
+        "error_type_of",
     ]
     for name in pytest_failover.__all__:
         assert getattr(pytest_failover, name).__module__.startswith("pytest_failover.")

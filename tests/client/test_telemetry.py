@@ -180,8 +180,8 @@ def test_circuit_open_outcome(make_client: Any, otel: Otel) -> None:
     client = make_client([Pool("api", [dead])], policy(breaker_threshold=1), **otel.kwargs)
     with pytest.raises(AllDomainsFailed):  # the first one fails on the wire
         client.request("GET", dead)
-    with pytest.raises(CircuitOpenError):
-        client.request("GET", dead)
+    with pytest.raises(CircuitOpenError):  # pinned to the open domain: refused before sending
+        client.request("GET", dead, extensions={"failover": {"domain": dead}})
     outcomes = {p[0]["failover.outcome"]: p[1].value for p in otel.points("failover.requests")}
     assert outcomes == {"failure": 1, "circuit_open": 1}
     logical = [s for s in otel.finished() if s.kind is SpanKind.INTERNAL][-1]

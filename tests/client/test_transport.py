@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import ssl
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from pytest_failover import (
     ExponentialBackoff,
     FailoverError,
     FailoverResult,
+    FailoverTransport,
     Policy,
     Pool,
 )
@@ -176,23 +179,57 @@ def test_untrusted_certificate_fails_over_to_a_trusted_backup(
     assert rogue.total == 0  # the handshake failed before any request byte
 
 
-def test_open_breakers_fail_fast_without_a_network_call(make_client: Any, servers: Servers) -> None:
+def test_a_request_pinned_to_an_open_domain_fails_fast_without_a_network_call(
+    make_client: Any, servers: Servers
+) -> None:
+    """An open breaker refuses a pinned request before any byte leaves."""
     a, b = servers["a"], servers["b"]
     a.set(status=503)
-    b.set(status=503)
     client = make_client(
         [Pool("api", [a.url(), b.url()])],
         fast(breaker_threshold=1, schedule=ExponentialBackoff(base=0.001, max_attempts=2)),
     )
     client.request("GET", a.url() + "/x")
-    before = a.total + b.total
+    before = a.total
     with pytest.raises(CircuitOpenError) as caught:
-        client.request("GET", a.url() + "/x")
-    assert a.total + b.total == before
+        client.request("GET", a.url() + "/x", extensions={"failover": {"domain": a.url()}})
+    assert a.total == before
     assert caught.value.attempts == ()
     assert isinstance(caught.value, httpx.TransportError)
     state = client.transport.state().pools["api"]
-    assert not state.can_request and {d.breaker for d in state.domains} == {"open"}
+    assert state.domain(a.url()).breaker == "open" and state.can_request
+
+
+def test_every_domain_open_one_early_probe_each_and_the_rest_wait_for_them(servers: Servers) -> None:
+    """With every breaker open, each domain gets one probe in flight; a request that
+    arrives meanwhile sends nothing until a probe answers, then follows it."""
+    a, b = servers["a"], servers["b"]
+    a.set(status=503)
+    b.set(status=503)
+    transport = FailoverTransport(
+        [Pool("api", [a.url(), b.url()])],
+        fast(breaker_threshold=1, breaker_cooldown=60, schedule=ExponentialBackoff(base=0.001, max_attempts=2)),
+    )
+    with httpx.Client(transport=transport) as client:
+        assert client.get(a.url() + "/x").status_code == 503  # both open now
+        a.set(status=200, delay=0.4)
+        b.set(status=200, delay=0.4)
+        before = a.total + b.total
+        results: list[int] = []
+        probes = [threading.Thread(target=lambda: results.append(client.get(a.url() + "/x").status_code)) for _ in range(2)]
+        for thread in probes:
+            thread.start()
+        deadline = time.monotonic() + 5
+        while a.total + b.total < before + 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        waited = client.get(a.url() + "/x")
+        assert waited.status_code == 200 and time.monotonic() - started >= 0.2  # it waited for a probe
+        assert len(waited.extensions["failover"].attempts) == 1
+        for thread in probes:
+            thread.join(5)
+        assert results == [200, 200] and a.total + b.total == before + 3
+        assert {d.breaker for d in transport.state().pools["api"].domains} == {"closed"}
 
 
 def test_stale_response_served_when_every_domain_failed(make_client: Any, servers: Servers) -> None:

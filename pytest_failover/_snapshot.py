@@ -1,4 +1,4 @@
-"""Read-only snapshots of a transport's state, for applications and the agent.
+"""Read-only snapshots of a transport's state (``transport.state()``), for applications and the agent.
 
 ``transport.state()`` lets an application gate work on a pool, as a UI would do
 with ``enabled: breaker.canRequest()``::

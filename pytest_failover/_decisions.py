@@ -1,0 +1,142 @@
+"""The values the decision core hands out: decisions, events and attempt records.
+
+Everything here is immutable and validated when built (h11's ``_events.py``
+style): a decision is a value the transports carry out, never a side effect.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ._breaker import BreakerState
+    from ._pool import Domain
+
+__all__ = [
+    "Attempt",
+    "AttemptRecord",
+    "BreakerEvent",
+    "BudgetRejected",
+    "Ending",
+    "Event",
+    "Stop",
+    "Switch",
+    "Wait",
+]
+
+
+class AttemptRecord(NamedTuple):
+    """What one attempt did: kept on results and errors, reported in telemetry."""
+
+    number: int
+    domain: str
+    error_type: str | None
+    status: int | None
+    duration: float
+    sent: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerEvent:
+    pool: str
+    domain: Domain
+    before: BreakerState
+    after: BreakerState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Switch:
+    """The domain serving a pool changed (``reason``: the failure that moved it, or
+    ``failback`` when a preferred domain took the traffic back)."""
+
+    pool: str
+    before: Domain
+    after: Domain
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetRejected:
+    pool: str
+
+
+Event = BreakerEvent | Switch | BudgetRejected
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """Decision: send attempt ``number`` (1-based) to ``domain`` after ``delay``
+    seconds, with at most ``timeout`` seconds for it. ``probe``: this attempt is
+    the domain's one probe (half-open, failback, or an early probe when every
+    other domain is out)."""
+
+    number: int
+    domain: Domain
+    delay: float
+    timeout: float
+    probe: bool = False
+    events: tuple[Event, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.number < 1:
+            raise ValueError(f"Attempt.number must be >= 1, got {self.number}")
+        if not (self.delay >= 0 and math.isfinite(self.delay)):
+            raise ValueError(f"Attempt.delay must be finite and >= 0, got {self.delay}")
+        if not self.timeout > 0:
+            raise ValueError(f"Attempt.timeout must be > 0, got {self.timeout}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wait:
+    """Decision: nothing can be sent now, but a domain's probe is in flight: wait
+    ``delay`` seconds, then ask again (the probe's answer may reopen the pool)."""
+
+    delay: float
+    events: tuple[Event, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (self.delay > 0 and math.isfinite(self.delay)):
+            raise ValueError(f"Wait.delay must be finite and > 0, got {self.delay}")
+
+
+STOP_REASONS = frozenset(
+    {"done", "exhausted", "deadline", "not_retryable", "retry_budget", "circuit_open"}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stop:
+    """Decision: no further attempt. ``reason`` is ``done`` after a success or an
+    answer, else why the plan gave up: ``exhausted``, ``deadline``,
+    ``not_retryable``, ``retry_budget`` or ``circuit_open``."""
+
+    reason: str
+    events: tuple[Event, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.reason not in STOP_REASONS:
+            raise ValueError(f"Stop.reason must be one of {sorted(STOP_REASONS)}, got {self.reason!r}")
+
+
+class Ending(enum.Enum):
+    """How a logical request ends, once the plan has stopped."""
+
+    RESPONSE = "response"  # the last answer is returned (a success, an answer, or a final 5xx)
+    STALE = "stale"  # every attempt failed: a stored response is served, marked stale
+    FALLBACK = "fallback"  # every attempt failed: the user's fallback answers
+    RAISE = "raise"  # every attempt failed: AllDomainsFailed or CircuitOpenError
+
+
+def ending(*, answered: bool, stale: bool, fallback: bool) -> Ending:
+    """The end of a request: the answer if there is one, else a stale copy, else
+    the fallback, else the error. Only a request that would raise is rescued."""
+    if answered:
+        return Ending.RESPONSE
+    if stale:
+        return Ending.STALE
+    if fallback:
+        return Ending.FALLBACK
+    return Ending.RAISE

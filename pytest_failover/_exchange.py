@@ -1,0 +1,421 @@
+"""One logical request through the failover loop: everything but the I/O.
+
+:class:`Exchange` is what the sync and async transports share: routing,
+rewriting the request onto the attempt's domain, classification, telemetry,
+the bounded body buffer, and carrying out the core's ending (the response, a
+stale copy, the fallback, or the error). The transports' two loops in
+``_transport.py`` only send, read, sleep and close.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import httpx
+
+from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
+from ._core import PoolCore, RequestOptions
+from ._decisions import Attempt, AttemptRecord, Ending, Stop, Wait, ending
+from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
+from ._telemetry import RequestTrace, redact_url
+
+if TYPE_CHECKING:
+    from ._pool import Domain
+    from ._transport import _FailoverBase
+
+__all__ = ["BodyBuffer", "Exchange", "FailoverResult", "Fallback", "TrackedStream"]
+
+logger = logging.getLogger("pytest_failover")
+
+Fallback = Callable[[httpx.Request, FailoverError], httpx.Response | Awaitable[httpx.Response]]
+
+
+class FailoverResult(NamedTuple):
+    """``response.extensions["failover"]``: how the response was obtained."""
+
+    pool: str
+    domain: str | None  # the domain that answered (None for a fallback)
+    attempts: tuple[AttemptRecord, ...]
+    outcome: str  # success | failure | stale | fallback
+    stale: bool = False
+    fallback: bool = False
+
+
+# failover.attempt.result for each kind of outcome
+_RESULTS = {
+    OutcomeKind.SUCCESS: "success",
+    OutcomeKind.ANSWER: "answer",
+    OutcomeKind.THROTTLED: "failure",
+    OutcomeKind.FAILURE: "failure",
+}
+
+
+class TrackedStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """Wraps a body that cannot be replayed, to know whether any of it was read."""
+
+    def __init__(self, inner: httpx.SyncByteStream | httpx.AsyncByteStream) -> None:
+        self.inner = inner
+        self.started = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.started = True
+        if not isinstance(self.inner, httpx.SyncByteStream):
+            raise RuntimeError("this request body can only be sent by an async transport")
+        yield from self.inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        self.started = True
+        if not isinstance(self.inner, httpx.AsyncByteStream):
+            raise RuntimeError("this request body can only be sent by a sync transport")
+        async for chunk in self.inner:
+            yield chunk
+
+    def close(self) -> None:
+        if isinstance(self.inner, httpx.SyncByteStream):
+            self.inner.close()
+
+    async def aclose(self) -> None:
+        if isinstance(self.inner, httpx.AsyncByteStream):
+            await self.inner.aclose()
+
+
+class _Continued(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A body whose first chunks were already read: those, then the rest, untouched."""
+
+    def __init__(self, prefix: list[bytes], rest: Any, original: httpx.Response) -> None:
+        self._prefix = prefix
+        self._rest = rest
+        self._original = original
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._prefix
+        yield from self._rest
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._prefix:
+            yield chunk
+        async for chunk in self._rest:
+            yield chunk
+
+    def close(self) -> None:
+        self._original.close()
+
+    async def aclose(self) -> None:
+        await self._original.aclose()
+
+
+class BodyBuffer:
+    """Reads a response body into memory, but never more than ``limit`` bytes.
+
+    Feed it raw chunks; when the body ends within the limit, :meth:`complete`
+    gives a response whose content is in memory (a mid-body failure could still
+    fail over, and the stale cache may store it). Past the limit,
+    :meth:`continued` gives a response that streams the chunks already read and
+    then the rest, untouched and uncached.
+    """
+
+    __slots__ = ("_chunks", "_size", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._chunks: list[bytes] = []
+        self._size = 0
+
+    @staticmethod
+    def fits(response: httpx.Response, limit: int) -> bool:
+        """Could the body fit? (Not when its declared length is over the limit.)"""
+        declared = response.headers.get("Content-Length")
+        return not (declared is not None and declared.isdigit() and int(declared) > limit)
+
+    def add(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; True once the body is over the limit."""
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        return self._size > self.limit
+
+    def complete(self, response: httpx.Response) -> httpx.Response:
+        whole = _rebuilt(response, httpx.ByteStream(b"".join(self._chunks)))
+        whole.read()
+        return whole
+
+    def continued(self, response: httpx.Response, rest: Any) -> httpx.Response:
+        return _rebuilt(response, _Continued(self._chunks, rest, response))
+
+
+def _rebuilt(response: httpx.Response, stream: httpx.SyncByteStream | httpx.AsyncByteStream) -> httpx.Response:
+    return httpx.Response(
+        response.status_code, headers=response.headers, stream=stream, extensions=response.extensions
+    )
+
+
+class Exchange:
+    """One logical request through the failover loop: everything but the I/O."""
+
+    def __init__(
+        self,
+        owner: _FailoverBase,
+        request: httpx.Request,
+        pool_core: PoolCore,
+        pinned: Domain | None,
+        origin: Domain | None,
+        options: RequestOptions,
+    ) -> None:
+        self._owner = owner
+        self._origin = origin  # the pool domain the request's URL points at, if any
+        self._clock = owner._clock
+        self.request = request
+        self.pool_core = pool_core
+        self.policy = policy = pool_core.policy
+        self.original_url = request.url
+        stream = request.stream
+        replayable = isinstance(stream, httpx.ByteStream)
+        self._tracked: TrackedStream | None = None
+        if not replayable:
+            self._tracked = TrackedStream(stream)
+            request.stream = self._tracked
+        self.started_at = self._clock()
+        self.plan = owner._core.begin(
+            pool_core,
+            method=request.method,
+            headers=request.headers,
+            options=options,
+            replayable=replayable,
+            pinned=pinned,
+            now=self.started_at,
+        )
+        self.trace: RequestTrace = owner._telemetry.start(pool_core.name, request.method, request.url)
+        # How much of a 2xx body is read before the outcome is known: all of a small
+        # one, for the app-error check, the stale cache, and so that a re-sendable
+        # request whose connection breaks mid-body fails over.
+        stale = policy.stale_on_failure and self.plan.method == "GET"
+        self._stale = stale
+        # The stale cache keys on the request as the caller made it, before rewrites.
+        self._original = httpx.Request(request.method, request.url, headers=request.headers) if stale else request
+        self.body_limit = max(
+            policy.read_body_max_bytes
+            if policy.is_app_error is not None or (policy.read_body and self.plan.may_resend)
+            else 0,
+            policy.stale_max_bytes if stale else 0,
+        )
+        self._attempt: Attempt | None = None
+        self._attempt_started = 0.0
+        self.response: httpx.Response | None = None
+        self.error: httpx.TransportError | None = None
+        self.stop: Stop | None = None
+        self._finished = False
+
+    # -- the loop's steps ------------------------------------------------------------
+
+    def next_step(self) -> Attempt | Wait | None:
+        """The next attempt, or a wait for another request's probe; None to finish."""
+        decision = self.plan.next(self._clock())
+        self.trace.events(decision.events)
+        if isinstance(decision, Stop):
+            self.stop = decision
+            return None
+        if isinstance(decision, Attempt) and decision.number > 1:
+            self._log_retry(decision)
+        return decision
+
+    def prepare(self, attempt: Attempt) -> httpx.Request:
+        """Point the request at the attempt's domain, with the attempt's timeouts."""
+        request = self.request
+        domain = attempt.domain
+        url = self.original_url if domain == self._origin else domain.rewrite(self.original_url)
+        if url is not request.url:
+            request.url = url
+            request.headers["Host"] = domain.netloc
+        timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
+        limit = attempt.timeout
+        request.extensions = {
+            **request.extensions,
+            "timeout": {
+                key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
+                for key in ("connect", "read", "write", "pool")
+            },
+        }
+        self._attempt = attempt
+        self.trace.attempt_started(attempt, request)
+        self._attempt_started = self._clock()
+        return request
+
+    def wants_body(self, response: httpx.Response) -> bool:
+        """Must (some of) the body be read before the outcome is known?"""
+        return (
+            self.body_limit > 0
+            and 200 <= response.status_code < 300
+            and BodyBuffer.fits(response, self.body_limit)
+        )
+
+    def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
+        """The error for an attempt cut at its time limit."""
+        error = httpx.ReadTimeout(
+            f"attempt {attempt.number} on {attempt.domain} took longer than its {attempt.timeout:.3f} s",
+            request=self.request,
+        )
+        error.__cause__ = exc
+        return error
+
+    def on_response(self, response: httpx.Response) -> None:
+        outcome = classify_response(response, self.policy)
+        self.response = response
+        self.error = None
+        self._record(outcome, response.status_code)
+        if outcome.kind is OutcomeKind.SUCCESS and self._stale and response.is_stream_consumed:
+            self._owner._stale.store(
+                self.pool_core.name,
+                self._original,
+                response,
+                self._clock(),
+                max_bytes=self.policy.stale_max_bytes,
+            )
+
+    def on_error(self, exc: httpx.TransportError) -> None:
+        started = self._tracked.started if self._tracked is not None else False
+        outcome = classify_exception(exc, body_started=started)
+        self.response = None
+        self.error = exc
+        self._record(outcome, None, exc)
+
+    def _record(self, outcome: Outcome, status: int | None, exception: BaseException | None = None) -> None:
+        attempt = self._attempt
+        assert attempt is not None
+        self._attempt = None
+        now = self._clock()
+        duration = now - self._attempt_started
+        events = self.plan.record(outcome, now, duration)
+        self.trace.attempt_ended(
+            attempt,
+            duration=duration,
+            result=_RESULTS[outcome.kind],
+            status=status,
+            error_type=outcome.error_type,
+            exception=exception,
+        )
+        self.trace.events(events)
+
+    def _log_retry(self, attempt: Attempt) -> None:
+        last = self.plan.records[-1]
+        logger.warning(
+            "pool %s: %s %s attempt %d on %s failed (%s); attempt %d on %s in %.3f s",
+            self.pool_core.name,
+            self.plan.method,
+            redact_url(self.original_url),
+            last.number,
+            last.domain,
+            last.error_type,
+            attempt.number,
+            attempt.domain.url,
+            attempt.delay,
+        )
+
+    # -- the end ---------------------------------------------------------------------
+
+    def finish(self) -> httpx.Response | Awaitable[httpx.Response]:
+        """The response to return, a fallback's (possibly awaitable) response, or raise."""
+        stop = self.stop
+        assert stop is not None
+        records = tuple(self.plan.records)
+        pool = self.pool_core.name
+        response = self.response
+        stale = None if response is not None or not self._stale else self._stale_response()
+        decided = ending(
+            answered=response is not None,
+            stale=stale is not None,
+            fallback=self._owner._fallback is not None,
+        )
+        if decided is Ending.RESPONSE:
+            assert response is not None
+            last = self.plan.last_outcome
+            assert last is not None
+            outcome = "failure" if last.retryable else "success"
+            domain = records[-1].domain
+            self._end(outcome, domain=domain, status=response.status_code, error_type=last.error_type)
+            response.extensions["failover"] = FailoverResult(pool, domain, records, outcome)
+            self._owner._persist_sticky(self.pool_core)
+            return response
+        error = self._error(stop, records)
+        error_type = "circuit_open" if not records else (records[-1].error_type or stop.reason)
+        if decided is Ending.STALE:
+            assert stale is not None
+            self._end("stale", domain=None, status=stale.status_code, error_type=error_type)
+            stale.extensions["failover"] = FailoverResult(pool, None, records, "stale", stale=True)
+            return stale
+        if decided is Ending.FALLBACK:
+            self._end("fallback", domain=None, status=None, error_type=error_type)
+            return self._fallback(error, records)
+        outcome = "circuit_open" if isinstance(error, CircuitOpenError) else "failure"
+        self._end(outcome, domain=None, status=None, error_type=error_type)
+        raise error
+
+    def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> FailoverError:
+        pool = self.pool_core.name
+        url = redact_url(self.original_url)
+        if not records:
+            error: FailoverError = CircuitOpenError(
+                f"pool {pool!r}: every domain is open or disabled; {self.plan.method} {url} was not sent",
+                pool=pool,
+                reason=stop.reason,
+                request=self.request,
+            )
+        else:
+            tried = "; ".join(f"{r.domain}: {r.error_type}" for r in records)
+            error = AllDomainsFailed(
+                f"pool {pool!r}: {self.plan.method} {url} failed after {len(records)} "
+                f"attempt(s) ({stop.reason}): {tried}",
+                pool=pool,
+                attempts=records,
+                reason=stop.reason,
+                request=self.request,
+            )
+        error.__cause__ = self.error
+        return error
+
+    def _stale_response(self) -> httpx.Response | None:
+        return self._owner._stale.lookup(
+            self.pool_core.name, self._original, self._clock(), max_age=self.policy.stale_max_age
+        )
+
+    def _fallback(
+        self, error: FailoverError, records: tuple[AttemptRecord, ...]
+    ) -> httpx.Response | Awaitable[httpx.Response]:
+        fallback = self._owner._fallback
+        assert fallback is not None
+        result = fallback(self.request, error)
+        info = FailoverResult(self.pool_core.name, None, records, "fallback", fallback=True)
+        if isinstance(result, httpx.Response):
+            result.extensions["failover"] = info
+            return result
+
+        async def mark(pending: Awaitable[httpx.Response]) -> httpx.Response:
+            response = await pending
+            response.extensions["failover"] = info
+            return response
+
+        return mark(result)
+
+    def _end(self, outcome: str, *, domain: str | None, status: int | None, error_type: str | None) -> None:
+        self._finished = True
+        self.trace.finish(
+            outcome=outcome,
+            duration=self._clock() - self.started_at,
+            attempts=len(self.plan.records),
+            domain=domain,
+            status=status,
+            error_type=error_type,
+        )
+
+    # -- leaving early (cancellation, a bug below us) ----------------------------------
+
+    def abandon(self) -> None:
+        """The loop was left by an exception: release a probe, end the spans. After
+        ``finish()`` (which may itself raise the request's error) there is nothing to do."""
+        if self._finished:
+            return
+        if self._attempt is not None:
+            self.trace.attempt_abandoned()
+            self._attempt = None
+        self.trace.events(self.plan.abandon(self._clock()))
+        self._end("failure", domain=None, status=None, error_type="cancelled")

@@ -1,0 +1,179 @@
+"""The decision core under any interleaving of many concurrent requests (hypothesis stateful).
+
+Many plans are open at once on one pool, as with hundreds of tasks sharing a
+transport: each rule moves one of them a step (decide, or report an outcome),
+abandons one, or moves the clock. The invariants are the core's promises.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import httpx
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from pytest_failover import ExponentialBackoff, Policy, Pool, RetryBudget
+from pytest_failover._breaker import BreakerState, Standing
+from pytest_failover._classify import Outcome, OutcomeKind
+from pytest_failover._core import FailoverCore, RequestOptions, RequestPlan
+from pytest_failover._decisions import Attempt, BreakerEvent, Stop, Wait
+from pytest_failover._pool import Domain
+
+DOMAINS = ["https://a.example", "https://b.example", "https://c.example"]
+OUTCOMES = {
+    "ok": Outcome(kind=OutcomeKind.SUCCESS, status=200),
+    "404": Outcome(kind=OutcomeKind.ANSWER, status=404, error_type="404"),
+    "refused": Outcome(kind=OutcomeKind.FAILURE, error_type="connection_refused", sent=False),
+    "reset": Outcome(kind=OutcomeKind.FAILURE, error_type="connection_reset", sent=True),
+    "503": Outcome(kind=OutcomeKind.FAILURE, error_type="503", status=503),
+}
+
+
+class ManyRequestsOnOnePool(RuleBasedStateMachine):
+    """Concurrent plans on one pool; the invariants below hold after every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.plans: list[RequestPlan] = []
+        self.in_flight: dict[int, Attempt] = {}  # id(plan) -> its attempt in flight
+        self.breaker_state: dict[Domain, BreakerState] = {}
+        self.attempts_sent = 0
+        self.attempts_recorded = 0
+        self.early_probes: dict[int, int] = {}
+
+    @initialize(
+        n=st.integers(2, 3),
+        threshold=st.integers(1, 3),
+        sticky=st.booleans(),
+        budget=st.booleans(),
+    )
+    def make_core(self, n: int, threshold: int, sticky: bool, budget: bool) -> None:
+        policy = Policy(
+            schedule=ExponentialBackoff(base=0.01, cap=0.1, max_attempts=3),
+            breaker_threshold=threshold,
+            breaker_cooldown=1.0,
+            sticky=sticky,
+            retry_budget=RetryBudget(max_tokens=4, token_ratio=0.5) if budget else None,
+            deadline=5.0,
+        )
+        self.core = FailoverCore([Pool("api", DOMAINS[:n])], policy, random=lambda: 0.5)
+        self.pool = self.core.pools["api"]
+        self.breaker_state = {d: BreakerState.CLOSED for d in self.pool.order}
+
+    def _events(self, events: tuple[object, ...]) -> None:
+        for event in events:
+            if isinstance(event, BreakerEvent):
+                assert event.before is self.breaker_state[event.domain], "transitions skip a state"
+                self.breaker_state[event.domain] = event.after
+
+    @rule(method=st.sampled_from(["GET", "GET", "POST"]))
+    def begin(self, method: str) -> None:
+        """A new logical request arrives."""
+        self.plans.append(
+            self.core.begin(
+                self.pool,
+                method=method,
+                headers=httpx.Headers(),
+                options=RequestOptions(),
+                replayable=True,
+                pinned=None,
+                now=self.now,
+            )
+        )
+
+    @precondition(lambda self: any(id(p) not in self.in_flight for p in self.plans))
+    @rule(pick=st.integers(0, 50))
+    def decide(self, pick: int) -> None:
+        """A request with nothing in flight asks what to do next."""
+        early_probes = self.early_probes
+        waiting = [p for p in self.plans if id(p) not in self.in_flight]
+        plan = waiting[pick % len(waiting)]
+        standings = {d: self.pool.standing(d, self.now) for d in self.pool.order}
+        probes_out = Counter(a.domain for a in self.in_flight.values() if a.probe)
+        decision = plan.next(self.now)
+        self._events(decision.events)
+        if isinstance(decision, Wait):
+            assert any(b.leased for b in self.pool.breakers.values()), "a wait with no probe in flight"
+            return
+        if isinstance(decision, Stop):
+            last = plan.last_outcome
+            if last is not None and not last.sent and decision.reason not in ("deadline", "done"):
+                untried = [
+                    d
+                    for d, s in standings.items()
+                    if s in (Standing.HEALTHY, Standing.DUE) and d not in plan.tried
+                ]
+                assert not untried, f"a request that sent nothing was refused {untried} ({decision.reason})"
+            self.plans.remove(plan)
+            return
+        standing = standings[decision.domain]
+        assert standing is not Standing.PROBING, "an attempt on a domain whose probe is in flight"
+        if standing is Standing.OPEN or standing is Standing.DUE:
+            assert decision.probe, f"an ordinary attempt on a {standing.value} domain"
+        if decision.probe:
+            assert probes_out[decision.domain] == 0, "two probes in flight on one domain"
+        if standing is Standing.OPEN:
+            early_probes[id(plan)] = early_probes.get(id(plan), 0) + 1
+            assert early_probes[id(plan)] == 1, "a request made two early probes"
+        assert self.now + decision.delay + decision.timeout <= plan.deadline_at + 1e-9
+        self.in_flight[id(plan)] = decision
+        self.attempts_sent += 1
+
+    @precondition(lambda self: bool(self.in_flight))
+    @rule(pick=st.integers(0, 50), result=st.sampled_from(sorted(OUTCOMES)))
+    def report(self, pick: int, result: str) -> None:
+        """An attempt in flight reports its outcome."""
+        plan = [p for p in self.plans if id(p) in self.in_flight][pick % len(self.in_flight)]
+        attempt = self.in_flight.pop(id(plan))
+        before = len(plan.records)
+        self._events(plan.record(OUTCOMES[result], self.now + attempt.delay, duration=0.0))
+        assert len(plan.records) == before + 1
+        self.attempts_recorded += 1
+        if plan.done:
+            self.plans.remove(plan)
+
+    @precondition(lambda self: bool(self.plans))
+    @rule(pick=st.integers(0, 50))
+    def abandon(self, pick: int) -> None:
+        """A request is cancelled, with or without an attempt in flight."""
+        plan = self.plans.pop(pick % len(self.plans))
+        if self.in_flight.pop(id(plan), None) is not None:
+            self.attempts_sent -= 1  # it never reported: it counts as not sent
+        self._events(plan.abandon(self.now))
+
+    @rule(seconds=st.sampled_from([0.0, 0.01, 0.3, 1.0, 2.5]))
+    def tick(self, seconds: float) -> None:
+        """Time passes."""
+        self.now += seconds
+
+    @invariant()
+    def at_most_one_probe_per_domain(self) -> None:
+        probes = Counter(a.domain for a in self.in_flight.values() if a.probe)
+        assert all(n <= 1 for n in probes.values()), probes
+
+    @invariant()
+    def leases_match_probes_in_flight(self) -> None:
+        probes = {a.domain for a in self.in_flight.values() if a.probe}
+        for domain, breaker in self.pool.breakers.items():
+            assert breaker.leased == (domain in probes), f"{domain}: lease without its probe, or back"
+
+    @invariant()
+    def breaker_states_follow_the_events(self) -> None:
+        for domain, breaker in self.pool.breakers.items():
+            assert breaker.state is self.breaker_state.get(domain, BreakerState.CLOSED)
+
+    @invariant()
+    def counts_are_consistent(self) -> None:
+        assert self.attempts_sent == self.attempts_recorded + len(self.in_flight)
+        budget = self.pool.budget
+        if budget is not None:
+            assert 0 <= budget.tokens <= budget.max_tokens
+
+
+ManyRequestsOnOnePool.TestCase.settings = settings(
+    max_examples=200, stateful_step_count=60, deadline=None
+)
+TestManyRequestsOnOnePool = ManyRequestsOnOnePool.TestCase
