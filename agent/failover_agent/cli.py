@@ -14,7 +14,7 @@ from .control_commands import control
 
 __all__ = ["main"]
 
-log = logging.getLogger("agent")
+log = logging.getLogger("failover_agent")
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:

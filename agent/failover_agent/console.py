@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LiveReporter", "LogReporter", "Reporter", "make_reporter"]
 
-log = logging.getLogger("agent")
+log = logging.getLogger("failover_agent")
 
 
 class Reporter:

@@ -48,7 +48,7 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["ControlWriter", "Override", "decide_disabled", "load_override", "signing_key"]
 
-log = logging.getLogger("agent.control")
+log = logging.getLogger("failover_agent.control")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,6 @@ import asyncio
 import contextlib
 import datetime
 import logging
-import os
-import secrets
 import socket
 import tempfile
 from collections.abc import Callable, Sequence
@@ -43,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TIMELINE", "demo_config", "run_demo"]
 
-log = logging.getLogger("agent.demo")
+log = logging.getLogger("failover_agent.demo")
 
 PRIMARY = "api.example.com"
 BACKUP = "api2.example.com"
@@ -172,6 +170,7 @@ async def _timeline(fd: FakeDomains, reporter: Reporter) -> None:
 
 def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str) -> int:
     """Start the fake domains and the agent; return the exit code."""
+    from pytest_failover.control import generate_key, save_key
     from pytest_failover.simulator import FakeDomains
 
     from .logs import setup_logging
@@ -184,9 +183,7 @@ def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str
     with tempfile.TemporaryDirectory(prefix="failover-demo-") as tmp, FakeDomains() as fd:
         for host in (PRIMARY, BACKUP, REGIONAL):
             fd.add(host, _handler)
-        key = Path(tmp) / "control.key"
-        key.write_bytes(secrets.token_hex(32).encode())
-        os.chmod(key, 0o600)
+        key = save_key(Path(tmp) / "control.key", generate_key("HS256", kid="demo"), private=True)
         config = demo_config(key, listen, fd.ca_bundle)
         telemetry = Telemetry(location=config.location, span_exporters=[_SpanPrinter(reporter)])
         timeline: list[asyncio.Task[None]] = []

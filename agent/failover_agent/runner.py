@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent"]
 
-log = logging.getLogger("agent")
+log = logging.getLogger("failover_agent")
 
 
 class Agent:

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Runtime"]
 
-log = logging.getLogger("agent")
+log = logging.getLogger("failover_agent")
 
 
 class Runtime:

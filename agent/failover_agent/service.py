@@ -16,7 +16,7 @@ from .telemetry import Telemetry
 
 __all__ = ["OnStarted", "serve", "watch_file"]
 
-log = logging.getLogger("agent")
+log = logging.getLogger("failover_agent")
 
 OnStarted = Callable[[Agent], Awaitable[None]]
 

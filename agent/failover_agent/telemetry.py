@@ -61,7 +61,7 @@ from .prometheus_text import PrometheusTextReader, cardinality_limits
 
 __all__ = ["DURATION_BUCKETS", "PROBE_DURATION_BUCKETS", "Telemetry"]
 
-log = logging.getLogger("agent.telemetry")
+log = logging.getLogger("failover_agent.telemetry")
 
 # DURATION_BUCKETS (the semantic conventions' recommended buckets) and PROBE_DURATION_BUCKETS
 # (their 1-2.5-5 subset, for the probes' domain x phase histogram) live in pytest_failover.semconv.

@@ -16,9 +16,11 @@ from failover_agent.runner import Agent
 from failover_agent.telemetry import Telemetry
 from prometheus_client.parser import text_string_to_metric_families
 
+from pytest_failover.control import ControlKey
 from pytest_failover.simulator import FakeDomains, Response
 
-HMAC_KEY = b"agent-test-key-0123456789abcdef"
+HMAC_KEY = b"agent-test-key-0123456789abcdef!"
+"""The agent's HS256 secret in these tests (32 bytes, as ``ControlKey.from_secret`` needs)."""
 
 Sample = tuple[str, frozenset[tuple[str, str]]]
 
@@ -47,7 +49,7 @@ def fake_domains() -> Iterator[FakeDomains]:
 def config(fd: FakeDomains, tmp_path: Path, domains: list[str], **extra: Any) -> AgentConfig:
     """A fast agent config over ``domains`` (fractions of a second everywhere)."""
     key = tmp_path / "control.key"
-    key.write_bytes(HMAC_KEY)
+    key.write_text(ControlKey.from_secret(HMAC_KEY).to_json(private=True))
     pool: dict[str, Any] = {
         "name": "api",
         "domains": domains,
