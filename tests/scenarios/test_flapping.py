@@ -8,22 +8,19 @@ from benchmarks.scenarios._scenarios import SMALL, flapping
 
 from ._support import explain, invariants
 
-# Issue #9's target is a gap of at most 0.5 %, and it is NOT met yet: side-by-side runs
-# of this small scenario give 5 to 10 % with the default Policy (4 to 5 % without a retry
-# budget), down from 20 to 65 % before the core's rework. This bound only keeps that
-# progress from sliding back; docs/benchmarks.md has the figures and issue #9 the
-# analysis of what is left (requests that straddle a switch use up their three attempts).
-CURRENT_BOUND = 0.15
+# Issue #9's target, asserted as is: this test fails until the core meets it (the core's
+# rework brought the small run from 20 to 80 % down to a few per cent; see the figures in
+# the failure message). Do not relax the bound here: a progress guard belongs elsewhere.
+TARGET = 0.005
 
 
-def test_flapping_domains_keep_the_availability_gap_within_the_current_bound(env: Env, ours: Client) -> None:
-    """At most 15 % of requests fail while the other domain could have served them
-    (the target of 0.5 % is open work), and every invariant holds."""
+def test_flapping_domains_leave_an_availability_gap_of_at_most_half_a_percent(env: Env, ours: Client) -> None:
+    """At most 0.5 % of requests fail while the other domain could have served them."""
     outcome = flapping(env, ours, sizes=SMALL).outcome
     problems = invariants(outcome)
-    if outcome.gap_share > CURRENT_BOUND:
+    if outcome.gap_share > TARGET:
         problems.append(
             f"availability gap {100 * outcome.gap_share:.2f} % "
-            f"({outcome.gap} of {outcome.requests} requests; bound: <= {100 * CURRENT_BOUND:.0f} %)"
+            f"({outcome.gap} of {outcome.requests} requests; target: <= {100 * TARGET:.1f} %)"
         )
     assert not problems, explain(outcome, problems)
