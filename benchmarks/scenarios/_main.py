@@ -93,7 +93,9 @@ def _notes(name: str, sizes: sc.Sizes) -> list[str]:
     }[name] + [
         "Attempts per request: as the client reports them (FailoverResult / FailoverError), as counted "
         "at the network layer under the client, and as the servers saw them (requests + lookups/connects "
-        "a fault struck). Gap: failures while some domain was healthy during the request's lifetime.",
+        "a fault struck). Attempts on dead domains: what the servers saw meet a fault (exact), and "
+        "the attempts handed to the network layer while the timeline had their host down. "
+        "Gap: failures while some domain was healthy during the request's lifetime.",
     ]
 
 

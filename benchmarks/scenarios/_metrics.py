@@ -10,8 +10,10 @@ Definitions (the issue's, made precise):
   ``FailoverError.attempts``); counted at the network layer under the client (every
   client); and what the servers saw (requests received plus lookups, connects and
   handshakes a fault struck), divided by the number of logical requests;
-- *attempts on a dead domain*: server side, the requests and connection stages that met
-  a fault; network side, the attempts sent to a host whose timeline state was not ``up``;
+- *attempts on a dead domain*: server side (exact), the requests and connection stages that
+  met a fault; network side, the attempts handed to the transport while their host's
+  timeline state was not ``up`` (an attempt that waits for a connection or a lookup may
+  meet a fault set after it was handed over, so this side counts fewer);
 - *counts match*: per host, the client's reported attempts equal the network layer's,
   and the servers saw no more than the network layer sent and no fewer than that minus
   the attempts that died with the connection (dropped by a fault change before the
