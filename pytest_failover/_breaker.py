@@ -35,7 +35,13 @@ reads; it is derived from the state, never stored::
     DUE       open with its cooldown over; suspect a cooldown ago     first, as the probe
     SUSPECT   closed, failed within the cooldown (sticky)             behind the others
     PROBING   its one probe is in flight                              never
-    OPEN      open within its cooldown                                only as an early probe
+    OPEN      open within its cooldown, for a tenth of it at least    only as an early probe
+    RESTING   open (or re-opened) less than a tenth of a cooldown ago never
+
+An early probe (the pool's rule for when every other domain is out) can only
+reach a domain that has rested a tenth of its cooldown since it opened, so a
+dead pool sees at most ten early probes per domain and cooldown, and a request
+right after a failure fails fast instead of probing again.
 
 Late outcomes carry no information about the current episode: an attempt that
 started before the domain's latest failure cannot clear the suspicion, one that
@@ -76,12 +82,16 @@ class Standing(enum.Enum):
     SUSPECT = "suspect"
     PROBING = "probing"
     OPEN = "open"
+    RESTING = "resting"
 
     @property
     def admissible(self) -> bool:
         """May an ordinary attempt be sent to a domain of this standing?"""
         return self in _ADMISSIBLE
 
+
+# The share of its cooldown an open domain rests before an early probe may reach it.
+EARLY_PROBE_REST = 0.1
 
 _ADMISSIBLE = frozenset({Standing.HEALTHY, Standing.DUE, Standing.SUSPECT})
 
@@ -104,6 +114,7 @@ class Breaker:
         "failures",
         "leased",
         "open_until",
+        "opened_at",
         "recovered_at",
         "state",
         "threshold",
@@ -115,6 +126,7 @@ class Breaker:
         self.state = BreakerState.CLOSED
         self.failures = 0  # consecutive, in CLOSED
         self.open_until = 0.0
+        self.opened_at = 0.0
         self.failed_at: float | None = None  # the latest counted failure: suspect since then
         self.recovered_at = float("-inf")  # the latest time the suspicion was cleared
         self.leased = False  # a probe (half-open or failback) is in flight
@@ -126,10 +138,18 @@ class Breaker:
         if self.leased:
             return Standing.PROBING
         if self.state is BreakerState.OPEN:
-            return Standing.DUE if now >= self.open_until else Standing.OPEN
+            if now >= self.open_until:
+                return Standing.DUE
+            rested = now - self.opened_at >= self.cooldown * EARLY_PROBE_REST
+            return Standing.OPEN if rested else Standing.RESTING
         if not sticky or self.failed_at is None:
             return Standing.HEALTHY
         return Standing.DUE if now - self.failed_at >= self.cooldown else Standing.SUSPECT
+
+    @property
+    def early_probe_at(self) -> float:
+        """When an open breaker has rested enough for an early probe."""
+        return min(self.opened_at + self.cooldown * EARLY_PROBE_REST, self.open_until)
 
     def admits(self, now: float, *, sticky: bool) -> bool:
         """Would an ordinary request sent now be let through?"""
@@ -143,8 +163,9 @@ class Breaker:
         for when every other domain is out)."""
         if self.leased:
             raise RuntimeError("breaker: a probe is already in flight; a second one does not fit")
-        if self.state is BreakerState.OPEN and not early and now < self.open_until:
-            raise RuntimeError("breaker is open within its cooldown: only an early probe fits")
+        standing = self.standing(now, sticky=True)
+        if standing is Standing.RESTING or (standing is Standing.OPEN and not early):
+            raise RuntimeError(f"breaker is {standing.value} within its cooldown: a probe does not fit now")
         self.leased = True
         if self.state is BreakerState.OPEN:
             return self._move(BreakerState.HALF_OPEN, now)
@@ -195,4 +216,6 @@ class Breaker:
 
     def _move(self, after: BreakerState, now: float) -> BreakerTransition | None:
         before, self.state = self.state, after
+        if after is BreakerState.OPEN and before is not after:
+            self.opened_at = now
         return None if before is after else BreakerTransition(before=before, after=after, at=now)

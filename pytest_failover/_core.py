@@ -19,23 +19,28 @@ HEALTHY, DUE, SUSPECT, PROBING or OPEN. Then, in this order:
    Choosing a DUE domain takes its probe lease, so one request probes it and
    everybody else keeps using the domain that works.
 2. If the best was already tried by this request (or there is none) and some
-   untried domain is OPEN, the one whose cooldown ends first is probed early
-   (its probe lease, so never more than one such attempt in flight), at most
-   once per request. This is the availability-first rule for "every other
+   domain is OPEN, one is probed early (untried first, then the one whose
+   cooldown ends first; its probe lease, so never more than one such attempt in
+   flight), at most once per request. This is the availability-first rule for "every other
    domain is out": the pool recovers the moment a domain answers again, not a
    whole cooldown later.
 3. Else, if a domain this request has not tried is being probed, the request
    waits for that probe (``Wait``: polls of a few milliseconds,
    ``Policy.probe_wait`` in all) rather than go back to a domain that just
-   failed it; it takes no early probe of its own after a wait.
+   failed it.
 4. Else the best tried domain is tried again (after a backoff).
-5. With nothing admissible it waits for a probe in flight in the same way. With nothing admissible and
+5. With nothing admissible it waits in the same way for a probe in flight, or
+   for the moment an open domain may be probed early (an open domain rests a
+   tenth of its cooldown first), if that comes within its wait. With nothing admissible and
    no probe in flight it stops with ``circuit_open`` (before any attempt) or
    ``exhausted``, and the fallback answers.
 
-So when every domain is open a pool has at most one probe in flight per domain,
-a logical request makes at most one attempt, and requests that arrive while a
-probe is out get its answer instead of an error.
+So when every domain is open a pool has at most one probe in flight per domain
+and at most one early probe per domain per tenth of a cooldown, a logical
+request makes at most one attempt, and requests that arrive while a probe is
+out get its answer instead of an error. With the default 30 s cooldown the rest
+(3 s) is longer than ``probe_wait`` (1 s), so in a total outage requests fail
+fast, and the fallback answers.
 
 A pinned request has one candidate; an explicit :class:`ScheduleTable` names
 the domain of each step by its rank at the start of the request, and falls back
@@ -66,7 +71,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from ._breaker import Breaker, BreakerTransition, Standing
+from ._breaker import Breaker, BreakerState, BreakerTransition, Standing
 from ._budget import TokenBucket
 from ._classify import Outcome, OutcomeKind
 from ._decisions import (
@@ -183,17 +188,16 @@ class PoolCore:
         """Which domain next, for a request that already tried ``tried`` (the
         module's rule; the caller holds the lock)."""
         best: tuple[tuple[bool, bool, int], Domain] | None = None
-        earliest: Domain | None = None
+        earliest: tuple[tuple[bool, float], Domain] | None = None
         for position, domain in enumerate(self.order):
             if domain in self.disabled:
                 continue
             standing = self.standing(domain, now)
             if standing is Standing.OPEN:
-                if early and domain not in tried and (
-                    earliest is None
-                    or self.breakers[domain].open_until < self.breakers[earliest].open_until
-                ):
-                    earliest = domain
+                # untried first, then the one whose cooldown ends first
+                key = (domain in tried, self.breakers[domain].open_until)
+                if early and (earliest is None or key < earliest[0]):
+                    earliest = (key, domain)
                 continue
             if not standing.admissible:
                 continue
@@ -206,8 +210,20 @@ class PoolCore:
         if best is not None and (untried_best or earliest is None):
             return self._choice(best[1], now)
         if earliest is not None:
-            return Choice(earliest, self.breakers[earliest], probe=True, early=True)
+            domain = earliest[1]
+            return Choice(domain, self.breakers[domain], probe=True, early=True)
         return None
+
+    def early_probe_at(self) -> float | None:
+        """The earliest time an early probe may reach an open domain."""
+        times = [
+            self.breakers[d].early_probe_at
+            for d in self.order
+            if d not in self.disabled
+            and self.breakers[d].state is BreakerState.OPEN
+            and not self.breakers[d].leased
+        ]
+        return min(times) if times else None
 
     def probing(self, *, besides: Sequence[Domain] = ()) -> bool:
         """Is a probe of some enabled domain (other than ``besides``) in flight?"""
@@ -288,7 +304,7 @@ class RequestPlan:
         self._in_flight: tuple[Attempt, Choice, float] | None = None  # and when it was sent
         self.last_outcome: Outcome | None = None  # of the latest attempt
         self._counted = 0  # attempts that count against the schedule (not transparent)
-        self._early_allowed = True  # one early probe per request, none after a wait
+        self._early_allowed = True  # one early probe per request
         self._waited = 0.0  # seconds spent waiting for another request's probe
         self._next_wait = _FIRST_WAIT
         # Could this request be sent again after its bytes left?
@@ -370,9 +386,7 @@ class RequestPlan:
             if last.sent and budget is not None and not budget.allows_retry():
                 events.append(BudgetRejected(pool=self.pool))
                 return Stop(reason="retry_budget", events=tuple(events))
-        # A probe goes at once: it holds the domain's lease, which others wait on,
-        # and being the only one it cannot retry in lockstep with anybody.
-        delay = 0.0 if last is None or transparent or choice.probe else self._backoff(now)
+        delay = 0.0 if last is None or self._goes_at_once(choice) else self._backoff(now)
         timeout = self._timeout(now + delay)
         if timeout < MIN_ATTEMPT_TIME:
             return Stop(reason="deadline")
@@ -381,14 +395,19 @@ class RequestPlan:
         return choice, delay, timeout
 
     def _wait_for_probe(self, now: float, *, besides: Sequence[Domain]) -> Wait | None:
-        """Wait for another request's probe (of a domain not in ``besides``), if one
-        is in flight and time allows."""
-        if self.pinned is not None or not self.core.probing(besides=besides):
+        """Wait, if time allows, for another request's probe of a domain not in
+        ``besides``, or for the moment this request may probe an open domain early."""
+        if self.pinned is not None:
             return None
-        delay = min(self._next_wait, self.policy.probe_wait - self._waited, self.deadline_at - now)
+        budget = min(self.policy.probe_wait - self._waited, self.deadline_at - now)
+        delay = min(self._next_wait, budget)
+        if not self.core.probing(besides=besides):
+            probe_at = self.core.early_probe_at() if self._early_allowed else None
+            if probe_at is None or probe_at - now > budget:
+                return None
+            delay = min(delay, max(probe_at - now, MIN_ATTEMPT_TIME))
         if delay < MIN_ATTEMPT_TIME:
             return None
-        self._early_allowed = False
         self._waited += delay
         self._next_wait = min(2 * self._next_wait, _LONGEST_WAIT)
         return Wait(delay=delay)
@@ -405,6 +424,17 @@ class RequestPlan:
             if named is not None:
                 return named
         return core.choose(now, self.tried, early=self._early_allowed)
+
+    def _goes_at_once(self, choice: Choice) -> bool:
+        """Does this retry skip the backoff? With backoff schedules, moving on to a
+        domain this request has not tried is failover and goes at once: the jitter
+        exists to spread returns to a struggling server, and a ``Retry-After`` speaks
+        for the server that sent it. A probe goes at once too: it holds the
+        domain's lease, which others wait on, and being the only one it cannot
+        retry in lockstep with anybody. A table is followed as written."""
+        if not self._backoff_schedule:
+            return False
+        return choice.probe or choice.domain not in self.tried
 
     def _backoff(self, now: float) -> float:
         """The wait before a counted retry: the schedule's, lengthened by a (capped)

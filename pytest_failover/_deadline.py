@@ -39,7 +39,12 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-__all__ = ["Guard", "async_limit", "watchdog"]
+__all__ = ["GRACE", "Guard", "async_limit", "watchdog"]
+
+# The guard fires this long after the attempt's time: httpx's own timeouts, set to the
+# same time, go first and name the phase (``connect_timeout``, ``read_timeout``); the
+# guard only stops what they cannot, such as a body trickled a byte at a time.
+GRACE = 0.02
 
 
 def async_limit(seconds: float) -> AbstractAsyncContextManager[Any]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from ._core import FailoverCore, PoolCore, RequestOptions
-from ._deadline import Guard, async_limit, watchdog
+from ._deadline import GRACE, Guard, async_limit, watchdog
 from ._decisions import Attempt, Wait
 from ._exchange import BodyBuffer, Exchange, FailoverResult, Fallback
 from ._policy import Policy
@@ -167,7 +167,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         the attempt's time; report the outcome. None when it failed."""
         outgoing = exchange.prepare(attempt)
         guard = Guard()
-        ticket = watchdog.arm(attempt.timeout, guard)
+        ticket = watchdog.arm(attempt.timeout + GRACE, guard)
         response: httpx.Response | None = None
         try:
             response = self._transport.handle_request(outgoing)
@@ -257,7 +257,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         outgoing = exchange.prepare(attempt)
         response: httpx.Response | None = None
         try:
-            async with async_limit(attempt.timeout):
+            async with async_limit(attempt.timeout + GRACE):
                 response = await self._transport.handle_async_request(outgoing)
                 if exchange.wants_body(response):
                     response = await self._read(response, exchange.body_limit)

@@ -66,7 +66,7 @@ def _notes(name: str, sizes: sc.Sizes) -> list[str]:
         "flapping": [
             f"Two domains take turns every {sizes.flap_period:g} s: one answers 200 while the other answers "
             "503 or refuses (drawn with a fixed seed); one is healthy at every instant. "
-            f"Each worker pauses U(0, {2 * sizes.think:g} s) between requests. Target: gap <= 0.5 %.",
+            f"Each worker pauses U(0, {2 * sizes.flap_think:g} s) between requests. Target: gap <= 0.5 %.",
         ],
         "failback": [
             f"Primary refuses for {sizes.failback_dead:g} s, answers 503 while recovering for "

@@ -22,7 +22,8 @@ def test_opens_after_threshold_consecutive_failures() -> None:
     assert b.failure(2.0, started=2.0, probe=False) is None
     t = b.failure(3.0, started=3.0, probe=False)
     assert t is not None and (t.before, t.after) == (BreakerState.CLOSED, BreakerState.OPEN)
-    assert b.standing(3.0, sticky=True) is Standing.OPEN
+    assert b.standing(3.0, sticky=True) is Standing.RESTING
+    assert b.standing(6.0, sticky=True) is Standing.OPEN
     assert b.standing(32.9, sticky=True) is Standing.OPEN
     assert b.standing(33.0, sticky=True) is Standing.DUE
 
@@ -81,10 +82,14 @@ def test_lazy_half_open_admits_exactly_one_probe() -> None:
 
 
 def test_an_open_breaker_refuses_an_ordinary_lease_but_takes_an_early_probe() -> None:
-    """Within the cooldown only an early probe fits, and it half-opens the breaker."""
+    """Within the cooldown only an early probe fits, after a tenth of it, and it
+    half-opens the breaker."""
     b = make(threshold=1, cooldown=10)
     fail(b, 0.0)
-    with pytest.raises(RuntimeError, match="only an early probe"):
+    assert b.standing(0.5, sticky=True) is Standing.RESTING  # a tenth of the cooldown first
+    with pytest.raises(RuntimeError, match="resting"):
+        b.acquire(0.5, early=True)
+    with pytest.raises(RuntimeError, match="open within its cooldown"):
         b.acquire(5.0)
     t = b.acquire(5.0, early=True)
     assert t is not None and t.after is BreakerState.HALF_OPEN

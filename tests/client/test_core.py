@@ -80,14 +80,19 @@ def test_healthy_state_sends_everything_to_the_primary() -> None:
         assert hosts == ["a.example"] and stop.reason == "done"
 
 
-def test_retry_goes_to_the_next_domain_and_first_attempt_is_never_delayed() -> None:
-    c = core()
+def test_retry_goes_to_the_next_domain_at_once_and_a_return_waits_a_backoff() -> None:
+    """Moving on to an untried domain is failover and goes at once; coming back to a
+    domain this request already tried waits a full-jitter backoff."""
+    c = core(n=2, breaker_threshold=10, schedule=ExponentialBackoff(base=0.1, cap=1, max_attempts=3))
     p = plan(c, 0.0)
     first = attempt(p, 0.0)
     assert first.delay == 0 and first.domain.host == "a.example"
     p.record(UNAVAILABLE, 0.0, duration=0.0)
     second = attempt(p, 0.0)
-    assert second.domain.host == "b.example" and second.delay == pytest.approx(0.1)
+    assert second.domain.host == "b.example" and second.delay == 0
+    p.record(UNAVAILABLE, 0.0, duration=0.0)
+    third = attempt(p, 0.0)
+    assert third.domain.host == "a.example" and third.delay == pytest.approx(0.2)  # retry 2: base * 2
 
 
 def test_failures_before_any_byte_left_move_to_an_untried_domain_at_once() -> None:
@@ -168,18 +173,20 @@ def test_all_open_keeps_one_early_probe_per_domain_and_the_rest_wait_for_them() 
     p.record(REFUSED, 0.0, duration=0.0)
     attempt(p, 0.5)
     p.record(REFUSED, 0.5, duration=0.0)  # b opened later: its cooldown ends later
-    probes = [plan(c, 1.0), plan(c, 1.0)]
-    first, second = attempt(probes[0], 1.0), attempt(probes[1], 1.0)
+    step = plan(c, 1.0).next(1.0)  # both rest a tenth of the cooldown first
+    assert isinstance(step, Stop) and step.reason == "circuit_open"
+    probes = [plan(c, 5.0), plan(c, 5.0)]
+    first, second = attempt(probes[0], 5.0), attempt(probes[1], 5.0)
     assert first.probe and first.domain.host == "a.example"
     assert second.probe and second.domain.host == "b.example"
-    waiting = plan(c, 1.0)
-    step = waiting.next(1.0)
+    waiting = plan(c, 5.0)
+    step = waiting.next(5.0)
     assert isinstance(step, Wait) and 0 < step.delay <= 0.05
     for probe in probes:
-        probe.record(UNAVAILABLE, 1.01, duration=0.0)
+        probe.record(UNAVAILABLE, 5.01, duration=0.0)
     for probe in probes:
-        assert isinstance(probe.next(1.01), Stop)  # one early probe per request
-    step = waiting.next(1.02)
+        assert isinstance(probe.next(5.01), Stop)  # one early probe per request
+    step = waiting.next(5.02)
     assert isinstance(step, Stop) and step.reason == "circuit_open"
 
 
@@ -187,20 +194,20 @@ def test_a_request_waiting_for_a_probe_follows_it_when_it_succeeds() -> None:
     """The probe's success closes the breaker, and the waiting request goes there."""
     c = core(n=1, breaker_threshold=1, breaker_cooldown=30)
     run(plan(c, 0.0), [UNAVAILABLE])
-    probe = plan(c, 1.0)
-    assert attempt(probe, 1.0).probe
-    waiting = plan(c, 1.0)
-    assert isinstance(waiting.next(1.0), Wait)
-    probe.record(OK, 1.01, duration=0.0)
-    assert attempt(waiting, 1.02).domain.host == "a.example"
+    probe = plan(c, 5.0)
+    assert attempt(probe, 5.0).probe
+    waiting = plan(c, 5.0)
+    assert isinstance(waiting.next(5.0), Wait)
+    probe.record(OK, 5.01, duration=0.0)
+    assert attempt(waiting, 5.02).domain.host == "a.example"
 
 
 def test_waiting_for_a_probe_is_bounded_by_probe_wait() -> None:
     """A probe that never reports leaves the waiting request to stop after ``probe_wait``."""
     c = core(n=1, breaker_threshold=1, breaker_cooldown=30, probe_wait=0.1)
     run(plan(c, 0.0), [UNAVAILABLE])
-    attempt(plan(c, 1.0), 1.0)  # the probe, in flight for ever
-    waiting, now, waited = plan(c, 1.0), 1.0, 0.0
+    attempt(plan(c, 5.0), 5.0)  # the probe, in flight for ever
+    waiting, now, waited = plan(c, 5.0), 5.0, 0.0
     while isinstance(step := waiting.next(now), Wait):
         now += step.delay
         waited += step.delay
@@ -226,7 +233,14 @@ def test_without_stickiness_the_primary_is_tried_while_its_breaker_is_closed() -
 
 
 def test_retry_after_is_honoured_and_capped() -> None:
-    c = core(retry_after_cap=5.0, deadline=60.0)
+    """A ``Retry-After`` lengthens the wait before going back to the server that sent it."""
+    c = core(
+        n=1,
+        retry_after_cap=5.0,
+        deadline=60.0,
+        breaker_threshold=10,
+        schedule=ExponentialBackoff(base=0.1, cap=1, max_attempts=3),
+    )
     p = plan(c, 0.0)
     attempt(p, 0.0)
     p.record(Outcome(kind=OutcomeKind.FAILURE, error_type="503", status=503, retry_after=2.0), 0.0, duration=0)
@@ -244,7 +258,7 @@ def test_deadline_stops_attempts_that_could_not_finish() -> None:
     p.record(REFUSED, 1.0, duration=1.0)
     step = p.next(1.0)  # no time left at all
     assert isinstance(step, Stop) and step.reason == "deadline"
-    c = core(deadline=1.0, attempt_timeout=10.0)
+    c = core(n=1, deadline=1.0, attempt_timeout=10.0, schedule=ExponentialBackoff(base=0.1, cap=1, max_attempts=3))
     p = plan(c, 0.0)
     first = attempt(p, 0.0)
     assert first.timeout == pytest.approx(1.0)  # clamped to the deadline

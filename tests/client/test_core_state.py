@@ -96,7 +96,9 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         decision = plan.next(self.now)
         self._events(decision.events)
         if isinstance(decision, Wait):
-            assert any(b.leased for b in self.pool.breakers.values()), "a wait with no probe in flight"
+            assert any(
+                b.leased or b.state is BreakerState.OPEN for b in self.pool.breakers.values()
+            ), "a wait with neither a probe in flight nor an open domain to probe"
             return
         if isinstance(decision, Stop):
             last = plan.last_outcome

@@ -208,10 +208,11 @@ def test_every_domain_open_one_early_probe_each_and_the_rest_wait_for_them(serve
     b.set(status=503)
     transport = FailoverTransport(
         [Pool("api", [a.url(), b.url()])],
-        fast(breaker_threshold=1, breaker_cooldown=60, schedule=ExponentialBackoff(base=0.001, max_attempts=2)),
+        fast(breaker_threshold=1, breaker_cooldown=2, schedule=ExponentialBackoff(base=0.001, max_attempts=2)),
     )
     with httpx.Client(transport=transport) as client:
         assert client.get(a.url() + "/x").status_code == 503  # both open now
+        time.sleep(0.25)  # an open domain rests a tenth of its cooldown before an early probe
         a.set(status=200, delay=0.4)
         b.set(status=200, delay=0.4)
         before = a.total + b.total

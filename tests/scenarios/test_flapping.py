@@ -8,9 +8,7 @@ from benchmarks.scenarios._scenarios import SMALL, flapping
 
 from ._support import explain, invariants
 
-# Issue #9's target, asserted as is: this test fails until the core meets it (the core's
-# rework brought the small run from 20 to 80 % down to a few per cent; see the figures in
-# the failure message). Do not relax the bound here: a progress guard belongs elsewhere.
+# Issue #9's target, asserted as is.
 TARGET = 0.005
 
 
