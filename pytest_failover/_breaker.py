@@ -75,25 +75,23 @@ _GAUGE = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 
 
 
 class Standing(enum.Enum):
-    """How the pool's choice sees a domain now (see the module's table)."""
+    """How the pool's choice sees a domain now (see the module's table), and
+    whether an ordinary attempt may be sent to a domain of that standing."""
 
-    HEALTHY = "healthy"
-    DUE = "due"
-    SUSPECT = "suspect"
-    PROBING = "probing"
-    OPEN = "open"
-    RESTING = "resting"
+    HEALTHY = ("healthy", True)
+    DUE = ("due", True)
+    SUSPECT = ("suspect", True)
+    PROBING = ("probing", False)
+    OPEN = ("open", False)
+    RESTING = ("resting", False)
 
-    @property
-    def admissible(self) -> bool:
-        """May an ordinary attempt be sent to a domain of this standing?"""
-        return self in _ADMISSIBLE
+    def __init__(self, label: str, admissible: bool) -> None:
+        self.label = label
+        self.admissible = admissible
 
 
 # The share of its cooldown an open domain rests before an early probe may reach it.
 EARLY_PROBE_REST = 0.1
-
-_ADMISSIBLE = frozenset({Standing.HEALTHY, Standing.DUE, Standing.SUSPECT})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,7 +163,7 @@ class Breaker:
             raise RuntimeError("breaker: a probe is already in flight; a second one does not fit")
         standing = self.standing(now, sticky=True)
         if standing is Standing.RESTING or (standing is Standing.OPEN and not early):
-            raise RuntimeError(f"breaker is {standing.value} within its cooldown: a probe does not fit now")
+            raise RuntimeError(f"breaker is {standing.label} within its cooldown: a probe does not fit now")
         self.leased = True
         if self.state is BreakerState.OPEN:
             return self._move(BreakerState.HALF_OPEN, now)
@@ -182,6 +180,8 @@ class Breaker:
         if self.failed_at is not None:
             self.failed_at = None
             self.recovered_at = now
+        if self.state is BreakerState.CLOSED:
+            return None
         return self._move(BreakerState.CLOSED, now)
 
     def failure(self, now: float, *, started: float, probe: bool) -> BreakerTransition | None:

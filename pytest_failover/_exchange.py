@@ -9,6 +9,7 @@ stale copy, the fallback, or the error). The transports' two loops in
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import httpx
 
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
-from ._core import PoolCore, RequestOptions
+from ._core import DONE, PoolCore, RequestOptions
 from ._decisions import Attempt, AttemptRecord, Ending, Stop, Wait, ending
 from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
 from ._telemetry import RequestTrace, redact_url
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from ._pool import Domain
     from ._transport import _FailoverBase
 
-__all__ = ["BodyBuffer", "Exchange", "FailoverResult", "Fallback", "TrackedStream"]
+__all__ = ["BodyBuffer", "Exchange", "FailoverResult", "Fallback", "Reading", "TrackedStream"]
 
 logger = logging.getLogger("pytest_failover")
 
@@ -106,6 +107,14 @@ class _Continued(httpx.SyncByteStream, httpx.AsyncByteStream):
         await self._original.aclose()
 
 
+class Reading(enum.Enum):
+    """How much of a response body the transport reads before returning it."""
+
+    NONE = "none"  # hand it over unread
+    WHOLE = "whole"  # its declared length fits: read it all
+    BOUNDED = "bounded"  # no declared length: read up to the limit, stream the rest
+
+
 class BodyBuffer:
     """Reads a response body into memory, but never more than ``limit`` bytes.
 
@@ -122,12 +131,6 @@ class BodyBuffer:
         self.limit = limit
         self._chunks: list[bytes] = []
         self._size = 0
-
-    @staticmethod
-    def fits(response: httpx.Response, limit: int) -> bool:
-        """Could the body fit? (Not when its declared length is over the limit.)"""
-        declared = response.headers.get("Content-Length")
-        return not (declared is not None and declared.isdigit() and int(declared) > limit)
 
     def add(self, chunk: bytes) -> bool:
         """Keep ``chunk``; True once the body is over the limit."""
@@ -153,6 +156,29 @@ def _rebuilt(response: httpx.Response, stream: httpx.SyncByteStream | httpx.Asyn
 class Exchange:
     """One logical request through the failover loop: everything but the I/O."""
 
+    __slots__ = (
+        "_attempt",
+        "_attempt_started",
+        "_clock",
+        "_finished",
+        "_origin",
+        "_original",
+        "_owner",
+        "_stale",
+        "_tracked",
+        "body_limit",
+        "error",
+        "original_url",
+        "plan",
+        "policy",
+        "pool_core",
+        "request",
+        "response",
+        "started_at",
+        "stop",
+        "trace",
+    )
+
     def __init__(
         self,
         owner: _FailoverBase,
@@ -177,15 +203,9 @@ class Exchange:
             request.stream = self._tracked
         self.started_at = self._clock()
         self.plan = owner._core.begin(
-            pool_core,
-            method=request.method,
-            headers=request.headers,
-            options=options,
-            replayable=replayable,
-            pinned=pinned,
-            now=self.started_at,
+            pool_core, request.method, request.headers, options, replayable, pinned, self.started_at
         )
-        self.trace: RequestTrace = owner._telemetry.start(pool_core.name, request.method, request.url)
+        self.trace: RequestTrace | None = owner._telemetry.start(pool_core.name, request.method, request.url)
         # How much of a 2xx body is read before the outcome is known: all of a small
         # one, for the app-error check, the stale cache, and so that a re-sendable
         # request whose connection breaks mid-body fails over.
@@ -193,12 +213,8 @@ class Exchange:
         self._stale = stale
         # The stale cache keys on the request as the caller made it, before rewrites.
         self._original = httpx.Request(request.method, request.url, headers=request.headers) if stale else request
-        self.body_limit = max(
-            policy.read_body_max_bytes
-            if policy.is_app_error is not None or (policy.read_body and self.plan.may_resend)
-            else 0,
-            policy.stale_max_bytes if stale else 0,
-        )
+        read = pool_core.read_limit if self.plan.may_resend or pool_core.app_check else 0
+        self.body_limit = max(read, pool_core.stale_limit) if stale else read
         self._attempt: Attempt | None = None
         self._attempt_started = 0.0
         self.response: httpx.Response | None = None
@@ -210,8 +226,12 @@ class Exchange:
 
     def next_step(self) -> Attempt | Wait | None:
         """The next attempt, or a wait for another request's probe; None to finish."""
+        if self.plan.done:  # answered: nothing left to decide
+            self.stop = DONE
+            return None
         decision = self.plan.next(self._clock())
-        self.trace.events(decision.events)
+        if decision.events and self.trace is not None:
+            self.trace.events(decision.events)
         if isinstance(decision, Stop):
             self.stop = decision
             return None
@@ -223,31 +243,45 @@ class Exchange:
         """Point the request at the attempt's domain, with the attempt's timeouts."""
         request = self.request
         domain = attempt.domain
-        url = self.original_url if domain == self._origin else domain.rewrite(self.original_url)
+        at_origin = domain is self._origin or domain == self._origin
+        url = self.original_url if at_origin else domain.rewrite(self.original_url)
         if url is not request.url:
             request.url = url
             request.headers["Host"] = domain.netloc
         timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
         limit = attempt.timeout
-        request.extensions = {
-            **request.extensions,
-            "timeout": {
+        values = timeouts.values()
+        within = len(timeouts) == 4 and None not in values and max(values) <= limit
+        if not within:  # cap each of httpx's timeouts at the attempt's time
+            capped = {
                 key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
                 for key in ("connect", "read", "write", "pool")
-            },
-        }
+            }
+            request.extensions = {**request.extensions, "timeout": capped}
         self._attempt = attempt
-        self.trace.attempt_started(attempt, request)
+        if self.trace is not None:
+            self.trace.attempt_started(attempt, request)
         self._attempt_started = self._clock()
         return request
 
-    def wants_body(self, response: httpx.Response) -> bool:
-        """Must (some of) the body be read before the outcome is known?"""
-        return (
-            self.body_limit > 0
-            and 200 <= response.status_code < 300
-            and BodyBuffer.fits(response, self.body_limit)
-        )
+    def reading(self, response: httpx.Response) -> Reading:
+        """How much of the body to read before the outcome is known: all of it when
+        its declared length fits the limit (one ``read()``, as httpx does it), none
+        when it is over, or the body is not a 2xx, and up to the limit, chunk by
+        chunk, when it declares no length."""
+        limit = self.body_limit
+        if limit == 0 or not 200 <= response.status_code < 300:
+            return Reading.NONE
+        declared = response.headers.get("Content-Length")
+        if declared is None or not declared.isdigit():
+            return Reading.BOUNDED
+        return Reading.WHOLE if int(declared) <= limit else Reading.NONE
+
+    @property
+    def attempt_deadline(self) -> float:
+        """When the attempt in flight is out of time (on the transport's clock)."""
+        assert self._attempt is not None
+        return self._attempt_started + self._attempt.timeout
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
         """The error for an attempt cut at its time limit."""
@@ -286,6 +320,8 @@ class Exchange:
         now = self._clock()
         duration = now - self._attempt_started
         events = self.plan.record(outcome, now, duration)
+        if self.trace is None:
+            return
         self.trace.attempt_ended(
             attempt,
             duration=duration,
@@ -294,7 +330,8 @@ class Exchange:
             error_type=outcome.error_type,
             exception=exception,
         )
-        self.trace.events(events)
+        if events:
+            self.trace.events(events)
 
     def _log_retry(self, attempt: Attempt) -> None:
         last = self.plan.records[-1]
@@ -334,7 +371,8 @@ class Exchange:
             domain = records[-1].domain
             self._end(outcome, domain=domain, status=response.status_code, error_type=last.error_type)
             response.extensions["failover"] = FailoverResult(pool, domain, records, outcome)
-            self._owner._persist_sticky(self.pool_core)
+            if self._owner._sticky:
+                self._owner._persist_sticky(self.pool_core)
             return response
         error = self._error(stop, records)
         error_type = "circuit_open" if not records else (records[-1].error_type or stop.reason)
@@ -398,6 +436,8 @@ class Exchange:
 
     def _end(self, outcome: str, *, domain: str | None, status: int | None, error_type: str | None) -> None:
         self._finished = True
+        if self.trace is None:
+            return
         self.trace.finish(
             outcome=outcome,
             duration=self._clock() - self.started_at,
@@ -414,8 +454,10 @@ class Exchange:
         ``finish()`` (which may itself raise the request's error) there is nothing to do."""
         if self._finished:
             return
-        if self._attempt is not None:
-            self.trace.attempt_abandoned()
-            self._attempt = None
-        self.trace.events(self.plan.abandon(self._clock()))
+        events = self.plan.abandon(self._clock())
+        if self.trace is not None:
+            if self._attempt is not None:
+                self.trace.attempt_abandoned()
+            self.trace.events(events)
+        self._attempt = None
         self._end("failure", domain=None, status=None, error_type="cancelled")

@@ -170,7 +170,9 @@ class Telemetry:
                     {FAILOVER_POOL: pool, FAILOVER_DOMAIN: domain.url, SERVER_ADDRESS: domain.host},
                 )
 
-    def start(self, pool: str, method: str, url: httpx.URL) -> RequestTrace:
+    def start(self, pool: str, method: str, url: httpx.URL) -> RequestTrace | None:
+        """The telemetry of a new logical request, or None while no SDK is installed
+        (every span and metric call would be a no-op, so the request skips them)."""
         if not self._active:
             # The state of most processes: no SDK, so the API's two globals are still
             # unset. Read in place, as this runs on every request.
@@ -180,7 +182,7 @@ class Telemetry:
                 and _metrics_globals._METER_PROVIDER is None
             )
             if unset or not self._sdk_installed():
-                return _SILENT
+                return None
         return RequestTrace(self, pool, _method(method), url)
 
     def _sdk_installed(self) -> bool:
@@ -206,7 +208,6 @@ class RequestTrace:
     """The telemetry of one logical request."""
 
     __slots__ = ("_attempt_span", "_method", "_pool", "_span", "_t")
-    live = True  # False for the silent stand-in used while no SDK is installed
 
     def __init__(self, telemetry: Telemetry, pool: str, method: str, url: httpx.URL) -> None:
         self._t = telemetry
@@ -367,48 +368,3 @@ class RequestTrace:
                 span.set_status(Status(StatusCode.ERROR, error_type))
         span.end()
 
-
-class _SilentTrace(RequestTrace):
-    """The request telemetry while no OpenTelemetry SDK is installed: nothing at all."""
-
-    __slots__ = ()
-    live = False
-
-    def __init__(self) -> None:
-        pass
-
-    def attempt_started(self, attempt: Attempt, request: httpx.Request) -> None:
-        pass
-
-    def attempt_ended(
-        self,
-        attempt: Attempt,
-        *,
-        duration: float,
-        result: str,
-        status: int | None,
-        error_type: str | None,
-        exception: BaseException | None = None,
-    ) -> None:
-        pass
-
-    def attempt_abandoned(self) -> None:
-        pass
-
-    def events(self, events: Iterable[Event]) -> None:
-        pass
-
-    def finish(
-        self,
-        *,
-        outcome: str,
-        duration: float,
-        attempts: int,
-        domain: str | None,
-        status: int | None,
-        error_type: str | None,
-    ) -> None:
-        pass
-
-
-_SILENT = _SilentTrace()

@@ -18,7 +18,7 @@ import httpx
 from ._core import FailoverCore, PoolCore, RequestOptions
 from ._deadline import GRACE, Guard, async_limit, watchdog
 from ._decisions import Attempt, Wait
-from ._exchange import BodyBuffer, Exchange, FailoverResult, Fallback
+from ._exchange import BodyBuffer, Exchange, FailoverResult, Fallback, Reading
 from ._policy import Policy
 from ._pool import Domain, Pool
 from ._snapshot import TransportState
@@ -166,21 +166,27 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         """Send one attempt and read what the exchange needs of its body, all within
         the attempt's time; report the outcome. None when it failed."""
         outgoing = exchange.prepare(attempt)
-        guard = Guard()
-        ticket = watchdog.arm(attempt.timeout + GRACE, guard)
         response: httpx.Response | None = None
+        guard: Guard | None = None
         try:
             response = self._transport.handle_request(outgoing)
-            if exchange.wants_body(response):
-                guard.watch(response.extensions.get("network_stream"))
-                response = self._read(response, exchange.body_limit)
+            reading = exchange.reading(response)
+            if reading is not Reading.NONE:
+                # Up to the headers httpx's own timeouts (capped at the attempt's time)
+                # bound each operation; from here on the watchdog bounds the whole read.
+                guard = watchdog.arm(exchange.attempt_deadline + GRACE, response)
+                if reading is Reading.WHOLE:
+                    response.read()
+                else:
+                    response = self._read(response, exchange.body_limit)
         except httpx.TransportError as exc:
             if response is not None:
                 response.close()
-            exchange.on_error(exchange.timed_out(attempt, exc) if guard.expired else exc)
+            exchange.on_error(exchange.timed_out(attempt, exc) if guard and guard.expired else exc)
             return None
         finally:
-            watchdog.disarm(ticket)
+            if guard is not None:
+                watchdog.disarm(guard)
         exchange.on_response(response)
         return response
 
@@ -259,7 +265,10 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         try:
             async with async_limit(attempt.timeout + GRACE):
                 response = await self._transport.handle_async_request(outgoing)
-                if exchange.wants_body(response):
+                reading = exchange.reading(response)
+                if reading is Reading.WHOLE:
+                    await response.aread()
+                elif reading is Reading.BOUNDED:
                     response = await self._read(response, exchange.body_limit)
         except (httpx.TransportError, TimeoutError) as exc:
             if response is not None:

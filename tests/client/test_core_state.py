@@ -114,7 +114,7 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         standing = standings[decision.domain]
         assert standing is not Standing.PROBING, "an attempt on a domain whose probe is in flight"
         if standing is Standing.OPEN or standing is Standing.DUE:
-            assert decision.probe, f"an ordinary attempt on a {standing.value} domain"
+            assert decision.probe, f"an ordinary attempt on a {standing.label} domain"
         if decision.probe:
             assert probes_out[decision.domain] == 0, "two probes in flight on one domain"
         if standing is Standing.OPEN:
