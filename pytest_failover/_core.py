@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
 
+from . import semconv
 from ._breaker import Breaker, BreakerState, BreakerTransition, Standing
 from ._budget import TokenBucket
 from ._classify import Outcome, OutcomeKind
@@ -549,9 +550,9 @@ class RequestPlan:
         if self._failed_on is not None and self._failed_on[0] == before:
             reason = self._failed_on[1]
         elif core.position[domain] < core.position[before]:
-            reason = "failback"
+            reason = semconv.SWITCH_REASON_FAILBACK
         else:
-            reason = "preferred_unavailable"
+            reason = semconv.SWITCH_REASON_PREFERRED_UNAVAILABLE
         events.append(Switch(pool=self.pool, before=before, after=domain, reason=reason))
 
     def _add_transition(

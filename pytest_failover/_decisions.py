@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from . import semconv
+
 if TYPE_CHECKING:
     from ._breaker import BreakerState
     from ._pool import Domain
@@ -99,9 +101,7 @@ class Wait:
             raise ValueError(f"Wait.delay must be finite and > 0, got {self.delay}")
 
 
-STOP_REASONS = frozenset(
-    {"done", "exhausted", "deadline", "not_retryable", "retry_budget", "circuit_open"}
-)
+STOP_REASONS = semconv.STOP_REASONS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httpx
 
+from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
 from ._core import DONE, PoolCore, RequestOptions
 from ._decisions import Attempt, AttemptRecord, Ending, Stop, Wait, ending
@@ -46,10 +47,10 @@ class FailoverResult(NamedTuple):
 
 # failover.attempt.result for each kind of outcome
 _RESULTS = {
-    OutcomeKind.SUCCESS: "success",
-    OutcomeKind.ANSWER: "answer",
-    OutcomeKind.THROTTLED: "failure",
-    OutcomeKind.FAILURE: "failure",
+    OutcomeKind.SUCCESS: semconv.RESULT_SUCCESS,
+    OutcomeKind.ANSWER: semconv.RESULT_ANSWER,
+    OutcomeKind.THROTTLED: semconv.RESULT_FAILURE,
+    OutcomeKind.FAILURE: semconv.RESULT_FAILURE,
 }
 
 
@@ -367,7 +368,7 @@ class Exchange:
             assert response is not None
             last = self.plan.last_outcome
             assert last is not None
-            outcome = "failure" if last.retryable else "success"
+            outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
             domain = records[-1].domain
             self._end(outcome, domain=domain, status=response.status_code, error_type=last.error_type)
             response.extensions["failover"] = FailoverResult(pool, domain, records, outcome)
@@ -375,16 +376,16 @@ class Exchange:
                 self._owner._persist_sticky(self.pool_core)
             return response
         error = self._error(stop, records)
-        error_type = "circuit_open" if not records else (records[-1].error_type or stop.reason)
+        error_type = semconv.OUTCOME_CIRCUIT_OPEN if not records else (records[-1].error_type or stop.reason)
         if decided is Ending.STALE:
             assert stale is not None
-            self._end("stale", domain=None, status=stale.status_code, error_type=error_type)
-            stale.extensions["failover"] = FailoverResult(pool, None, records, "stale", stale=True)
+            self._end(semconv.OUTCOME_STALE, domain=None, status=stale.status_code, error_type=error_type)
+            stale.extensions["failover"] = FailoverResult(pool, None, records, semconv.OUTCOME_STALE, stale=True)
             return stale
         if decided is Ending.FALLBACK:
-            self._end("fallback", domain=None, status=None, error_type=error_type)
+            self._end(semconv.OUTCOME_FALLBACK, domain=None, status=None, error_type=error_type)
             return self._fallback(error, records)
-        outcome = "circuit_open" if isinstance(error, CircuitOpenError) else "failure"
+        outcome = semconv.OUTCOME_CIRCUIT_OPEN if isinstance(error, CircuitOpenError) else semconv.OUTCOME_FAILURE
         self._end(outcome, domain=None, status=None, error_type=error_type)
         raise error
 
@@ -422,7 +423,7 @@ class Exchange:
         fallback = self._owner._fallback
         assert fallback is not None
         result = fallback(self.request, error)
-        info = FailoverResult(self.pool_core.name, None, records, "fallback", fallback=True)
+        info = FailoverResult(self.pool_core.name, None, records, semconv.OUTCOME_FALLBACK, fallback=True)
         if isinstance(result, httpx.Response):
             result.extensions["failover"] = info
             return result
@@ -460,4 +461,4 @@ class Exchange:
                 self.trace.attempt_abandoned()
             self.trace.events(events)
         self._attempt = None
-        self._end("failure", domain=None, status=None, error_type="cancelled")
+        self._end(semconv.OUTCOME_FAILURE, domain=None, status=None, error_type=semconv.ERROR_CANCELLED)

@@ -1,8 +1,9 @@
 """Pools: ordered lists of interchangeable domains for one business area.
 
 A *domain* is a base URL (scheme, host and optional port). A request belongs to
-a pool when its scheme, host and port equal those of any of the pool's domains;
-it is then rewritten onto the chosen domain with its path and query kept.
+a pool when its scheme, host and port equal those of any of the pool's domains
+(the router in ``_core.py`` keeps that table); it is then rewritten onto the
+chosen domain with its path and query kept.
 """
 
 from __future__ import annotations
@@ -67,15 +68,6 @@ class Domain:
     @property
     def effective_port(self) -> int:
         return self.port if self.port is not None else _DEFAULT_PORTS[self.scheme]
-
-    def matches(self, url: httpx.URL) -> bool:
-        """True if ``url`` points at this domain (scheme, host and port)."""
-        port = url.port if url.port is not None else _DEFAULT_PORTS.get(url.scheme)
-        return (
-            url.scheme == self.scheme
-            and url.host.lower().rstrip(".") == self.host
-            and port == self.effective_port
-        )
 
     def rewrite(self, url: httpx.URL) -> httpx.URL:
         """``url`` moved onto this domain, path and query kept, never producing ``//``."""
@@ -146,14 +138,6 @@ class Pool:
         if region is None:
             return self.domains
         return self.region_order.get(region, self.domains)
-
-    def find(self, url: httpx.URL | str) -> Domain | None:
-        """The pool's domain that ``url`` points at, if any."""
-        url = httpx.URL(url) if isinstance(url, str) else url
-        for domain in self.domains:
-            if domain.matches(url):
-                return domain
-        return None
 
     def __repr__(self) -> str:
         return f"Pool({self.name!r}, {[d.url for d in self.domains]!r})"

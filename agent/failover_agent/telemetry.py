@@ -286,10 +286,6 @@ class Telemetry:
             return self.tracer_provider
         return trace_api.NoOpTracerProvider()
 
-    def prometheus_text(self) -> bytes:
-        """The Prometheus text exposition of every metric (collects on call)."""
-        return b"".join(self.prometheus_chunks())
-
     def prometheus_chunks(self) -> list[bytes]:
         """The same text in pieces of about 256 KiB (collects on call)."""
         if self.prometheus is None:

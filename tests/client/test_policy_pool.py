@@ -51,12 +51,21 @@ def test_region_order_puts_its_domains_first_and_keeps_the_rest() -> None:
     assert pool.order("eu") == pool.domains == pool.order(None)
 
 
-def test_find_matches_scheme_host_and_port() -> None:
+def test_routing_matches_scheme_host_and_port() -> None:
+    """A URL belongs to a pool's domain by scheme, host (any case, trailing dot) and port."""
+    from pytest_failover._core import FailoverCore, RequestOptions
+
     pool = Pool("api", ["https://api.example.com", "http://api2.example.com:8080"])
-    assert pool.find("https://API.example.com./v1") == pool.domains[0]
-    assert pool.find("http://api.example.com/v1") is None
-    assert pool.find("http://api2.example.com:8080/x") == pool.domains[1]
-    assert pool.find("http://api2.example.com/x") is None
+    core = FailoverCore([pool])
+
+    def origin(url: str) -> object:
+        route = core.route(httpx.URL(url), RequestOptions())
+        return None if route is None else route[2]
+
+    assert origin("https://API.example.com./v1") == pool.domains[0]
+    assert origin("http://api.example.com/v1") is None
+    assert origin("http://api2.example.com:8080/x") == pool.domains[1]
+    assert origin("http://api2.example.com/x") is None
 
 
 @given(
