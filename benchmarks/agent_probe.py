@@ -33,8 +33,10 @@ import httpx
 from benchmarks import _harness as h
 from benchmarks._drive import burst, steady
 from benchmarks._options import Options
+from pytest_failover import semconv
 
 NAME = "agent"
+_PROBE_SUCCESS_SERIES = semconv.METRICS[semconv.FAILOVER_PROBE_SUCCESS].prometheus + "{"
 BLACKBOX = "prometheus-blackbox-exporter"
 BLACKBOX_CONFIG = """\
 modules:
@@ -233,7 +235,7 @@ def run_agent(targets: list[str], srv: h.Server, *, interval: float, seconds: fl
             series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
             up = down = 0
             for line in text.splitlines():
-                if line.startswith("failover_probe_success{"):
+                if line.startswith(_PROBE_SUCCESS_SERIES):
                     if float(line.rsplit(" ", 1)[1]) >= 1:
                         up += 1
                     else:

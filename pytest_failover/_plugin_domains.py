@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from . import semconv
 from ._plugin_outage import Outage, OutageMarkerError, build_fault
 
 if TYPE_CHECKING:
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FakeDomainsFixture", "SessionDomains"]
 
-FAULT_EVENT = "failover.fault.injected"
-HEAL_EVENT = "failover.fault.healed"
+FAULT_EVENT = semconv.EVENT_FAULT_INJECTED
+HEAL_EVENT = semconv.EVENT_FAULT_HEALED
 
 
 class SessionDomains:
@@ -180,8 +181,8 @@ class FakeDomainsFixture:
         if (span := _recording_span()) is not None:
             span.add_event(
                 FAULT_EVENT,
-                {"failover.fault.host": host, "failover.fault.name": built.name,
-                 "failover.fault": repr(built)},
+                {semconv.FAILOVER_FAULT_HOST: host, semconv.FAILOVER_FAULT_NAME: built.name,
+                 semconv.FAILOVER_FAULT: repr(built)},
             )
 
     def heal(self, host: str | None = None) -> None:
@@ -190,7 +191,7 @@ class FakeDomainsFixture:
             self._require_registered(host, f"fake_domains.heal({host!r})")
         self._domains.heal(host)
         if (span := _recording_span()) is not None:
-            span.add_event(HEAL_EVENT, {"failover.fault.host": host or "*"})
+            span.add_event(HEAL_EVENT, {semconv.FAILOVER_FAULT_HOST: host or "*"})
 
     def requests(self, host: str | None = None) -> list[RecordedRequest]:
         """The requests ``host`` (or any fake domain) received in this test, oldest first."""

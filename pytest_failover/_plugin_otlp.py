@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from . import semconv
+
 __all__ = ["SessionTraceExporter", "build_span_exporter"]
 
 _WORKER_KEY = "failover_otlp_traceparent"
@@ -81,14 +83,14 @@ class SessionTraceExporter:
             worker = getattr(config, "workerinput", {}).get("workerid", "")
             service = os.environ.get("OTEL_SERVICE_NAME", "pytest")
             provider = TracerProvider(
-                resource=Resource.create({"service.name": service, "pytest.worker": worker or "main"})
+                resource=Resource.create({semconv.SERVICE_NAME: service, semconv.PYTEST_WORKER: worker or "main"})
             )
             provider.add_span_processor(self._processor)
             if isinstance(current, trace.ProxyTracerProvider):
                 trace.set_tracer_provider(provider)
             self._owns_provider = True
         self._provider = provider
-        self._tracer = provider.get_tracer("pytest_failover.plugin")
+        self._tracer = provider.get_tracer(semconv.PLUGIN_SCOPE)
         self._propagator = TraceContextTextMapPropagator()
 
         workerinput = getattr(config, "workerinput", None)
@@ -98,8 +100,8 @@ class SessionTraceExporter:
             self._session_context = self._propagator.extract({"traceparent": workerinput[_WORKER_KEY]})
         else:
             self._session_span = self._tracer.start_span(
-                "pytest session",
-                attributes={"test.suite.name": str(config.rootpath.name)},
+                semconv.SESSION_SPAN,
+                attributes={semconv.TEST_SUITE_NAME: str(config.rootpath.name)},
             )
             self._session_context = trace.set_span_in_context(self._session_span)
 
@@ -125,9 +127,9 @@ class SessionTraceExporter:
             item.nodeid,
             context=self._session_context,
             attributes={
-                "test.case.name": item.nodeid,
-                "code.function.name": item.name,
-                "code.file.path": str(item.path),
+                semconv.TEST_CASE_NAME: item.nodeid,
+                semconv.CODE_FUNCTION_NAME: item.name,
+                semconv.CODE_FILE_PATH: str(item.path),
             },
         )
         item.stash[_REPORTS_KEY] = {}
@@ -159,11 +161,13 @@ class SessionTraceExporter:
             span.set_status(Status(StatusCode.ERROR, f"{failed[0].when}: {failed[0].longreprtext[-500:]}"))
         else:
             outcome = "skipped" if skipped else "passed"
-        span.set_attribute("test.case.result.status", "fail" if failed else "pass")
-        span.set_attribute("pytest.outcome", outcome)
+        span.set_attribute(
+            semconv.TEST_CASE_RESULT_STATUS, semconv.TEST_RESULT_FAIL if failed else semconv.TEST_RESULT_PASS
+        )
+        span.set_attribute(semconv.PYTEST_OUTCOME, outcome)
         call = reports.get("call")
         if call is not None:
-            span.set_attribute("pytest.duration", call.duration)
+            span.set_attribute(semconv.PYTEST_DURATION, call.duration)
         span.end()
 
     # -- the end -----------------------------------------------------------------

@@ -357,34 +357,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 
 #: Literals in files another change owns, to be switched to pytest_failover.semconv there.
 #: Remove an entry when its file takes the name from the names module (a stale entry fails).
-PENDING: dict[tuple[str, str], str] = {
-    ("agent/failover_agent/demo.py", ": event failover.breaker.transition "): "the demo prints spans",
-    ("agent/failover_agent/demo.py", ": event failover.switch "): "the demo prints spans",
-    ("agent/failover_agent/demo.py", "failover.breaker.from"): "the demo prints spans",
-    ("agent/failover_agent/demo.py", "failover.breaker.to"): "the demo prints spans",
-    ("agent/failover_agent/demo.py", "failover.breaker.transition"): "the demo prints spans",
-    ("agent/failover_agent/demo.py", "failover.domain"): "the demo prints spans",
-    ("agent/failover_agent/demo.py", "failover.from"): "the demo prints spans",
-    ("agent/failover_agent/demo.py", "failover.reason"): "the demo prints spans",
-    ("agent/failover_agent/demo.py", "failover.switch"): "the demo prints spans",
-    ("agent/failover_agent/demo.py", "failover.to"): "the demo prints spans",
-    ("benchmarks/agent_probe.py", "failover_probe_success{"): "counts /metrics series",
-    ("pytest_failover/_plugin_domains.py", "failover.fault"): "fault events",
-    ("pytest_failover/_plugin_domains.py", "failover.fault.healed"): "fault events",
-    ("pytest_failover/_plugin_domains.py", "failover.fault.host"): "fault events",
-    ("pytest_failover/_plugin_domains.py", "failover.fault.injected"): "fault events",
-    ("pytest_failover/_plugin_domains.py", "failover.fault.name"): "fault events",
-    ("pytest_failover/_plugin_otlp.py", "code.file.path"): "session trace",
-    ("pytest_failover/_plugin_otlp.py", "code.function.name"): "session trace",
-    ("pytest_failover/_plugin_otlp.py", "pytest.duration"): "session trace",
-    ("pytest_failover/_plugin_otlp.py", "pytest.outcome"): "session trace",
-    ("pytest_failover/_plugin_otlp.py", "pytest.worker"): "session trace",
-    ("pytest_failover/_plugin_otlp.py", "pytest_failover.plugin"): "session trace",
-    ("pytest_failover/_plugin_otlp.py", "service.name"): "session trace",
-    ("pytest_failover/_plugin_otlp.py", "test.case.name"): "session trace",
-    ("pytest_failover/_plugin_otlp.py", "test.case.result.status"): "session trace",
-    ("pytest_failover/_plugin_otlp.py", "test.suite.name"): "session trace",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 # A literal that starts like a name of these namespaces (probe.* and tls.* are left to the
 # known names: the agent's config keys and timing marks use those prefixes).

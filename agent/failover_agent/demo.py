@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from pytest_failover import semconv
+
 from .config import AgentConfig, parse_config
 from .console import LiveReporter, Reporter, make_reporter
 
@@ -111,15 +113,16 @@ class _SpanPrinter(SpanExporter):
         for span in spans:
             for event in span.events:
                 attrs = dict(event.attributes or {})
-                if event.name == "failover.switch":
+                if event.name == semconv.EVENT_SWITCH:
                     self._reporter.event(
-                        f"  span {span.name!r}: event failover.switch {attrs.get('failover.from')} -> "
-                        f"{attrs.get('failover.to')} ({attrs.get('failover.reason')})")
-                elif event.name == "failover.breaker.transition":
+                        f"  span {span.name!r}: event {semconv.EVENT_SWITCH} "
+                        f"{attrs.get(semconv.FAILOVER_FROM)} -> "
+                        f"{attrs.get(semconv.FAILOVER_TO)} ({attrs.get(semconv.FAILOVER_REASON)})")
+                elif event.name == semconv.EVENT_BREAKER_TRANSITION:
                     self._reporter.event(
-                        f"  span {span.name!r}: event failover.breaker.transition "
-                        f"{attrs.get('failover.domain')} {attrs.get('failover.breaker.from')} -> "
-                        f"{attrs.get('failover.breaker.to')}")
+                        f"  span {span.name!r}: event {semconv.EVENT_BREAKER_TRANSITION} "
+                        f"{attrs.get(semconv.FAILOVER_DOMAIN)} {attrs.get(semconv.FAILOVER_BREAKER_FROM)} -> "
+                        f"{attrs.get(semconv.FAILOVER_BREAKER_TO)}")
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
