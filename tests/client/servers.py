@@ -125,7 +125,7 @@ class LoopbackServer:
 
     def set(self, **changes: object) -> None:
         with self.lock:
-            self.behaviour = Behaviour(**changes)  # type: ignore[arg-type]
+            self.behaviour = Behaviour(**changes)  # type: ignore[arg-type]  # keyword overrides, checked by the dataclass
 
     def reset_records(self) -> None:
         with self.lock:

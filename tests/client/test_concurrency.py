@@ -40,7 +40,7 @@ def flapping(servers: dict[str, LoopbackServer]) -> Iterator[tuple[LoopbackServe
     stop = threading.Event()
 
     def flip() -> None:
-        states = [{}, {"status": 503}, {"reset": True}]
+        states: list[dict[str, object]] = [{}, {"status": 503}, {"reset": True}]
         i = 0
         deadline = time.monotonic() + 60
         while not stop.wait(0.01) and time.monotonic() < deadline:

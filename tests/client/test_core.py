@@ -34,16 +34,16 @@ def no_jitter() -> float:
 
 def core(n: int = 3, **policy: object) -> FailoverCore:
     policy.setdefault("schedule", ExponentialBackoff(base=0.1, cap=1, max_attempts=n))
-    return FailoverCore([Pool("api", DOMAINS[:n])], Policy(**policy), random=no_jitter)  # type: ignore[arg-type]
+    return FailoverCore([Pool("api", DOMAINS[:n])], Policy(**policy), random=no_jitter)  # type: ignore[arg-type]  # Policy's keywords, any field
 
 
 def plan(c: FailoverCore, now: float, method: str = "GET", **kw: object) -> RequestPlan:
-    headers = httpx.Headers(kw.pop("headers", {}))  # type: ignore[arg-type]
+    headers = httpx.Headers(kw.pop("headers", {}))  # type: ignore[arg-type]  # the caller passes a headers mapping
     return c.begin(
         c.pools["api"],
         method=method,
         headers=headers,
-        options=RequestOptions(**kw),  # type: ignore[arg-type]
+        options=RequestOptions(**kw),  # type: ignore[arg-type]  # RequestOptions' keywords, any field
         replayable=True,
         pinned=None,
         now=now,

@@ -105,7 +105,7 @@ def test_agora_policy_is_the_seed_schedule() -> None:
 )
 def test_policy_rejects_bad_values_naming_the_field(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        Policy(**kwargs)  # type: ignore[arg-type]
+        Policy(**kwargs)  # type: ignore[arg-type]  # bad values are the point of the test
 
 
 def test_schedule_validation() -> None:
