@@ -84,7 +84,7 @@ def test_a_new_fault_state_starts_counting_afresh() -> None:
 
 def test_foreign_objects_are_rejected() -> None:
     with pytest.raises(TypeError, match="not a fault"):
-        FaultState("refused")  # type: ignore[arg-type]
+        FaultState("refused")  # type: ignore[arg-type]  # the point of the test
 
 
 def test_each_fault_maps_to_one_behaviour() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Callable
 
 import pytest
 
@@ -90,22 +91,22 @@ def test_status_takes_text_and_a_header_mapping() -> None:
         lambda: faults.flapping(-1),
     ],
 )
-def test_bad_values_are_rejected_when_built(build: object) -> None:
+def test_bad_values_are_rejected_when_built(build: Callable[[], object]) -> None:
     with pytest.raises(ValueError, match="must be"):
-        build()  # type: ignore[operator]
+        build()
 
 
 def test_composites_take_only_faults() -> None:
     with pytest.raises(TypeError, match=r"rate\(fault\) must be a fault"):
-        faults.rate(0.5, "refused")  # type: ignore[arg-type]
+        faults.rate(0.5, "refused")  # type: ignore[arg-type]  # the point of the test
     with pytest.raises(TypeError, match=r"flapping\(then=\) must be a fault"):
-        faults.flapping(1, then=200)  # type: ignore[arg-type]
+        faults.flapping(1, then=200)  # type: ignore[arg-type]  # the point of the test
 
 
 def test_faults_are_frozen_values() -> None:
     fault = faults.slow(1)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        fault.seconds = 2  # type: ignore[misc]
+        fault.seconds = 2  # type: ignore[misc]  # the point of the test
     assert fault == faults.slow(1)
     assert hash(fault) == hash(faults.slow(1))
 
