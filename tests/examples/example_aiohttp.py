@@ -10,7 +10,7 @@ URL = f"https://{HOST}/v1/rooms"
 TIMEOUT = aiohttp.ClientTimeout(sock_connect=0.6, sock_read=0.6)
 
 
-def outage(fault, *args, expected, **kwargs):
+def outage(fault: str, *args: object, expected: type[Exception], **kwargs: object) -> object:
     """One case: the marker, and the exception the client raises."""
     return pytest.param(expected, marks=pytest.mark.outage(HOST, fault, *args, **kwargs), id=fault)
 
@@ -31,7 +31,7 @@ FAILURES = [
 
 
 @pytest.mark.parametrize("expected", FAILURES)
-async def test_failure_raises(expected):
+async def test_failure_raises(expected: type[Exception]) -> None:
     connector = aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver())
     async with aiohttp.ClientSession(timeout=TIMEOUT, connector=connector) as session:
         with pytest.raises(aiohttp.ClientError) as caught:
@@ -41,6 +41,6 @@ async def test_failure_raises(expected):
 
 
 @pytest.mark.outage(HOST, "status", 429, headers={"Retry-After": "5"})
-async def test_status_with_retry_after():
+async def test_status_with_retry_after() -> None:
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session, session.get(URL) as response:
         assert (response.status, response.headers["Retry-After"]) == (429, "5")

@@ -4,13 +4,14 @@ import httpx
 import pytest
 
 from pytest_failover import faults
+from pytest_failover.plugin import FakeDomainsFixture
 
 HOST = "api.example.com"
 URL = f"https://{HOST}/v1/rooms"
 TIMEOUT = httpx.Timeout(0.6)
 
 
-def outage(fault, *args, expected, match="", **kwargs):
+def outage(fault: str, *args: object, expected: type[Exception], match: str = "", **kwargs: object) -> object:
     """One case: the marker, and the exception (type and message part) the client raises."""
     return pytest.param(expected, match, marks=pytest.mark.outage(HOST, fault, *args, **kwargs), id=fault)
 
@@ -31,7 +32,7 @@ FAILURES = [
 
 
 @pytest.mark.parametrize(("expected", "match"), FAILURES)
-async def test_failure_raises(expected, match):
+async def test_failure_raises(expected: type[Exception], match: str) -> None:
     async with httpx.AsyncClient(timeout=TIMEOUT) as client:
         with pytest.raises(httpx.TransportError) as caught:
             await client.get(URL)
@@ -40,13 +41,13 @@ async def test_failure_raises(expected, match):
 
 
 @pytest.mark.outage(HOST, "status", 503, headers={"Retry-After": "1"})
-async def test_status_with_retry_after():
+async def test_status_with_retry_after() -> None:
     async with httpx.AsyncClient(timeout=TIMEOUT) as client:
         response = await client.get(URL)
     assert (response.status_code, response.headers["Retry-After"]) == (503, "1")
 
 
-async def test_fault_changes_mid_test(fake_domains):
+async def test_fault_changes_mid_test(fake_domains: FakeDomainsFixture) -> None:
     fake_domains.add(HOST)
     async with httpx.AsyncClient(timeout=TIMEOUT) as client:
         assert (await client.get(URL)).status_code == 200

@@ -4,13 +4,14 @@ import httpx
 import pytest
 
 from pytest_failover import faults
+from pytest_failover.plugin import FakeDomainsFixture
 
 HOST = "api.example.com"
 URL = f"https://{HOST}/v1/rooms"
 TIMEOUT = httpx.Timeout(0.6)
 
 
-def outage(fault, *args, expected, match="", **kwargs):
+def outage(fault: str, *args: object, expected: type[Exception], match: str = "", **kwargs: object) -> object:
     """One case: the marker, and the exception (type and message part) the client raises."""
     return pytest.param(expected, match, marks=pytest.mark.outage(HOST, fault, *args, **kwargs), id=fault)
 
@@ -31,7 +32,7 @@ FAILURES = [
 
 
 @pytest.mark.parametrize(("expected", "match"), FAILURES)
-def test_failure_raises(expected, match):
+def test_failure_raises(expected: type[Exception], match: str) -> None:
     with httpx.Client(timeout=TIMEOUT) as client, pytest.raises(httpx.TransportError) as caught:
         client.get(URL)
     assert type(caught.value) is expected
@@ -39,13 +40,13 @@ def test_failure_raises(expected, match):
 
 
 @pytest.mark.outage(HOST, "status", 429, headers={"Retry-After": "2"})
-def test_status_with_retry_after():
+def test_status_with_retry_after() -> None:
     response = httpx.get(URL)
     assert response.status_code == 429
     assert response.headers["Retry-After"] == "2"
 
 
-def test_flapping_recovers(fake_domains):
+def test_flapping_recovers(fake_domains: FakeDomainsFixture) -> None:
     fake_domains.add(HOST)
     fake_domains.fail(HOST, faults.flapping(fail=2))
     with httpx.Client(timeout=TIMEOUT) as client:
@@ -57,13 +58,13 @@ def test_flapping_recovers(fake_domains):
 
 
 @pytest.mark.outage(HOST, "latency", 0.05)
-def test_latency_still_answers():
+def test_latency_still_answers() -> None:
     response = httpx.get(URL, timeout=TIMEOUT)
     assert response.status_code == 200
     assert response.elapsed.total_seconds() >= 0.05
 
 
-def test_healthy_answers_and_is_recorded(fake_domains):
+def test_healthy_answers_and_is_recorded(fake_domains: FakeDomainsFixture) -> None:
     fake_domains.add(HOST)
     response = httpx.post(URL, json={"name": "blue"})
     assert response.json() == {"ok": True, "domain": HOST, "method": "POST", "path": "/v1/rooms"}
@@ -72,7 +73,7 @@ def test_healthy_answers_and_is_recorded(fake_domains):
 
 
 @pytest.mark.outage(HOST, "refused")
-def test_plain_http_fails_the_same_way(fake_domains):
+def test_plain_http_fails_the_same_way(fake_domains: FakeDomainsFixture) -> None:
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://{HOST}/v1/rooms", timeout=TIMEOUT)
     fake_domains.heal(HOST)

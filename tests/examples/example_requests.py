@@ -4,13 +4,14 @@ import pytest
 import requests
 
 from pytest_failover import faults
+from pytest_failover.plugin import FakeDomainsFixture
 
 HOST = "api.example.com"
 URL = f"https://{HOST}/v1/rooms"
 TIMEOUT = 0.6
 
 
-def outage(fault, *args, expected, match="", **kwargs):
+def outage(fault: str, *args: object, expected: type[Exception], match: str = "", **kwargs: object) -> object:
     """One case: the marker, and the exception (type and message part) the client raises."""
     return pytest.param(expected, match, marks=pytest.mark.outage(HOST, fault, *args, **kwargs), id=fault)
 
@@ -31,7 +32,7 @@ FAILURES = [
 
 
 @pytest.mark.parametrize(("expected", "match"), FAILURES)
-def test_failure_raises(expected, match):
+def test_failure_raises(expected: type[Exception], match: str) -> None:
     with requests.Session() as session, pytest.raises(requests.RequestException) as caught:
         session.get(URL, timeout=TIMEOUT)
     assert type(caught.value) is expected
@@ -39,12 +40,12 @@ def test_failure_raises(expected, match):
 
 
 @pytest.mark.outage(HOST, "status", 429, body="slow down", headers={"Retry-After": "3"})
-def test_status_with_retry_after():
+def test_status_with_retry_after() -> None:
     response = requests.get(URL, timeout=TIMEOUT)
     assert (response.status_code, response.headers["Retry-After"], response.text) == (429, "3", "slow down")
 
 
-def test_post_reaches_the_domain_exactly_once(fake_domains):
+def test_post_reaches_the_domain_exactly_once(fake_domains: FakeDomainsFixture) -> None:
     fake_domains.add(HOST)
     requests.post(URL, json={"name": "blue"}, timeout=TIMEOUT).raise_for_status()
     [request] = fake_domains.requests(HOST)

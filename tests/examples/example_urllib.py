@@ -12,7 +12,9 @@ URL = f"https://{HOST}/v1/rooms"
 TIMEOUT = 0.6
 
 
-def outage(fault, *args, expected, reason=None, **kwargs):
+def outage(
+    fault: str, *args: object, expected: type[Exception], reason: type[Exception] | None = None, **kwargs: object
+) -> object:
     """One case: the marker, the exception urlopen raises and, for URLError, its reason's type."""
     return pytest.param(expected, reason, marks=pytest.mark.outage(HOST, fault, *args, **kwargs), id=fault)
 
@@ -32,17 +34,18 @@ FAILURES = [
 
 
 @pytest.mark.parametrize(("expected", "reason"), FAILURES)
-def test_failure_raises(expected, reason):
+def test_failure_raises(expected: type[Exception], reason: type[Exception] | None) -> None:
     errors = (urllib.error.URLError, TimeoutError, http.client.HTTPException)
     with pytest.raises(errors) as caught, urllib.request.urlopen(URL, timeout=TIMEOUT) as response:
         response.read()
     assert type(caught.value) is expected
     if reason is not None:
+        assert isinstance(caught.value, urllib.error.URLError)  # narrows: only a URLError has a reason
         assert isinstance(caught.value.reason, reason)
 
 
 @pytest.mark.outage(HOST, "status", 503, headers={"Retry-After": "1"})
-def test_status_is_an_http_error():
+def test_status_is_an_http_error() -> None:
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(URL, timeout=TIMEOUT)
     assert (caught.value.code, caught.value.headers["Retry-After"]) == (503, "1")

@@ -10,7 +10,7 @@ URL = f"https://{HOST}/v1/rooms"
 TIMEOUT = urllib3.Timeout(connect=0.6, read=0.6)
 
 
-def outage(fault, *args, expected, match="", **kwargs):
+def outage(fault: str, *args: object, expected: type[Exception], match: str = "", **kwargs: object) -> object:
     """One case: the marker, and the exception (type and message part) the client raises."""
     return pytest.param(expected, match, marks=pytest.mark.outage(HOST, fault, *args, **kwargs), id=fault)
 
@@ -32,7 +32,7 @@ FAILURES = [
 
 
 @pytest.mark.parametrize(("expected", "match"), FAILURES)
-def test_failure_raises(expected, match):
+def test_failure_raises(expected: type[Exception], match: str) -> None:
     with urllib3.PoolManager(timeout=TIMEOUT, retries=False) as pool, pytest.raises(urllib3.exceptions.HTTPError) as caught:
         pool.request("GET", URL)
     assert type(caught.value) is expected
@@ -40,6 +40,6 @@ def test_failure_raises(expected, match):
 
 
 @pytest.mark.outage(HOST, "flapping", fail=1, fault=faults.status(502))
-def test_flapping_then_healthy():
+def test_flapping_then_healthy() -> None:
     with urllib3.PoolManager(timeout=TIMEOUT, retries=False) as pool:
         assert [pool.request("GET", URL).status for _ in range(2)] == [502, 200]
