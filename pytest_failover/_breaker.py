@@ -170,6 +170,9 @@ class Breaker:
         return None  # a failback probe of a suspect domain: the breaker stays closed
 
     def success(self, now: float, *, started: float, probe: bool) -> BreakerTransition | None:
+        if self.failed_at is None and self.state is BreakerState.CLOSED and not probe:
+            self.failures = 0  # a healthy domain stays healthy: the common case, first
+            return None
         if probe:
             self.leased = False
         elif self.state is not BreakerState.CLOSED or (

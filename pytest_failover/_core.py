@@ -198,36 +198,35 @@ class PoolCore:
     def choose(self, now: float, tried: Sequence[Domain], *, early: bool = True) -> Choice | None:
         """Which domain next, for a request that already tried ``tried`` (the
         module's rule; the caller holds the lock)."""
-        best: tuple[tuple[bool, bool, int], Domain, Standing] | None = None
-        breaker_of_best: Breaker | None = None
-        earliest: tuple[tuple[bool, float], Domain] | None = None
+        best: tuple[tuple[bool, bool, int], Domain, Breaker, Standing] | None = None
+        earliest: tuple[tuple[bool, float], Domain, Breaker] | None = None
         sticky = self.policy.sticky
         disabled = self.disabled
         for position, domain, breaker in self._members:
             if disabled and domain in disabled:
                 continue
             standing = breaker.standing(now, sticky=sticky)
-            if standing is Standing.OPEN:
-                # untried first, then the one whose cooldown ends first
-                key = (domain in tried, breaker.open_until)
-                if early and (earliest is None or key < earliest[0]):
-                    earliest = (key, domain)
-                continue
             if not standing.admissible:
+                if standing is Standing.OPEN and early:
+                    # untried first, then the one whose cooldown ends first
+                    key = (domain in tried, breaker.open_until)
+                    if earliest is None or key < earliest[0]:
+                        earliest = (key, domain, breaker)
                 continue
-            rank = (domain in tried, standing is Standing.SUSPECT, position)
+            again = domain in tried
+            suspect = standing is Standing.SUSPECT
+            if not again and not suspect:
+                # untried and working: nothing later in the order ranks higher
+                return Choice(domain, breaker, standing is Standing.DUE)
+            rank = (again, suspect, position)
             if best is None or rank < best[0]:
-                best, breaker_of_best = (rank, domain, standing), breaker
-                if rank[:2] == (False, False):
-                    break  # untried and working: nothing later in the order ranks higher
-        untried_best = best is not None and not best[0][0]
-        if best is not None and (untried_best or earliest is None):
-            _, domain, standing = best
-            assert breaker_of_best is not None
-            return Choice(domain, breaker_of_best, standing is Standing.DUE)
+                best = (rank, domain, breaker, standing)
+        if best is not None and (not best[0][0] or earliest is None):
+            _, domain, breaker, standing = best
+            return Choice(domain, breaker, standing is Standing.DUE)
         if earliest is not None:
-            domain = earliest[1]
-            return Choice(domain, self.breakers[domain], probe=True, early=True)
+            _, domain, breaker = earliest
+            return Choice(domain, breaker, probe=True, early=True)
         return None
 
     def early_probe_at(self) -> float | None:
