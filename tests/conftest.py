@@ -7,6 +7,7 @@ hide that the component is missing.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Generator
 
@@ -27,3 +28,36 @@ def pytest_runtest_makereport(
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, which must run every test: {reason}"
     return report
+
+
+# In-process pytester runs drop the modules a run imported, and re-importing cryptography's
+# Rust bindings (through trustme) in a later run breaks; imported once before the first
+# run, they stay in the snapshot pytester restores.
+PRELOAD = (
+    "aiohttp",
+    "cryptography.hazmat.primitives.asymmetric.ec",
+    "cryptography.hazmat.primitives.asymmetric.rsa",
+    "cryptography.x509",
+    "httpx",
+    "opentelemetry.sdk.metrics",
+    "opentelemetry.sdk.trace",
+    "pytest_failover.simulator",
+    "pytest_failover.telemetry_capture",
+    "requests",
+    "trustme",
+    "urllib3",
+)
+
+
+@pytest.fixture(scope="session")
+def _preloaded() -> None:
+    """Import what in-process pytester runs must find already imported."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    import pytest_failover
+
+    for name in pytest_failover.__all__:  # the package imports its modules lazily
+        getattr(pytest_failover, name)
+    import trustme
+
+    trustme.CA().issue_cert("warm-up.example")  # loads the lazily imported OpenSSL backend too

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import shutil
 from pathlib import Path
 
@@ -16,32 +15,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.import_plugin("pytester")
 
 
-# In-process pytester runs drop the modules a run imported; re-importing cryptography's
-# Rust bindings (through trustme) in the next run then breaks. Importing them here keeps
-# them in the snapshot pytester restores.
-PRELOAD = (
-    "aiohttp",
-    "cryptography.hazmat.primitives.asymmetric.ec",
-    "cryptography.hazmat.primitives.asymmetric.rsa",
-    "cryptography.x509",
-    "httpx",
-    "opentelemetry.sdk.metrics",
-    "opentelemetry.sdk.trace",
-    "pytest_failover.simulator",
-    "pytest_failover.telemetry_capture",
-    "requests",
-    "trustme",
-    "urllib3",
-)
-
-
-@pytest.fixture(scope="session")
-def _preloaded() -> None:
-    for name in PRELOAD:
-        importlib.import_module(name)
-    import trustme
-
-    trustme.CA().issue_cert("warm-up.example")  # imports the lazily loaded OpenSSL backend too
 
 
 @pytest.fixture
