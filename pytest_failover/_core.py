@@ -172,6 +172,9 @@ class PoolCore:
         self.name = pool.name
         self.policy = policy
         self.max_attempts = policy.max_attempts
+        # A table is followed as written (no transparent moves); it names domains by
+        # their rank at the start of the request.
+        self.table = policy.schedule if isinstance(policy.schedule, ScheduleTable) else None
         self.order: tuple[Domain, ...] = pool.order(region)
         self.position = {d: i for i, d in enumerate(self.order)}
         self.breakers = {
@@ -295,7 +298,6 @@ class RequestPlan:
     """The decisions for one logical request. Not shared between threads."""
 
     __slots__ = (
-        "_backoff_schedule",
         "_counted",
         "_early_allowed",
         "_failed_on",
@@ -350,11 +352,8 @@ class RequestPlan:
         self.may_resend = idempotent and replayable and core.max_attempts > 1
         self._failed_on: tuple[Domain, str] | None = None
         self.done = False  # an attempt ended the request (a success or an answer)
-        # A table is followed as written (no transparent moves); it names domains
-        # by their rank at the start of the request.
-        self._backoff_schedule = isinstance(self.policy.schedule, ExponentialBackoff)
         self._initial: tuple[Domain, ...] = ()
-        if isinstance(self.policy.schedule, ScheduleTable) and pinned is None:
+        if core.table is not None and pinned is None:
             with core.lock:
                 self._initial = tuple(core.admissible(now))
 
@@ -394,7 +393,13 @@ class RequestPlan:
 
     def _decide(self, now: float, events: list[Event]) -> tuple[Choice, float, float] | Wait | Stop:
         last = self.last_outcome
-        if last is not None and last.sent and not (self.idempotent and self.replayable):
+        if last is None:  # the first attempt: never delayed, never refused a domain
+            choice = self._choose(now)
+            if choice is None:
+                return self._wait_for_probe(now, besides=()) or Stop(reason="circuit_open")
+            self._counted = 1
+            return choice, 0.0, self._timeout(now)
+        if last.sent and not (self.idempotent and self.replayable):
             return Stop(reason="not_retryable")
         choice = self._choose(now)
         if choice is None or (choice.domain in self.tried and self.core.probing(besides=self.tried)):
@@ -404,21 +409,16 @@ class RequestPlan:
             if wait is not None:
                 return wait
         if choice is None:
-            return Stop(reason="circuit_open" if last is None else "exhausted")
-        transparent = (
-            self._backoff_schedule
-            and last is not None
-            and not last.sent
-            and choice.domain not in self.tried
-        )
-        if last is not None and not transparent:
+            return Stop(reason="exhausted")
+        transparent = self.core.table is None and not last.sent and choice.domain not in self.tried
+        if not transparent:
             if self._counted >= self.core.max_attempts:
                 return Stop(reason="exhausted")
             budget = self.core.budget
             if last.sent and budget is not None and not budget.allows_retry():
                 events.append(BudgetRejected(pool=self.pool))
                 return Stop(reason="retry_budget", events=tuple(events))
-        delay = 0.0 if last is None or self._goes_at_once(choice) else self._backoff(now)
+        delay = 0.0 if self._goes_at_once(choice) else self._backoff(now)
         timeout = self._timeout(now + delay)
         if timeout < MIN_ATTEMPT_TIME:
             return Stop(reason="deadline")
@@ -449,8 +449,8 @@ class RequestPlan:
         if self.pinned is not None:
             return core.admit(self.pinned, now)
         if self._initial:
-            schedule = self.policy.schedule
-            assert isinstance(schedule, ScheduleTable)
+            schedule = core.table
+            assert schedule is not None
             step = schedule.steps[min(self._counted, len(schedule.steps) - 1)]
             named = core.admit(self._initial[step.domain % len(self._initial)], now)
             if named is not None:
@@ -464,7 +464,7 @@ class RequestPlan:
         for the server that sent it. A probe goes at once too: it holds the
         domain's lease, which others wait on, and being the only one it cannot
         retry in lockstep with anybody. A table is followed as written."""
-        if not self._backoff_schedule:
+        if self.core.table is not None:
             return False
         return choice.probe or choice.domain not in self.tried
 
