@@ -11,7 +11,7 @@ The transports never decide anything. For each logical request they open a
 
 Which domain next (:meth:`PoolCore.choose`, the only place that decides it).
 Every enabled domain has a *standing*, read off its breaker (see ``_breaker.py``):
-HEALTHY, DUE, SUSPECT, PROBING or OPEN. Then, in this order:
+HEALTHY, DUE, SUSPECT, PROBING, OPEN or RESTING. Then, in this order:
 
 1. Among the admissible domains (HEALTHY, DUE, SUSPECT), the best is the first
    by ``(tried by this request, SUSPECT, pool position)``: an untried domain
@@ -21,9 +21,9 @@ HEALTHY, DUE, SUSPECT, PROBING or OPEN. Then, in this order:
 2. If the best was already tried by this request (or there is none) and some
    domain is OPEN, one is probed early (untried first, then the one whose
    cooldown ends first; its probe lease, so never more than one such attempt in
-   flight), at most once per request. This is the availability-first rule for "every other
-   domain is out": the pool recovers the moment a domain answers again, not a
-   whole cooldown later.
+   flight), at most once per request. This is the availability-first rule for
+   "every other domain is out": the pool recovers the moment a domain answers
+   again, not a whole cooldown later.
 3. Else, if a domain this request has not tried is being probed, the request
    waits for that probe (``Wait``: polls of a few milliseconds,
    ``Policy.probe_wait`` in all) rather than go back to a domain that just
@@ -31,9 +31,9 @@ HEALTHY, DUE, SUSPECT, PROBING or OPEN. Then, in this order:
 4. Else the best tried domain is tried again (after a backoff).
 5. With nothing admissible it waits in the same way for a probe in flight, or
    for the moment an open domain may be probed early (an open domain rests a
-   tenth of its cooldown first), if that comes within its wait. With nothing admissible and
-   no probe in flight it stops with ``circuit_open`` (before any attempt) or
-   ``exhausted``, and the fallback answers.
+   tenth of its cooldown first), if that comes within its wait. Otherwise it
+   stops with ``circuit_open`` (before any attempt) or ``exhausted``, and the
+   fallback answers.
 
 So when every domain is open a pool has at most one probe in flight per domain
 and at most one early probe per domain per tenth of a cooldown, a logical
@@ -53,8 +53,11 @@ never when the next attempt could not start before the deadline. A failure that
 sent nothing (DNS, refused, TLS handshake, connect timeout) moves to an untried
 domain at once: it costs no retry budget, does not count against the schedule's
 attempts, and is never refused (gRPC's transparent retries). Every other retry
-waits a full-jitter backoff and needs the pool's retry budget (``_budget.py``),
-which charges only failed retries.
+needs the pool's retry budget (``_budget.py``), which charges only failed
+retries. Moving on to an untried domain, and a probe, go at once; going back to
+a domain this request already tried waits a full-jitter backoff (lengthened by
+that server's capped ``Retry-After``), so returns to a struggling server are
+spread out. A :class:`ScheduleTable` is followed as written.
 
 The first attempt is never delayed. Time and randomness are arguments. The
 pool's lock is held only while deciding and recording, never during I/O, so a
