@@ -52,10 +52,10 @@ def async_limit(seconds: float) -> AbstractAsyncContextManager[Any]:
     """A context manager that cancels its body after ``seconds`` and raises ``TimeoutError``."""
     if sys.version_info >= (3, 11):
         try:
-            asyncio.current_task()
-        except RuntimeError:  # not asyncio (trio)
-            pass
-        else:
+            task = asyncio.current_task()
+        except RuntimeError:  # no asyncio loop: trio
+            task = None
+        if task is not None:
             return asyncio.timeout(seconds)
     import anyio  # httpx's own dependency
 
