@@ -9,7 +9,14 @@ import anyio
 import httpx
 import pytest
 
-from pytest_failover import AsyncFailoverTransport, FailoverError, FailoverTransport, Policy, Pool, faults
+from pytest_failover import (
+    AsyncFailoverTransport,
+    FailoverError,
+    FailoverTransport,
+    Policy,
+    Pool,
+    faults,
+)
 from pytest_failover.simulator import FakeDomains
 
 HOST = "trickle.deadline.test"
