@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from benchmarks.scenarios._clients import ShardedTransport  # httpcore#1035: see its docstring
 from pytest_failover import (
     AsyncFailoverTransport,
     ExponentialBackoff,
@@ -54,24 +55,6 @@ def flapping(servers: dict[str, LoopbackServer]) -> Iterator[tuple[LoopbackServe
     thread.join()
 
 
-class ShardedTransport(httpx.AsyncBaseTransport):
-    """Real sockets through several httpcore pools: httpcore's async pool rescans
-    every connection for every waiting request (encode/httpcore#1035), which makes
-    one pool with 500 waiters quadratic. Sharding keeps the test about our code."""
-
-    def __init__(self, shards: int = 10) -> None:
-        self._shards = [httpx.AsyncHTTPTransport() for _ in range(shards)]
-        self._next = 0
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self._next = (self._next + 1) % len(self._shards)
-        return await self._shards[self._next].handle_async_request(request)
-
-    async def aclose(self) -> None:
-        for shard in self._shards:
-            await shard.aclose()
-
-
 def check(records: list[AttemptRecord], posts: Counter[str], a: LoopbackServer, b: LoopbackServer) -> None:
     client_side = Counter(r.domain for r in records if r.sent)  # pre-send failures never arrive
     assert client_side[a.url()] == a.total, "attempts on a differ from what a saw"
@@ -84,7 +67,7 @@ def check(records: list[AttemptRecord], posts: Counter[str], a: LoopbackServer, 
 
 def test_500_tasks_share_one_async_transport(flapping: tuple[LoopbackServer, LoopbackServer]) -> None:
     a, b = flapping
-    transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], POLICY, ShardedTransport())
+    transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], POLICY, ShardedTransport(10))
     records: list[AttemptRecord] = []
     posts: Counter[str] = Counter()
     completed = 0
