@@ -96,19 +96,12 @@ if TYPE_CHECKING:
     from .control import ControlDocument
 
 __all__ = [
-    "Attempt",
-    "AttemptRecord",
-    "BreakerEvent",
-    "BudgetRejected",
+    "DONE",
     "Choice",
-    "Event",
     "FailoverCore",
     "PoolCore",
     "RequestOptions",
     "RequestPlan",
-    "Stop",
-    "Switch",
-    "Wait",
 ]
 
 # An attempt with less time than this before the deadline is not started.

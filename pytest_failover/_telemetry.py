@@ -19,7 +19,7 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ._breaker import BreakerState
-from ._core import BreakerEvent, BudgetRejected, Event, Switch
+from ._decisions import BreakerEvent, BudgetRejected, Event, Switch
 from .semconv import (
     BAD_OUTCOMES,
     CLIENT_SCOPE,
@@ -83,7 +83,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
 
-    from ._core import Attempt
+    from ._decisions import Attempt
     from ._pool import Domain
 
 __all__ = ["RequestTrace", "Telemetry", "redact_url"]

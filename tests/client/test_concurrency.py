@@ -21,7 +21,7 @@ from pytest_failover import (
     Policy,
     Pool,
 )
-from pytest_failover._core import AttemptRecord
+from pytest_failover._decisions import AttemptRecord
 
 from .servers import LoopbackServer
 
