@@ -41,7 +41,7 @@ reads; it is derived from the state, never stored::
 An early probe (the pool's rule for when every other domain is out) can only
 reach a domain that has rested a tenth of its cooldown since it opened, so a
 dead pool sees at most ten early probes per domain and cooldown, and a request
-right after a failure fails fast instead of probing again.
+right after a failed probe does not probe the same domain again at once.
 
 Late outcomes carry no information about the current episode: an attempt that
 started before the domain's latest failure cannot clear the suspicion, one that
