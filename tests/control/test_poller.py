@@ -214,14 +214,24 @@ def test_a_trickling_server_cannot_hold_a_poll_past_its_timeout(
     assert "within 1 s" in poller.last_error
 
 
-def test_a_trickle_over_tls_is_cut_too(target: Target, clock: Clock, poll: Poll) -> None:
-    """The deadline reaches the TLS socket as well as the plain one: each byte its own TLS record."""
+@pytest.fixture
+def loopback_tls() -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a certificate for 127.0.0.1 from a throw-away CA, and a client
+    context that trusts that CA."""
     trustme = pytest.importorskip("trustme")  # part of the dev install
     ca = trustme.CA()
     server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(server_tls)
     trusting = ssl.create_default_context()
     ca.configure_trust(trusting)
+    return server_tls, trusting
+
+
+def test_a_trickle_over_tls_is_cut_too(
+    target: Target, clock: Clock, poll: Poll, loopback_tls: tuple[ssl.SSLContext, ssl.SSLContext]
+) -> None:
+    """The deadline reaches the TLS socket as well as the plain one: each byte its own TLS record."""
+    server_tls, trusting = loopback_tls
     with trickle_server(body_gap=0.3, tls=server_tls) as url:
         poller = ControlPoller(url, target, key=HMAC_KEY, timeout=1.0, clock=clock, verify=trusting)
         started = time.monotonic()
@@ -288,14 +298,11 @@ def test_log_lines_hide_credentials_and_query(
     assert "hunter2" not in message
 
 
-def test_https_with_a_private_ca(target: Target, signer: Signer, clock: Clock) -> None:
+def test_https_with_a_private_ca(
+    target: Target, signer: Signer, clock: Clock, loopback_tls: tuple[ssl.SSLContext, ssl.SSLContext]
+) -> None:
     """``verify`` reaches the poller's own client: a trusted CA works, an unknown one is a failure."""
-    trustme = pytest.importorskip("trustme")  # part of the dev install
-    ca = trustme.CA()
-    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
-    trusting = ssl.create_default_context()
-    ca.configure_trust(trusting)
+    server_tls, trusting = loopback_tls
     with run_server(server_tls) as served:
         served.serve(signer.sign(version=1, pools={}))
         stranger = make_poller(served.url, target, signer, clock, verify=TLS)
