@@ -73,21 +73,41 @@ class BreakerState(str, enum.Enum):
 
 _GAUGE = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
 
+# The members every request reads, as module globals. On CPython 3.11 a member read
+# through its class (``BreakerState.CLOSED``) costs 170 ns, as EnumType's
+# ``__getattr__`` defeats the interpreter's attribute cache, against 20 ns for a global
+# (timeit); see the happy-path note in docs/benchmarks.md.
+_CLOSED = BreakerState.CLOSED
+_OPEN = BreakerState.OPEN
+
 
 class Standing(enum.Enum):
-    """How the pool's choice sees a domain now (see the module's table), and
-    whether an ordinary attempt may be sent to a domain of that standing."""
+    """How the pool's choice sees a domain now (see the module's table). Each
+    standing says what the choice needs of it:
 
-    HEALTHY = ("healthy", True)
-    DUE = ("due", True)
-    SUSPECT = ("suspect", True)
-    PROBING = ("probing", False)
-    OPEN = ("open", False)
-    RESTING = ("resting", False)
+    - ``admissible``: an ordinary attempt may be sent to it;
+    - ``lease``: the attempt chosen for it takes the domain's probe lease;
+    - ``suspect``: it ranks behind the domains that work;
+    - ``early``: it may be probed early, when every other domain is out.
+    """
 
-    def __init__(self, label: str, admissible: bool) -> None:
+    #          label       admissible  lease  suspect  early
+    HEALTHY = ("healthy", True, False, False, False)
+    DUE = ("due", True, True, False, False)
+    SUSPECT = ("suspect", True, False, True, False)
+    PROBING = ("probing", False, False, False, False)
+    OPEN = ("open", False, True, False, True)
+    RESTING = ("resting", False, False, False, False)
+
+    def __init__(self, label: str, admissible: bool, lease: bool, suspect: bool, early: bool) -> None:
         self.label = label
         self.admissible = admissible
+        self.lease = lease
+        self.suspect = suspect
+        self.early = early
+
+
+_HEALTHY = Standing.HEALTHY  # read by every request: see _CLOSED
 
 
 # The share of its cooldown an open domain rests before an early probe may reach it.
@@ -135,13 +155,13 @@ class Breaker:
         """How the pool's choice sees this domain at ``now``."""
         if self.leased:
             return Standing.PROBING
-        if self.state is BreakerState.OPEN:
+        if self.state is _OPEN:
             if now >= self.open_until:
                 return Standing.DUE
             rested = now - self.opened_at >= self.cooldown * EARLY_PROBE_REST
             return Standing.OPEN if rested else Standing.RESTING
         if not sticky or self.failed_at is None:
-            return Standing.HEALTHY
+            return _HEALTHY
         return Standing.DUE if now - self.failed_at >= self.cooldown else Standing.SUSPECT
 
     @property
@@ -170,7 +190,7 @@ class Breaker:
         return None  # a failback probe of a suspect domain: the breaker stays closed
 
     def success(self, now: float, *, started: float, probe: bool) -> BreakerTransition | None:
-        if self.failed_at is None and self.state is BreakerState.CLOSED and not probe:
+        if self.failed_at is None and self.state is _CLOSED and not probe:
             self.failures = 0  # a healthy domain stays healthy: the common case, first
             return None
         if probe:

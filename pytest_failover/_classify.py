@@ -36,11 +36,15 @@ class Outcome:
     status: int | None = None
     sent: bool = True  # request bytes may have reached the server
     retry_after: float | None = None
+    # Derived once, when the outcome is built, and read by every request (an enum
+    # member read through its class costs 170 ns on CPython 3.11: see _breaker.py).
+    failed: bool = field(init=False)  # the domain failed: its breaker and the budget count it
     retryable: bool = field(init=False)  # may another attempt follow (failure or throttle)?
 
     def __post_init__(self) -> None:
-        retryable = self.kind is OutcomeKind.FAILURE or self.kind is OutcomeKind.THROTTLED
-        object.__setattr__(self, "retryable", retryable)
+        failed = self.kind is OutcomeKind.FAILURE
+        object.__setattr__(self, "failed", failed)
+        object.__setattr__(self, "retryable", failed or self.kind is OutcomeKind.THROTTLED)
 
 
 SUCCESS = Outcome(kind=OutcomeKind.SUCCESS)

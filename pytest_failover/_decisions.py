@@ -127,11 +127,15 @@ class Ending(enum.Enum):
     RAISE = "raise"  # every attempt failed: AllDomainsFailed or CircuitOpenError
 
 
+# Read by every request, as a module global: see _breaker._CLOSED.
+RESPONSE = Ending.RESPONSE
+
+
 def ending(*, answered: bool, stale: bool, fallback: bool) -> Ending:
     """The end of a request: the answer if there is one, else a stale copy, else
     the fallback, else the error. Only a request that would raise is rescued."""
     if answered:
-        return Ending.RESPONSE
+        return RESPONSE
     if stale:
         return Ending.STALE
     if fallback:

@@ -19,7 +19,7 @@ import httpx
 from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
 from ._core import DONE, PoolCore, RequestOptions
-from ._decisions import Attempt, AttemptRecord, Ending, Stop, Wait, ending
+from ._decisions import RESPONSE, Attempt, AttemptRecord, Ending, Stop, Wait, ending
 from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
 from ._telemetry import RequestTrace, redact_url
 
@@ -27,7 +27,17 @@ if TYPE_CHECKING:
     from ._pool import Domain
     from ._transport import _FailoverBase
 
-__all__ = ["BodyBuffer", "Exchange", "FailoverResult", "Fallback", "Reading", "TrackedStream"]
+__all__ = [
+    "READ_BOUNDED",
+    "READ_NONE",
+    "READ_WHOLE",
+    "BodyBuffer",
+    "Exchange",
+    "FailoverResult",
+    "Fallback",
+    "Reading",
+    "TrackedStream",
+]
 
 logger = logging.getLogger("pytest_failover")
 
@@ -114,6 +124,12 @@ class Reading(enum.Enum):
     NONE = "none"  # hand it over unread
     WHOLE = "whole"  # its declared length fits: read it all
     BOUNDED = "bounded"  # no declared length: read up to the limit, stream the rest
+
+
+# The readings as module globals, for the loops: see _breaker._CLOSED.
+READ_NONE = Reading.NONE
+READ_WHOLE = Reading.WHOLE
+READ_BOUNDED = Reading.BOUNDED
 
 
 class BodyBuffer:
@@ -272,11 +288,11 @@ class Exchange:
         chunk, when it declares no length."""
         limit = self.body_limit
         if limit == 0 or not 200 <= response.status_code < 300:
-            return Reading.NONE
+            return READ_NONE
         declared = response.headers.get("Content-Length")
         if declared is None or not declared.isdigit():
-            return Reading.BOUNDED
-        return Reading.WHOLE if int(declared) <= limit else Reading.NONE
+            return READ_BOUNDED
+        return READ_WHOLE if int(declared) <= limit else READ_NONE
 
     @property
     def attempt_deadline(self) -> float:
@@ -298,7 +314,7 @@ class Exchange:
         self.response = response
         self.error = None
         self._record(outcome, response.status_code)
-        if outcome.kind is OutcomeKind.SUCCESS and self._stale and response.is_stream_consumed:
+        if self._stale and outcome.kind is OutcomeKind.SUCCESS and response.is_stream_consumed:
             self._owner._stale.store(
                 self.pool_core.name,
                 self._original,
@@ -364,7 +380,7 @@ class Exchange:
             stale=stale is not None,
             fallback=self._owner._fallback is not None,
         )
-        if decided is Ending.RESPONSE:
+        if decided is RESPONSE:
             assert response is not None
             last = self.plan.last_outcome
             assert last is not None

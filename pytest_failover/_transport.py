@@ -18,7 +18,15 @@ import httpx
 from ._core import FailoverCore, PoolCore, RequestOptions
 from ._deadline import GRACE, Guard, async_limit, watchdog
 from ._decisions import Attempt, Wait
-from ._exchange import BodyBuffer, Exchange, FailoverResult, Fallback, Reading
+from ._exchange import (
+    READ_BOUNDED,
+    READ_NONE,
+    READ_WHOLE,
+    BodyBuffer,
+    Exchange,
+    FailoverResult,
+    Fallback,
+)
 from ._policy import Policy
 from ._pool import Domain, Pool
 from ._snapshot import TransportState
@@ -171,11 +179,11 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         try:
             response = self._transport.handle_request(outgoing)
             reading = exchange.reading(response)
-            if reading is not Reading.NONE:
+            if reading is not READ_NONE:
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
                 # bound each operation; from here on the watchdog bounds the whole read.
                 guard = watchdog.arm(exchange.attempt_deadline + GRACE, response)
-                if reading is Reading.WHOLE:
+                if reading is READ_WHOLE:
                     response.read()
                 else:
                     response = self._read(response, exchange.body_limit)
@@ -266,9 +274,9 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             async with async_limit(attempt.timeout + GRACE):
                 response = await self._transport.handle_async_request(outgoing)
                 reading = exchange.reading(response)
-                if reading is Reading.WHOLE:
+                if reading is READ_WHOLE:
                     await response.aread()
-                elif reading is Reading.BOUNDED:
+                elif reading is READ_BOUNDED:
                     response = await self._read(response, exchange.body_limit)
         except (httpx.TransportError, TimeoutError) as exc:
             if response is not None:
