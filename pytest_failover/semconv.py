@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from opentelemetry.semconv._incubating.attributes import http_attributes as http_incubating
 from opentelemetry.semconv._incubating.attributes import test_attributes
 from opentelemetry.semconv.attributes import (
     code_attributes,
@@ -66,6 +67,7 @@ __all__ = [
     "EVENT_FAULT_INJECTED",
     "EVENT_RETRY_BUDGET_REJECTED",
     "EVENT_SWITCH",
+    "EVENT_UPLOAD_RESUMED",
     "FAILOVER_AGENT_JOB_OVERRUNS",
     "FAILOVER_AGENT_TELEMETRY_DROPPED",
     "FAILOVER_ATTEMPT",
@@ -99,8 +101,13 @@ __all__ = [
     "FAILOVER_SWITCHES",
     "FAILOVER_TLS_CERT_EXPIRY",
     "FAILOVER_TO",
+    "FAILOVER_UPLOAD_BYTES",
+    "FAILOVER_UPLOAD_OFFSET",
+    "FAILOVER_UPLOAD_RESUMES",
+    "FAILOVER_UPLOAD_SIZE",
     "HTTP_CLIENT_REQUEST_DURATION",
     "HTTP_METHOD_OTHER",
+    "HTTP_REQUEST_BODY_SIZE",
     "HTTP_REQUEST_METHOD",
     "HTTP_REQUEST_RESEND_COUNT",
     "HTTP_RESPONSE_STATUS_CODE",
@@ -160,12 +167,16 @@ __all__ = [
     "TLS_CERT_LEAF",
     "TRANSPORT_ERROR_TYPES",
     "UNIT_ATTEMPT",
+    "UNIT_BYTES",
     "UNIT_NONE",
     "UNIT_REQUEST",
     "UNIT_RETRY",
     "UNIT_SECONDS",
     "UNIT_SWITCH",
     "UNIT_TRANSITION",
+    "UPLOAD_CHUNK_SPAN",
+    "UPLOAD_SCOPE",
+    "UPLOAD_SPAN",
     "URL_FULL",
     "Metric",
     "MetricKind",
@@ -181,6 +192,8 @@ PLUGIN_SCOPE: Final = "pytest_failover.plugin"
 """Tracer name of the pytest plugin's session trace (``--failover-otlp-endpoint``)."""
 AGENT_SCOPE: Final = "failover_agent"
 """Meter name of the agent's own metrics."""
+UPLOAD_SCOPE: Final = "pytest_failover.uploads"
+"""Tracer and meter name of the resumable uploads (``pytest_failover.uploads``)."""
 SCHEMA_URL: Final = Schemas.V1_26_0.value
 """Semantic-conventions schema URL of the client's tracer and meter."""
 
@@ -191,6 +204,10 @@ REQUEST_SPAN_PREFIX: Final = "failover "
 CLIENT child span named ``{http.request.method}`` (semantic conventions)."""
 SESSION_SPAN: Final = "pytest session"
 """Root span of the plugin's session trace; each test is a child span named by its node id."""
+UPLOAD_SPAN: Final = "failover.upload"
+"""INTERNAL span of one ``TusUpload.upload()`` call; the failover transport's request spans nest in it."""
+UPLOAD_CHUNK_SPAN: Final = "failover.upload.chunk"
+"""INTERNAL child span of an upload span per ``PATCH`` chunk."""
 
 # =========================================================================== attribute keys
 
@@ -256,6 +273,17 @@ FAILOVER_FAULT_HOST: Final = "failover.fault.host"
 FAILOVER_FAULT_NAME: Final = "failover.fault.name"
 """Fault event: the fault's short name."""
 
+# --- resumable uploads
+FAILOVER_UPLOAD_SIZE: Final = "failover.upload.size"
+"""Upload span: the upload's length in bytes."""
+FAILOVER_UPLOAD_OFFSET: Final = "failover.upload.offset"
+"""Chunk span: the offset the chunk starts at; upload span: the offset reached; resume
+event: the offset the upload goes on from."""
+FAILOVER_UPLOAD_RESUMES: Final = "failover.upload.resumes"
+"""Upload span: how many times the upload asked ``HEAD`` where it stands."""
+HTTP_REQUEST_BODY_SIZE: Final = http_incubating.HTTP_REQUEST_BODY_SIZE
+"""Chunk span: the chunk's size in bytes (semantic conventions, development)."""
+
 # --- the pytest plugin's session trace
 PYTEST_WORKER: Final = "pytest.worker"
 """Resource attribute: the pytest-xdist worker id, ``main`` without xdist."""
@@ -287,6 +315,7 @@ ATTRIBUTE_KEYS: Final = frozenset(
         FAILOVER_OUTCOME, FAILOVER_ATTEMPT_RESULT, FAILOVER_FROM, FAILOVER_TO, FAILOVER_REASON,
         FAILOVER_BREAKER_FROM, FAILOVER_BREAKER_TO, FAILOVER_FAULT, FAILOVER_FAULT_HOST,
         FAILOVER_FAULT_NAME, PYTEST_WORKER, PYTEST_OUTCOME, PYTEST_DURATION,
+        FAILOVER_UPLOAD_SIZE, FAILOVER_UPLOAD_OFFSET, FAILOVER_UPLOAD_RESUMES, HTTP_REQUEST_BODY_SIZE,
         PROBE_LOCATION, PROBE_PHASE, TLS_CERT, READINESS_CHECK, TELEMETRY_SIGNAL, AGENT_JOB,
     }
 )
@@ -428,6 +457,8 @@ EVENT_FAULT_INJECTED: Final = "failover.fault.injected"
 """Span event of ``fake_domains.fail(...)`` on the test's span."""
 EVENT_FAULT_HEALED: Final = "failover.fault.healed"
 """Span event of ``fake_domains.heal(...)`` on the test's span."""
+EVENT_UPLOAD_RESUMED: Final = "failover.upload.resumed"
+"""Upload span event: ``HEAD`` said where the upload stands (offset, the domain that answered)."""
 
 # =========================================================================== metric names and units
 
@@ -443,6 +474,8 @@ UNIT_TRANSITION: Final = "{transition}"
 """Unit annotation of breaker transition counts."""
 UNIT_RETRY: Final = "{retry}"
 """Unit annotation of retry counts."""
+UNIT_BYTES: Final = "By"
+"""Unit of byte counts (Prometheus suffix ``_bytes``)."""
 UNIT_NONE: Final = ""
 """No unit (states, flags, counts of things without an annotation)."""
 
@@ -463,6 +496,10 @@ FAILOVER_BREAKER_STATE: Final = "failover.breaker.state"
 """Gauge: breaker state per domain (:data:`BREAKER_GAUGE`)."""
 FAILOVER_RETRY_BUDGET_REJECTIONS: Final = "failover.retry_budget.rejections"
 """Counter: retries refused because the pool's retry budget was spent."""
+
+# --- resumable uploads (meter ``pytest_failover.uploads``)
+FAILOVER_UPLOAD_BYTES: Final = "failover.upload.bytes"
+"""Counter, By: bytes of uploads the servers acknowledged, by pool and domain."""
 
 # --- the agent (meter ``failover_agent``)
 FAILOVER_PROBE_SUCCESS: Final = "failover.probe.success"
@@ -579,6 +616,7 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_BREAKER_TRANSITIONS, "counter", UNIT_TRANSITION, CLIENT_SCOPE),
     Metric(FAILOVER_BREAKER_STATE, "gauge", UNIT_NONE, CLIENT_SCOPE),
     Metric(FAILOVER_RETRY_BUDGET_REJECTIONS, "counter", UNIT_RETRY, CLIENT_SCOPE),
+    Metric(FAILOVER_UPLOAD_BYTES, "counter", UNIT_BYTES, UPLOAD_SCOPE),
     Metric(FAILOVER_PROBE_SUCCESS, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_PROBE_DURATION, "histogram", UNIT_SECONDS, AGENT_SCOPE),
     Metric(FAILOVER_PROBE_STATUS_CODE, "gauge", UNIT_NONE, AGENT_SCOPE),

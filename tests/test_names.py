@@ -38,6 +38,7 @@ import pytest_failover
 from pytest_failover import semconv
 from pytest_failover._telemetry import Telemetry
 from pytest_failover.semconv import MetricKind, prometheus_label, prometheus_name
+from pytest_failover.uploads._telemetry import UploadTelemetry
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES_MODULE = ROOT / "pytest_failover" / "semconv.py"
@@ -277,6 +278,13 @@ def test_the_agent_creates_exactly_the_listed_metrics() -> None:
     AgentMetrics(provider, lambda: None, None)
     _check_created(provider.created, semconv.AGENT_SCOPE)
     assert tuple(METRIC_NAMES) == semconv.AGENT_METRIC_NAMES
+
+
+def test_the_uploader_creates_exactly_the_listed_metrics() -> None:
+    """Every upload instrument has the name, kind, unit and meter the registry gives it."""
+    provider = _RecordingProvider()
+    UploadTelemetry(None, provider)
+    _check_created(provider.created, semconv.UPLOAD_SCOPE)
 
 
 # --------------------------------------------------------------------------- dashboards and alerts

@@ -16,6 +16,7 @@ from ._domains import FakeDomain, FakeDomains
 from ._errors import BlockedHostError, SimulatorError, UnknownDomainError, UnsupportedClientError
 from ._handlers import Handler, Response, ResponseSpec
 from ._record import FaultEvent, RecordedRequest, Stage
+from ._tus import StoredUpload, TusServer, TusStorage
 
 __all__ = [
     "BlockedHostError",
@@ -28,6 +29,9 @@ __all__ = [
     "ResponseSpec",
     "SimulatorError",
     "Stage",
+    "StoredUpload",
+    "TusServer",
+    "TusStorage",
     "UnknownDomainError",
     "UnsupportedClientError",
 ]
