@@ -1,0 +1,41 @@
+"""Per-request failover options for clients without per-request extensions."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping
+
+from .._core import RequestOptions
+
+__all__ = ["current_extensions", "failover_options"]
+
+_NONE: dict[str, object] = {}
+_current: contextvars.ContextVar[dict[str, object]] = contextvars.ContextVar(
+    "pytest_failover_options", default=_NONE
+)
+
+
+@contextlib.contextmanager
+def failover_options(options: Mapping[str, object]) -> Iterator[None]:
+    """Give ``options`` (the transports' ``extensions["failover"]`` dict) to every
+    request a failover adapter or middleware sends inside the block::
+
+        with failover_options({"domain": "https://api2.example.com"}):
+            session.get("https://api.example.com/v1/rooms")
+
+    The dict is checked on entry (an unknown key is a ``ValueError``). An inner
+    block replaces an outer one; the block follows the current thread and asyncio task.
+    """
+    extensions: dict[str, object] = {"failover": dict(options)}
+    RequestOptions.from_extensions(extensions)  # a misspelt option fails here, not per request
+    token = _current.set(extensions)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current_extensions() -> dict[str, object]:
+    """The ``extensions`` of a request sent now: ``{"failover": {...}}`` or ``{}``."""
+    return _current.get()

@@ -1,0 +1,302 @@
+"""``FailoverMiddleware``: failover for aiohttp (>= 3.12), on the same loop and core as ``AsyncFailoverTransport``.
+
+::
+
+    failover = FailoverMiddleware([Pool("api", ["https://api.example.com", "https://api2.example.com"])])
+    async with aiohttp.ClientSession(middlewares=(failover,)) as session:
+        async with session.get("https://api.example.com/v1/rooms") as response:
+            response.failover.domain      # which domain answered
+
+A request to a domain of a pool becomes an ``httpx.Request`` and goes through an
+:class:`~pytest_failover.AsyncFailoverTransport` whose inner transport sends each
+attempt with aiohttp's own ``handler`` (the next middleware, then the connector) and
+maps aiohttp's errors onto ``httpx.TransportError`` subclasses, so every decision is the
+transport's. The response is aiohttp's own ``ClientResponse`` with
+``response.failover`` (a :class:`~pytest_failover.FailoverResult`); a stale copy or a
+fallback's answer is turned into one. Requests to other hosts go straight to ``handler``.
+
+- Bodies: ``bytes``, ``str``, JSON and form bodies may be re-sent; any other payload (a
+  ``StreamReader``, an async generator, a file) is never re-sent once a byte may have
+  left (one that failed before connecting moves on).
+- Time: each attempt is bounded by the policy's attempt time and deadline; a connect
+  that does not finish in time is a ``connect_timeout``, one that stalls after the
+  request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies.
+- Errors: ``AllDomainsFailed`` / ``CircuitOpenError`` here are
+  ``aiohttp.ClientConnectionError`` subclasses, and also the ``pytest_failover`` errors
+  of the same name (``.attempts``, ``.pool``, ``.reason``).
+- Per-request options: ``with failover_options({...}):``
+  (:func:`pytest_failover.integrations.failover_options`).
+- ``fallback`` has the transports' signature (an ``httpx.Request`` without its body,
+  the error; it returns an ``httpx.Response``, sync or async).
+- Use aiohttp's threaded resolver with the outage simulator (``aiodns`` bypasses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+try:
+    import aiohttp
+    from aiohttp import ClientRequest, ClientResponse, payload
+    from aiohttp.base_protocol import BaseProtocol
+    from aiohttp.client_middlewares import ClientHandlerType
+    from aiohttp.helpers import TimerNoop
+    from multidict import CIMultiDict, CIMultiDictProxy
+    from yarl import URL
+except ImportError as exc:  # pragma: no cover - exercised by the install hint test
+    raise ImportError(
+        "pytest_failover.integrations.aiohttp needs aiohttp >= 3.12: pip install 'pytest-failover[aiohttp]'"
+    ) from exc
+
+import httpx
+
+from .. import _exceptions
+from .._core import RequestOptions
+from .._deadline import async_limit
+from .._exchange import FailoverResult, Fallback
+from .._transport import AsyncFailoverTransport
+from ._errors import carried, last_cause
+from ._options import current_extensions
+from ._urls import parse
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+    from .._policy import Policy
+    from .._pool import Pool
+    from .._snapshot import TransportState
+    from ..control import ControlDocument
+
+__all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
+
+_NATIVE = "pytest_failover.aiohttp"  # extension key: the aiohttp-side objects of an exchange
+_REPLAYABLE = httpx.ByteStream(b"")  # aiohttp sends the body itself; this says it may be re-sent
+_NO_TIMEOUTS: dict[str, float | None] = {"connect": None, "read": None, "write": None, "pool": None}
+
+
+class AllDomainsFailed(aiohttp.ClientConnectionError, _exceptions.AllDomainsFailed):
+    """Every attempt the policy allowed failed (``.attempts``, ``.pool``, ``.reason``)."""
+
+
+class CircuitOpenError(aiohttp.ClientConnectionError, _exceptions.CircuitOpenError):
+    """Every domain of the pool is open or disabled: nothing was sent."""
+
+
+_KINDS = (AllDomainsFailed, CircuitOpenError)
+
+
+class FailoverMiddleware:
+    """An aiohttp client middleware that fails over between the domains of its pools."""
+
+    def __init__(
+        self,
+        pools: Sequence[Pool] | Pool,
+        policy: Policy | Mapping[str, Policy] | None = None,
+        *,
+        region: str | None = None,
+        fallback: Fallback | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        self._transport = AsyncFailoverTransport(
+            pools,
+            policy,
+            _HandlerIO(),
+            region=region,
+            fallback=fallback,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+        )
+        self._core = self._transport._core
+
+    def state(self) -> TransportState:
+        """A snapshot of every pool: breakers, enabled domains, serving domain, budget."""
+        return self._transport.state()
+
+    def apply_control(self, doc: ControlDocument) -> None:
+        """Apply a verified control document (``FailoverTransport.apply_control``)."""
+        self._transport.apply_control(doc)
+
+    async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
+        extensions = current_extensions()
+        url = parse(str(request.url))
+        if self._core.route(url, RequestOptions.from_extensions(extensions)) is None:
+            return await handler(request)
+        body = request.body
+        replayable = body == b"" or isinstance(body, payload.BytesPayload)
+        session = request.session
+        sent = _Sent(request, handler, session.auto_decompress if session is not None else True)
+        outgoing = httpx.Request(
+            request.method,
+            url,
+            headers=request.headers,
+            stream=_REPLAYABLE if replayable else _Unreplayable(),
+            extensions={**extensions, "timeout": _NO_TIMEOUTS, _NATIVE: sent},
+        )
+        sent.url, sent.raw = outgoing.url, outgoing.headers.raw
+        try:
+            response = await self._transport.handle_async_request(outgoing)
+        except _exceptions.FailoverError as error:
+            raise carried(_KINDS, error, request) from last_cause(error)
+        return await _native(response, request)
+
+
+class _Sent:
+    """The aiohttp-side state of one exchange, carried in the httpx request's extensions."""
+
+    __slots__ = ("decompress", "handler", "raw", "request", "url")
+
+    def __init__(self, request: ClientRequest, handler: ClientHandlerType, decompress: bool) -> None:
+        self.request = request
+        self.handler = handler
+        self.url: httpx.URL | None = None  # the URL the aiohttp request points at now
+        self.decompress = decompress  # aiohttp hands over decoded bodies
+        self.raw: list[tuple[bytes, bytes]] = []  # its headers, as httpx holds them
+
+
+class _Unreplayable(httpx.AsyncByteStream):
+    """Stands for a streamed payload: the exchange must not re-send it once bytes may
+    have left. aiohttp sends the original payload itself."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        raise RuntimeError("the aiohttp middleware sends this body itself")
+        yield b""  # pragma: no cover - makes this an async generator
+
+
+class _HandlerIO(httpx.AsyncBaseTransport):
+    """The inner transport: one attempt through aiohttp's handler, its errors as httpx's."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        sent: _Sent = request.extensions[_NATIVE]
+        native = sent.request
+        if request.url is not sent.url:  # the attempt goes to another domain
+            target = URL(str(request.url), encoded=True)
+            native.url = native.original_url = target
+            sent.url = request.url
+        raw = request.headers.raw
+        if raw != sent.raw:  # the exchange set Host or trace context
+            native.headers = CIMultiDict(request.headers.multi_items())
+            sent.raw = raw
+        timeouts = request.extensions["timeout"]
+        native.response = None  # set by aiohttp once the request went out
+        try:
+            async with async_limit(max(timeouts["connect"], timeouts["read"])):
+                response = await sent.handler(native)
+        except aiohttp.ClientError as exc:
+            raise _httpx_error(exc, request) from exc
+        except TimeoutError as exc:
+            kind = httpx.ConnectTimeout if native.response is None else httpx.ReadTimeout
+            raise kind(f"no answer from {request.url.host} within the attempt's time", request=request) from exc
+        headers: Any = response.raw_headers
+        if sent.decompress and "Content-Encoding" in response.headers:  # aiohttp decodes the body
+            headers = [(k, v) for k, v in headers if k.lower() != b"content-encoding"]
+        body = _Body(response, request)
+        return httpx.Response(response.status, headers=headers, stream=body, extensions={_NATIVE: body})
+
+
+def _httpx_error(exc: aiohttp.ClientError, request: httpx.Request) -> Exception:
+    """The httpx exception that classifies like ``exc`` (most specific first); ``exc``
+    itself when it says nothing about the domain (a bad URL, a redirect)."""
+    message = str(exc)
+    kind: type[httpx.TransportError]
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        kind = httpx.ConnectTimeout
+    elif isinstance(exc, aiohttp.ServerTimeoutError):
+        kind = httpx.ReadTimeout
+    elif isinstance(exc, (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)):
+        kind = httpx.ProxyError
+    elif isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ServerFingerprintMismatch)):
+        kind = httpx.ConnectError  # DNS, refused, TLS: no request byte left
+    elif isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
+        kind = httpx.RemoteProtocolError
+    elif isinstance(exc, aiohttp.ClientConnectionError):
+        kind = httpx.ReadError
+    else:
+        return exc
+    return kind(message, request=request)
+
+
+class _Body(httpx.AsyncByteStream):
+    """The response body as aiohttp delivers it, read by the exchange; keeps what it
+    handed out, so that a body read in part can be given back to aiohttp's stream."""
+
+    __slots__ = ("_request", "response", "seen")
+
+    def __init__(self, response: ClientResponse, request: httpx.Request) -> None:
+        self.response = response
+        self._request = request
+        self.seen: list[bytes] = []
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        response = self.response
+        try:
+            if response.content_length is not None:  # one read, aiohttp's fastest path
+                yield await response.read()
+                return
+            async for chunk in response.content.iter_any():
+                self.seen.append(chunk)
+                yield chunk
+        except aiohttp.ClientError as exc:
+            raise _httpx_error(exc, self._request) from exc
+
+    async def aclose(self) -> None:
+        # Read to its end, the body has already given its connection back (and a
+        # released response would refuse ``read()``); otherwise let the connection go.
+        if self.response._body is None and not self.response.content.at_eof():
+            self.response.release()
+
+
+async def _native(response: httpx.Response, request: ClientRequest) -> ClientResponse:
+    """The transport's answer as the ``ClientResponse`` the caller gets."""
+    result: FailoverResult = response.extensions["failover"]
+    body: _Body | None = response.extensions.get(_NATIVE)
+    if body is None:  # a stale copy or the fallback's answer
+        native = await _built(response, request)
+    else:
+        native = body.response
+        if response.is_stream_consumed:  # read by the exchange: the body is in memory
+            native._body = response.content  # (read() already set it, unless the body was chunked)
+        elif response.stream is not body:  # partly read (over the read limit): give it back
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # the one way to push bytes back
+                native.content.unread_data(b"".join(body.seen))
+    native.failover = result  # type: ignore[attr-defined]  # the result's documented place on a ClientResponse
+    return native
+
+
+class _Written:
+    """What ``ClientResponse`` asks of the writer of a request that was never sent."""
+
+    output_size = 0
+
+
+async def _built(response: httpx.Response, request: ClientRequest) -> ClientResponse:
+    """A ``ClientResponse`` holding an answer that did not come from the network."""
+    content = await response.aread()
+    loop = asyncio.get_running_loop()
+    native = ClientResponse(
+        request.method,
+        request.original_url,
+        writer=None,
+        continue100=None,
+        timer=TimerNoop(),
+        request_info=request.request_info,
+        traces=[],
+        loop=loop,
+        session=request.session,
+        stream_writer=cast(Any, _Written()),
+    )
+    native.status = response.status_code
+    native.reason = response.reason_phrase
+    native._headers = CIMultiDictProxy(CIMultiDict(response.headers.multi_items()))
+    native._raw_headers = tuple(response.headers.raw)
+    native._body = content
+    reader = aiohttp.StreamReader(BaseProtocol(loop), 2**16, loop=loop)
+    reader.feed_data(content)
+    reader.feed_eof()
+    native.content = reader
+    return native

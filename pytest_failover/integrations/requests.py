@@ -1,0 +1,371 @@
+"""``FailoverAdapter``: failover for ``requests``, on the same loop and core as ``FailoverTransport``.
+
+::
+
+    session = requests.Session()
+    adapter = FailoverAdapter([Pool("api", ["https://api.example.com", "https://api2.example.com"])])
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)    # the same instance: one breaker per domain
+
+A request to a domain of a pool becomes an ``httpx.Request`` and goes through a
+:class:`~pytest_failover.FailoverTransport` whose inner transport sends each attempt with
+the wrapped ``HTTPAdapter`` (``adapter=``, a plain one by default) and maps its errors
+onto ``httpx.TransportError`` subclasses, so every decision is the transport's. The
+response is the wrapped adapter's own ``requests.Response`` with ``response.failover``
+(a :class:`~pytest_failover.FailoverResult`); a stale copy or a fallback's answer is
+turned into one. Requests to other hosts go straight to the wrapped adapter.
+
+- Retries: the wrapped adapter's own urllib3 ``Retry`` stays in force for the hosts
+  outside every pool; inside the pools it is off (``Retry(0, read=False)``, requests'
+  default), so two retry layers never stack.
+- Bodies: ``bytes`` and ``str`` may be re-sent; a generator or a file is never re-sent
+  once a byte may have left (an upload that failed before connecting moves on).
+- Errors: ``AllDomainsFailed`` / ``CircuitOpenError`` here are
+  ``requests.exceptions.ConnectionError`` subclasses, and also the
+  ``pytest_failover`` errors of the same name (``.attempts``, ``.pool``, ``.reason``).
+- Per-request options: ``with failover_options({...}):``
+  (:func:`pytest_failover.integrations.failover_options`).
+- ``fallback`` has the transports' signature: it gets the ``httpx.Request`` and the
+  error and returns an ``httpx.Response``, which the caller receives as a
+  ``requests.Response``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+try:
+    import requests
+    from requests.adapters import HTTPAdapter
+    from requests.structures import CaseInsensitiveDict
+    from requests.utils import get_encoding_from_headers
+    from urllib3.exceptions import (
+        ConnectTimeoutError,
+        MaxRetryError,
+        NewConnectionError,
+        ProtocolError,
+        ReadTimeoutError,
+    )
+    from urllib3.util.retry import Retry
+except ImportError as exc:  # pragma: no cover - exercised by the install hint test
+    raise ImportError(
+        "pytest_failover.integrations.requests needs requests: pip install 'pytest-failover[requests]'"
+    ) from exc
+
+import httpx
+
+from .. import _exceptions
+from .._core import RequestOptions
+from .._exchange import FailoverResult, Fallback
+from .._transport import FailoverTransport
+from ._errors import carried, last_cause
+from ._options import current_extensions
+from ._urls import parse
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+    from .._policy import Policy
+    from .._pool import Pool
+    from .._snapshot import TransportState
+    from ..control import ControlDocument
+
+__all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverAdapter"]
+
+_NATIVE = "pytest_failover.requests"  # extension key: the requests-side objects of an exchange
+_CHUNK = 65536
+
+
+# Both bases declare ``request``: requests' as an attribute, httpx's as a property; the
+# property holds the PreparedRequest, as requests' own errors do.
+class AllDomainsFailed(requests.exceptions.ConnectionError, _exceptions.AllDomainsFailed):  # type: ignore[misc]
+    """Every attempt the policy allowed failed (``.attempts``, ``.pool``, ``.reason``)."""
+
+
+class CircuitOpenError(requests.exceptions.ConnectionError, _exceptions.CircuitOpenError):  # type: ignore[misc]  # as above
+    """Every domain of the pool is open or disabled: nothing was sent."""
+
+
+_KINDS = (AllDomainsFailed, CircuitOpenError)
+
+
+class FailoverAdapter(HTTPAdapter):
+    """A ``requests`` adapter that fails over between the domains of its pools.
+
+    ``adapter=`` wraps your own ``HTTPAdapter`` (pool sizes, TLS, retries for other
+    hosts); its connection pools are shared, its ``Retry`` is off inside the pools.
+    """
+
+    def __init__(
+        self,
+        pools: Sequence[Pool] | Pool,
+        policy: Policy | Mapping[str, Policy] | None = None,
+        *,
+        region: str | None = None,
+        fallback: Fallback | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        adapter: HTTPAdapter | None = None,
+    ) -> None:
+        super().__init__()  # requests' default: Retry(0, read=False)
+        if adapter is not None and not isinstance(adapter, HTTPAdapter):
+            raise TypeError(f"adapter= must be a requests.adapters.HTTPAdapter, got {type(adapter).__name__}")
+        self._wrapped = adapter
+        self._passthrough = adapter.send if adapter is not None else super().send
+        self._io = _AdapterIO(_without_retries(adapter).send if adapter is not None else super().send)
+        self._transport = FailoverTransport(
+            pools,
+            policy,
+            self._io,
+            region=region,
+            fallback=fallback,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+        )
+        self._core = self._transport._core
+
+    def state(self) -> TransportState:
+        """A snapshot of every pool: breakers, enabled domains, serving domain, budget."""
+        return self._transport.state()
+
+    def apply_control(self, doc: ControlDocument) -> None:
+        """Apply a verified control document (``FailoverTransport.apply_control``)."""
+        self._transport.apply_control(doc)
+
+    def send(
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: Any = None,
+        verify: bool | str = True,
+        cert: Any = None,
+        proxies: Mapping[str, str] | None = None,
+    ) -> requests.Response:
+        extensions = current_extensions()
+        url = parse(request.url or "")
+        if self._core.route(url, RequestOptions.from_extensions(extensions)) is None:
+            return self._passthrough(request, stream, timeout, verify, cert, proxies)
+        body = request.body
+        if body is None or isinstance(body, (bytes, str)):
+            content: httpx.SyncByteStream = httpx.ByteStream(body.encode() if isinstance(body, str) else body or b"")
+        else:
+            content = _Unreplayable()
+        outgoing = httpx.Request(
+            request.method or "GET",
+            url,
+            headers=request.headers,
+            stream=content,
+            extensions={
+                **extensions,
+                "timeout": _timeouts(timeout),
+                _NATIVE: _Sent(request, (verify, cert, proxies)),
+            },
+        )
+        sent: _Sent = outgoing.extensions[_NATIVE]
+        sent.url, sent.raw = outgoing.url, outgoing.headers.raw
+        try:
+            response = self._transport.handle_request(outgoing)
+        except _exceptions.FailoverError as error:
+            raise carried(_KINDS, error, request) from last_cause(error)
+        return _native(response, request, self)
+
+    def close(self) -> None:
+        self._transport.close()
+        if self._wrapped is not None:
+            self._wrapped.close()
+        super().close()
+
+
+def _without_retries(adapter: HTTPAdapter) -> HTTPAdapter:
+    """The same adapter (same class, settings and connection pools) with urllib3's retries off."""
+    clone = object.__new__(type(adapter))
+    clone.__dict__.update(vars(adapter))
+    clone.max_retries = Retry(0, read=False)
+    return clone
+
+
+def _timeouts(timeout: Any) -> dict[str, float | None]:
+    """requests' timeout (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``) as httpx's."""
+    if isinstance(timeout, tuple):
+        connect, read = timeout
+    elif timeout is None or isinstance(timeout, (int, float)):
+        connect = read = timeout
+    else:  # urllib3.Timeout
+        connect, read = timeout.connect_timeout, timeout.read_timeout
+        connect = connect if isinstance(connect, (int, float)) else None
+        read = read if isinstance(read, (int, float)) else None
+    return {"connect": connect, "read": read, "write": read, "pool": connect}
+
+
+class _Sent:
+    """The requests-side state of one exchange, carried in the httpx request's extensions."""
+
+    __slots__ = ("prepared", "raw", "settings", "url")
+
+    def __init__(self, prepared: requests.PreparedRequest, settings: tuple[Any, Any, Any]) -> None:
+        self.prepared = prepared
+        self.settings = settings  # verify, cert, proxies
+        self.url: httpx.URL | None = None  # the URL the prepared request points at now
+        self.raw: list[tuple[bytes, bytes]] = []  # its headers, as httpx holds them
+
+
+class _Unreplayable(httpx.SyncByteStream):
+    """Stands for a generator or file body: the exchange must not re-send it once
+    bytes may have left. requests sends the original body itself."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        raise RuntimeError("the requests adapter sends this body itself")
+
+
+class _AdapterIO(httpx.BaseTransport):
+    """The inner transport: one attempt through the wrapped adapter, its errors as httpx's."""
+
+    def __init__(self, send: Any) -> None:
+        self._send = send
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        sent: _Sent = request.extensions[_NATIVE]
+        prepared = sent.prepared
+        if request.url is not sent.url:  # the attempt goes to another domain
+            prepared.url = str(request.url)
+            sent.url = request.url
+        raw = request.headers.raw
+        if raw != sent.raw:  # the exchange set Host or trace context
+            prepared.headers = CaseInsensitiveDict(request.headers.multi_items())
+            sent.raw = raw
+        timeouts = request.extensions["timeout"]
+        verify, cert, proxies = sent.settings
+        try:
+            native = self._send(prepared, True, (timeouts["connect"], timeouts["read"]), verify, cert, proxies)
+        except requests.RequestException as exc:
+            raise _httpx_error(exc, request) from exc
+        return httpx.Response(
+            native.status_code,
+            headers=native.headers.items(),
+            stream=_Body(native, request),
+            extensions={_NATIVE: native, "network_stream": _Socket(native)},
+        )
+
+
+def _httpx_error(exc: requests.RequestException, request: httpx.Request) -> Exception:
+    """The httpx exception that classifies like ``exc`` (most specific first); ``exc``
+    itself when it says nothing about the domain (a bad URL, a bad header)."""
+    message = str(exc)
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return httpx.ConnectTimeout(message, request=request)
+    if isinstance(exc, requests.exceptions.ReadTimeout):
+        return httpx.ReadTimeout(message, request=request)
+    if isinstance(exc, requests.exceptions.ProxyError):
+        return httpx.ProxyError(message, request=request)
+    if isinstance(exc, requests.exceptions.SSLError):
+        return httpx.ConnectError(message, request=request)  # the handshake: no request byte left
+    if isinstance(exc, requests.exceptions.ChunkedEncodingError):
+        return httpx.RemoteProtocolError(message, request=request)
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        reason = exc.args[0] if exc.args else None
+        if isinstance(reason, MaxRetryError):
+            reason = reason.reason
+        if isinstance(reason, NewConnectionError):  # refused, DNS (before ConnectTimeoutError: a subclass)
+            return httpx.ConnectError(message, request=request)
+        if isinstance(reason, ConnectTimeoutError):
+            return httpx.ConnectTimeout(message, request=request)
+        if isinstance(reason, ReadTimeoutError):
+            return httpx.ReadTimeout(message, request=request)
+        if isinstance(reason, (ProtocolError, OSError)):  # the connection broke after it was made
+            return httpx.ReadError(message, request=request)
+        return httpx.ConnectError(message, request=request)
+    return exc
+
+
+def _body_error(exc: Exception, request: httpx.Request) -> Exception:
+    """An error while reading the body from urllib3, as httpx's."""
+    if isinstance(exc, ReadTimeoutError):
+        return httpx.ReadTimeout(str(exc), request=request)
+    if isinstance(exc, (ProtocolError, OSError)):
+        return httpx.RemoteProtocolError(str(exc), request=request)
+    return exc
+
+
+class _Socket:
+    """``network_stream`` for the deadline watchdog: the socket of the response's connection."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: requests.Response) -> None:
+        self._native = native
+
+    def get_extra_info(self, name: str) -> Any:
+        connection = getattr(self._native.raw, "connection", None)
+        return getattr(connection, "sock", None) if name == "socket" else None
+
+
+class _Body(httpx.SyncByteStream):
+    """The response body as urllib3 delivers it (still encoded), read by the exchange."""
+
+    __slots__ = ("_native", "_request")
+
+    def __init__(self, native: requests.Response, request: httpx.Request) -> None:
+        self._native = native
+        self._request = request
+
+    def __iter__(self) -> Iterator[bytes]:
+        raw = self._native.raw
+        try:
+            if "Content-Length" in self._native.headers:  # one read
+                yield raw.read(decode_content=False)
+            else:
+                yield from raw.stream(_CHUNK, decode_content=False)
+        except (ProtocolError, ReadTimeoutError, OSError) as exc:
+            raise _body_error(exc, self._request) from exc
+
+    def close(self) -> None:
+        self._native.close()
+
+
+class _Rest:
+    """A ``raw`` for a response the exchange began to read: the httpx response's
+    (decoded) bytes, the ones already read first."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+
+    def stream(self, amt: int = _CHUNK, decode_content: bool = True) -> Iterator[bytes]:
+        try:
+            yield from self._response.iter_bytes(amt)
+        except httpx.TransportError as exc:
+            raise ProtocolError(str(exc), exc) from exc
+
+    def read(self, amt: int | None = None, decode_content: bool = True) -> bytes:
+        return b"".join(self.stream())
+
+    def close(self) -> None:
+        self._response.close()
+
+    def release_conn(self) -> None:
+        self._response.close()
+
+
+def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapter: HTTPAdapter) -> requests.Response:
+    """The transport's answer as the ``requests.Response`` the caller gets."""
+    result: FailoverResult = response.extensions["failover"]
+    native: requests.Response | None = response.extensions.get(_NATIVE)
+    if native is None:  # a stale copy or the fallback's answer
+        native = requests.Response()
+        native.status_code = response.status_code
+        native.headers = CaseInsensitiveDict(response.headers.items())
+        native.reason = response.reason_phrase
+        native.url = prepared.url or ""
+        native.request = prepared
+        native.connection = adapter
+        native.encoding = get_encoding_from_headers(native.headers)
+        native._content = response.read()
+        native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
+    elif response.is_stream_consumed:  # read by the exchange: the body is in memory
+        native._content = response.content
+        native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
+    elif not isinstance(response.stream, _Body):  # partly read (over the read limit): the rest streams
+        native.raw = _Rest(response)
+    native.failover = result  # type: ignore[attr-defined]  # the result's documented place on a requests.Response
+    return native
