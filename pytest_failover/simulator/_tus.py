@@ -255,4 +255,7 @@ def _decode_metadata(header: str) -> dict[str, bytes]:
 
 
 def _encode_metadata(metadata: dict[str, bytes]) -> str:
-    return ",".join(f"{key} {base64.b64encode(value).decode('ascii')}" for key, value in metadata.items())
+    return ",".join(
+        f"{key} {base64.b64encode(value).decode('ascii')}" if value else key
+        for key, value in metadata.items()
+    )
