@@ -8,6 +8,15 @@ span is the current span while setup, body and teardown run).
 
 Under pytest-xdist the controller owns the root span and hands its
 ``traceparent`` to each worker, so every worker's tests land in the same trace.
+
+The SDK's ``OTEL_*`` variables work as it documents them: ``OTEL_SERVICE_NAME`` and
+``OTEL_RESOURCE_ATTRIBUTES`` name the service (``pytest`` otherwise); the exporter reads
+``OTEL_EXPORTER_OTLP_[TRACES_]HEADERS``, ``_TIMEOUT``, ``_COMPRESSION`` and
+``_CERTIFICATE``, the batch processor ``OTEL_BSP_*``; ``OTEL_SDK_DISABLED=true`` records
+nothing. The option's endpoint wins over ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT``; with
+no option, :func:`environment_requests_export` says whether those variables ask for the
+export, and the endpoint and ``_PROTOCOL`` come from them. The tracer's scope is
+``pytest_failover.plugin`` with the package version and the semantic-conventions schema URL.
 """
 
 from __future__ import annotations
@@ -19,9 +28,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from . import semconv
+from . import __version__, semconv
 
-__all__ = ["SessionTraceExporter", "build_span_exporter"]
+__all__ = ["SessionTraceExporter", "build_span_exporter", "environment_requests_export"]
 
 _WORKER_KEY = "failover_otlp_traceparent"
 _REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
@@ -32,37 +41,92 @@ _INSTALL_HINT = (
 )
 
 
-def build_span_exporter(endpoint: str, *, timeout: float = 5.0) -> Any:
-    """An OTLP span exporter for ``endpoint``: ``grpc://host:port`` or ``http(s)://host:port[/path]``."""
+_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
+_PROTOCOL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+_TIMEOUT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+_DEFAULT_TIMEOUT = 5.0
+
+
+def _variable(*names: str) -> tuple[str, str] | None:
+    """The first of ``names`` set to a non-blank value, and that value."""
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return name, value
+    return None
+
+
+def environment_requests_export() -> bool:
+    """Whether the OTEL_* environment asks for the session trace without the option: an
+    ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT``, unless ``OTEL_TRACES_EXPORTER=none`` or
+    ``OTEL_SDK_DISABLED=true``."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return False
+    return _variable(_TRACES_ENDPOINT, _ENDPOINT) is not None
+
+
+def build_span_exporter(endpoint: str | None, *, timeout: float | None = None) -> Any:
+    """An OTLP span exporter for ``endpoint``: ``grpc://host:port`` or ``http(s)://host:port[/path]``.
+
+    ``None``: everything from the OTEL_* environment, as the SDK documents it
+    (``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`` and ``_PROTOCOL``: ``http/protobuf``, the
+    default, or ``grpc``). Either way the exporters read ``OTEL_EXPORTER_OTLP_[TRACES_]HEADERS``,
+    ``_TIMEOUT`` (else 5 s), ``_COMPRESSION`` and ``_CERTIFICATE`` themselves.
+    """
+    if timeout is None and _variable(*_TIMEOUT_VARIABLES) is None:
+        timeout = _DEFAULT_TIMEOUT
+    if endpoint is None:
+        return _exporter_from_environment(timeout)
     parts = urlsplit(endpoint)
-    try:
-        if parts.scheme == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-                OTLPSpanExporter as GrpcSpanExporter,
-            )
-
-            return GrpcSpanExporter(endpoint=f"http://{parts.netloc}", insecure=True, timeout=timeout)
-        if parts.scheme in {"http", "https"}:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            path = parts.path.rstrip("/")
-            url = endpoint if path.endswith("/v1/traces") else f"{endpoint.rstrip('/')}/v1/traces"
-            return OTLPSpanExporter(endpoint=url, timeout=timeout)
-    except ImportError as exc:
-        raise pytest.UsageError(f"{_INSTALL_HINT} ({exc})") from exc
+    if parts.scheme == "grpc":
+        return _grpc_exporter()(endpoint=f"http://{parts.netloc}", insecure=True, timeout=timeout)
+    if parts.scheme in {"http", "https"}:
+        path = parts.path.rstrip("/")
+        url = endpoint if path.endswith("/v1/traces") else f"{endpoint.rstrip('/')}/v1/traces"
+        return _http_exporter()(endpoint=url, timeout=timeout)
     raise pytest.UsageError(
         f"--failover-otlp-endpoint={endpoint!r}: expected http://host:4318 (OTLP/HTTP) "
         "or grpc://host:4317 (OTLP/gRPC)"
     )
 
 
+def _exporter_from_environment(timeout: float | None) -> Any:
+    protocol = _variable(*_PROTOCOL_VARIABLES)
+    if protocol is None or protocol[1] == "http/protobuf":
+        return _http_exporter()(timeout=timeout)
+    if protocol[1] == "grpc":
+        return _grpc_exporter()(timeout=timeout)
+    name, value = protocol
+    raise pytest.UsageError(f"{name}={value!r}: the session trace is exported with 'http/protobuf' or 'grpc'")
+
+
+def _http_exporter() -> Any:
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError as exc:
+        raise pytest.UsageError(f"{_INSTALL_HINT} ({exc})") from exc
+    return OTLPSpanExporter
+
+
+def _grpc_exporter() -> Any:
+    try:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    except ImportError as exc:
+        raise pytest.UsageError(f"{_INSTALL_HINT} ({exc})") from exc
+    return OTLPSpanExporter
+
+
 class SessionTraceExporter:
     """A plugin object registered by ``pytest_configure`` when the option is given."""
 
-    def __init__(self, config: pytest.Config, endpoint: str) -> None:
+    def __init__(self, config: pytest.Config, endpoint: str | None) -> None:
+        """``endpoint`` from the option or ini; None: the OTEL_* environment's."""
         try:
             from opentelemetry import trace
-            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.resources import OTELResourceDetector, Resource
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
             from opentelemetry.trace.propagation.tracecontext import (
@@ -81,16 +145,19 @@ class SessionTraceExporter:
             provider = current
         else:
             worker = getattr(config, "workerinput", {}).get("workerid", "")
-            service = os.environ.get("OTEL_SERVICE_NAME", "pytest")
-            provider = TracerProvider(
-                resource=Resource.create({semconv.SERVICE_NAME: service, semconv.PYTEST_WORKER: worker or "main"})
+            # "pytest" unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES name the service
+            resource = (
+                Resource.create({semconv.SERVICE_NAME: "pytest"})
+                .merge(OTELResourceDetector().detect())
+                .merge(Resource({semconv.PYTEST_WORKER: worker or "main"}))
             )
+            provider = TracerProvider(resource=resource)
             provider.add_span_processor(self._processor)
             if isinstance(current, trace.ProxyTracerProvider):
                 trace.set_tracer_provider(provider)
             self._owns_provider = True
         self._provider = provider
-        self._tracer = provider.get_tracer(semconv.PLUGIN_SCOPE)
+        self._tracer = provider.get_tracer(semconv.PLUGIN_SCOPE, __version__, schema_url=semconv.SCHEMA_URL)
         self._propagator = TraceContextTextMapPropagator()
 
         workerinput = getattr(config, "workerinput", None)

@@ -8,21 +8,43 @@ One :class:`Telemetry` owns a ``MeterProvider`` and a ``TracerProvider`` with:
   metric batch that is dropped or fails to export is counted in
   ``failover.agent.telemetry.dropped``.
 
+OTLP is configured by ``[exporters.otlp]`` in agent.toml and by the SDK's own ``OTEL_*``
+variables (endpoints, protocol, headers, timeouts, ``OTEL_BSP_*``,
+``OTEL_METRIC_EXPORT_INTERVAL``, ``OTEL_{TRACES,METRICS}_EXPORTER``, ``OTEL_SDK_DISABLED``):
+a key the file sets wins, a variable the environment sets comes next (the exporters and
+processors read it themselves), the agent's defaults last. ``OTEL_SERVICE_NAME`` and
+``OTEL_RESOURCE_ATTRIBUTES`` win over the agent's ``service.name``.
+
 The failover client receives :attr:`Telemetry.client_meter_provider`, a thin
 wrapper that adds ``probe.location`` to every data point it records, so the
-client's own metrics carry the probe's location like the agent's.
+client's own metrics carry the probe's location like the agent's. The agent's own meter
+(scope ``failover_agent``) carries the package version and the schema URL.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, cast
 
 from opentelemetry import metrics as metrics_api
 from opentelemetry import trace as trace_api
 from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.environment_variables import (
+    OTEL_BSP_EXPORT_TIMEOUT,
+    OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+    OTEL_BSP_MAX_QUEUE_SIZE,
+    OTEL_BSP_SCHEDULE_DELAY,
+    OTEL_EXPORTER_OTLP_ENDPOINT,
+    OTEL_EXPORTER_OTLP_HEADERS,
+    OTEL_EXPORTER_OTLP_PROTOCOL,
+    OTEL_EXPORTER_OTLP_TIMEOUT,
+    OTEL_METRIC_EXPORT_INTERVAL,
+    OTEL_METRIC_EXPORT_TIMEOUT,
+    OTEL_SDK_DISABLED,
+)
 from opentelemetry.sdk.metrics import Histogram, MeterProvider, ObservableGauge
 from opentelemetry.sdk.metrics._internal.exemplar import ExemplarReservoir
 from opentelemetry.sdk.metrics.export import (
@@ -33,7 +55,7 @@ from opentelemetry.sdk.metrics.export import (
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
@@ -42,6 +64,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
+from pytest_failover import __version__ as AGENT_VERSION
 from pytest_failover.semconv import (
     AGENT_SCOPE,
     CLIENT_SCOPE,
@@ -50,6 +73,7 @@ from pytest_failover.semconv import (
     FAILOVER_PROBE_DURATION,
     PROBE_DURATION_BUCKETS,
     PROBE_LOCATION,
+    SCHEMA_URL,
     SERVICE_NAME,
     SIGNAL_METRICS,
     SIGNAL_SPANS,
@@ -59,7 +83,17 @@ from pytest_failover.semconv import (
 from .config import OtlpConfig
 from .prometheus_text import PrometheusTextReader, cardinality_limits
 
-__all__ = ["DURATION_BUCKETS", "PROBE_DURATION_BUCKETS", "Telemetry"]
+__all__ = [
+    "AGENT_VERSION",
+    "DURATION_BUCKETS",
+    "PROBE_DURATION_BUCKETS",
+    "OtelEnvironmentError",
+    "Telemetry",
+    "agent_resource",
+    "otlp_protocol",
+    "otlp_wanted",
+    "sdk_disabled",
+]
 
 log = logging.getLogger("failover_agent.telemetry")
 
@@ -147,11 +181,12 @@ class _BoundedSpanProcessor(BatchSpanProcessor):
     def __init__(self, exporter: SpanExporter, drops: _DropCounter, **kwargs: Any) -> None:
         super().__init__(exporter, **kwargs)
         self._drops = drops
-        self._max = int(kwargs.get("max_queue_size") or 2048)
+        # the SDK's bounded deque (its size from agent.toml, OTEL_BSP_MAX_QUEUE_SIZE or 2048)
+        self._queue = getattr(getattr(self, "_batch_processor", None), "_queue", None)
 
     def on_end(self, span: ReadableSpan) -> None:
-        queue = getattr(getattr(self, "_batch_processor", None), "_queue", None)
-        if queue is not None and len(queue) >= self._max:
+        queue = self._queue
+        if queue is not None and queue.maxlen is not None and len(queue) >= queue.maxlen:
             self._drops.add(SIGNAL_SPANS, 1)
         super().on_end(span)
 
@@ -190,24 +225,137 @@ class _CountingMetricExporter(MetricExporter):
         self._inner.shutdown(timeout_millis=timeout_millis)
 
 
-def _otlp_exporters(cfg: OtlpConfig) -> tuple[SpanExporter, MetricExporter]:
-    endpoint = cfg.endpoint.rstrip("/")
-    headers = dict(cfg.headers)
-    if cfg.protocol == "grpc":
+# --- agent.toml and the OTEL_* environment ----------------------------------------------
+#
+# Precedence, setting by setting: a key written in agent.toml, then the OTEL_* variable
+# (read by the SDK's exporters and processors themselves: the agent passes None), then the
+# agent's own default (OtlpConfig's). Headers are merged: the environment's, then the file's.
+
+_AGENT_DEFAULTS: Mapping[str, Any] = {
+    name: info.default for name, info in OtlpConfig.model_fields.items() if name != "endpoint"
+}
+_SIGNAL_ENV: Mapping[str, str] = {SIGNAL_SPANS: "TRACES", SIGNAL_METRICS: "METRICS"}
+"""Our signal names and the word the OTEL_* variables use for them."""
+_PROTOCOLS: Mapping[str, Literal["grpc", "http"]] = {"grpc": "grpc", "http/protobuf": "http"}
+
+
+class OtelEnvironmentError(ValueError):
+    """An OTEL_* variable the agent cannot honour (the message names it and its value)."""
+
+
+def _env(*names: str) -> str | None:
+    """The first of ``names`` set to a non-blank value, as the SDK reads them."""
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def sdk_disabled() -> bool:
+    """``OTEL_SDK_DISABLED=true``: the SDK's providers hand out no-op tracers and meters."""
+    return (_env(OTEL_SDK_DISABLED) or "").lower() == "true"
+
+
+def _setting(cfg: OtlpConfig | None, key: str, *env: str) -> Any:
+    """agent.toml's value if the file sets ``key``; None if one of ``env`` is set (the SDK
+    reads it); else the agent's default."""
+    if cfg is not None and key in cfg.model_fields_set:
+        return getattr(cfg, key)
+    if _env(*env) is not None:
+        return None
+    return _AGENT_DEFAULTS[key]
+
+
+def _millis(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
+
+
+def otlp_wanted(cfg: OtlpConfig | None, signal: str) -> bool:
+    """Whether ``signal`` goes out over OTLP: ``[exporters.otlp]`` in agent.toml, an
+    ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]ENDPOINT`` or ``OTEL_{TRACES,METRICS}_EXPORTER=otlp``
+    turn it on; ``OTEL_{TRACES,METRICS}_EXPORTER=none`` and ``OTEL_SDK_DISABLED=true`` off."""
+    word = _SIGNAL_ENV[signal]
+    names = {n.strip().lower() for n in (_env(f"OTEL_{word}_EXPORTER") or "").split(",") if n.strip()}
+    if "none" in names or sdk_disabled():
+        return False
+    if names - {"otlp"}:
+        log.warning("OTEL_%s_EXPORTER=%s: the agent exports over OTLP only ('otlp' or 'none'); "
+                    "%s ignored", word, ",".join(sorted(names)), ",".join(sorted(names - {"otlp"})))
+    return (cfg is not None or "otlp" in names
+            or _env(OTEL_EXPORTER_OTLP_ENDPOINT, f"OTEL_EXPORTER_OTLP_{word}_ENDPOINT") is not None)
+
+
+def otlp_protocol(cfg: OtlpConfig | None, signal: str) -> Literal["grpc", "http"]:
+    """``protocol`` from agent.toml, else ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]PROTOCOL``
+    (``grpc`` or ``http/protobuf``), else ``http``."""
+    if cfg is not None and "protocol" in cfg.model_fields_set:
+        return cfg.protocol
+    word = _SIGNAL_ENV[signal]
+    names = (f"OTEL_EXPORTER_OTLP_{word}_PROTOCOL", OTEL_EXPORTER_OTLP_PROTOCOL)
+    raw = _env(*names)
+    if raw is None:
+        return cast(Literal["grpc", "http"], _AGENT_DEFAULTS["protocol"])
+    if raw not in _PROTOCOLS:
+        name = next(n for n in names if _env(n) is not None)
+        raise OtelEnvironmentError(
+            f"{name}={raw!r}: the agent's OTLP exporters speak 'grpc' or 'http/protobuf'")
+    return _PROTOCOLS[raw]
+
+
+def _grpc_headers(file_headers: Mapping[str, str], word: str) -> dict[str, str]:
+    """The environment's headers with the file's on top, as the HTTP exporters merge them."""
+    from opentelemetry.util.re import parse_env_headers
+
+    raw = _env(f"OTEL_EXPORTER_OTLP_{word}_HEADERS", OTEL_EXPORTER_OTLP_HEADERS) or ""
+    return {**parse_env_headers(raw, liberal=True), **file_headers}
+
+
+def _otlp_exporter(cfg: OtlpConfig | None, signal: str) -> Any:
+    """The OTLP span or metric exporter of ``signal``, built from agent.toml and the environment."""
+    word = _SIGNAL_ENV[signal]
+    protocol = otlp_protocol(cfg, signal)
+    given = cfg.model_fields_set if cfg is not None else set()
+    endpoint = cfg.endpoint.rstrip("/") if cfg is not None else None
+    headers = dict(cfg.headers) if cfg is not None and "headers" in given else None
+    timeout = _setting(cfg, "timeout", f"OTEL_EXPORTER_OTLP_{word}_TIMEOUT", OTEL_EXPORTER_OTLP_TIMEOUT)
+    if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GM
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GS
 
-        return (
-            GS(endpoint=endpoint, insecure=cfg.insecure, headers=headers, timeout=cfg.timeout),
-            GM(endpoint=endpoint, insecure=cfg.insecure, headers=headers, timeout=cfg.timeout),
-        )
+        insecure = cfg.insecure if cfg is not None and "insecure" in given else None
+        grpc = GS if signal == SIGNAL_SPANS else GM
+        return grpc(endpoint=endpoint, insecure=insecure, timeout=timeout,
+                    headers=None if headers is None else _grpc_headers(headers, word))
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HM
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HS
 
-    return (
-        HS(endpoint=f"{endpoint}/v1/traces", headers=headers, timeout=cfg.timeout),
-        HM(endpoint=f"{endpoint}/v1/metrics", headers=headers, timeout=cfg.timeout),
-    )
+    http, path = (HS, "v1/traces") if signal == SIGNAL_SPANS else (HM, "v1/metrics")
+    return http(endpoint=None if endpoint is None else f"{endpoint}/{path}", headers=headers, timeout=timeout)
+
+
+def agent_resource(service_name: str, location: str) -> Resource:
+    """The agent's resource: ``service_name`` unless ``OTEL_SERVICE_NAME`` or
+    ``OTEL_RESOURCE_ATTRIBUTES`` name another; ``probe.location`` always the agent's
+    ``location`` (every data point carries it too)."""
+    defaults = Resource.create({SERVICE_NAME: service_name})  # the SDK's detectors run here
+    return defaults.merge(OTELResourceDetector().detect()).merge(Resource({PROBE_LOCATION: location}))
+
+
+class _AgentMeterProvider(MeterProvider):
+    """The SDK's MeterProvider, naming the agent's own scope in full: the package version
+    and the semantic-conventions schema URL, whoever asks for the meter."""
+
+    def get_meter(
+        self,
+        name: str,
+        version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Any = None,
+    ) -> metrics_api.Meter:
+        if name == AGENT_SCOPE:
+            version, schema_url = version or AGENT_VERSION, schema_url or SCHEMA_URL
+        return super().get_meter(name, version, schema_url, attributes)
 
 
 class Telemetry:
@@ -225,37 +373,46 @@ class Telemetry:
     ) -> None:
         self.location = location
         self.drops = _DropCounter()
-        resource = Resource.create({SERVICE_NAME: service_name, PROBE_LOCATION: location})
+        self.disabled = sdk_disabled()
+        if self.disabled:
+            log.warning("OTEL_SDK_DISABLED=true: the agent records no metrics and no spans "
+                        "(/metrics is empty, nothing goes over OTLP); the checks and the status page run on")
         readers: list[MetricReader] = list(metric_readers)
         self.prometheus: PrometheusTextReader | None = None
         if prometheus:
             self.prometheus = PrometheusTextReader()
             readers.append(self.prometheus)
+        resource = agent_resource(service_name, location)
         self.tracer_provider = TracerProvider(resource=resource)
         span_exporters = list(span_exporters)
-        self.spans_exported = bool(span_exporters) or otlp is not None
         for exporter in span_exporters:
             self.tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-        if otlp is not None:
-            span_exporter, metric_exporter = _otlp_exporters(otlp)
+        otlp_spans = otlp_wanted(otlp, SIGNAL_SPANS)
+        self.spans_exported = not self.disabled and (bool(span_exporters) or otlp_spans)
+        if otlp_spans:
+            span_exporter = _otlp_exporter(otlp, SIGNAL_SPANS)
             self.tracer_provider.add_span_processor(
                 _BoundedSpanProcessor(
                     _CountingSpanExporter(span_exporter, self.drops),
                     self.drops,
-                    max_queue_size=otlp.max_queue_size,
-                    max_export_batch_size=otlp.max_export_batch_size,
-                    schedule_delay_millis=otlp.schedule_delay * 1000,
-                    export_timeout_millis=otlp.timeout * 1000,
+                    max_queue_size=_setting(otlp, "max_queue_size", OTEL_BSP_MAX_QUEUE_SIZE),
+                    max_export_batch_size=_setting(otlp, "max_export_batch_size", OTEL_BSP_MAX_EXPORT_BATCH_SIZE),
+                    schedule_delay_millis=_millis(_setting(otlp, "schedule_delay", OTEL_BSP_SCHEDULE_DELAY)),
+                    export_timeout_millis=_millis(_setting(otlp, "timeout", OTEL_BSP_EXPORT_TIMEOUT)),
                 )
             )
+            log.info("OTLP span export to %s", getattr(span_exporter, "_endpoint", "?"))
+        if otlp_wanted(otlp, SIGNAL_METRICS):
+            metric_exporter = _otlp_exporter(otlp, SIGNAL_METRICS)
             readers.append(
                 PeriodicExportingMetricReader(
                     _CountingMetricExporter(metric_exporter, self.drops),
-                    export_interval_millis=otlp.export_interval * 1000,
-                    export_timeout_millis=otlp.timeout * 1000,
+                    export_interval_millis=_millis(_setting(otlp, "export_interval", OTEL_METRIC_EXPORT_INTERVAL)),
+                    export_timeout_millis=_millis(_setting(otlp, "timeout", OTEL_METRIC_EXPORT_TIMEOUT)),
                     cardinality_limits=cardinality_limits(),
                 )
             )
+            log.info("OTLP metric export to %s", getattr(metric_exporter, "_endpoint", "?"))
         views = [
             View(
                 instrument_name=FAILOVER_PROBE_DURATION,
@@ -272,7 +429,7 @@ class Telemetry:
                 aggregation=ExplicitBucketHistogramAggregation(DURATION_BUCKETS),
             )
         ]
-        self.meter_provider = MeterProvider(resource=resource, metric_readers=readers, views=views)
+        self.meter_provider = _AgentMeterProvider(resource=resource, metric_readers=readers, views=views)
         self.client_meter_provider = LabelledMeterProvider(
             self.meter_provider, {PROBE_LOCATION: location}
         )

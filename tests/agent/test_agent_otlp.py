@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent_support import config, cors_handler, eventually, fake_domains, pick, running, scrape
@@ -16,7 +19,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from pytest_failover import faults
+from pytest_failover import __version__, faults
+from pytest_failover.semconv import SCHEMA_URL
 from pytest_failover.simulator import FakeDomains
 
 __all__ = ["fake_domains"]
@@ -25,46 +29,74 @@ PRIMARY = "https://api.example.com"
 BACKUP = "https://api2.example.com"
 
 
-class Receiver:
-    """A minimal OTLP/HTTP receiver that decodes the protobuf bodies."""
+@dataclass(frozen=True)
+class Scope:
+    """An instrumentation scope as the receiver saw it."""
 
-    def __init__(self) -> None:
+    name: str
+    version: str
+    schema_url: str
+
+
+class Receiver:
+    """A minimal OTLP/HTTP receiver that decodes the protobuf bodies; any POST path is a
+    signal's endpoint, told apart by ``signal_of`` (the path's last part by default)."""
+
+    def __init__(self, signal_of: Mapping[str, str] | None = None) -> None:
         self.metric_names: set[str] = set()
         self.metric_attrs: dict[str, list[dict[str, str]]] = {}
+        self.metric_scopes: dict[str, Scope] = {}
         self.span_names: set[str] = set()
+        self.span_scopes: dict[str, Scope] = {}
         self.resource: dict[str, str] = {}
+        self.paths: set[str] = set()
+        self.headers: dict[str, str] = {}
+        self.signal_of = dict(signal_of or {})
         self.runner: web.AppRunner | None = None
         self.port = 0
         self.delay = 0.0  # seconds before answering: a slow collector
 
-    async def traces(self, request: web.Request) -> web.Response:
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def receive(self, request: web.Request) -> web.Response:
         await asyncio.sleep(self.delay)
-        body = ExportTraceServiceRequest.FromString(await request.read())
+        self.paths.add(request.path)
+        self.headers.update({k.lower(): v for k, v in request.headers.items()})
+        body = await request.read()
+        signal = self.signal_of.get(request.path, request.path.rpartition("/")[2])
+        if signal == "traces":
+            self._traces(ExportTraceServiceRequest.FromString(body))
+            return web.Response(body=ExportTraceServiceResponse().SerializeToString(),
+                                content_type="application/x-protobuf")
+        self._metrics(ExportMetricsServiceRequest.FromString(body))
+        return web.Response(body=ExportMetricsServiceResponse().SerializeToString(),
+                            content_type="application/x-protobuf")
+
+    def _traces(self, body: ExportTraceServiceRequest) -> None:
         for rs in body.resource_spans:
             self.resource.update({a.key: a.value.string_value for a in rs.resource.attributes})
             for ss in rs.scope_spans:
-                self.span_names.update(span.name for span in ss.spans)
-        return web.Response(body=ExportTraceServiceResponse().SerializeToString(),
-                            content_type="application/x-protobuf")
+                for span in ss.spans:
+                    self.span_names.add(span.name)
+                    self.span_scopes[span.name] = Scope(ss.scope.name, ss.scope.version, ss.schema_url)
 
-    async def metrics(self, request: web.Request) -> web.Response:
-        await asyncio.sleep(self.delay)
-        body = ExportMetricsServiceRequest.FromString(await request.read())
+    def _metrics(self, body: ExportMetricsServiceRequest) -> None:
         for rm in body.resource_metrics:
+            self.resource.update({a.key: a.value.string_value for a in rm.resource.attributes})
             for sm in rm.scope_metrics:
                 for metric in sm.metrics:
                     self.metric_names.add(metric.name)
+                    self.metric_scopes[metric.name] = Scope(sm.scope.name, sm.scope.version, sm.schema_url)
                     points = metric.gauge.data_points or metric.sum.data_points or metric.histogram.data_points
                     for point in points:
                         self.metric_attrs.setdefault(metric.name, []).append(
                             {a.key: a.value.string_value for a in point.attributes})
-        return web.Response(body=ExportMetricsServiceResponse().SerializeToString(),
-                            content_type="application/x-protobuf")
 
     async def start(self) -> None:
         app = web.Application()
-        app.router.add_post("/v1/traces", self.traces)
-        app.router.add_post("/v1/metrics", self.metrics)
+        app.router.add_post("/{path:.*}", self.receive)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", self.port)
@@ -74,6 +106,50 @@ class Receiver:
     async def stop(self) -> None:
         assert self.runner is not None
         await self.runner.cleanup()
+
+
+@asynccontextmanager
+async def receiving(signal_of: Mapping[str, str] | None = None) -> AsyncIterator[Receiver]:
+    """A started :class:`Receiver`, stopped at the end of the block."""
+    receiver = Receiver(signal_of)
+    await receiver.start()
+    try:
+        yield receiver
+    finally:
+        await receiver.stop()
+
+
+@asynccontextmanager
+async def grpc_receiving() -> AsyncIterator[tuple[int, dict[str, set[str]]]]:
+    """A real OTLP/gRPC receiver on loopback: its port and the span and metric names it got."""
+    import grpc
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    seen: dict[str, set[str]] = {"spans": set(), "metrics": set()}
+
+    class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+        async def Export(self, request: ExportTraceServiceRequest, context: object) -> ExportTraceServiceResponse:
+            seen["spans"].update(s.name for rs in request.resource_spans for ss in rs.scope_spans
+                                 for s in ss.spans)
+            return ExportTraceServiceResponse()
+
+    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+        async def Export(self, request: ExportMetricsServiceRequest, context: object) -> ExportMetricsServiceResponse:
+            seen["metrics"].update(m.name for rm in request.resource_metrics for sm in rm.scope_metrics
+                                   for m in sm.metrics)
+            return ExportMetricsServiceResponse()
+
+    server = grpc.aio.server()
+    # grpc's generated registration functions carry no annotations
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)  # type: ignore[no-untyped-call]  # generated code
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)  # type: ignore[no-untyped-call]  # generated code
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield port, seen
+    finally:
+        await server.stop(None)
 
 
 async def test_otlp_http_export_arrives_and_probing_survives_a_dead_receiver(
@@ -99,8 +175,12 @@ async def test_otlp_http_export_arrives_and_probing_survives_a_dead_receiver(
         assert receiver.resource["probe.location"] == "test-lab"
         assert receiver.resource["service.name"] == "failover-agent"
         success = receiver.metric_attrs["failover.probe.success"]
-        assert {"failover.pool": "api", "failover.domain": PRIMARY, "server.address": "api.example.com",
-                "probe.location": "test-lab"} in success
+        assert receiver.paths == {"/v1/traces", "/v1/metrics"}
+        # the agent's meter and the client's tracer are named in full
+        assert receiver.metric_scopes["failover.probe.success"] == Scope("failover_agent", __version__, SCHEMA_URL)
+        assert receiver.span_scopes["failover api"] == Scope("pytest_failover", __version__, SCHEMA_URL)
+        wanted = {"failover.pool": "api", "server.address": "api.example.com", "probe.location": "test-lab"}
+        assert any(point.items() >= wanted.items() for point in success), success
 
         await receiver.stop()
         status = agent.state.domains[("api", BACKUP)]
@@ -153,31 +233,7 @@ async def test_a_slow_otlp_receiver_never_slows_probing(fake_domains: FakeDomain
 
 async def test_otlp_grpc_export_arrives(fake_domains: FakeDomains, tmp_path: Path) -> None:
     """With protocol = "grpc", spans and metrics reach a real gRPC OTLP receiver."""
-    import grpc
-    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
-    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-
-    seen: dict[str, set[str]] = {"spans": set(), "metrics": set()}
-
-    class Traces(trace_service_pb2_grpc.TraceServiceServicer):
-        async def Export(self, request: ExportTraceServiceRequest, context: object) -> ExportTraceServiceResponse:
-            seen["spans"].update(s.name for rs in request.resource_spans for ss in rs.scope_spans
-                                 for s in ss.spans)
-            return ExportTraceServiceResponse()
-
-    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
-        async def Export(self, request: ExportMetricsServiceRequest, context: object) -> ExportMetricsServiceResponse:
-            seen["metrics"].update(m.name for rm in request.resource_metrics for sm in rm.scope_metrics
-                                   for m in sm.metrics)
-            return ExportMetricsServiceResponse()
-
-    server = grpc.aio.server()
-    # grpc's generated registration functions carry no annotations
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)  # type: ignore[no-untyped-call]  # generated code
-    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)  # type: ignore[no-untyped-call]  # generated code
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
+    async with grpc_receiving() as (port, seen):
         fd = fake_domains
         fd.add("api.example.com", cors_handler())
         otlp = {"endpoint": f"http://127.0.0.1:{port}", "protocol": "grpc", "timeout": 2.0,
@@ -187,5 +243,3 @@ async def test_otlp_grpc_export_arrives(fake_domains: FakeDomains, tmp_path: Pat
         async with running(cfg):
             await eventually(lambda: {"failover.probe.success", "failover.requests"} <= seen["metrics"])
             await eventually(lambda: "failover api" in seen["spans"])
-    finally:
-        await server.stop(None)
