@@ -1,22 +1,116 @@
-"""``failover-agent``: ``run``, ``demo`` and ``check-config``."""
+"""``failover-agent``: ``run``, ``demo``, ``check-config`` and ``control``.
+
+Conventions: ``--version``; a bad option value is a usage error on one line
+(``Error: ... (see 'failover-agent run --help')``, exit 2, no traceback); ``run`` needs a
+configuration (``failover-agent run agent.toml`` or ``--config agent.toml``); the demo is
+``failover-agent demo``. The console script enters through :mod:`failover_agent.__main__`,
+which turns a missing ``[agent]`` extra into an install hint.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-from .config import ConfigError, load_config
+from pytest_failover import __version__
+
+from .config import ConfigError, _check_listen, load_config
 from .control_commands import control
 
-__all__ = ["main"]
+__all__ = ["LOG_LEVELS", "main"]
 
 log = logging.getLogger("failover_agent")
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class _OneLineUsage(click.ClickException):
+    """A usage error shown as ClickException shows its message: ``Error: ...`` on one line."""
+
+    exit_code = 2
+
+
+class _Cli(click.Group):
+    """The command group: usage errors of any subcommand on one line, and an install hint
+    when a lazily imported dependency of the ``[agent]`` extra is missing."""
+
+    @staticmethod
+    def _one_line(exc: click.UsageError) -> click.ClickException:
+        if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+            return exc  # the help text itself, as click shows it
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        return _OneLineUsage(exc.format_message() + where)
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise self._one_line(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise self._one_line(exc) from None
+        except ModuleNotFoundError as exc:  # a lazily imported module of the [agent] extra
+            from .__main__ import missing_module_hint
+
+            hint = missing_module_hint(exc)
+            if hint is None:
+                raise
+            raise click.ClickException(hint) from None
+
+
+def _listen(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``HOST:PORT`` with a port from 0 to 65535: the rule of ``exporters.prometheus.listen``."""
+    if value is None:
+        return None
+    try:
+        return _check_listen(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r}: {exc}") from None
+
+
+_LISTEN_HELP = "HOST:PORT of the listener (/metrics, /healthz, the status page); port 0: any free one."
+
+
+def _log_level() -> Callable[[_F], _F]:
+    return click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO",
+                        show_default=True, help="Lowest level of the log lines shown.")
+
+
+def _plain() -> Callable[[_F], _F]:
+    return click.option("--plain", is_flag=True, help="Plain log lines even on a terminal.")
+
+
+def _exit(start: Callable[[], int]) -> None:
+    """Run the agent (or the demo) and exit with its code: an OTEL_* variable the agent cannot
+    honour is a usage error (2), an address that cannot be listened on a failed start (1)."""
+    from .telemetry import OtelEnvironmentError
+
+    try:
+        code = start()
+    except OtelEnvironmentError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        code = 2
+    except OSError as exc:  # the listener's address is taken, unknown or not ours
+        log.error("cannot start: %s", exc)
+        code = 1
+    sys.exit(code)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="failover-agent",
+                      message="%(prog)s %(version)s")
 def main() -> None:
     """Synthetic monitoring of failover pools, exported as OpenTelemetry."""
 
@@ -37,19 +131,26 @@ def check_config(file: Path) -> None:
 
 
 @main.command()
-@click.option("--config", "-c", "config_file", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="agent.toml; without it, the embedded demo runs.")
-@click.option("--listen", default=None, help="HOST:PORT for /metrics etc. (overrides the config).")
-@click.option("--plain", is_flag=True, help="Plain log lines even on a terminal.")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--config", "-c", "config_option", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="agent.toml, the same as FILE.")
+@click.option("--listen", default=None, callback=_listen, metavar="HOST:PORT",
+              help=f"{_LISTEN_HELP} Overrides exporters.prometheus.listen.")
+@_plain()
 @click.option("--watch", is_flag=True, help="Also reload when the config file changes (polled every second).")
-@click.option("--log-level", default="INFO", show_default=True)
-def run(config_file: Path | None, listen: str | None, plain: bool, watch: bool, log_level: str) -> None:
-    """Run the agent with --config FILE (SIGHUP reloads it); without a config, run the demo."""
-    if config_file is None:
-        from .demo import run_demo
+@_log_level()
+@click.pass_context
+def run(ctx: click.Context, file: Path | None, config_option: Path | None, listen: str | None, plain: bool,
+        watch: bool, log_level: str) -> None:
+    """Run the agent with the configuration FILE (agent.toml); SIGHUP reloads it.
 
-        sys.exit(run_demo(listen=listen or "127.0.0.1:9464", duration=None, plain=plain,
-                          log_level=log_level))
+    The demo, with fake domains and nothing to configure, is ``failover-agent demo``."""
+    if file is not None and config_option is not None and file != config_option:
+        raise click.UsageError(f"two configurations given ({file} and --config {config_option}): give one", ctx)
+    config_file = file or config_option
+    if config_file is None:
+        raise click.UsageError("missing the configuration: failover-agent run agent.toml "
+                               "(or --config agent.toml); the demo is 'failover-agent demo'", ctx)
     try:
         config = load_config(config_file)
     except ConfigError as exc:
@@ -62,25 +163,25 @@ def run(config_file: Path | None, listen: str | None, plain: bool, watch: bool, 
 
     reporter = make_reporter(force_plain=plain)
     setup_logging(log_level, reporter)
-    try:
-        code = asyncio.run(serve(config, config_path=config_file, reporter=reporter, listen=listen,
-                                 watch=watch))
-    except OSError as exc:  # the listener's address is taken or not ours
-        log.error("cannot start: %s", exc)
-        code = 1
-    sys.exit(code)
+    _exit(lambda: asyncio.run(serve(config, config_path=config_file, reporter=reporter, listen=listen,
+                                    watch=watch)))
 
 
 @main.command()
-@click.option("--listen", default="127.0.0.1:9464", show_default=True, help="HOST:PORT of the listener.")
-@click.option("--duration", type=float, default=None, help="Stop after SECONDS (default: until Ctrl-C).")
-@click.option("--plain", is_flag=True, help="Plain log lines even on a terminal.")
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option("--listen", default="127.0.0.1:9464", show_default=True, callback=_listen, metavar="HOST:PORT",
+              help=_LISTEN_HELP)
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop after SECONDS (default: until Ctrl-C).")
+@_plain()
+@_log_level()
 def demo(listen: str, duration: float | None, plain: bool, log_level: str) -> None:
-    """Probe fake domains with a scripted outage: failover, breakers and metrics in a minute."""
+    """Probe fake domains with a scripted outage: failover, breakers and metrics in a minute.
+
+    OTEL_EXPORTER_OTLP_ENDPOINT (and the other OTEL_* variables) send its spans and metrics
+    to a collector as well."""
     from .demo import run_demo
 
-    sys.exit(run_demo(listen=listen, duration=duration, plain=plain, log_level=log_level))
+    _exit(lambda: run_demo(listen=listen, duration=duration, plain=plain, log_level=log_level))
 
 
 main.add_command(control)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import errno
 import logging
 import socket
 import tempfile
@@ -136,7 +137,9 @@ def _free(listen: str) -> str:
         try:
             s.bind((host.strip("[]"), int(port)))
             return listen
-        except OSError:
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise  # not ours to listen on, or no such host: the caller says so
             s.bind((host.strip("[]"), 0))
             free = s.getsockname()[1]
     log.warning("%s is in use; the demo listens on port %d instead", listen, free)
