@@ -12,6 +12,9 @@ Conventions every panel follows (tests/dashboards check them):
 - variables ``pool`` (``failover_pool``), ``domain`` (``server_address``, the
   domain's host) and ``location`` (``probe_location``), multi-value with "All"
   meaning ``.*``; every query filters with ``=~"$pool"`` etc.;
+- the agent names a domain by its origin (``url_scheme``, ``server_address``,
+  ``server_port``): its per-domain queries group by host and port, so two ports of
+  one host are two rows;
 - a query never depends on an event having happened: counters that only exist
   after their first increment are ``or``-ed with a zero vector per pool, so a
   panel shows 0 instead of "No data" on a calm day.
@@ -48,6 +51,11 @@ def show(label: str) -> str:
     return "{{" + label + "}}"
 
 
+def origin() -> str:
+    """The legend of an agent domain: ``host:port``."""
+    return f"{show(prometheus_label(semconv.SERVER_ADDRESS))}:{show(prometheus_label(semconv.SERVER_PORT))}"
+
+
 # Every metric and label name comes from pytest_failover.semconv (the OTLP-to-Prometheus
 # translation of the OpenTelemetry names): never spelt here.
 REQUESTS = series(semconv.FAILOVER_REQUESTS)
@@ -60,9 +68,10 @@ ATTEMPT_DURATION = series(semconv.HTTP_CLIENT_REQUEST_DURATION)
 PROBE_SUCCESS = series(semconv.FAILOVER_PROBE_SUCCESS)
 PROBE_STATUS = series(semconv.FAILOVER_PROBE_STATUS_CODE)
 PROBE_DURATION = series(semconv.FAILOVER_PROBE_DURATION)
+PHASE_DURATION = series(semconv.FAILOVER_PROBE_PHASE_DURATION)
 POOL_AVAILABLE = series(semconv.FAILOVER_POOL_AVAILABLE)
 POOL_SERVING = series(semconv.FAILOVER_POOL_SERVING)
-CERT_EXPIRY = series(semconv.FAILOVER_TLS_CERT_EXPIRY)
+CERT_EXPIRY = series(semconv.FAILOVER_TLS_CERT_EXPIRY_TIMESTAMP)
 READY = series(semconv.FAILOVER_READINESS_READY)
 CONTROL_VERSION = series(semconv.FAILOVER_CONTROL_VERSION)
 CONTROL_ISSUED = series(semconv.FAILOVER_CONTROL_ISSUED_TIMESTAMP)
@@ -70,6 +79,8 @@ CONTROL_DISABLED = series(semconv.FAILOVER_CONTROL_DOMAIN_DISABLED)
 
 POOL_L = prometheus_label(semconv.FAILOVER_POOL)
 HOST_L = prometheus_label(semconv.SERVER_ADDRESS)
+PORT_L = prometheus_label(semconv.SERVER_PORT)
+ORIGIN_L = f"{HOST_L}, {PORT_L}"  # what names a domain in the agent's series (with url_scheme)
 LOCATION_L = prometheus_label(semconv.PROBE_LOCATION)
 OUTCOME_L = prometheus_label(semconv.FAILOVER_OUTCOME)
 RESULT_L = prometheus_label(semconv.FAILOVER_ATTEMPT_RESULT)
@@ -80,15 +91,14 @@ REASON_L = prometheus_label(semconv.FAILOVER_REASON)
 BREAKER_FROM_L = prometheus_label(semconv.FAILOVER_BREAKER_FROM)
 BREAKER_TO_L = prometheus_label(semconv.FAILOVER_BREAKER_TO)
 PHASE_L = prometheus_label(semconv.PROBE_PHASE)
-CERT_L = prometheus_label(semconv.TLS_CERT)
 CHECK_L = prometheus_label(semconv.READINESS_CHECK)
-PHASES = [phase for phase in semconv.PROBE_PHASES if phase != semconv.PHASE_TOTAL]
+PHASES = list(semconv.PROBE_PHASES)
 
 # Label filters shared by the queries (Grafana substitutes the variables).
 POOL = f'{POOL_L}=~"$pool"'
 DOMAIN = f'{HOST_L}=~"$domain"'
 LOCATION = f'{LOCATION_L}=~"$location"'
-AGENT = f"{POOL}, {DOMAIN}, {LOCATION}"  # agent metrics carry all three
+AGENT = f"{POOL}, {DOMAIN}, {LOCATION}"  # the agent's per-domain metrics carry all three
 BAD_OUTCOMES = f'{OUTCOME_L}=~"{"|".join(semconv.BAD_OUTCOMES)}"'
 
 # Colours of the value mappings.
@@ -506,14 +516,14 @@ def _domain_panels() -> Iterator[Json]:
     yield state_timeline(
         "Domain probe success",
         "Pinned probe (no failover) of every domain from every location. Question: which domain is down, since when, and is it down everywhere or from one location?",
-        [target(f"max by ({HOST_L}, {LOCATION_L}) ({PROBE_SUCCESS}{{{AGENT}}})", f"{show(HOST_L)} @ {show(LOCATION_L)}")],
+        [target(f"max by ({ORIGIN_L}, {LOCATION_L}) ({PROBE_SUCCESS}{{{AGENT}}})", f"{origin()} @ {show(LOCATION_L)}")],
         w=24, h=8, mappings=value_map((0, "down", RED), (1, "up", GREEN)),
         steps=thresholds(RED, (1, GREEN)),
     )
     yield state_timeline(
         "Probe HTTP status",
         "Status code of the last pinned probe per domain; 0 means no HTTP answer at all (DNS, connect or TLS failed).",
-        [target(f"max by ({HOST_L}, {LOCATION_L}) ({PROBE_STATUS}{{{AGENT}}})", f"{show(HOST_L)} @ {show(LOCATION_L)}")],
+        [target(f"max by ({ORIGIN_L}, {LOCATION_L}) ({PROBE_STATUS}{{{AGENT}}})", f"{origin()} @ {show(LOCATION_L)}")],
         w=16, h=8, mappings=value_map((0, "no answer", RED)),
         steps=thresholds(RED, (100, GREEN), (400, ORANGE), (500, RED)),
     )
@@ -521,7 +531,7 @@ def _domain_panels() -> Iterator[Json]:
         "Domains failing",
         "Per pool, the number of domains whose pinned probe fails from at least one selected location right now.",
         [target(
-            f"sum by ({POOL_L}) (1 - min by ({POOL_L}, {HOST_L}) ({PROBE_SUCCESS}{{{AGENT}}}))",
+            f"sum by ({POOL_L}) (1 - min by ({POOL_L}, {ORIGIN_L}) ({PROBE_SUCCESS}{{{AGENT}}}))",
             show(POOL_L), instant=True,
         )],
         w=8, h=8, steps=thresholds(GREEN, (1, RED)),
@@ -533,7 +543,7 @@ def _traffic_panels() -> Iterator[Json]:
     yield state_timeline(
         "Serving domain (pool probe)",
         f"Which domain answered the agent's last end-to-end pool probe ({POOL_SERVING}). Question: is traffic on the primary or on a backup, and since when?",
-        [target(f"max by ({POOL_L}, {HOST_L}) ({POOL_SERVING}{{{AGENT}}})", f"{show(POOL_L)}: {show(HOST_L)}")],
+        [target(f"max by ({POOL_L}, {ORIGIN_L}) ({POOL_SERVING}{{{AGENT}}})", f"{show(POOL_L)}: {origin()}")],
         w=24, h=6,
         mappings=value_map((0, "standby", "text"), (1, "serving", BLUE)),
         steps=thresholds("transparent", (1, BLUE)),
@@ -604,19 +614,19 @@ def _latency_panels() -> Iterator[Json]:
         [target(f"histogram_quantile(0.95, sum by (le, {HOST_L}) (rate({bucket}[$__rate_interval])))", show(HOST_L))],
         w=12, h=8, unit="s",
     )
-    probe = f"{PROBE_DURATION}_bucket{{{AGENT}"
     yield timeseries(
-        "Probe latency p95 per phase",
-        f"95th percentile of the pinned probes per phase ({', '.join(PHASES)}), like blackbox_exporter. Question: where does the time go?",
-        [target(f'histogram_quantile(0.95, sum by (le, {PHASE_L}) (rate({probe}, {PHASE_L}!="{semconv.PHASE_TOTAL}"}}[$__rate_interval])))', show(PHASE_L))],
-        w=12, h=8, unit="s",
+        "Probe latency per phase",
+        f"Duration of each phase ({', '.join(PHASES)}) of the last pinned probe, for the slowest selected domain, "
+        f"like blackbox_exporter's per-phase gauge. Question: where does the time go?",
+        [target(f"max by ({PHASE_L}) ({PHASE_DURATION}{{{AGENT}}})", show(PHASE_L))],
+        w=12, h=8, unit="s", stack="normal",
     )
     yield timeseries(
         "Probe total time p95 per domain",
         "95th percentile of the whole pinned probe per domain and location.",
         [target(
-            f'histogram_quantile(0.95, sum by (le, {HOST_L}, {LOCATION_L}) (rate({probe}, {PHASE_L}="{semconv.PHASE_TOTAL}"}}[$__rate_interval])))',
-            f"{show(HOST_L)} @ {show(LOCATION_L)}",
+            f"histogram_quantile(0.95, sum by (le, {ORIGIN_L}, {LOCATION_L}) (rate({PROBE_DURATION}_bucket{{{AGENT}}}[$__rate_interval])))",
+            f"{origin()} @ {show(LOCATION_L)}",
         )],
         w=12, h=8, unit="s",
     )
@@ -685,18 +695,19 @@ def failover_overview() -> Json:
 
 def _certificate_panels() -> Iterator[Json]:
     yield row("Certificates")
-    expiry = f"min by ({HOST_L}, {CERT_L}) ({CERT_EXPIRY}{{{AGENT}}}) / 86400"
+    expiry = f"(min by ({ORIGIN_L}) ({CERT_EXPIRY}{{{AGENT}}}) - time()) / 86400"
     yield bargauge(
         "Certificate days left",
-        "Days until the leaf certificate and the earliest-expiring certificate of the chain expire, per domain. "
+        "Days until the earliest-expiring certificate of each https domain's chain expires (primary included), "
+        "read from every pinned probe's handshake. "
         "The FailoverCertificateExpiringSoon alert fires under 14 days (the agent's default cert_warning_days).",
-        [target(expiry, f"{show(HOST_L)} ({show(CERT_L)})", instant=True)],
+        [target(expiry, origin(), instant=True)],
         w=10, h=8, unit="d", steps=thresholds(RED, (7, ORANGE), (14, YELLOW), (30, GREEN)),
     )
     yield timeseries(
         "Certificate days left over time",
         "The same per day: a renewal shows as a jump up; a line heading for 0 is a renewal that did not happen.",
-        [target(expiry, f"{show(HOST_L)} ({show(CERT_L)})")],
+        [target(expiry, origin())],
         w=14, h=8, unit="d",
         threshold_style="line",
         steps=thresholds(RED, (7, ORANGE), (14, GREEN)),
@@ -710,7 +721,7 @@ def _readiness_panels() -> Iterator[Json]:
         "Backups not ready",
         "Per pool, the number of domains failing at least one readiness check (cert, cors or health) right now.",
         [target(
-            f"sum by ({POOL_L}) (1 - min by ({POOL_L}, {HOST_L}) ({READY}{{{AGENT}}}))",
+            f"sum by ({POOL_L}) (1 - min by ({POOL_L}, {ORIGIN_L}) ({READY}{{{AGENT}}}))",
             show(POOL_L), instant=True,
         )],
         w=6, h=8, steps=thresholds(GREEN, (1, RED)),
@@ -718,19 +729,19 @@ def _readiness_panels() -> Iterator[Json]:
     yield state_timeline(
         "Readiness per check",
         "Every readiness check of every backup: cert (valid for longer than the warning days), cors (same preflight answer as the primary), health (same health answer as the primary).",
-        [target(f"min by ({HOST_L}, {CHECK_L}) ({READY}{{{AGENT}}})", f"{show(HOST_L)} {show(CHECK_L)}")],
+        [target(f"min by ({ORIGIN_L}, {CHECK_L}) ({READY}{{{AGENT}}})", f"{origin()} {show(CHECK_L)}")],
         w=18, h=8, mappings=ready, steps=thresholds(RED, (1, GREEN)),
     )
     yield state_timeline(
         "CORS parity with the primary",
         "Whether each backup answers the CORS preflight for every configured origin exactly like the primary. Question: would browsers break after a failover?",
-        [target(f'min by ({HOST_L}, {LOCATION_L}) ({READY}{{{AGENT}, {CHECK_L}="{semconv.CHECK_CORS}"}})', f"{show(HOST_L)} @ {show(LOCATION_L)}")],
+        [target(f'min by ({ORIGIN_L}, {LOCATION_L}) ({READY}{{{AGENT}, {CHECK_L}="{semconv.CHECK_CORS}"}})', f"{origin()} @ {show(LOCATION_L)}")],
         w=12, h=7, mappings=ready, steps=thresholds(RED, (1, GREEN)),
     )
     yield state_timeline(
         "Health parity with the primary",
         "Whether each backup's health endpoint gives the same status and configured JSON field as the primary. Question: is the backup running the same thing?",
-        [target(f'min by ({HOST_L}, {LOCATION_L}) ({READY}{{{AGENT}, {CHECK_L}="{semconv.CHECK_HEALTH}"}})', f"{show(HOST_L)} @ {show(LOCATION_L)}")],
+        [target(f'min by ({ORIGIN_L}, {LOCATION_L}) ({READY}{{{AGENT}, {CHECK_L}="{semconv.CHECK_HEALTH}"}})', f"{origin()} @ {show(LOCATION_L)}")],
         w=12, h=7, mappings=ready, steps=thresholds(RED, (1, GREEN)),
     )
 
@@ -752,7 +763,7 @@ def _control_panels() -> Iterator[Json]:
     yield state_timeline(
         "Domains disabled by the control document",
         "Which domains the control document tells clients to skip (dead from the agent's location, or disabled by the operator's override file).",
-        [target(f"max by ({POOL_L}, {HOST_L}) ({CONTROL_DISABLED}{{{AGENT}}})", f"{show(POOL_L)}: {show(HOST_L)}")],
+        [target(f"max by ({POOL_L}, {ORIGIN_L}) ({CONTROL_DISABLED}{{{AGENT}}})", f"{show(POOL_L)}: {origin()}")],
         w=12, h=7,
         mappings=value_map((0, "enabled", GREEN), (1, "disabled", RED)),
         steps=thresholds(GREEN, (1, RED)),

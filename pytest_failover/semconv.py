@@ -38,6 +38,7 @@ from opentelemetry.semconv.metrics import http_metrics
 from opentelemetry.semconv.schemas import Schemas
 
 __all__ = [
+    "AGENT_CHECK",
     "AGENT_JOB",
     "AGENT_JOBS",
     "AGENT_METRIC_NAMES",
@@ -91,6 +92,7 @@ __all__ = [
     "FAILOVER_POOL_AVAILABLE",
     "FAILOVER_POOL_SERVING",
     "FAILOVER_PROBE_DURATION",
+    "FAILOVER_PROBE_PHASE_DURATION",
     "FAILOVER_PROBE_STATUS_CODE",
     "FAILOVER_PROBE_SUCCESS",
     "FAILOVER_READINESS_READY",
@@ -99,7 +101,7 @@ __all__ = [
     "FAILOVER_REQUEST_DURATION",
     "FAILOVER_RETRY_BUDGET_REJECTIONS",
     "FAILOVER_SWITCHES",
-    "FAILOVER_TLS_CERT_EXPIRY",
+    "FAILOVER_TLS_CERT_EXPIRY_TIMESTAMP",
     "FAILOVER_TO",
     "FAILOVER_UPLOAD_BYTES",
     "FAILOVER_UPLOAD_OFFSET",
@@ -161,16 +163,14 @@ __all__ = [
     "TEST_RESULT_FAIL",
     "TEST_RESULT_PASS",
     "TEST_SUITE_NAME",
-    "TLS_CERT",
-    "TLS_CERTS",
-    "TLS_CERT_CHAIN",
-    "TLS_CERT_LEAF",
     "TRANSPORT_ERROR_TYPES",
     "UNIT_ATTEMPT",
     "UNIT_BYTES",
+    "UNIT_ITEM",
     "UNIT_NONE",
     "UNIT_REQUEST",
     "UNIT_RETRY",
+    "UNIT_RUN",
     "UNIT_SECONDS",
     "UNIT_SWITCH",
     "UNIT_TRANSITION",
@@ -178,6 +178,7 @@ __all__ = [
     "UPLOAD_SCOPE",
     "UPLOAD_SPAN",
     "URL_FULL",
+    "URL_SCHEME",
     "Metric",
     "MetricKind",
     "prometheus_label",
@@ -219,11 +220,16 @@ HTTP_RESPONSE_STATUS_CODE: Final = http_attributes.HTTP_RESPONSE_STATUS_CODE
 HTTP_REQUEST_RESEND_COUNT: Final = http_attributes.HTTP_REQUEST_RESEND_COUNT
 """Number of earlier attempts of the same logical request (attempt spans after the first)."""
 SERVER_ADDRESS: Final = server_attributes.SERVER_ADDRESS
-"""Host name of the domain (no scheme, no port)."""
+"""Host name of the domain (no scheme, no port). The agent's per-domain series carry
+``url.scheme``, ``server.address`` and ``server.port``: the domain's full origin, so two
+ports of one host are two series."""
 SERVER_PORT: Final = server_attributes.SERVER_PORT
 """Port of the domain (the scheme's default when the URL has none)."""
 URL_FULL: Final = url_attributes.URL_FULL
 """Absolute URL without credentials, query or fragment."""
+URL_SCHEME: Final = url_attributes.URL_SCHEME
+"""Scheme of the domain (``http`` or ``https``): with ``server.address`` and ``server.port``, the
+origin that names an agent series' domain."""
 ERROR_TYPE: Final = error_attributes.ERROR_TYPE
 """Low-cardinality reason of a failure (see :data:`TRANSPORT_ERROR_TYPES`)."""
 SERVICE_NAME: Final = service_attributes.SERVICE_NAME
@@ -296,27 +302,29 @@ PYTEST_DURATION: Final = "pytest.duration"
 PROBE_LOCATION: Final = "probe.location"
 """Where the agent probes from (resource attribute, and on every agent and client point)."""
 PROBE_PHASE: Final = "phase"
-"""Probe duration: the phase of the pinned probe (see :data:`PROBE_PHASES`)."""
-TLS_CERT: Final = "tls.cert"
-"""Certificate expiry: which certificate (see :data:`TLS_CERTS`)."""
+"""Probe phase duration: the phase of the pinned probe (see :data:`PROBE_PHASES`), as
+blackbox_exporter's ``probe_http_duration_seconds{phase=...}``."""
 READINESS_CHECK: Final = "check"
 """Readiness: which check of the backup (see :data:`READINESS_CHECKS`)."""
 TELEMETRY_SIGNAL: Final = "signal"
 """Dropped telemetry: which signal was lost (see :data:`TELEMETRY_SIGNALS`)."""
-AGENT_JOB: Final = "job"
-"""Job overruns: the kind of check that overran (see :data:`AGENT_JOBS`)."""
+AGENT_CHECK: Final = "failover.agent.check"
+"""Job overruns: the kind of check that overran (see :data:`AGENT_JOBS`). Not ``job``: that
+label is Prometheus' own (the scrape job), which an attribute must not overwrite."""
+AGENT_JOB: Final = AGENT_CHECK
+"""The former name of :data:`AGENT_CHECK` (same value), for the code that still imports it."""
 
 ATTRIBUTE_KEYS: Final = frozenset(
     {
         HTTP_REQUEST_METHOD, HTTP_RESPONSE_STATUS_CODE, HTTP_REQUEST_RESEND_COUNT, SERVER_ADDRESS,
-        SERVER_PORT, URL_FULL, ERROR_TYPE, SERVICE_NAME, CODE_FUNCTION_NAME, CODE_FILE_PATH,
+        SERVER_PORT, URL_FULL, URL_SCHEME, ERROR_TYPE, SERVICE_NAME, CODE_FUNCTION_NAME, CODE_FILE_PATH,
         TEST_SUITE_NAME, TEST_CASE_NAME, TEST_CASE_RESULT_STATUS,
         FAILOVER_POOL, FAILOVER_DOMAIN, FAILOVER_ATTEMPT, FAILOVER_ATTEMPTS_ATTRIBUTE,
         FAILOVER_OUTCOME, FAILOVER_ATTEMPT_RESULT, FAILOVER_FROM, FAILOVER_TO, FAILOVER_REASON,
         FAILOVER_BREAKER_FROM, FAILOVER_BREAKER_TO, FAILOVER_FAULT, FAILOVER_FAULT_HOST,
         FAILOVER_FAULT_NAME, PYTEST_WORKER, PYTEST_OUTCOME, PYTEST_DURATION,
         FAILOVER_UPLOAD_SIZE, FAILOVER_UPLOAD_OFFSET, FAILOVER_UPLOAD_RESUMES, HTTP_REQUEST_BODY_SIZE,
-        PROBE_LOCATION, PROBE_PHASE, TLS_CERT, READINESS_CHECK, TELEMETRY_SIGNAL, AGENT_JOB,
+        PROBE_LOCATION, PROBE_PHASE, READINESS_CHECK, TELEMETRY_SIGNAL, AGENT_CHECK,
     }
 )
 """Every attribute key above (span, event, metric point and resource attributes)."""
@@ -405,16 +413,11 @@ STOP_REASONS: Final = frozenset(
 )
 """Why the client stopped trying; a failed request without an attempt error reports it as ``error.type``."""
 
-PROBE_PHASES: Final = ("dns", "connect", "tls", "ttfb", "transfer", "total")
-"""Every value of ``phase`` (``total`` is the whole probe)."""
+PROBE_PHASES: Final = ("dns", "connect", "tls", "ttfb", "transfer")
+"""Every value of ``phase`` (``tls`` for https only); the whole probe is ``failover.probe.duration``."""
 PHASE_TOTAL: Final = "total"
-"""The ``phase`` of the whole pinned probe."""
-TLS_CERT_LEAF: Final = "leaf"
-"""``tls.cert``: the server's own certificate."""
-TLS_CERT_CHAIN: Final = "chain"
-"""``tls.cert``: the earliest-expiring certificate of the chain."""
-TLS_CERTS: Final = (TLS_CERT_LEAF, TLS_CERT_CHAIN)
-"""Every value of ``tls.cert``."""
+"""Not a ``phase`` value: the whole pinned probe's entry among a probe result's phases, which
+``failover.probe.duration`` records."""
 CHECK_CERT: Final = "cert"
 """Readiness check: the certificate is valid for longer than the warning days."""
 CHECK_CORS: Final = "cors"
@@ -430,15 +433,15 @@ SIGNAL_METRICS: Final = "metrics"
 TELEMETRY_SIGNALS: Final = (SIGNAL_SPANS, SIGNAL_METRICS)
 """Every value of ``signal``."""
 JOB_PROBE: Final = "probe"
-"""``job``: the pinned probe of a domain."""
+"""``failover.agent.check``: the pinned probe of a domain."""
 JOB_POOL: Final = "pool"
-"""``job``: the end-to-end probe of a pool through the failover client."""
+"""``failover.agent.check``: the end-to-end probe of a pool through the failover client."""
 JOB_READY: Final = "ready"
-"""``job``: the readiness checks of a backup."""
+"""``failover.agent.check``: the readiness checks of a backup."""
 JOB_CONTROL: Final = "control"
-"""``job``: writing the control document."""
+"""``failover.agent.check``: writing the control document."""
 AGENT_JOBS: Final = (JOB_PROBE, JOB_POOL, JOB_READY, JOB_CONTROL)
-"""Every value of ``job``."""
+"""Every value of ``failover.agent.check``."""
 
 TEST_RESULT_PASS: Final = test_attributes.TestCaseResultStatusValues.PASS.value
 """``test.case.result.status`` of a test that passed (or was skipped)."""
@@ -476,6 +479,10 @@ UNIT_RETRY: Final = "{retry}"
 """Unit annotation of retry counts."""
 UNIT_BYTES: Final = "By"
 """Unit of byte counts (Prometheus suffix ``_bytes``)."""
+UNIT_RUN: Final = "{run}"
+"""Unit annotation of counts of check runs."""
+UNIT_ITEM: Final = "{item}"
+"""Unit annotation of counts of telemetry items (spans, metric points)."""
 UNIT_NONE: Final = ""
 """No unit (states, flags, counts of things without an annotation)."""
 
@@ -505,15 +512,20 @@ FAILOVER_UPLOAD_BYTES: Final = "failover.upload.bytes"
 FAILOVER_PROBE_SUCCESS: Final = "failover.probe.success"
 """Gauge: 1 if the last pinned probe of the domain succeeded."""
 FAILOVER_PROBE_DURATION: Final = "failover.probe.duration"
-"""Histogram, s: duration of a pinned probe, per phase."""
+"""Histogram, s: duration of the whole pinned probe (one histogram per domain)."""
+FAILOVER_PROBE_PHASE_DURATION: Final = "failover.probe.phase.duration"
+"""Gauge, s: duration of each phase of the last pinned probe (blackbox_exporter's
+``probe_http_duration_seconds``)."""
 FAILOVER_PROBE_STATUS_CODE: Final = "failover.probe.status_code"
 """Gauge: HTTP status of the last pinned probe (0: no response)."""
 FAILOVER_POOL_AVAILABLE: Final = "failover.pool.available"
 """Gauge: 1 if the last pool probe through the failover client succeeded."""
 FAILOVER_POOL_SERVING: Final = "failover.pool.serving"
 """Gauge: 1 for the domain that served the last pool probe."""
-FAILOVER_TLS_CERT_EXPIRY: Final = "failover.tls.cert.expiry"
-"""Gauge, s: time until the certificate expires."""
+FAILOVER_TLS_CERT_EXPIRY_TIMESTAMP: Final = "failover.tls.cert.expiry_timestamp"
+"""Gauge, s: Unix time the earliest-expiring certificate of the domain's verified chain
+expires, read from the handshake of each pinned probe (blackbox_exporter's
+``probe_ssl_earliest_cert_expiry``); every https domain has it."""
 FAILOVER_READINESS_READY: Final = "failover.readiness.ready"
 """Gauge: 1 if the backup passes the readiness check."""
 FAILOVER_CONTROL_VERSION: Final = "failover.control.version"
@@ -523,7 +535,7 @@ FAILOVER_CONTROL_ISSUED_TIMESTAMP: Final = "failover.control.issued_timestamp"
 FAILOVER_CONTROL_DOMAIN_DISABLED: Final = "failover.control.domain.disabled"
 """Gauge: 1 if the served control document disables the domain."""
 FAILOVER_AGENT_JOB_OVERRUNS: Final = "failover.agent.job.overruns"
-"""Counter: job runs skipped because the previous run was still going."""
+"""Counter: check runs skipped because the previous run was still going (``failover.agent.check``)."""
 FAILOVER_AGENT_TELEMETRY_DROPPED: Final = "failover.agent.telemetry.dropped"
 """Counter: spans or metric points lost by the OTLP exporters."""
 
@@ -534,11 +546,9 @@ DURATION_BUCKETS: Final[tuple[float, ...]] = (
 )
 """The semantic conventions' recommended buckets (s) of ``http.client.request.duration``,
 also used for ``failover.request.duration``."""
-PROBE_DURATION_BUCKETS: Final[tuple[float, ...]] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-)
-"""Buckets (s) of ``failover.probe.duration``: the 1-2.5-5 subset of :data:`DURATION_BUCKETS`
-(one series per domain x phase x bucket adds up at 1,000 domains)."""
+PROBE_DURATION_BUCKETS: Final[tuple[float, ...]] = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+"""Buckets (s) of ``failover.probe.duration``: a subset of :data:`DURATION_BUCKETS` (one
+series per domain x bucket adds up at 1,000 domains: 8 bounds keep a domain under 25 series)."""
 
 # =========================================================================== Prometheus
 
@@ -619,16 +629,17 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_UPLOAD_BYTES, "counter", UNIT_BYTES, UPLOAD_SCOPE),
     Metric(FAILOVER_PROBE_SUCCESS, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_PROBE_DURATION, "histogram", UNIT_SECONDS, AGENT_SCOPE),
+    Metric(FAILOVER_PROBE_PHASE_DURATION, "gauge", UNIT_SECONDS, AGENT_SCOPE),
     Metric(FAILOVER_PROBE_STATUS_CODE, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_POOL_AVAILABLE, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_POOL_SERVING, "gauge", UNIT_NONE, AGENT_SCOPE),
-    Metric(FAILOVER_TLS_CERT_EXPIRY, "gauge", UNIT_SECONDS, AGENT_SCOPE),
+    Metric(FAILOVER_TLS_CERT_EXPIRY_TIMESTAMP, "gauge", UNIT_SECONDS, AGENT_SCOPE),
     Metric(FAILOVER_READINESS_READY, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_CONTROL_VERSION, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_CONTROL_ISSUED_TIMESTAMP, "gauge", UNIT_SECONDS, AGENT_SCOPE),
     Metric(FAILOVER_CONTROL_DOMAIN_DISABLED, "gauge", UNIT_NONE, AGENT_SCOPE),
-    Metric(FAILOVER_AGENT_JOB_OVERRUNS, "counter", UNIT_NONE, AGENT_SCOPE),
-    Metric(FAILOVER_AGENT_TELEMETRY_DROPPED, "counter", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_AGENT_JOB_OVERRUNS, "counter", UNIT_RUN, AGENT_SCOPE),
+    Metric(FAILOVER_AGENT_TELEMETRY_DROPPED, "counter", UNIT_ITEM, AGENT_SCOPE),
 )
 """Every metric the project emits, by OpenTelemetry name."""
 CLIENT_METRIC_NAMES: Final = frozenset(name for name, m in METRICS.items() if m.scope == CLIENT_SCOPE)

@@ -101,6 +101,18 @@ def test_duration_buckets_are_the_recommended_ones() -> None:
     assert list(semconv.PROBE_DURATION_BUCKETS) == sorted(semconv.PROBE_DURATION_BUCKETS)
 
 
+def test_every_counter_has_a_unit() -> None:
+    """Counters say what they count (a unit or an annotation such as ``{run}``)."""
+    assert [m.name for m in semconv.METRICS.values() if m.kind == "counter" and not m.unit] == []
+
+
+def test_no_attribute_becomes_a_reserved_prometheus_label() -> None:
+    """No attribute turns into a label Prometheus sets itself (``job``, ``instance``) or reserves (``__*``)."""
+    labels = {prometheus_label(key) for key in semconv.ATTRIBUTE_KEYS}
+    assert not labels & {"job", "instance", "le", "quantile"}
+    assert not [label for label in labels if label.startswith("__")]
+
+
 # --------------------------------------------------------------------------- Prometheus spelling
 
 _EXTRA_CASES: list[tuple[str, str, MetricKind]] = [
@@ -315,7 +327,9 @@ def _values() -> set[str]:
     return out
 
 
-_KNOWN_IN_QUERIES = _OUR_SERIES | _OUR_FAMILIES | _OUR_LABELS | _values()
+#: Alertmanager's own configuration keys that look like our prefixes (dashboards/alertmanager/).
+_ALERTMANAGER_KEYS = {"target_matchers", "target_match", "target_match_re"}
+_KNOWN_IN_QUERIES = _OUR_SERIES | _OUR_FAMILIES | _OUR_LABELS | _values() | _ALERTMANAGER_KEYS
 #: The dashboards, the alert rules and their tests, the provisioning and the demo stack.
 _DASHBOARD_FILES = sorted(
     path for path in (ROOT / "dashboards").rglob("*") if path.suffix in {".json", ".yml", ".yaml"}

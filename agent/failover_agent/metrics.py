@@ -1,45 +1,57 @@
 """The agent's own metrics (meter ``failover_agent``), named in :mod:`pytest_failover.semconv`.
 
-Gauges are observable: their callbacks read :class:`~agent.state.AgentState` at
-collection time, so a reload that removes a target also removes its series, and
-certificate expiry is "seconds left" at the moment of the scrape.
+Series per domain, like blackbox_exporter's: the last probe's success, status and one gauge
+per phase (``failover.probe.phase.duration{phase}``), one histogram of the whole probe
+(:data:`~pytest_failover.semconv.PROBE_DURATION_BUCKETS`), the certificate expiry as a Unix
+time (https), and the readiness, control and serving flags: at most 25 series for an https
+backup with every check on (``tests/agent/test_agent_prometheus_text.py`` counts them).
+
+A domain is named by its origin: ``url.scheme``, ``server.address`` and ``server.port`` (two
+ports of one host are two domains), with ``failover.pool`` and ``probe.location``. Pool-wide
+series carry the pool and the location only.
+
+Gauges are observable: their callbacks read :class:`~agent.state.AgentState` at collection
+time, so a reload that removes a target also removes its series.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
-from pytest_failover import semconv
+from pytest_failover import Domain, semconv
 from pytest_failover.semconv import (
     AGENT_SCOPE,
     FAILOVER_DOMAIN,
     FAILOVER_POOL,
+    PHASE_TOTAL,
+    PROBE_DURATION_BUCKETS,
     PROBE_LOCATION,
     PROBE_PHASE,
     READINESS_CHECK,
     SERVER_ADDRESS,
+    SERVER_PORT,
     TELEMETRY_SIGNAL,
-    TLS_CERT,
-    TLS_CERT_CHAIN,
-    TLS_CERT_LEAF,
+    UNIT_ITEM,
+    UNIT_RUN,
     UNIT_SECONDS,
+    URL_SCHEME,
 )
 
-from .checks.result import PHASES, ProbeResult
+from .checks.result import ProbeResult
 from .state import AgentState, DomainStatus
 
-__all__ = ["METRIC_NAMES", "AgentMetrics"]
+__all__ = ["METRIC_NAMES", "AgentMetrics", "origin_attributes"]
 
 PROBE_SUCCESS = semconv.FAILOVER_PROBE_SUCCESS
 PROBE_DURATION = semconv.FAILOVER_PROBE_DURATION
+PHASE_DURATION = semconv.FAILOVER_PROBE_PHASE_DURATION
 PROBE_STATUS = semconv.FAILOVER_PROBE_STATUS_CODE
 POOL_AVAILABLE = semconv.FAILOVER_POOL_AVAILABLE
 POOL_SERVING = semconv.FAILOVER_POOL_SERVING
-CERT_EXPIRY = semconv.FAILOVER_TLS_CERT_EXPIRY
+CERT_EXPIRY = semconv.FAILOVER_TLS_CERT_EXPIRY_TIMESTAMP
 READY = semconv.FAILOVER_READINESS_READY
 CONTROL_VERSION = semconv.FAILOVER_CONTROL_VERSION
 CONTROL_ISSUED = semconv.FAILOVER_CONTROL_ISSUED_TIMESTAMP
@@ -49,6 +61,14 @@ DROPPED = semconv.FAILOVER_AGENT_TELEMETRY_DROPPED
 
 METRIC_NAMES = semconv.AGENT_METRIC_NAMES
 
+_MAX_REMEMBERED = 100_000  # attribute dicts kept; reloads to other targets cannot grow them without end
+
+
+def origin_attributes(url: str) -> dict[str, Any]:
+    """``url.scheme``, ``server.address`` and ``server.port`` of a domain's base URL."""
+    domain = Domain.parse(url)
+    return {URL_SCHEME: domain.scheme, SERVER_ADDRESS: domain.host, SERVER_PORT: domain.effective_port}
+
 
 class AgentMetrics:
     """Creates the instruments once and records probe results."""
@@ -57,17 +77,25 @@ class AgentMetrics:
         """``state_ref()`` returns the current :class:`AgentState` (it changes on reload)."""
         self._state_ref = state_ref
         self._drops = drops
-        # the attribute dicts of each domain's phases, built once and never mutated
+        # the attributes of each (pool, url, location), built once and never mutated: the
+        # SDK keeps one mapping per series, and the text reader caches its labels by identity
+        self._attrs: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._phase_attrs: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+        # (pool, url) -> (earliest notAfter of the chain, when seen), from the pinned probes
+        self._certs: dict[tuple[str, str], tuple[float, float]] = {}
         meter = provider.get_meter(AGENT_SCOPE)
         self._duration = meter.create_histogram(
-            PROBE_DURATION, unit=UNIT_SECONDS, description="Duration of a pinned domain probe, per phase."
+            PROBE_DURATION, unit=UNIT_SECONDS, description="Duration of the whole pinned domain probe.",
+            explicit_bucket_boundaries_advisory=PROBE_DURATION_BUCKETS,
         )
         self._overruns = meter.create_counter(
-            OVERRUNS, description="Job runs skipped because the previous run was still going (or missed)."
+            OVERRUNS, unit=UNIT_RUN,
+            description="Check runs skipped because the previous run was still going (or missed).",
         )
         meter.create_observable_gauge(PROBE_SUCCESS, [self._probe_success],
                                       description="1 if the last pinned probe of the domain succeeded.")
+        meter.create_observable_gauge(PHASE_DURATION, [self._phase_duration], unit=UNIT_SECONDS,
+                                      description="Duration of each phase of the last pinned probe.")
         meter.create_observable_gauge(PROBE_STATUS, [self._probe_status],
                                       description="HTTP status of the last pinned probe (0: no response).")
         meter.create_observable_gauge(POOL_AVAILABLE, [self._pool_available],
@@ -75,7 +103,7 @@ class AgentMetrics:
         meter.create_observable_gauge(POOL_SERVING, [self._pool_serving],
                                       description="1 for the domain that served the last pool probe.")
         meter.create_observable_gauge(CERT_EXPIRY, [self._cert_expiry], unit=UNIT_SECONDS,
-                                      description="Seconds until the certificate expires (leaf, or earliest of the chain).")
+                                      description="Unix time the earliest-expiring certificate of the domain's chain expires.")
         meter.create_observable_gauge(READY, [self._ready],
                                       description="1 if the backup passes the readiness check.")
         meter.create_observable_gauge(CONTROL_VERSION, [self._control_version],
@@ -84,7 +112,7 @@ class AgentMetrics:
                                       description="Unix time the served control document was issued.")
         meter.create_observable_gauge(CONTROL_DISABLED, [self._control_disabled],
                                       description="1 if the served control document disables the domain.")
-        meter.create_observable_counter(DROPPED, [self._dropped],
+        meter.create_observable_counter(DROPPED, [self._dropped], unit=UNIT_ITEM,
                                         description="Spans or metric points lost by the OTLP exporters.")
 
     @property
@@ -92,28 +120,36 @@ class AgentMetrics:
         state: AgentState = self._state_ref()
         return state
 
-    def _base(self, pool: str, host: str) -> dict[str, Any]:
-        return {FAILOVER_POOL: pool, SERVER_ADDRESS: host, PROBE_LOCATION: self.state.location}
+    def _pool_attrs(self, pool: str) -> dict[str, Any]:
+        return {FAILOVER_POOL: pool, PROBE_LOCATION: self.state.location}
+
+    def _origin(self, pool: str, url: str) -> dict[str, Any]:
+        key = (pool, url, self.state.location)
+        attrs = self._attrs.get(key)
+        if attrs is None:
+            if len(self._attrs) > _MAX_REMEMBERED:
+                self._attrs.clear()
+                self._phase_attrs.clear()
+            attrs = self._attrs[key] = {**self._pool_attrs(pool), **origin_attributes(url)}
+        return attrs
 
     def _domain_attrs(self, d: DomainStatus) -> dict[str, Any]:
-        return {**self._base(d.pool, d.host), FAILOVER_DOMAIN: d.url}
+        return self._origin(d.pool, d.url)
 
     # --- recording -------------------------------------------------------------------
 
     def record_probe(self, d: DomainStatus, result: ProbeResult) -> None:
-        key = (d.pool, d.url, self.state.location)
-        per_phase = self._phase_attrs.get(key)
-        if per_phase is None:
-            if len(self._phase_attrs) > 100_000:  # reloads changed the targets many times
-                self._phase_attrs.clear()
-            attrs = self._domain_attrs(d)
-            per_phase = self._phase_attrs[key] = {p: {**attrs, PROBE_PHASE: p} for p in PHASES}
-        record = self._duration.record
-        for phase, seconds in result.phases.items():
-            record(seconds, per_phase.get(phase) or {**self._domain_attrs(d), PROBE_PHASE: phase})
+        self._duration.record(result.phases.get(PHASE_TOTAL, result.duration), self._domain_attrs(d))
+        if result.cert_not_after is not None:
+            self._certs[(d.pool, d.url)] = (result.cert_not_after, result.at)
 
     def overrun(self, attrs: Mapping[str, Any]) -> None:
-        self._overruns.add(1, {**attrs, PROBE_LOCATION: self.state.location})
+        """Count an overrun of the check with ``attrs``; a domain's URL becomes its origin."""
+        out = {k: v for k, v in attrs.items() if k not in (FAILOVER_DOMAIN, SERVER_ADDRESS)}
+        url = attrs.get(FAILOVER_DOMAIN)
+        if isinstance(url, str):
+            out.update(origin_attributes(url))
+        self._overruns.add(1, {**out, PROBE_LOCATION: self.state.location})
 
     # --- callbacks -------------------------------------------------------------------
 
@@ -124,35 +160,48 @@ class AgentMetrics:
         return [Observation(int(d.last.success), self._domain_attrs(d))
                 for d in self._domains() if d.last is not None]
 
+    def _phase_duration(self, _: CallbackOptions) -> Iterable[Observation]:
+        out = []
+        for d in self._domains():
+            if d.last is None:
+                continue
+            key = (d.pool, d.url, self.state.location)
+            per_phase = self._phase_attrs.get(key)
+            if per_phase is None:
+                attrs = self._domain_attrs(d)
+                per_phase = self._phase_attrs[key] = {p: {**attrs, PROBE_PHASE: p} for p in semconv.PROBE_PHASES}
+            out += [Observation(seconds, per_phase[phase])
+                    for phase, seconds in d.last.phases.items() if phase in per_phase]
+        return out
+
     def _probe_status(self, _: CallbackOptions) -> Iterable[Observation]:
         return [Observation(d.last.status or 0, self._domain_attrs(d))
                 for d in self._domains() if d.last is not None]
 
     def _pool_available(self, _: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(int(p.last.success), self._base(p.name, p.primary_host))
+        return [Observation(int(p.last.success), self._pool_attrs(p.name))
                 for p in list(self.state.pools.values()) if p.last is not None]
 
     def _pool_serving(self, _: CallbackOptions) -> Iterable[Observation]:
-        out = []
-        for p in list(self.state.pools.values()):
-            if p.last is None:
-                continue
-            for url in p.domains:
-                host = url.split("://", 1)[1].split(":")[0]
-                out.append(Observation(int(p.last.served_by == url and p.last.success),
-                                       {**self._base(p.name, host), FAILOVER_DOMAIN: url}))
-        return out
+        return [Observation(int(p.last.served_by == url and p.last.success), self._origin(p.name, url))
+                for p in list(self.state.pools.values()) if p.last is not None
+                for url in p.domains]
 
     def _cert_expiry(self, _: CallbackOptions) -> Iterable[Observation]:
-        now = time.time()
+        """The freshest reading per https domain: its pinned probes' handshakes, or the
+        readiness check's (which also reads a certificate that fails verification)."""
         out = []
+        current: dict[tuple[str, str], tuple[float, float]] = {}
         for d in self._domains():
-            cert = d.readiness.cert if d.readiness is not None else None
-            if cert is None:
+            seen = self._certs.get((d.pool, d.url))
+            ready = d.readiness
+            if ready is not None and ready.cert is not None and (seen is None or ready.at > seen[1]):
+                seen = (ready.cert.chain_not_after, ready.at)
+            if seen is None:
                 continue
-            attrs = self._domain_attrs(d)
-            out.append(Observation(cert.leaf_not_after - now, {**attrs, TLS_CERT: TLS_CERT_LEAF}))
-            out.append(Observation(cert.chain_not_after - now, {**attrs, TLS_CERT: TLS_CERT_CHAIN}))
+            current[(d.pool, d.url)] = seen
+            out.append(Observation(seen[0], self._domain_attrs(d)))
+        self._certs = {key: current.get(key, value) for key, value in self._certs.items() if key in current}
         return out
 
     def _ready(self, _: CallbackOptions) -> Iterable[Observation]:
@@ -169,15 +218,13 @@ class AgentMetrics:
         c = self.state.control
         if c is None or not c.version:
             return []
-        return [Observation(c.version, self._base(p.name, p.primary_host))
-                for p in list(self.state.pools.values())]
+        return [Observation(c.version, self._pool_attrs(p.name)) for p in list(self.state.pools.values())]
 
     def _control_issued(self, _: CallbackOptions) -> Iterable[Observation]:
         c = self.state.control
         if c is None or not c.version:
             return []
-        return [Observation(c.issued_at, self._base(p.name, p.primary_host))
-                for p in list(self.state.pools.values())]
+        return [Observation(c.issued_at, self._pool_attrs(p.name)) for p in list(self.state.pools.values())]
 
     def _control_disabled(self, _: CallbackOptions) -> Iterable[Observation]:
         c = self.state.control

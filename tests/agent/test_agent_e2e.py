@@ -31,6 +31,11 @@ REGIONAL = "https://api-eu.example.com"
 THIRD = "https://api3.example.com"
 
 
+def origin(url: str) -> dict[str, str]:
+    """The labels that name a domain in the agent's own series (an https URL without a port)."""
+    return {"url_scheme": "https", "server_address": url.removeprefix("https://"), "server_port": "443"}
+
+
 async def test_dns_fault_shows_primary_down_pool_available_and_breaker_open(
     fake_domains: FakeDomains, tmp_path: Path
 ) -> None:
@@ -48,28 +53,29 @@ async def test_dns_fault_shows_primary_down_pool_available_and_breaker_open(
         async def degraded() -> dict[Sample, float] | None:
             s = await scrape(agent)
             ok = (
-                pick(s, "failover_probe_success", failover_domain=PRIMARY) == [0.0]
-                and pick(s, "failover_probe_success", failover_domain=BACKUP) == [1.0]
+                pick(s, "failover_probe_success", **origin(PRIMARY)) == [0.0]
+                and pick(s, "failover_probe_success", **origin(BACKUP)) == [1.0]
                 and pick(s, "failover_pool_available", failover_pool="api") == [1.0]
-                and pick(s, "failover_pool_serving", failover_domain=BACKUP) == [1.0]
+                and pick(s, "failover_pool_serving", **origin(BACKUP)) == [1.0]
                 and pick(s, "failover_breaker_transitions_total", failover_domain=PRIMARY,
                          failover_breaker_to="open")
-                and pick(s, "failover_control_domain_disabled", failover_domain=PRIMARY) == [1.0]
+                and pick(s, "failover_control_domain_disabled", **origin(PRIMARY)) == [1.0]
             )
             return s if ok else None
 
         samples = await eventually(degraded)
         # Every agent metric carries the pool, the host and the location.
         (labels,) = [ls for (n, ls), _ in samples.items()
-                     if n == "failover_probe_success" and ("failover_domain", PRIMARY) in ls]
-        assert {("failover_pool", "api"), ("server_address", "api.example.com"),
-                ("probe_location", "test-lab")} <= labels
-        assert pick(samples, "failover_probe_status_code", failover_domain=PRIMARY) == [0.0]
-        assert pick(samples, "failover_probe_status_code", failover_domain=BACKUP) == [200.0]
-        for phase in ("dns", "connect", "tls", "ttfb", "total"):
-            assert pick(samples, "failover_probe_duration_seconds_bucket", failover_domain=BACKUP,
-                        phase=phase, le="+Inf"), phase
-        assert pick(samples, "failover_probe_duration_seconds_count", failover_domain=PRIMARY, phase="dns")
+                     if n == "failover_probe_success" and ("server_address", "api.example.com") in ls]
+        assert {("failover_pool", "api"), ("server_address", "api.example.com"), ("server_port", "443"),
+                ("url_scheme", "https"), ("probe_location", "test-lab")} <= labels
+        assert pick(samples, "failover_probe_status_code", **origin(PRIMARY)) == [0.0]
+        assert pick(samples, "failover_probe_status_code", **origin(BACKUP)) == [200.0]
+        for phase in ("dns", "connect", "tls", "ttfb", "transfer"):
+            assert pick(samples, "failover_probe_phase_duration_seconds", **origin(BACKUP), phase=phase), phase
+        assert pick(samples, "failover_probe_phase_duration_seconds", **origin(PRIMARY), phase="dns")
+        assert pick(samples, "failover_probe_duration_seconds_bucket", **origin(BACKUP), le="+Inf")
+        assert pick(samples, "failover_probe_duration_seconds_count", **origin(PRIMARY))
         (version,) = pick(samples, "failover_control_version", failover_pool="api")
         (issued,) = pick(samples, "failover_control_issued_timestamp_seconds", failover_pool="api")
         assert version > 0 and abs(issued - time.time()) < 60
@@ -121,13 +127,13 @@ async def test_readiness_flags_expiring_certificate_and_cors_mismatch(
     async with running(cfg) as agent:
         def expected(s: dict[Sample, float]) -> bool:
             return (
-                pick(s, "failover_readiness_ready", failover_domain=BACKUP, check="cert") == [0.0]
-                and pick(s, "failover_readiness_ready", failover_domain=BACKUP, check="cors") == [0.0]
-                and pick(s, "failover_readiness_ready", failover_domain=BACKUP, check="health") == [1.0]
-                and all(pick(s, "failover_readiness_ready", failover_domain=REGIONAL, check=c) == [1.0]
+                pick(s, "failover_readiness_ready", **origin(BACKUP), check="cert") == [0.0]
+                and pick(s, "failover_readiness_ready", **origin(BACKUP), check="cors") == [0.0]
+                and pick(s, "failover_readiness_ready", **origin(BACKUP), check="health") == [1.0]
+                and all(pick(s, "failover_readiness_ready", **origin(REGIONAL), check=c) == [1.0]
                         for c in ("cert", "cors", "health"))
-                and pick(s, "failover_readiness_ready", failover_domain=THIRD, check="health") == [0.0]
-                and pick(s, "failover_readiness_ready", failover_domain=THIRD, check="cors") == [1.0]
+                and pick(s, "failover_readiness_ready", **origin(THIRD), check="health") == [0.0]
+                and pick(s, "failover_readiness_ready", **origin(THIRD), check="cors") == [1.0]
             )
 
         async def checked() -> dict[Sample, float] | None:
@@ -137,13 +143,13 @@ async def test_readiness_flags_expiring_certificate_and_cors_mismatch(
         # Polled until it holds: one check timing out on a loaded machine only delays it.
         s = await eventually(checked)
         # The primary is what the backups are compared with: it has no readiness series.
-        assert not pick(s, "failover_readiness_ready", failover_domain=PRIMARY)
-        (leaf,) = pick(s, "failover_tls_cert_expiry_seconds", failover_domain=BACKUP, tls_cert="leaf")
-        (chain,) = pick(s, "failover_tls_cert_expiry_seconds", failover_domain=BACKUP, tls_cert="chain")
-        assert 2 * 86400 < leaf < 3 * 86400 + 60
-        assert chain <= leaf
-        (regional,) = pick(s, "failover_tls_cert_expiry_seconds", failover_domain=REGIONAL, tls_cert="leaf")
-        assert regional > 14 * 86400
+        assert not pick(s, "failover_readiness_ready", **origin(PRIMARY))
+        # expiry as a Unix time, for every https domain (the primary too)
+        (backup,) = pick(s, "failover_tls_cert_expiry_timestamp_seconds", **origin(BACKUP))
+        assert 2 * 86400 < backup - time.time() < 3 * 86400 + 60
+        (regional,) = pick(s, "failover_tls_cert_expiry_timestamp_seconds", **origin(REGIONAL))
+        assert regional - time.time() > 14 * 86400
+        assert pick(s, "failover_tls_cert_expiry_timestamp_seconds", **origin(PRIMARY))
         readiness = agent.state.domains[("api", BACKUP)].readiness
         assert readiness is not None
         assert "access-control-allow-origin" in readiness.checks["cors"][1]

@@ -8,8 +8,13 @@ values aside: Prometheus ignores them) and value, and nothing else may.
 from __future__ import annotations
 
 import re
+import time
 
+from failover_agent.checks.readiness import CertInfo, ReadinessResult
+from failover_agent.checks.result import ProbeResult
+from failover_agent.metrics import AgentMetrics
 from failover_agent.prometheus_text import PrometheusTextReader
+from failover_agent.state import AgentState, ControlStatus, DomainStatus, PoolStatus
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
@@ -85,3 +90,78 @@ def test_empty_provider_renders_target_info_only() -> None:
     text = ours.render().decode()
     assert all(line.startswith(("#", "target_info")) for line in text.splitlines())
     provider.shutdown()
+
+
+class _NoDrops:
+    def snapshot(self) -> dict[str, int]:
+        return {}
+
+
+def _https_pool_state() -> AgentState:
+    """A pool of an https primary and two backups on one host (ports 443 and 8443), every
+    check reported: the most series a domain can have."""
+    now = time.time()
+    phases = {"dns": 0.001, "connect": 0.002, "tls": 0.01, "ttfb": 0.02, "transfer": 0.001, "total": 0.034}
+    state = AgentState(location="lab")
+    urls = ("https://api.example.com", "https://api2.example.com", "https://api2.example.com:8443")
+    for i, url in enumerate(urls):
+        d = DomainStatus("api", url, url.split("//")[1].split(":")[0], is_primary=i == 0)
+        d.record(ProbeResult(True, 200, None, 0.034, phases, cert_not_after=now + 86400 * (10 + i)))
+        if i:
+            checks = {"cert": (True, ""), "cors": (True, ""), "health": (True, "")}
+            d.readiness = ReadinessResult(checks, CertInfo(now + 86400 * 30, now + 86400 * 20, True), at=now - 60)
+        state.domains[("api", url)] = d
+    state.pools["api"] = PoolStatus("api", urls[0], "api.example.com", urls,
+                                    last=ProbeResult(True, 200, None, 0.03, served_by=urls[0]))
+    state.control = ControlStatus(version=3, issued_at=now)
+    return state
+
+
+def test_a_domain_has_at_most_25_series() -> None:
+    """Every series of an https backup with every check on, counted in the rendered text: at most 25,
+    and two ports of one host are two domains."""
+    reader = PrometheusTextReader()
+    provider = MeterProvider(metric_readers=[reader])
+    state = _https_pool_state()
+    metrics = AgentMetrics(provider, lambda: state, _NoDrops())
+    for d in state.domains.values():
+        assert d.last is not None
+        metrics.record_probe(d, d.last)
+    samples = _series(reader.render().decode())
+    provider.shutdown()
+    per_domain: dict[tuple[str, str], int] = {}
+    for _name, labels in samples:
+        label = dict(labels)
+        if "server_address" in label:
+            key = (label["server_address"], label["server_port"])
+            per_domain[key] = per_domain.get(key, 0) + 1
+    assert set(per_domain) == {("api.example.com", "443"), ("api2.example.com", "443"), ("api2.example.com", "8443")}
+    assert max(per_domain.values()) <= 25, per_domain
+    assert per_domain[("api2.example.com", "8443")] == 24  # the worst case, counted: see metrics.py
+    names = {name for name, _ in samples}
+    assert "failover_probe_phase_duration_seconds" in names
+    assert not any("failover_domain" in dict(labels) or "job" in dict(labels) for _, labels in samples)
+
+
+def test_certificate_expiry_is_the_freshest_reading_as_a_unix_time() -> None:
+    """Every https domain (primary included) reports its chain's earliest expiry as a Unix time:
+    the pinned probe's reading, unless the readiness check read the certificate later."""
+    reader = PrometheusTextReader()
+    provider = MeterProvider(metric_readers=[reader])
+    state = _https_pool_state()
+    metrics = AgentMetrics(provider, lambda: state, _NoDrops())
+    primary, backup, other = state.domains.values()
+    assert primary.last is not None and backup.last is not None and other.last is not None
+    for d in (primary, backup, other):
+        assert d.last is not None
+        metrics.record_probe(d, d.last)
+    assert other.readiness is not None and other.readiness.cert is not None
+    later = other.readiness.cert
+    other.readiness = ReadinessResult(other.readiness.checks, later, at=time.time() + 5)
+    samples = _series(reader.render().decode())
+    provider.shutdown()
+    expiry = {dict(labels)["server_port"] + dict(labels)["server_address"]: value
+              for (name, labels), value in samples.items() if name == "failover_tls_cert_expiry_timestamp_seconds"}
+    assert expiry == {"443api.example.com": primary.last.cert_not_after,
+                      "443api2.example.com": backup.last.cert_not_after,
+                      "8443api2.example.com": later.chain_not_after}

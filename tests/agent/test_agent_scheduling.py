@@ -88,9 +88,11 @@ async def test_a_missed_job_run_counts_an_overrun_of_each_of_its_checks(
                                             datetime.now(timezone.utc)))
         assert agent.state.overruns == before + 3
         s = await scrape(agent)
-        for job, labels in (("probe", {"failover_domain": PRIMARY}), ("probe", {"failover_domain": BACKUP}),
-                            ("pool", {"failover_pool": "api"})):
-            assert pick(s, "failover_agent_job_overruns_total", job=job, **labels) == [1.0], (job, labels)
+        for check, labels in (("probe", {"server_address": "api.example.com"}),
+                              ("probe", {"server_address": "api2.example.com"}),
+                              ("pool", {"failover_pool": "api"})):
+            assert pick(s, "failover_agent_job_overruns_total", failover_agent_check=check, **labels) == [1.0], (
+                check, labels)
 
 
 async def test_overruns_are_counted_and_probing_continues(fake_domains: FakeDomains, tmp_path: Path) -> None:
@@ -103,7 +105,7 @@ async def test_overruns_are_counted_and_probing_continues(fake_domains: FakeDoma
     async with running(cfg) as agent:
         async def overran() -> bool:
             s = await scrape(agent)
-            return sum(pick(s, "failover_agent_job_overruns_total", job="pool", failover_pool="api")) >= 2
+            return sum(pick(s, "failover_agent_job_overruns_total", failover_agent_check="pool", failover_pool="api")) >= 2
 
         await eventually(overran)
         pool = agent.state.pools["api"]

@@ -24,10 +24,17 @@ REQUIRED_ALERTS = {
     "FailoverBackupNotReady",  # CORS or health mismatch
     "FailoverBreakerFlapping",  # many transitions in a short window
     "FailoverRetriesFrequent",  # attempts per request above a threshold
+    # and issue 14's
+    "FailoverAgentDown",  # up == 0
+    "FailoverAgentAbsent",  # absent(up{job=...})
+    "FailoverPoolAllDomainsDown",  # every domain of a pool fails its pinned probe
 }
+#: Alerts about the agent itself: they name the agent's instance, not a pool.
+AGENT_ALERTS = {"FailoverAgentDown", "FailoverAgentAbsent"}
 
 
 def alert_rules() -> list[dict[str, Any]]:
+    """Every alerting rule of alerts.yml."""
     data = yaml.safe_load(RULES.read_text(encoding="utf-8"))
     return [rule for group in data["groups"] for rule in group["rules"] if "alert" in rule]
 
@@ -59,6 +66,12 @@ def test_alert_names_pool_and_domain(rule: dict[str, Any]) -> None:
     """Summary and description exist; the description names the pool and the domain(s)."""
     annotations = rule["annotations"]
     assert annotations["summary"]
+    assert rule["labels"]["severity"] in {"page", "ticket"}
+    if rule["alert"] in AGENT_ALERTS:
+        # an agent alert says which agent: its scrape job (and instance, when there is one)
+        assert 'up{job="failover-agent"}' in rule["expr"]
+        assert "$labels.job" in annotations["description"] or "job failover-agent" in annotations["description"]
+        return
     assert "$labels.failover_pool" in annotations["summary"]
     description = annotations["description"]
     assert "$labels.failover_pool" in description
@@ -91,6 +104,10 @@ MUTATIONS = {
     "FailoverRetriesFrequent": ("> 1.5", "> 2.5"),
     "FailoverCertificateExpiringSoon": ("< 14 * 86400", "< 7 * 86400"),
     "FailoverBackupNotReady": ('check=~"cors|health"', 'check=~"cors|health|cert"'),
+    "FailoverAgentDown": ('expr: up{job="failover-agent"} == 0\n        for: 2m', 'expr: up{job="failover-agent"} == 0\n        for: 5m'),
+    "FailoverAgentAbsent": ('absent(up{job="failover-agent"})', 'absent(up{job="other"})'),
+    "FailoverPoolAllDomainsDown": ("max by (failover_pool, probe_location) (failover_probe_success) == 0",
+                                   "min by (failover_pool, probe_location) (failover_probe_success) == 0"),
 }
 
 

@@ -31,7 +31,7 @@ REQUIRED_PANELS = {
         "Attempts per logical request",
         "Failed attempts by error type",
         "Attempt latency percentiles",
-        "Probe latency p95 per phase",
+        "Probe latency per phase",  # a gauge per phase since issue 14 (was a p95)
         "Breaker state",
         "Breaker transitions",
         "Retry-budget rejections",

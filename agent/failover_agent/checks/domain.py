@@ -6,7 +6,8 @@ time exactly one TCP connect and one handshake; then ``ttfb`` (request written t
 head) and ``transfer`` (head to end of body). The exchange is :func:`failover_agent.wire.exchange`;
 ``error.type`` is the library's classification of the httpx error it raises, except that a
 timeout while resolving is ``dns_timeout`` (the library calls every timeout before a
-connection ``connect_timeout``).
+connection ``connect_timeout``). An https probe also reports the earliest expiry of the
+verified chain of its own handshake (:mod:`.certs`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pytest_failover import Domain, error_type_of
 from .. import wire
 from ..config import ProbeConfig
 from .body import check_body
+from .certs import earliest_expiry, handshakes, watch_handshakes
 from .result import ProbeResult
 
 __all__ = ["USER_AGENT", "DomainProber"]
@@ -71,9 +73,10 @@ def _phases(progress: wire.Progress) -> dict[str, float]:
 
 class DomainProber:
     """Runs pinned, single-attempt probes, each on its own connection, with the shared
-    verifying :class:`ssl.SSLContext`."""
+    verifying :class:`ssl.SSLContext` (whose handshakes it watches: :func:`.certs.watch_handshakes`)."""
 
     def __init__(self, context: ssl.SSLContext) -> None:
+        watch_handshakes(context)
         self._context = context
 
     async def aclose(self) -> None:
@@ -86,12 +89,14 @@ class DomainProber:
         try:
             domain = _domain(url)
             target, headers = _head(cfg.method, cfg.path, domain.netloc, tuple(cfg.headers.items()))
-            answer = await wire.exchange(
-                cfg.method, target, headers,
-                scheme=domain.scheme, host=domain.host, port=domain.effective_port,
-                server_hostname=domain.host, context=self._context,
-                deadline=asyncio.get_running_loop().time() + cfg.timeout, progress=progress,
-            )
+            with handshakes() as seen:
+                answer = await wire.exchange(
+                    cfg.method, target, headers,
+                    scheme=domain.scheme, host=domain.host, port=domain.effective_port,
+                    server_hostname=domain.host, context=self._context,
+                    deadline=asyncio.get_running_loop().time() + cfg.timeout, progress=progress,
+                )
+            expiry = earliest_expiry(seen[-1]) if seen else None
             content = answer.body
             if answer.encoding and cfg.json_check is not None:
                 content = wire.decoded(answer, progress)
@@ -102,11 +107,13 @@ class DomainProber:
         status = answer.status
         if status not in cfg.expected_status:
             return ProbeResult(False, status, str(status), total, phases,
-                               detail=f"status {status} not in {cfg.expected_status}")
+                               detail=f"status {status} not in {cfg.expected_status}",
+                               cert_not_after=expiry)
         reason = check_body(content, cfg.json_check)
         if reason is not None:
-            return ProbeResult(False, status, "body_mismatch", total, phases, detail=reason)
-        return ProbeResult(True, status, None, total, phases)
+            return ProbeResult(False, status, "body_mismatch", total, phases, detail=reason,
+                               cert_not_after=expiry)
+        return ProbeResult(True, status, None, total, phases, cert_not_after=expiry)
 
     @staticmethod
     def _failed(start: float, progress: wire.Progress, exc: Exception, cfg: ProbeConfig) -> ProbeResult:

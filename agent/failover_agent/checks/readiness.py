@@ -29,6 +29,7 @@ from pytest_failover import Domain, error_type_of
 from .. import wire
 from ..config import ProbeConfig, ReadinessConfig
 from .body import json_field
+from .certs import not_after
 
 __all__ = [
     "CertInfo",
@@ -73,13 +74,6 @@ class ReadinessResult:
         return all(ok for ok, _ in self.checks.values())
 
 
-def _not_after(der: bytes) -> float:
-    from cryptography import x509
-
-    cert = x509.load_der_x509_certificate(der)
-    return cert.not_valid_after_utc.timestamp()
-
-
 @functools.cache
 def _loose_context() -> ssl.SSLContext:
     """A non-verifying context, to read an invalid chain's expiry (built once: ~30 ms)."""
@@ -110,7 +104,7 @@ async def fetch_certificates(url: str, context: ssl.SSLContext, timeout: float) 
         verified, detail = False, cause.verify_message or str(cause)
         ders = await wire.peer_certificates(host, port, server_hostname=host, context=_loose_context(),
                                             deadline=deadline)
-    expiries = [_not_after(der) for der in ders]
+    expiries = [not_after(der) for der in ders]
     return CertInfo(expiries[0], min(expiries), verified, detail)
 
 

@@ -23,6 +23,8 @@ class ProbeResult:
     phases: Mapping[str, float] = field(default_factory=dict)
     at: float = field(default_factory=time.time)
     detail: str = ""
+    # pinned probes of https domains: the earliest notAfter (Unix time) of the verified chain
+    cert_not_after: float | None = None
     # pool probes only
     served_by: str | None = None
     attempts: int = 0
