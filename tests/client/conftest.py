@@ -1,16 +1,15 @@
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 import trustme
 
-from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool
+from pytest_failover import Policy, Pool
 
+from .frontends import KINDS, Harness
 from .servers import LoopbackServer, running
 
 
@@ -39,40 +38,10 @@ def servers(_servers: dict[str, LoopbackServer]) -> dict[str, LoopbackServer]:
     return _servers
 
 
-class Harness:
-    """One failover client, sync or async, with the same blocking call surface."""
-
-    def __init__(self, kind: str, pools: list[Pool], policy: Policy | None, **kwargs: Any) -> None:
-        self.kind = kind
-        verify = kwargs.pop("verify", True)
-        if kind == "sync":
-            self.transport: FailoverTransport | AsyncFailoverTransport = FailoverTransport(
-                pools, policy, httpx.HTTPTransport(verify=verify), **kwargs
-            )
-            self._client: httpx.Client | httpx.AsyncClient = httpx.Client(transport=self.transport)
-        else:
-            self.loop = asyncio.new_event_loop()
-            self.transport = AsyncFailoverTransport(
-                pools, policy, httpx.AsyncHTTPTransport(verify=verify), **kwargs
-            )
-            self._client = httpx.AsyncClient(transport=self.transport)
-
-    def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        if isinstance(self._client, httpx.Client):
-            return self._client.request(method, url, **kwargs)
-        return self.loop.run_until_complete(self._client.request(method, url, **kwargs))
-
-    def close(self) -> None:
-        if isinstance(self._client, httpx.Client):
-            self._client.close()
-        else:
-            self.loop.run_until_complete(self._client.aclose())
-            self.loop.close()
-
-
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture(params=KINDS)
 def make_client(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """Build a failover client of the parametrised kind; one test body for both."""
+    """Build a failover client of the parametrised kind (httpx sync and async, requests,
+    aiohttp); one test body for all four."""
     made: list[Harness] = []
 
     def make(pools: list[Pool], policy: Policy | None = None, **kwargs: Any) -> Harness:
