@@ -21,10 +21,10 @@ _OUR_PACKAGES = ("failover_agent", "pytest_failover")
 def missing_module_hint(exc: ModuleNotFoundError) -> str | None:
     """One line telling how to install what ``exc`` misses, or None when the missing module is
     one of ours (a bug, not a missing extra)."""
-    name = exc.name or ""
-    if not name or name.partition(".")[0] in _OUR_PACKAGES:
+    top = (exc.name or "").partition(".")[0]
+    if not top or top in _OUR_PACKAGES:
         return None
-    return f"failover-agent needs the agent extra (missing module {name!r}): {INSTALL_HINT}"
+    return f"failover-agent needs the agent extra (missing module {top!r}): {INSTALL_HINT}"
 
 
 def _missing(hint: str) -> Callable[..., Any]:

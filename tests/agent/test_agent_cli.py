@@ -1,0 +1,156 @@
+"""``failover-agent``'s conventions: --version, one-line usage errors, ``run`` needs a
+configuration (positional or --config), an install hint when the agent extra is missing."""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from failover_agent.__main__ import missing_module_hint
+from failover_agent.cli import main
+
+from pytest_failover import __version__
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the agent extra installs tomli there
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+HINT = "pip install 'pytest-failover[agent]'"
+
+
+def _entry_point() -> tuple[str, str]:
+    """The console script's module and attribute, as pyproject.toml declares them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    module, _, attr = project["scripts"]["failover-agent"].partition(":")
+    return module, attr
+
+
+def _invoke(*args: str) -> tuple[int, list[str]]:
+    result = CliRunner().invoke(main, list(args), prog_name="failover-agent")
+    return result.exit_code, result.output.splitlines()
+
+
+def test_version() -> None:
+    """``--version`` (and ``-V``) print the package version and exit 0."""
+    for flag in ("--version", "-V"):
+        assert _invoke(flag) == (0, [f"failover-agent {__version__}"])
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["run", "--listen", "nonsense", "agent.toml"],
+         "Error: Invalid value for '--listen': 'nonsense': expected HOST:PORT such as '127.0.0.1:9464' "
+         "(see 'failover-agent run --help')"),
+        (["run", "--listen", "127.0.0.1:99999", "agent.toml"],
+         "Error: Invalid value for '--listen': '127.0.0.1:99999': expected HOST:PORT such as '127.0.0.1:9464' "
+         "(see 'failover-agent run --help')"),
+        (["run", "--log-level", "LOUD", "agent.toml"],
+         "Error: Invalid value for '--log-level': 'LOUD' is not one of 'debug', 'info', 'warning', 'error', "
+         "'critical'. (see 'failover-agent run --help')"),
+        (["demo", "--duration", "0"],
+         "Error: Invalid value for '--duration': 0.0 is not in the range x>0. (see 'failover-agent demo --help')"),
+        (["demo", "--listen", ":9464"],
+         "Error: Invalid value for '--listen': ':9464': expected HOST:PORT such as '127.0.0.1:9464' "
+         "(see 'failover-agent demo --help')"),
+        (["run"],
+         "Error: missing the configuration: failover-agent run agent.toml (or --config agent.toml); "
+         "the demo is 'failover-agent demo' (see 'failover-agent run --help')"),
+        (["run", "a.toml", "--config", "b.toml"],
+         "Error: two configurations given (a.toml and --config b.toml): give one (see 'failover-agent run --help')"),
+        (["run", "--frobnicate"],
+         "Error: No such option '--frobnicate'. (see 'failover-agent run --help')"),
+        (["frobnicate"], "Error: No such command 'frobnicate'. (see 'failover-agent --help')"),
+        (["control", "keygen", "--alg", "RSA"],
+         "Error: Invalid value for '--alg': 'RSA' is not one of 'EdDSA', 'HS256'. "
+         "(see 'failover-agent control keygen --help')"),
+    ],
+    ids=["listen-nonsense", "port-99999", "log-level", "duration", "listen-no-host", "run-no-config",
+         "two-configs", "unknown-option", "unknown-command", "nested-group"],
+)
+def test_usage_errors_are_one_line_with_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               args: list[str], line: str) -> None:
+    """A bad option value, a missing or doubled configuration: one line, exit 2, no traceback."""
+    monkeypatch.chdir(tmp_path)
+    assert _invoke(*args) == (2, [line])
+
+
+def test_run_takes_the_file_positionally_like_check_config(tmp_path: Path) -> None:
+    """``run FILE`` and ``run --config FILE`` read the same file: a broken one gives the same errors."""
+    bad = tmp_path / "agent.toml"
+    bad.write_text('[[pools]]\nname = "a"\ndomains = ["ftp://x"]\n')
+    positional = CliRunner().invoke(main, ["run", str(bad)])
+    option = CliRunner().invoke(main, ["run", "--config", str(bad)])
+    assert positional.exit_code == option.exit_code == 2
+    assert positional.output == option.output
+    assert "pools[0].domains[0]: not a URL" in positional.output
+
+
+def test_run_with_a_positional_file_starts_and_stops(tmp_path: Path) -> None:
+    """``failover-agent run agent.toml`` starts the agent with that file and exits 0 on SIGINT."""
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text('location = "cli-test"\n[[pools]]\nname = "api"\ndomains = ["http://127.0.0.1:9"]\n'
+                   '[exporters.prometheus]\nlisten = "127.0.0.1:0"\n')
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "failover_agent", "run", str(cfg), "--plain"],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
+        try:
+            deadline = time.monotonic() + 30
+            while "agent started" not in log.read_text() and time.monotonic() < deadline:
+                assert proc.poll() is None, log.read_text()
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=10) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    text = log.read_text()
+    assert "agent started at location 'cli-test'" in text
+    assert "Traceback" not in text
+
+
+def test_the_entry_point_is_the_shim_and_the_shim_is_the_group() -> None:
+    """pyproject's console script enters through failover_agent.__main__, whose ``main`` is the
+    click group itself when the extra is installed."""
+    module, attr = _entry_point()
+    assert module == "failover_agent.__main__"
+    assert getattr(importlib.import_module(module), attr) is main
+
+
+@pytest.mark.parametrize(
+    ("blocked", "args"),
+    [("click", ["--help"]), ("apscheduler", ["run", "agent.toml"])],
+    ids=["click-at-start", "apscheduler-lazily"],
+)
+def test_a_missing_extra_gives_the_install_hint(tmp_path: Path, blocked: str, args: list[str]) -> None:
+    """The console script's entry point, run with a dependency of the extra unimportable:
+    one line naming the module and the pip command, exit 1, no traceback."""
+    (tmp_path / "agent.toml").write_text('[[pools]]\nname = "api"\ndomains = ["http://127.0.0.1:9"]\n'
+                                         '[exporters.prometheus]\nlisten = "127.0.0.1:0"\n')
+    module, attr = _entry_point()
+    script = (f"import sys; sys.modules[{blocked!r}] = None; sys.argv = ['failover-agent', *{args!r}]; "
+              f"from {module} import {attr} as main; main()")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                            cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    expected = f"failover-agent needs the agent extra (missing module {blocked!r}): {HINT}"
+    assert result.stderr.splitlines() == [expected if blocked == "click" else f"Error: {expected}"]
+
+
+def test_our_own_missing_module_is_a_bug_not_a_hint() -> None:
+    """A missing module of this project is not blamed on the extra."""
+    assert missing_module_hint(ModuleNotFoundError("x", name="failover_agent.nope")) is None
+    assert missing_module_hint(ModuleNotFoundError("x", name="pytest_failover._gone")) is None
+    assert missing_module_hint(ModuleNotFoundError("x", name="rich.console")) == (
+        f"failover-agent needs the agent extra (missing module 'rich'): {HINT}")
