@@ -49,6 +49,7 @@ __all__ = [
     "ProbeConfig",
     "PrometheusConfig",
     "ReadinessConfig",
+    "StatusConfig",
     "load_config",
     "parse_config",
 ]
@@ -341,6 +342,14 @@ class ControlConfig(_Model):
         return self
 
 
+class StatusConfig(_Model):
+    """The status page's history: kept in a SQLite file, or in bounded memory without a path."""
+
+    history_path: Path | None = None
+    retention_days: float = Field(default=7.0, gt=0, le=3660, allow_inf_nan=False)
+    max_rows: int = Field(default=1_000_000, ge=1000, le=1_000_000_000)
+
+
 class AgentConfig(_Model):
     """The whole ``agent.toml``."""
 
@@ -350,6 +359,7 @@ class AgentConfig(_Model):
     pools: list[PoolConfig] = Field(min_length=1)
     exporters: ExportersConfig = ExportersConfig()
     control: ControlConfig | None = None
+    status: StatusConfig = StatusConfig()
 
     @model_validator(mode="after")
     def _unique(self) -> AgentConfig:
@@ -413,6 +423,9 @@ def _paths(data: Mapping[str, Any]) -> Mapping[str, Any]:
             if isinstance(control.get(key), str):
                 control[key] = Path(control[key])
         out["control"] = control
+    status = out.get("status")
+    if isinstance(status, dict) and isinstance(status.get("history_path"), str):
+        out["status"] = {**status, "history_path": Path(status["history_path"])}
     return out
 
 
@@ -432,6 +445,9 @@ def _resolve(config: AgentConfig, base: Path) -> AgentConfig:
         }
         if cupdate:
             update["control"] = c.model_copy(update=cupdate)
+    history = config.status.history_path
+    if history is not None and not history.is_absolute():
+        update["status"] = config.status.model_copy(update={"history_path": base / history})
     return config.model_copy(update=update) if update else config
 
 

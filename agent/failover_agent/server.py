@@ -1,17 +1,18 @@
 """The agent's one HTTP listener (aiohttp): ``/metrics``, ``/healthz``, the control
-document, ``/status.json`` and a small HTML status page at ``/``."""
+document, ``/status.json`` and the status page at ``/`` (:mod:`failover_agent.status`)."""
 
 from __future__ import annotations
 
 import asyncio
-import html
 import json
-import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from .prometheus_text import release_freed_memory
+from .status import Recorder, asset, status_document
+from .status.page import ASSETS
 
 if TYPE_CHECKING:
     from .runner import Agent
@@ -51,56 +52,40 @@ def _app(agent: Agent) -> web.Application:
         return web.Response(body=doc, content_type="application/json",
                             headers={"Cache-Control": "no-store"})
 
+    recorder = Recorder(lambda: agent.state, lambda: agent.config)
+
     async def status_json(_: web.Request) -> web.Response:
-        return web.Response(text=json.dumps(agent.state.as_dict(), default=str),
-                            content_type="application/json")
+        doc = status_document(agent.state, agent.config, recorder)  # on the loop: a consistent snapshot
+        text = await asyncio.to_thread(json.dumps, doc, default=str)  # 1,000 checks: tens of ms
+        return web.Response(text=text, content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
 
     async def index(_: web.Request) -> web.Response:
-        return web.Response(text=_page(agent), content_type="text/html")
+        return web.Response(body=asset("index.html"), content_type="text/html", charset="utf-8",
+                            headers={"Cache-Control": "no-cache"})
+
+    async def static(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in ASSETS or name == "index.html":
+            raise web.HTTPNotFound()
+        return web.Response(body=asset(name), content_type=ASSETS[name], charset="utf-8",
+                            headers={"Cache-Control": "no-cache"})
+
+    async def history(app: web.Application) -> AsyncIterator[None]:
+        await recorder.start()
+        yield
+        await recorder.aclose()
 
     app = web.Application()
+    app.cleanup_ctx.append(history)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/status.json", status_json)
     if agent.config.control is not None:
         app.router.add_get(agent.config.control.path, control)
     app.router.add_get("/", index)
+    app.router.add_get("/assets/{name}", static)
     return app
-
-
-def _page(agent: Agent) -> str:
-    state: dict[str, Any] = agent.state.as_dict()
-    esc = html.escape
-    rows = []
-    for name, pool in state["pools"].items():
-        last = pool["last"]
-        pstate = "pending" if last is None else ("available" if last["success"] else "UNAVAILABLE")
-        via = "" if last is None or not last["success"] else f"via {last['served_by']} ({last['attempts']} attempts)"
-        rows.append(f"<tr class='pool'><td>{esc(name)}</td><td>pool</td><td class='{pstate}'>{pstate}</td>"
-                    f"<td>{esc(via or (last or {}).get('error_type') or '')}</td><td></td><td></td></tr>")
-        for url, d in pool["domains"].items():
-            r = d["last"]
-            dstate = "pending" if r is None else ("up" if r["success"] else "down")
-            what = "" if r is None else (str(r["status"]) if r["success"] else str(r["error_type"]))
-            ms = "" if r is None else f"{r['duration'] * 1000:.0f} ms"
-            ready = d["readiness"]
-            rtext = "" if ready is None else ("ready" if ready["ready"] else "not ready: " + ", ".join(
-                f"{k} ({v['detail']})" for k, v in ready["checks"].items() if not v["ready"]))
-            rows.append(f"<tr><td></td><td>{esc(url)}</td><td class='{dstate}'>{dstate}</td>"
-                        f"<td>{esc(what)} {ms}</td><td>{esc(d['breaker'])}</td><td>{esc(rtext)}</td></tr>")
-    control = state["control"]
-    ctext = "no control document" if not control else (
-        f"control document v{control['version']}, issued {time.strftime('%H:%M:%S', time.gmtime(control['issued_at']))} UTC,"
-        f" disabled: {esc(json.dumps(control['disabled']))}")
-    return f"""<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
-<title>failover-agent</title><style>
-body{{font-family:system-ui,sans-serif;margin:2em}} td,th{{padding:.2em .8em;text-align:left}}
-.up,.available{{color:#187a18}} .down,.UNAVAILABLE{{color:#b00;font-weight:bold}} .pool td{{border-top:1px solid #ccc}}
-</style></head><body><h1>failover-agent @ {esc(state['location'])}</h1>
-<table><tr><th>pool</th><th>target</th><th>state</th><th>last</th><th>breaker</th><th>readiness</th></tr>
-{''.join(rows)}</table><p>{ctext}</p>
-<p><a href="/metrics">/metrics</a> · <a href="/healthz">/healthz</a> · <a href="/status.json">/status.json</a></p>
-</body></html>"""
 
 
 async def start_server(agent: Agent, listen: str) -> tuple[web.AppRunner, tuple[str, int]]:

@@ -99,11 +99,14 @@ async def test_dns_fault_shows_primary_down_pool_available_and_breaker_open(
             raw = (await client.get(f"http://{host}:{port}/control.json")).content
             health = await client.get(f"http://{host}:{port}/healthz")
             page = await client.get(f"http://{host}:{port}/")
+            status = (await client.get(f"http://{host}:{port}/status.json")).json()
         doc = ControlDocument.parse(raw, hmac_key=HMAC_KEY)
         assert doc.disabled["api"] == frozenset({PRIMARY})
         doc.check([cfg.pools[0].to_pool()], None)  # fits the pools: never every domain
         assert health.status_code == 200
-        assert "api.example.com" in page.text and "down" in page.text
+        assert page.status_code == 200 and "assets/status.js" in page.text  # the page: test_status_page.py
+        history = status["pools"]["api"]["domains"][PRIMARY]["history"]
+        assert history["down_since"] is not None and history["results"][-1][3] == "dns_error"
 
         fd.heal("api.example.com")
         await eventually(lambda: (r := agent.state.domains[("api", PRIMARY)].last) is not None and r.success)

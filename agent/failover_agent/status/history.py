@@ -1,0 +1,171 @@
+"""The status page's memory: per check, its last results and its uptime counts.
+
+Pure and bounded: time is passed in, nothing here does I/O, and what one check costs does not
+grow with time or probe rate. Per check (a pool probe or a domain probe) it keeps
+
+- the last :data:`BARS` results (time, success, latency, a short label) in a ring of arrays;
+- success / total counts per minute for the last hour and per hour for the last
+  :data:`HOURS` hours, from which the uptime over 1 h, 24 h and 7 d is read. The windows are
+  whole slots: "1 h" is the current minute and the 59 before it, "24 h" the current hour and
+  the 23 before it, "7 d" the current hour and the 167 before it;
+- whether it is up and since when (the first result of the current streak).
+
+About 5 KB per check, whatever the interval. :class:`~failover_agent.status.store.HistoryFile`
+makes it survive restarts.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+__all__ = ["BARS", "HOURS", "MINUTES", "WINDOWS", "Counts", "History", "Key", "Sample", "Series"]
+
+BARS = 90
+"""How many results each check keeps for its bars and its latency chart."""
+MINUTES = 60
+"""Minute slots: the 1 h uptime."""
+HOURS = 7 * 24
+"""Hour slots: the 24 h and 7 d uptime."""
+WINDOWS: dict[str, tuple[str, int]] = {"1h": ("minutes", 60), "24h": ("hours", 24), "7d": ("hours", HOURS)}
+"""Uptime window name -> (which counts, how many slots)."""
+
+Key = tuple[str, str]
+"""A check: ``(pool, domain URL)``; the pool probe's domain is ``""``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One result of a check."""
+
+    at: float
+    ok: bool
+    latency: float
+    label: str  # the status code, the error type, or (pool probes) the domain that served
+
+
+class Counts:
+    """Successes and totals per time slot of ``width`` seconds, in a ring of ``slots``."""
+
+    __slots__ = ("_ok", "_stamps", "_total", "width")
+
+    def __init__(self, slots: int, width: float) -> None:
+        self.width = width
+        self._stamps = array("q", [-1]) * slots
+        self._ok = array("L", [0]) * slots
+        self._total = array("L", [0]) * slots
+
+    def add(self, at: float, ok: int, total: int = 1) -> None:
+        """Count ``total`` results at ``at``, ``ok`` of them successes (older than the ring: dropped)."""
+        stamp = int(at // self.width)
+        i = stamp % len(self._stamps)
+        held = self._stamps[i]
+        if held != stamp:
+            if held > stamp:
+                return
+            self._stamps[i], self._ok[i], self._total[i] = stamp, 0, 0
+        self._ok[i] += ok
+        self._total[i] += total
+
+    def ratio(self, now: float, slots: int) -> float | None:
+        """Successes / total over the current slot and the ``slots - 1`` before it (None: no result)."""
+        last = int(now // self.width)
+        first = last - slots + 1
+        ok = total = 0
+        for i, stamp in enumerate(self._stamps):
+            if first <= stamp <= last:
+                ok += self._ok[i]
+                total += self._total[i]
+        return None if total == 0 else ok / total
+
+    def slots(self) -> Iterator[tuple[int, int, int]]:
+        """``(stamp, ok, total)`` of every used slot."""
+        for i, stamp in enumerate(self._stamps):
+            if stamp >= 0:
+                yield stamp, self._ok[i], self._total[i]
+
+
+class Series:
+    """The history of one check (see the module docstring)."""
+
+    __slots__ = ("_at", "_head", "_labels", "_latency", "_ok", "_size", "hours", "minutes", "since", "up")
+
+    def __init__(self) -> None:
+        self._at = array("d", [0.0]) * BARS
+        self._latency = array("d", [0.0]) * BARS
+        self._ok = bytearray(BARS)
+        self._labels: list[str] = [""] * BARS
+        self._head = 0  # where the next result goes
+        self._size = 0
+        self.minutes = Counts(MINUTES, 60.0)
+        self.hours = Counts(HOURS, 3600.0)
+        self.up: bool | None = None
+        self.since: float | None = None  # first result of the current up or down streak
+
+    def add(self, sample: Sample, *, count: bool = True) -> None:
+        """Record ``sample`` (``count=False``: for the bars only, its counts are restored apart)."""
+        i = self._head
+        self._at[i], self._latency[i], self._ok[i] = sample.at, sample.latency, sample.ok
+        self._labels[i] = sample.label
+        self._head = (i + 1) % BARS
+        self._size = min(self._size + 1, BARS)
+        if count:
+            self.minutes.add(sample.at, int(sample.ok))
+            self.hours.add(sample.at, int(sample.ok))
+        if self.up is not sample.ok:
+            self.up, self.since = sample.ok, sample.at
+
+    def samples(self) -> list[Sample]:
+        """The kept results, oldest first."""
+        start = (self._head - self._size) % BARS
+        return [Sample(self._at[i], bool(self._ok[i]), self._latency[i], self._labels[i])
+                for i in ((start + n) % BARS for n in range(self._size))]
+
+    def uptime(self, now: float) -> dict[str, float | None]:
+        """Success ratio (0..1) per window of :data:`WINDOWS`; None where there was no result."""
+        return {name: getattr(self, which).ratio(now, slots) for name, (which, slots) in WINDOWS.items()}
+
+    def describe(self, now: float) -> dict[str, object]:
+        """The JSON form served in ``/status.json`` (documented in docs/agent.md)."""
+        return {
+            "results": [[round(s.at, 3), int(s.ok), round(s.latency, 6), s.label] for s in self.samples()],
+            "uptime": {k: None if v is None else round(v, 6) for k, v in self.uptime(now).items()},
+            "up": self.up,
+            "since": self.since,
+            "down_since": self.since if self.up is False else None,
+        }
+
+
+class History:
+    """Every check's :class:`Series`, by :data:`Key`."""
+
+    def __init__(self) -> None:
+        self._series: dict[Key, Series] = {}
+
+    def __len__(self) -> int:
+        return len(self._series)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._series
+
+    def series(self, key: Key) -> Series:
+        """The series of ``key``, created empty on first use."""
+        found = self._series.get(key)
+        if found is None:
+            found = self._series[key] = Series()
+        return found
+
+    def get(self, key: Key) -> Series | None:
+        return self._series.get(key)
+
+    def add(self, key: Key, sample: Sample) -> Series:
+        series = self.series(key)
+        series.add(sample)
+        return series
+
+    def keep_only(self, keys: Iterable[Key]) -> None:
+        """Forget the checks not in ``keys`` (targets removed by a reload)."""
+        wanted = set(keys)
+        for key in [k for k in self._series if k not in wanted]:
+            del self._series[key]

@@ -1,0 +1,55 @@
+"""What the status page is served: its bundled assets and the ``/status.json`` document.
+
+The page (``assets/index.html``, ``status.js``, ``status.css``: hand-written, no library, no
+CDN, so it works offline) is static; its script fetches ``/status.json`` and updates the page
+in place. The document is :meth:`AgentState.as_dict <failover_agent.state.AgentState.as_dict>`
+plus ``now`` (the agent's clock), ``refresh`` (how often the page fetches the document:
+half the shortest probe interval, 0.5 to 5 s), ``history`` (where it is kept), and a
+``history`` object in every pool and every domain (the schema is in docs/agent.md).
+"""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+from typing import Any
+
+from ..config import AgentConfig
+from ..state import AgentState
+from .recorder import Recorder, refresh_for
+
+__all__ = ["ASSETS", "asset", "status_document"]
+
+ASSETS = {
+    "index.html": "text/html",
+    "status.js": "text/javascript",
+    "status.css": "text/css",
+}
+"""The bundled files, with their content types."""
+
+
+def asset(name: str) -> bytes:
+    """The bytes of one bundled file (a name of :data:`ASSETS`)."""
+    if name not in ASSETS:
+        raise KeyError(name)
+    return (resources.files(__package__) / "assets" / name).read_bytes()
+
+
+def status_document(state: AgentState, config: AgentConfig, recorder: Recorder | None,
+                    now: float | None = None) -> dict[str, Any]:
+    """The ``/status.json`` document: the state, and each check's history when recorded."""
+    now = time.time() if now is None else now
+    doc: dict[str, Any] = state.as_dict()
+    doc["now"] = now
+    doc["refresh"] = refresh_for(config)
+    doc["history"] = None if recorder is None else recorder.describe()
+    for name, pool in doc["pools"].items():
+        pool["history"] = _history(recorder, (name, ""), now)
+        for url, domain in pool["domains"].items():
+            domain["history"] = _history(recorder, (name, url), now)
+    return doc
+
+
+def _history(recorder: Recorder | None, key: tuple[str, str], now: float) -> dict[str, object] | None:
+    series = None if recorder is None else recorder.history.get(key)
+    return None if series is None else series.describe(now)

@@ -1,0 +1,251 @@
+"""The status history: uptime maths, the bars' ring, the SQLite file (restarts, retention, row
+cap, corrupt and unreadable files) and the recorder that falls back to memory."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from failover_agent.checks.result import ProbeResult
+from failover_agent.config import parse_config
+from failover_agent.state import AgentState, DomainStatus, PoolStatus
+from failover_agent.status.history import BARS, Counts, History, Sample, Series
+from failover_agent.status.recorder import Recorder, probe_label
+from failover_agent.status.store import HistoryFile, HistoryFileError
+
+A = "https://api.example.com"
+B = "https://api2.example.com"
+T0 = 1_700_000_000.0 - 1_700_000_000.0 % 3600  # the start of an hour
+
+
+def test_counts_ratio_over_whole_slots() -> None:
+    """Uptime is successes over results in the current slot and the ones before it, no further."""
+    counts = Counts(60, 60.0)
+    for minute in range(60):  # one result a minute, the first 15 minutes failed
+        counts.add(T0 + minute * 60 + 5, ok=int(minute >= 15))
+    assert counts.ratio(T0 + 59 * 60, 60) == pytest.approx(45 / 60)
+    assert counts.ratio(T0 + 59 * 60, 30) == 1.0
+    assert counts.ratio(T0 + 69 * 60, 60) == pytest.approx(45 / 50)  # 10 minutes later: 10 fewer failures
+    assert counts.ratio(T0 + 500 * 60, 60) is None  # nothing in the window
+
+
+def test_counts_ring_reuses_slots_and_drops_older_results() -> None:
+    """A slot a lap later starts from zero; a result older than its slot's lap is dropped."""
+    counts = Counts(3, 60.0)
+    counts.add(T0, ok=0)
+    counts.add(T0 + 180, ok=1)  # same slot index, next lap
+    counts.add(T0 + 1, ok=0)  # late, belongs to the overwritten lap
+    assert list(counts.slots()) == [((T0 + 180) // 60, 1, 1)]
+
+
+def test_series_uptime_windows_and_streaks() -> None:
+    """1 h, 24 h and 7 d uptime, and "down since" the first failure of the current streak."""
+    s = Series()
+    for i in range(48):  # one result an hour for two days: up, except hours 40..45
+        s.add(Sample(T0 + i * 3600, not 40 <= i <= 45, 0.01, ""))
+    now = T0 + 47 * 3600 + 1
+    up = s.uptime(now)
+    assert up["1h"] == 1.0
+    assert up["24h"] == pytest.approx(18 / 24)
+    assert up["7d"] == pytest.approx(42 / 48)
+    assert s.up is True and s.since == T0 + 46 * 3600
+    s.add(Sample(now + 10, False, 0.5, "dns_error"))
+    s.add(Sample(now + 20, False, 0.5, "dns_error"))
+    described = s.describe(now + 20)
+    assert described["down_since"] == now + 10 and described["up"] is False
+
+
+def test_series_keeps_the_last_bars_oldest_first() -> None:
+    """The ring holds the last BARS results in order, whatever came before."""
+    s = Series()
+    for i in range(BARS + 25):
+        s.add(Sample(T0 + i, i % 2 == 0, i / 1000, str(i)))
+    samples = s.samples()
+    assert len(samples) == BARS
+    assert [x.label for x in samples] == [str(i) for i in range(25, BARS + 25)]
+    last = BARS + 24
+    assert samples[-1] == Sample(T0 + last, last % 2 == 0, last / 1000, str(last))
+
+
+def test_history_forgets_removed_checks() -> None:
+    h = History()
+    h.add(("api", A), Sample(T0, True, 0.1, "200"))
+    h.add(("api", B), Sample(T0, True, 0.1, "200"))
+    h.keep_only([("api", B)])
+    assert ("api", A) not in h and ("api", B) in h and len(h) == 1
+
+
+def test_probe_label_names_what_happened() -> None:
+    assert probe_label(ProbeResult(True, 200, None, 0.1), pool_probe=False) == "200"
+    assert probe_label(ProbeResult(False, 503, "503", 0.1), pool_probe=False) == "503"
+    assert probe_label(ProbeResult(False, None, "dns_error", 0.1), pool_probe=False) == "dns_error"
+    assert probe_label(ProbeResult(True, 200, None, 0.1, served_by=B, attempts=2), pool_probe=True) == B
+
+
+# --- the file --------------------------------------------------------------------------
+
+
+def _rows(n: int, start: float, every: float = 1.0, domain: str = A) -> list[tuple[float, str, str, int, float, str]]:
+    return [(start + i * every, "api", domain, int(i % 4 != 0), 0.01 * i, "200") for i in range(n)]
+
+
+def test_file_survives_a_restart(tmp_path: Path) -> None:
+    """What one process wrote, the next one reads: bars, counts and streaks."""
+    path = tmp_path / "sub" / "history.sqlite"
+    now = T0 + 3000
+    f = HistoryFile(path, retention_days=7, max_rows=10_000)
+    assert f.open(now).rows == 0
+    f.write(_rows(120, now - 120), {("api", A): (True, now - 500)}, now)
+    f.close()
+    again = HistoryFile(path, retention_days=7, max_rows=10_000)
+    loaded = again.open(now)
+    again.close()
+    assert loaded.rows == 120
+    recent = loaded.recent[("api", A)]
+    assert len(recent) == BARS and recent[-1].at == now - 1 and recent[0].at == now - BARS
+    assert sum(total for _, _, _, total in loaded.minutes) == 120
+    assert sum(ok for _, _, ok, _ in loaded.hours) == 90  # one in four failed
+    assert loaded.streaks == {("api", A): (True, now - 500)}
+
+
+def test_file_retention_and_row_cap(tmp_path: Path) -> None:
+    """Rows older than the retention go, then the oldest rows beyond max_rows."""
+    path = tmp_path / "history.sqlite"
+    now = T0 + 10 * 86400
+    f = HistoryFile(path, retention_days=1, max_rows=1000)
+    f.open(now)
+    f.write(_rows(10, now - 3 * 86400), {}, now)  # older than a day: gone at the next pass
+    f.write(_rows(1500, now - 1500), {}, now + 61)  # 61 s later: the next prune pass runs
+    f.close()
+    db = sqlite3.connect(path)
+    count, oldest = db.execute("SELECT count(*), min(at) FROM results").fetchone()
+    db.close()
+    assert count == 1000 and oldest == now - 1000
+
+
+@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, b"SQLite format 3\x00" + b"\xff" * 4080])
+def test_corrupt_file_is_a_clear_error(tmp_path: Path, content: bytes) -> None:
+    """Garbage, or a SQLite header over garbage: an error naming the file and the problem."""
+    path = tmp_path / "history.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(HistoryFileError, match=r"history\.sqlite: cannot open it: .*(not a SQLite database|malformed)"):
+        HistoryFile(path, retention_days=7, max_rows=1000).open(T0)
+    assert path.read_bytes() == content  # never overwritten: it is the operator's to inspect
+
+
+def test_unreadable_path_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(HistoryFileError, match=r"history file .*: cannot open it: unable to open database file"):
+        HistoryFile(tmp_path, retention_days=7, max_rows=1000).open(T0)  # a directory
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 9")
+    db.close()
+    with pytest.raises(HistoryFileError, match="schema version 9 was written by a newer failover-agent"):
+        HistoryFile(path, retention_days=7, max_rows=1000).open(T0)
+
+
+# --- the recorder ----------------------------------------------------------------------
+
+
+def _state() -> AgentState:
+    state = AgentState(location="test")
+    state.pools["api"] = PoolStatus("api", A, "api.example.com", (A, B))
+    for url in (A, B):
+        state.domains[("api", url)] = DomainStatus("api", url, url[8:], is_primary=url == A)
+    return state
+
+
+@asynccontextmanager
+async def recording(state: AgentState, history: Path | None) -> AsyncIterator[Recorder]:
+    """A started recorder of ``state``, its history file at ``history`` (or none)."""
+    pool: dict[str, object] = {"name": "api", "domains": [A, B], "probe": {"interval": 0.2, "timeout": 0.1}}
+    data: dict[str, object] = {"pools": [pool]}
+    if history is not None:
+        data["status"] = {"history_path": history}
+    cfg = parse_config(data)
+    rec = Recorder(lambda: state, lambda: cfg)
+    await rec.start()
+    try:
+        yield rec
+    finally:
+        await rec.aclose()
+
+
+async def test_recorder_records_each_result_once_and_survives_restart(tmp_path: Path) -> None:
+    """Each new result is recorded once; a second recorder on the same file sees them."""
+    now = time.time()  # the recorder prunes by its clock
+    path = tmp_path / "history.sqlite"
+    state = _state()
+    async with recording(state, path) as rec:
+        assert rec.backend == "sqlite" and rec.error is None
+        d = state.domains[("api", A)]
+        d.record(ProbeResult(True, 200, None, 0.02, at=now))
+        state.pools["api"].last = ProbeResult(True, 200, None, 0.03, at=now, served_by=A, attempts=1)
+        assert rec.collect() == 2
+        assert rec.collect() == 0  # nothing new
+        d.record(ProbeResult(False, None, "dns_error", 0.5, at=now + 1))
+        assert rec.collect() == 1
+    async with recording(_state(), path) as again:
+        series = again.history.get(("api", A))
+        assert series is not None
+        assert [s.ok for s in series.samples()] == [True, False]
+        assert series.up is False and series.since == now + 1
+        pool = again.history.get(("api", ""))
+        assert pool is not None and pool.samples()[0].label == A
+
+
+async def test_recorder_without_path_keeps_memory_only(tmp_path: Path) -> None:
+    state = _state()
+    async with recording(state, None) as rec:
+        state.domains[("api", B)].record(ProbeResult(True, 200, None, 0.02, at=T0))
+        assert rec.collect() == 1 and rec.backend == "memory"
+        assert rec.describe()["path"] is None
+    assert await asyncio.to_thread(lambda: list(tmp_path.iterdir())) == []  # no file made
+
+
+async def test_corrupt_file_logs_an_error_and_falls_back_to_memory(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A corrupt file is logged once as an error; recording carries on in memory."""
+    path = tmp_path / "history.sqlite"
+    path.write_bytes(b"garbage" * 1000)
+    state = _state()
+    with caplog.at_level(logging.ERROR, logger="failover_agent.status"):
+        async with recording(state, path) as rec:
+            assert rec.backend == "memory"
+            assert rec.error is not None and "not a SQLite database" in rec.error
+            state.domains[("api", A)].record(ProbeResult(True, 200, None, 0.02, at=T0))
+            assert rec.collect() == 1
+            assert rec.describe()["error"] == rec.error
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{rec.error}; the status history is kept in memory only from now on"]
+
+
+async def test_a_failed_write_falls_back_to_memory(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The file breaking while the agent runs (here: its table dropped) is logged, then memory only."""
+    path = tmp_path / "history.sqlite"
+    state = _state()
+    async with recording(state, path) as rec:
+        db = sqlite3.connect(path)
+        db.execute("DROP TABLE results")
+        db.commit()
+        db.close()
+        state.domains[("api", A)].record(ProbeResult(True, 200, None, 0.02, at=T0))
+        rec.collect()
+        with caplog.at_level(logging.ERROR, logger="failover_agent.status"):
+            rec._flush()  # one write now, without waiting a second for the tick
+            for _ in range(100):
+                if rec.backend == "memory":
+                    break
+                await asyncio.sleep(0.01)
+        assert rec.backend == "memory"
+        assert rec.error is not None and "cannot write to it: no such table: results" in rec.error
+        assert any("kept in memory only" in r.getMessage() for r in caplog.records)

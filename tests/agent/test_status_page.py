@@ -1,0 +1,129 @@
+"""The status page in a real headless Chromium (Selenium): it loads from the agent alone, shows
+the demo's outage as red bars within two probe intervals, and updates without reloading."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from failover_agent.demo import BACKUP, PRIMARY
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from benchmarks.status_page import DemoAgent, chrome, demo_agent, missing_browser
+
+pytestmark = pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser()))
+
+INTERVAL = 1.0  # the demo's probe interval
+PRIMARY_ROW = f'[data-key=\'["api","https://{PRIMARY}"]\']'
+POOL_ROW = '[data-key=\'["api",""]\']'
+ATTEMPTS = re.compile(r"served by \S+ after (1 attempt|([02-9]|1\d) attempts) in \d+ ms")
+
+
+@pytest.fixture
+async def demo() -> AsyncIterator[DemoAgent]:
+    async with demo_agent() as running:
+        yield running
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[WebDriver]:
+    driver = await asyncio.to_thread(chrome, 1200, 900)
+    try:
+        yield driver
+    finally:
+        await asyncio.to_thread(driver.quit)
+
+
+async def js(driver: WebDriver, script: str) -> Any:
+    return await asyncio.to_thread(driver.execute_script, script)
+
+
+async def until(what: Callable[[], Any], timeout: float, step: float = 0.05) -> Any:
+    """Poll ``what`` (a blocking browser query, run in a thread) until truthy; bounded."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await asyncio.to_thread(what)
+        if last:
+            return last
+        await asyncio.sleep(step)
+    raise AssertionError(f"not seen within {timeout} s (last: {last!r})")
+
+
+def _text(driver: WebDriver, css: str) -> str:
+    found = driver.find_elements(By.CSS_SELECTOR, css)
+    return found[0].text if found else ""
+
+
+def _bars(driver: WebDriver, css: str) -> tuple[int, int]:
+    """(green, red) bars of the check at ``css``."""
+    ok = len(driver.find_elements(By.CSS_SELECTOR, f"{css} .bars span.ok"))
+    fail = len(driver.find_elements(By.CSS_SELECTOR, f"{css} .bars span.fail"))
+    return ok, fail
+
+
+async def test_outage_turns_bars_red_without_a_reload(demo: DemoAgent, browser: WebDriver) -> None:
+    """Green bars first; the primary's DNS fails; red bars within two probe intervals, same page."""
+    await asyncio.to_thread(browser.get, demo.url)
+    assert await until(lambda: _bars(browser, PRIMARY_ROW)[0] >= 2, timeout=8)
+    await until(lambda: "UP" in _text(browser, f"{PRIMARY_ROW} .badge"), timeout=4 * INTERVAL)
+    # "1 attempt", "2 attempts" (on a loaded machine a probe may time out and fail over)
+    await until(lambda: ATTEMPTS.search(_text(browser, POOL_ROW)), timeout=4 * INTERVAL)
+    await js(browser, "window.__statusMarker = 42")
+    updates = int(await js(browser, "return document.body.dataset.updates"))
+
+    demo.primary_dns_fails()
+    faulted = time.monotonic()
+    await until(lambda: _bars(browser, PRIMARY_ROW)[1] >= 1, timeout=4 * INTERVAL, step=0.02)
+    took = time.monotonic() - faulted
+    assert took <= 2 * INTERVAL, f"the outage took {took:.2f} s to show"
+    await until(lambda: "DOWN" in _text(browser, f"{PRIMARY_ROW} .badge"), timeout=2 * INTERVAL)
+    assert "down since" in _text(browser, PRIMARY_ROW)
+    await until(lambda: "dns_error" in _text(browser, PRIMARY_ROW), timeout=2 * INTERVAL)
+    await until(lambda: f"served by {BACKUP} after 2 attempts" in _text(browser, POOL_ROW), timeout=4 * INTERVAL)
+    await until(lambda: f"skip {PRIMARY}" in _text(browser, "#control"), timeout=8)  # the demo disables it
+
+    assert await js(browser, "return window.__statusMarker") == 42  # the same document: no reload
+    assert await js(browser, "return performance.getEntriesByType('navigation').length") == 1
+    assert int(await js(browser, "return document.body.dataset.updates")) > updates
+
+
+async def test_page_is_self_contained_and_fits_a_phone(demo: DemoAgent, browser: WebDriver) -> None:
+    """Every resource comes from the agent (works offline); a 390 px wide screen needs no side scroll."""
+    await asyncio.to_thread(browser.set_window_size, 390, 844)
+    await asyncio.to_thread(browser.get, demo.url)
+    await until(lambda: _bars(browser, POOL_ROW)[0] >= 1, timeout=8)
+    origin = demo.url.rstrip("/")
+    resources = await js(browser, "return performance.getEntriesByType('resource').map(e => e.name)")
+    assert resources and all(str(r).startswith(origin) for r in resources), resources
+    assert "width=device-width" in str(await js(
+        browser, "return document.querySelector('meta[name=viewport]').content"))
+    inner = await js(browser, "return window.innerWidth")
+    assert inner <= 400
+    assert await js(browser, "return document.documentElement.scrollWidth") <= inner
+    uptime = _text(browser, f"{POOL_ROW} .uptime")
+    assert "100%" in uptime and "1 h" in uptime and "7 d" in uptime
+
+
+async def test_status_json_documents_the_history(demo: DemoAgent) -> None:
+    """``/status.json`` carries each check's results, uptime and streak, and the refresh hint."""
+    async with httpx.AsyncClient(trust_env=False) as client:
+        for _ in range(100):
+            doc = (await client.get(demo.url + "status.json")).json()
+            pool = doc["pools"]["api"]
+            if pool["history"] and len(pool["domains"][f"https://{PRIMARY}"]["history"]["results"]) >= 2:
+                break
+            await asyncio.sleep(0.1)
+    assert doc["refresh"] == INTERVAL / 2 and doc["history"]["backend"] == "memory"
+    primary = pool["domains"][f"https://{PRIMARY}"]["history"]
+    at, ok, latency, label = primary["results"][-1]
+    assert ok == 1 and label == "200" and 0 < latency < 1 and at <= doc["now"]
+    assert primary["up"] is True and primary["down_since"] is None and primary["since"] <= at
+    assert primary["uptime"]["1h"] == 1.0
+    assert pool["history"]["results"][-1][3] == f"https://{PRIMARY}"
