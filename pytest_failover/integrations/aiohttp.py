@@ -60,6 +60,7 @@ from .._exchange import FailoverResult, Fallback
 from .._transport import AsyncFailoverTransport
 from ._errors import carried, last_cause
 from ._options import current_extensions
+from ._urls import decoded as _decoded
 from ._urls import parse
 
 if TYPE_CHECKING:
@@ -179,7 +180,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             sent.url = request.url
         raw = request.headers.raw
         if raw != sent.raw:  # the exchange set Host or trace context
-            native.headers = CIMultiDict(request.headers.multi_items())
+            native.headers = CIMultiDict(_decoded(raw))
             sent.raw = raw
         timeouts = request.extensions["timeout"]
         native.response = None  # set by aiohttp once the request went out

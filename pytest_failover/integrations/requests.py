@@ -61,6 +61,7 @@ from .._exchange import FailoverResult, Fallback
 from .._transport import FailoverTransport
 from ._errors import carried, last_cause
 from ._options import current_extensions
+from ._urls import decoded as _decoded
 from ._urls import parse
 
 if TYPE_CHECKING:
@@ -233,7 +234,7 @@ class _AdapterIO(httpx.BaseTransport):
             sent.url = request.url
         raw = request.headers.raw
         if raw != sent.raw:  # the exchange set Host or trace context
-            prepared.headers = CaseInsensitiveDict(request.headers.multi_items())
+            prepared.headers = CaseInsensitiveDict(_decoded(raw))
             sent.raw = raw
         timeouts = request.extensions["timeout"]
         verify, cert, proxies = sent.settings

@@ -68,7 +68,7 @@ class Harness:
         self.kind = kind
         self.loop: asyncio.AbstractEventLoop | None = None
         self._closing: list[Any] = []
-        self._verify = True
+        self._verify: str | bool = True  # requests: per request, as REQUESTS_CA_BUNDLE would beat a session's
         context = None
         if trust is not None:
             context = ssl.create_default_context()
@@ -90,7 +90,7 @@ class Harness:
                 self._closing.append(folder)
                 bundle = Path(folder.name) / "ca.pem"
                 trust.cert_pem.write_to_path(str(bundle))
-                self._verify: str | bool = str(bundle)  # per request: REQUESTS_CA_BUNDLE would beat a session's
+                self._verify = str(bundle)
             self._client = session
         elif kind == "aiohttp":
             self.loop = asyncio.new_event_loop()

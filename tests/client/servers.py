@@ -27,6 +27,7 @@ class Behaviour:
     delay: float = 0.0  # seconds before answering
     reset: bool = False  # close with RST instead of answering
     truncate: bool = False  # send the headers and half the body, then RST
+    chunked: bool = False  # no Content-Length: the body in 64 KiB chunks
 
 
 _REASONS = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
@@ -95,6 +96,18 @@ class LoopbackServer:
                     writer.transport.abort()
                     return
                 extra = "".join(f"{k}: {v}\r\n" for k, v in b.headers.items())
+                if b.chunked:
+                    writer.write(
+                        f"HTTP/1.1 {b.status} {_REASONS.get(b.status, 'Status')}\r\n{extra}"
+                        f"Transfer-Encoding: chunked\r\nX-Served-By: {self.name}\r\n\r\n".encode("latin-1")
+                    )
+                    for at in range(0, len(b.body), 65536):
+                        piece = b.body[at : at + 65536]
+                        writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                        await writer.drain()
+                    writer.write(b"0\r\n\r\n")
+                    await writer.drain()
+                    continue
                 payload = b"" if method == "HEAD" else b.body
                 writer.write(
                     (

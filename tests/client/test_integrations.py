@@ -1,0 +1,158 @@
+"""What only the requests and aiohttp front-ends have: their own errors, retries, options, imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import aiohttp
+import httpx
+import pytest
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+import pytest_failover
+from pytest_failover import ExponentialBackoff, Policy, Pool
+from pytest_failover.integrations import failover_options
+from pytest_failover.integrations.requests import FailoverAdapter
+
+from .servers import LoopbackServer, closed_port
+from .test_transport import fast
+
+Servers = dict[str, LoopbackServer]
+
+
+def test_a_body_past_the_read_limit_without_a_length_reaches_the_caller_whole(
+    make_client: Any, servers: Servers
+) -> None:
+    """A chunked body longer than ``read_body_max_bytes`` is read up to the limit, then
+    handed over: the caller gets every byte, in order."""
+    a = servers["a"]
+    body = bytes(range(256)) * 1200  # 300 KiB, five chunks
+    a.set(body=body, chunked=True)
+    client = make_client([Pool("api", [a.url()])], fast(read_body_max_bytes=100 << 10))
+    response = client.request("GET", a.url() + "/file")
+    assert response.content == body and response.failover is not None
+    small = b'{"small": true}'
+    a.set(body=small, chunked=True)
+    assert client.request("GET", a.url() + "/file").content == small  # under the limit: read whole
+
+
+def test_requests_own_retry_is_off_inside_the_pools_and_kept_for_other_hosts(servers: Servers) -> None:
+    """A wrapped adapter's urllib3 ``Retry`` never stacks on the policy: one attempt per
+    policy step reaches a pool's domain, while a host outside the pools keeps its retries."""
+    a, c = servers["a"], servers["c"]
+    a.set(status=503)
+    c.set(status=503)
+    mine = HTTPAdapter(max_retries=Retry(total=3, status_forcelist=[503], backoff_factor=0, raise_on_status=False))
+    adapter = FailoverAdapter([Pool("api", [a.url()])], fast(schedule=ExponentialBackoff(base=0.001, max_attempts=2)), adapter=mine)
+    with requests.Session() as session:
+        session.mount("http://", adapter)
+        assert session.get(a.url() + "/x").status_code == 503
+        assert a.total == 2  # the policy's two attempts, not 2 x 4
+        assert session.get(c.url() + "/x").status_code == 503
+        assert c.total == 4  # the wrapped adapter's own 1 + 3 retries
+        assert not hasattr(session.get(c.url() + "/x"), "failover")
+    assert isinstance(mine.max_retries, Retry) and mine.max_retries.total == 3  # the caller's adapter is untouched
+
+
+def test_requests_errors_are_connection_errors_that_carry_the_attempts(servers: Servers) -> None:
+    dead = f"http://127.0.0.1:{closed_port()}"
+    adapter = FailoverAdapter([Pool("api", [dead])], fast(breaker_threshold=1))
+    with requests.Session() as session:
+        session.mount("http://", adapter)
+        with pytest.raises(requests.exceptions.ConnectionError) as caught:
+            session.get(dead + "/x")
+        error = caught.value
+        assert isinstance(error, pytest_failover.AllDomainsFailed)
+        assert [a.error_type for a in error.attempts] == ["connection_refused"] and error.pool == "api"
+        assert isinstance(error.request, requests.PreparedRequest) and error.request.url == dead + "/x"
+        assert isinstance(error.__cause__, requests.exceptions.ConnectionError)  # requests' own, as raised
+        with failover_options({"domain": dead}), pytest.raises(requests.exceptions.ConnectionError) as refused:
+            session.get(dead + "/x")
+        assert isinstance(refused.value, pytest_failover.CircuitOpenError) and refused.value.attempts == ()
+
+
+def test_aiohttp_errors_are_client_errors_that_carry_the_attempts() -> None:
+    import asyncio
+
+    from pytest_failover.integrations.aiohttp import FailoverMiddleware
+
+    dead = f"http://127.0.0.1:{closed_port()}"
+    middleware = FailoverMiddleware([Pool("api", [dead])], fast())
+
+    async def main() -> BaseException:
+        async with aiohttp.ClientSession(middlewares=(middleware,)) as session:
+            with pytest.raises(aiohttp.ClientConnectionError) as caught:
+                await session.get(dead + "/x")
+            return caught.value
+
+    error = asyncio.run(main())
+    assert isinstance(error, pytest_failover.AllDomainsFailed) and error.reason == "exhausted"
+    assert isinstance(error.__cause__, aiohttp.ClientConnectorError)
+
+
+def test_one_adapter_on_both_schemes_is_one_set_of_breakers(servers: Servers) -> None:
+    """Mounting the same adapter for ``http://`` and ``https://`` shares its breakers."""
+    dead = f"http://127.0.0.1:{closed_port()}"
+    adapter = FailoverAdapter([Pool("api", [dead, servers["a"].url()])], fast(breaker_threshold=1))
+    with requests.Session() as session:
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        session.get(dead + "/x")
+    assert session.get_adapter("https://x") is session.get_adapter("http://x")
+    assert adapter.state().pools["api"].domain(dead).breaker == "open"
+
+
+def test_failover_options_are_checked_on_entry_and_nest() -> None:
+    from pytest_failover.integrations._options import current_extensions
+
+    with pytest.raises(ValueError, match="unknown option"), failover_options({"pinned": "x"}):
+        pass
+    assert current_extensions() == {}
+    with failover_options({"enabled": False}):
+        with failover_options({"pool": "api"}):
+            assert current_extensions() == {"failover": {"pool": "api"}}
+        assert current_extensions() == {"failover": {"enabled": False}}
+    assert current_extensions() == {}
+
+
+def test_a_wrapped_adapter_must_be_an_http_adapter() -> None:
+    with pytest.raises(TypeError, match="HTTPAdapter"):
+        FailoverAdapter([Pool("api", ["http://a.test"])], adapter=object())  # type: ignore[arg-type]  # the wrong type on purpose
+
+
+@pytest.mark.parametrize(("module", "extra"), [("requests", "requests"), ("aiohttp", "aiohttp")])
+def test_a_missing_library_says_which_extra_to_install(module: str, extra: str) -> None:
+    code = (
+        f"import sys; sys.modules[{module!r}] = None\n"
+        f"try:\n    import pytest_failover.integrations.{module}\n"
+        "except ImportError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert f"pip install 'pytest-failover[{extra}]'" in out.stdout
+
+
+def test_the_package_imports_neither_library() -> None:
+    code = "import sys, pytest_failover.integrations; print('requests' in sys.modules, 'aiohttp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_fallback_answer_becomes_the_library_response(make_client: Any) -> None:
+    """The fallback returns an ``httpx.Response``; every client hands it over as its own."""
+    dead = f"http://127.0.0.1:{closed_port()}"
+    client = make_client(
+        [Pool("api", [dead])], fast(), fallback=lambda request, error: httpx.Response(203, headers={"X-Offline": "1"}, content=b"cached")
+    )
+    response = client.request("GET", dead + "/x")
+    assert (response.status_code, response.headers["x-offline"], response.content) == (203, "1", b"cached")
+    assert response.failover is not None and response.failover.fallback
+
+
+def test_the_policy_is_the_transports(make_client: Any) -> None:
+    """Each front-end runs the transports' loop: the same Policy type, the same state shape."""
+    client = make_client([Pool("api", ["http://a.test", "http://b.test"])], Policy())
+    assert [d.domain for d in client.transport.state().pools["api"].domains] == ["http://a.test", "http://b.test"]
