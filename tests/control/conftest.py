@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import sys
 import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -191,7 +192,12 @@ def run_server(tls: ssl.SSLContext | None = None) -> Iterator[Served]:
         daemon_threads = True
 
         def handle_error(self, request: Any, client_address: Any) -> None:
-            pass  # a client that hangs up or refuses our certificate is a test's point, not noise
+            # A client that hangs up (BrokenPipeError, ConnectionResetError), times out or refuses
+            # our certificate is a test's point, not noise: socketserver would print its traceback.
+            # Anything else is a bug of this server and is printed as usual.
+            if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError, ssl.SSLError)):
+                return
+            super().handle_error(request, client_address)
 
     server = Server(("127.0.0.1", 0), Handler)
     if tls is not None:
