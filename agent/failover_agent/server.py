@@ -55,8 +55,9 @@ def _app(agent: Agent) -> web.Application:
     recorder = Recorder(lambda: agent.state, lambda: agent.config)
 
     async def status_json(_: web.Request) -> web.Response:
-        doc = status_document(agent.state, agent.config, recorder)  # on the loop: a consistent snapshot
-        text = await asyncio.to_thread(json.dumps, doc, default=str)  # 1,000 checks: tens of ms
+        finish = status_document(agent.state, agent.config, recorder)  # the snapshot, on the loop
+        # Formatting and encoding in a thread: at 1,000 domains about 0.5 s, and a 3.6 MB body.
+        text = await asyncio.to_thread(lambda: json.dumps(finish(), default=str))
         return web.Response(text=text, content_type="application/json",
                             headers={"Cache-Control": "no-store"})
 

@@ -70,7 +70,9 @@ def test_series_keeps_the_last_bars_oldest_first() -> None:
     assert len(samples) == BARS
     assert [x.label for x in samples] == [str(i) for i in range(25, BARS + 25)]
     last = BARS + 24
-    assert samples[-1] == Sample(T0 + last, last % 2 == 0, last / 1000, str(last))
+    newest = samples[-1]
+    assert (newest.at, newest.ok, newest.label) == (T0 + last, last % 2 == 0, str(last))
+    assert newest.latency == pytest.approx(last / 1000, rel=1e-6)  # kept as float32
 
 
 def test_history_forgets_removed_checks() -> None:
@@ -125,8 +127,10 @@ def test_file_retention_and_row_cap(tmp_path: Path) -> None:
     f.close()
     db = sqlite3.connect(path)
     count, oldest = db.execute("SELECT count(*), min(at) FROM results").fetchone()
+    (counted,) = db.execute("SELECT sum(total) FROM hours").fetchone()
     db.close()
     assert count == 1000 and oldest == now - 1000
+    assert counted == 1500  # the hour counts outlive the row cap (not the retention): uptime stays right
 
 
 @pytest.mark.parametrize("content", [b"this is not a database at all" * 100, b"SQLite format 3\x00" + b"\xff" * 4080])
@@ -201,6 +205,25 @@ async def test_recorder_records_each_result_once_and_survives_restart(tmp_path: 
         assert series.up is False and series.since == now + 1
         pool = again.history.get(("api", ""))
         assert pool is not None and pool.samples()[0].label == A
+
+
+async def test_recorder_follows_a_reload(tmp_path: Path) -> None:
+    """A reload replaces the state: the recorder reads the new one and forgets removed checks."""
+    now = time.time()
+    holder = [_state()]
+    rec = Recorder(lambda: holder[0], lambda: parse_config({"pools": [{"name": "api", "domains": [A, B]}]}))
+    await rec.start()
+    try:
+        holder[0].domains[("api", B)].record(ProbeResult(True, 200, None, 0.02, at=now))
+        assert rec.collect() == 1
+        reloaded = _state()
+        del reloaded.domains[("api", B)]
+        reloaded.domains[("api", A)].record(ProbeResult(True, 200, None, 0.02, at=now + 1))
+        holder[0] = reloaded
+        assert rec.collect() == 1
+        assert rec.history.get(("api", B)) is None and rec.history.get(("api", A)) is not None
+    finally:
+        await rec.aclose()
 
 
 async def test_recorder_without_path_keeps_memory_only(tmp_path: Path) -> None:

@@ -112,7 +112,8 @@ async def test_page_is_self_contained_and_fits_a_phone(demo: DemoAgent, browser:
 
 
 async def test_status_json_documents_the_history(demo: DemoAgent) -> None:
-    """``/status.json`` carries each check's results, uptime and streak, and the refresh hint."""
+    """``/status.json`` carries each check's results, uptime and streak, and the refresh hint;
+    only the bundled assets are served."""
     async with httpx.AsyncClient(trust_env=False) as client:
         for _ in range(100):
             doc = (await client.get(demo.url + "status.json")).json()
@@ -120,6 +121,11 @@ async def test_status_json_documents_the_history(demo: DemoAgent) -> None:
             if pool["history"] and len(pool["domains"][f"https://{PRIMARY}"]["history"]["results"]) >= 2:
                 break
             await asyncio.sleep(0.1)
+        script = await client.get(demo.url + "assets/status.js")
+        missing = [(await client.get(demo.url + f"assets/{name}")).status_code
+                   for name in ("nope.js", "index.html", "..%2fpage.py")]
+    assert script.headers["content-type"] == "text/javascript; charset=utf-8" and "status.json" in script.text
+    assert missing == [404, 404, 404]
     assert doc["refresh"] == INTERVAL / 2 and doc["history"]["backend"] == "memory"
     primary = pool["domains"][f"https://{PRIMARY}"]["history"]
     at, ok, latency, label = primary["results"][-1]

@@ -16,6 +16,7 @@ makes it survive restarts.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -52,9 +53,9 @@ class Counts:
 
     def __init__(self, slots: int, width: float) -> None:
         self.width = width
-        self._stamps = array("q", [-1]) * slots
-        self._ok = array("L", [0]) * slots
-        self._total = array("L", [0]) * slots
+        self._stamps = array("i", [-1]) * slots  # minutes and hours since 1970 fit in 32 bits
+        self._ok = array("I", [0]) * slots
+        self._total = array("I", [0]) * slots
 
     def add(self, at: float, ok: int, total: int = 1) -> None:
         """Count ``total`` results at ``at``, ``ok`` of them successes (older than the ring: dropped)."""
@@ -79,6 +80,11 @@ class Counts:
                 total += self._total[i]
         return None if total == 0 else ok / total
 
+    def copy(self) -> Counts:
+        twin = Counts.__new__(Counts)
+        twin.width, twin._stamps, twin._ok, twin._total = self.width, self._stamps[:], self._ok[:], self._total[:]
+        return twin
+
     def slots(self) -> Iterator[tuple[int, int, int]]:
         """``(stamp, ok, total)`` of every used slot."""
         for i, stamp in enumerate(self._stamps):
@@ -93,7 +99,7 @@ class Series:
 
     def __init__(self) -> None:
         self._at = array("d", [0.0]) * BARS
-        self._latency = array("d", [0.0]) * BARS
+        self._latency = array("f", [0.0]) * BARS  # float32: microseconds are plenty
         self._ok = bytearray(BARS)
         self._labels: list[str] = [""] * BARS
         self._head = 0  # where the next result goes
@@ -107,7 +113,7 @@ class Series:
         """Record ``sample`` (``count=False``: for the bars only, its counts are restored apart)."""
         i = self._head
         self._at[i], self._latency[i], self._ok[i] = sample.at, sample.latency, sample.ok
-        self._labels[i] = sample.label
+        self._labels[i] = sys.intern(sample.label)  # "200" a million times is one string
         self._head = (i + 1) % BARS
         self._size = min(self._size + 1, BARS)
         if count:
@@ -118,18 +124,31 @@ class Series:
 
     def samples(self) -> list[Sample]:
         """The kept results, oldest first."""
+        return [Sample(at, bool(ok), latency, label) for at, ok, latency, label in self._ordered()]
+
+    def _ordered(self) -> zip[tuple[float, int, float, str]]:
         start = (self._head - self._size) % BARS
-        return [Sample(self._at[i], bool(self._ok[i]), self._latency[i], self._labels[i])
-                for i in ((start + n) % BARS for n in range(self._size))]
+        order = [(start + n) % BARS for n in range(self._size)]
+        return zip([self._at[i] for i in order], [self._ok[i] for i in order],
+                   [self._latency[i] for i in order], [self._labels[i] for i in order], strict=True)
 
     def uptime(self, now: float) -> dict[str, float | None]:
         """Success ratio (0..1) per window of :data:`WINDOWS`; None where there was no result."""
         return {name: getattr(self, which).ratio(now, slots) for name, (which, slots) in WINDOWS.items()}
 
+    def copy(self) -> Series:
+        """An independent copy (cheap: the arrays are copied in C), to describe in another thread."""
+        twin = Series.__new__(Series)
+        twin._at, twin._latency, twin._ok = self._at[:], self._latency[:], self._ok[:]
+        twin._labels, twin._head, twin._size = self._labels[:], self._head, self._size
+        twin.minutes, twin.hours = self.minutes.copy(), self.hours.copy()
+        twin.up, twin.since = self.up, self.since
+        return twin
+
     def describe(self, now: float) -> dict[str, object]:
         """The JSON form served in ``/status.json`` (documented in docs/agent.md)."""
         return {
-            "results": [[round(s.at, 3), int(s.ok), round(s.latency, 6), s.label] for s in self.samples()],
+            "results": [[at, ok, round(latency, 6), label] for at, ok, latency, label in self._ordered()],
             "uptime": {k: None if v is None else round(v, 6) for k, v in self.uptime(now).items()},
             "up": self.up,
             "since": self.since,

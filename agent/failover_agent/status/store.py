@@ -2,15 +2,20 @@
 
 Tables (``PRAGMA user_version`` 1)::
 
-    results(at REAL, pool TEXT, domain TEXT, ok INTEGER, latency REAL, label TEXT)
-        one row per check result; domain '' is the pool probe; index (pool, domain, at)
-    checks(pool TEXT, domain TEXT, up INTEGER, since REAL, PRIMARY KEY (pool, domain))
-        whether each check is up and since when (its streak may be older than any kept row)
+    checks(id INTEGER PRIMARY KEY, pool TEXT, domain TEXT, up INTEGER, since REAL)
+        one row per check (domain '' is the pool probe): whether it is up and since when
+        (its streak may be older than any kept result); unique (pool, domain)
+    results(check_id INTEGER, at REAL, ok INTEGER, latency REAL, label TEXT)
+        one row per result, about 56 bytes on disk with its index (check_id, at)
+    hours(check_id INTEGER, hour INTEGER, ok INTEGER, total INTEGER)
+        successes and results per check and hour (Unix time // 3600), for the 24 h and
+        7 d uptime: reading them back is 168 rows a check, not every result of a week
 
 A :class:`HistoryFile` is used from ONE thread only (the recorder's writer thread: a
 connection belongs to the thread that opened it, and a commit may wait for the disk).
-Rows older than ``retention_days`` are deleted, and the oldest rows beyond ``max_rows``,
-whichever bounds first, at most once a minute. Every failure is a :class:`HistoryFileError`
+Results older than ``retention_days`` are deleted, and the oldest beyond ``max_rows``,
+whichever bounds first, at most once a minute; hour counts go after ``retention_days`` or
+7 days, whichever is shorter (so the uptime outlives the row cap). Every failure is a :class:`HistoryFileError`
 whose message names the file and says what is wrong with it.
 """
 
@@ -32,13 +37,16 @@ Row = tuple[float, str, str, int, float, str]
 """``(at, pool, domain, ok, latency, label)``: one result as stored."""
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS results (
-    at REAL NOT NULL, pool TEXT NOT NULL, domain TEXT NOT NULL,
-    ok INTEGER NOT NULL, latency REAL NOT NULL, label TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS results_check_at ON results (pool, domain, at);
 CREATE TABLE IF NOT EXISTS checks (
-    pool TEXT NOT NULL, domain TEXT NOT NULL, up INTEGER NOT NULL, since REAL NOT NULL,
-    PRIMARY KEY (pool, domain));
+    id INTEGER PRIMARY KEY, pool TEXT NOT NULL, domain TEXT NOT NULL, up INTEGER, since REAL,
+    UNIQUE (pool, domain));
+CREATE TABLE IF NOT EXISTS results (
+    check_id INTEGER NOT NULL, at REAL NOT NULL, ok INTEGER NOT NULL, latency REAL NOT NULL,
+    label TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS results_check_at ON results (check_id, at);
+CREATE TABLE IF NOT EXISTS hours (
+    check_id INTEGER NOT NULL, hour INTEGER NOT NULL, ok INTEGER NOT NULL, total INTEGER NOT NULL,
+    PRIMARY KEY (check_id, hour)) WITHOUT ROWID;
 """
 
 
@@ -65,6 +73,7 @@ class HistoryFile:
         self.retention = retention_days * 86400.0
         self.max_rows = max_rows
         self._db: sqlite3.Connection | None = None
+        self._ids: dict[Key, int] = {}
         self._pruned_at = float("-inf")
 
     def _fail(self, exc: BaseException, doing: str) -> HistoryFileError:
@@ -83,9 +92,8 @@ class HistoryFile:
                 raise HistoryFileError(
                     f"status history file {self.path}: schema version {version} was written by a newer "
                     f"failover-agent (this one reads version {SCHEMA_VERSION})")
-            check = self._db.execute("PRAGMA quick_check").fetchone()[0]
-            if check != "ok":
-                raise HistoryFileError(f"status history file {self.path}: corrupt ({check})")
+            # No integrity check (it reads the whole file): a damaged page fails the queries
+            # below, or a later write, with "database disk image is malformed".
             self._db.execute("PRAGMA journal_mode = WAL")  # a reader never blocks the writer
             self._db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
             self._db.executescript(_SCHEMA)
@@ -103,19 +111,23 @@ class HistoryFile:
         assert self._db is not None
         db = self._db
         loaded = Loaded(rows=db.execute("SELECT count(*) FROM results").fetchone()[0])
-        for pool, domain, at, ok, latency, label in db.execute(
-            "SELECT pool, domain, at, ok, latency, label FROM ("
-            " SELECT *, row_number() OVER (PARTITION BY pool, domain ORDER BY at DESC) AS n FROM results)"
-            " WHERE n <= ? ORDER BY at", (BARS,)):
-            loaded.recent.setdefault((pool, domain), []).append(Sample(at, bool(ok), latency, label))
-        for width, slots, into in ((60, MINUTES, loaded.minutes), (3600, HOURS, loaded.hours)):
-            since = (now // width - slots + 1) * width
-            for pool, domain, slot, ok, total in db.execute(
-                "SELECT pool, domain, CAST(at / ? AS INTEGER) AS slot, sum(ok), count(*) FROM results"
-                " WHERE at >= ? GROUP BY pool, domain, slot", (width, since)):
-                into.append(((pool, domain), slot * width, ok, total))
-        for pool, domain, up, since in db.execute("SELECT pool, domain, up, since FROM checks"):
-            loaded.streaks[(pool, domain)] = (bool(up), since)
+        for check_id, pool, domain, up, since in db.execute(
+                "SELECT id, pool, domain, up, since FROM checks").fetchall():
+            key = (pool, domain)
+            self._ids[key] = check_id
+            if up is not None and since is not None:
+                loaded.streaks[key] = (bool(up), since)
+            recent = db.execute("SELECT at, ok, latency, label FROM results WHERE check_id = ?"
+                                " ORDER BY at DESC LIMIT ?", (check_id, BARS)).fetchall()
+            if recent:
+                loaded.recent[key] = [Sample(at, bool(ok), latency, label) for at, ok, latency, label in reversed(recent)]
+            for minute, ok, total in db.execute(
+                    "SELECT CAST(at / 60 AS INTEGER) AS minute, sum(ok), count(*) FROM results"
+                    " WHERE check_id = ? AND at >= ? GROUP BY minute", (check_id, (now // 60 - MINUTES + 1) * 60)):
+                loaded.minutes.append((key, minute * 60.0, ok, total))
+            for hour, ok, total in db.execute("SELECT hour, ok, total FROM hours WHERE check_id = ? AND hour >= ?",
+                                              (check_id, int(now // 3600) - HOURS + 1)):
+                loaded.hours.append((key, hour * 3600.0, ok, total))
         return loaded
 
     def write(self, rows: list[Row], streaks: dict[Key, tuple[bool, float]], now: float) -> None:
@@ -124,15 +136,30 @@ class HistoryFile:
             raise HistoryFileError(f"status history file {self.path}: not open")
         try:
             self._db.execute("BEGIN")
-            self._db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)", rows)
+            ids = self._ids
+            for key in {(pool, domain) for _, pool, domain, *_ in rows} | streaks.keys():
+                if key not in ids:
+                    cursor = self._db.execute("INSERT INTO checks (pool, domain) VALUES (?, ?)", key)
+                    assert cursor.lastrowid is not None
+                    ids[key] = cursor.lastrowid
+            self._db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?)",
+                                 [(ids[(pool, domain)], at, ok, latency, label)
+                                  for at, pool, domain, ok, latency, label in rows])
+            hours: dict[tuple[int, int], list[int]] = {}
+            for at, pool, domain, ok, *_ in rows:
+                counts = hours.setdefault((ids[(pool, domain)], int(at // 3600)), [0, 0])
+                counts[0] += ok
+                counts[1] += 1
             self._db.executemany(
-                "INSERT INTO checks VALUES (?, ?, ?, ?) ON CONFLICT (pool, domain)"
-                " DO UPDATE SET up = excluded.up, since = excluded.since",
-                [(pool, domain, int(up), since) for (pool, domain), (up, since) in streaks.items()])
+                "INSERT INTO hours VALUES (?, ?, ?, ?) ON CONFLICT (check_id, hour)"
+                " DO UPDATE SET ok = ok + excluded.ok, total = total + excluded.total",
+                [(check_id, hour, ok, total) for (check_id, hour), (ok, total) in hours.items()])
+            self._db.executemany("UPDATE checks SET up = ?, since = ? WHERE id = ?",
+                                 [(int(up), since, ids[key]) for key, (up, since) in streaks.items()])
             self._db.execute("COMMIT")
             if now - self._pruned_at >= PRUNE_EVERY:
                 self._prune(now)
-        except sqlite3.Error as exc:
+        except sqlite3.Error as exc:  # the recorder stops using the file: its ids may be stale
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             raise self._fail(exc, "write to it") from exc
@@ -141,9 +168,15 @@ class HistoryFile:
         """Delete the rows older than the retention, then the oldest beyond ``max_rows``."""
         assert self._db is not None
         self._pruned_at = now
-        self._db.execute("DELETE FROM results WHERE at < ?", (now - self.retention,))
-        # rowids grow with every insert and the newest row is never deleted, so the oldest
-        # rows are the lowest rowids: no count, no sort.
+        # Results are appended in time order, so the old ones are the lowest rowids: scanning
+        # from the lowest reads only the rows to delete (there is no index on ``at``).
+        self._db.execute("DELETE FROM results WHERE rowid < coalesce("
+                         "(SELECT rowid FROM results WHERE at >= ? ORDER BY rowid LIMIT 1),"
+                         " (SELECT max(rowid) + 1 FROM results))", (now - self.retention,))
+        oldest_hour = int((now - min(self.retention, HOURS * 3600.0)) // 3600)
+        self._db.execute("DELETE FROM hours WHERE hour < ?", (oldest_hour,))
+        # rowids grow with every insert and the newest row is never deleted by the cap, so the
+        # oldest rows are the lowest rowids: no count, no sort.
         self._db.execute("DELETE FROM results WHERE rowid <= (SELECT max(rowid) FROM results) - ?",
                          (self.max_rows,))
 
