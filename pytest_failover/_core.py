@@ -608,7 +608,11 @@ class FailoverCore:
         already points at (if any), or None when the request passes through."""
         if not options.enabled:
             return None
-        found = self._find(url)
+        # (scheme, host, port) as httpx.URL gives them (a default port is None)
+        scheme, host, port = url.scheme, url.host, url.port
+        found = self._by_origin.get((scheme, host, port))
+        if found is None and host.endswith("."):  # a fully qualified name
+            found = self._by_origin.get((scheme, host.rstrip("."), port))
         origin = None if found is None else found[0]
         if options.domain is not None:
             try:
@@ -631,14 +635,6 @@ class FailoverCore:
     def _find_domain(self, domain: Domain) -> PoolCore | None:
         found = self._by_origin.get((domain.scheme, domain.host, domain.port))
         return None if found is None else found[1]
-
-    def _find(self, url: httpx.URL) -> tuple[Domain, PoolCore] | None:
-        """The domain ``url`` points at, and its pool."""
-        scheme, host, port = url.scheme, url.host, url.port
-        found = self._by_origin.get((scheme, host, port))
-        if found is None and host.endswith("."):  # a fully qualified name
-            found = self._by_origin.get((scheme, host.rstrip("."), port))
-        return found
 
     def begin(
         self,

@@ -183,6 +183,7 @@ class Exchange:
         "_owner",
         "_stale",
         "_tracked",
+        "attempt_deadline",
         "body_limit",
         "error",
         "original_url",
@@ -234,6 +235,7 @@ class Exchange:
         self.body_limit = max(read, pool_core.stale_limit) if stale else read
         self._attempt: Attempt | None = None
         self._attempt_started = 0.0
+        self.attempt_deadline = 0.0
         self.response: httpx.Response | None = None
         self.error: httpx.TransportError | None = None
         self.stop: Stop | None = None
@@ -278,7 +280,8 @@ class Exchange:
         self._attempt = attempt
         if self.trace is not None:
             self.trace.attempt_started(attempt, request)
-        self._attempt_started = self._clock()
+        self._attempt_started = started = self._clock()
+        self.attempt_deadline = started + limit  # when the attempt is out of time
         return request
 
     def reading(self, response: httpx.Response) -> Reading:
@@ -293,12 +296,6 @@ class Exchange:
         if declared is None or not declared.isdigit():
             return READ_BOUNDED
         return READ_WHOLE if int(declared) <= limit else READ_NONE
-
-    @property
-    def attempt_deadline(self) -> float:
-        """When the attempt in flight is out of time (on the transport's clock)."""
-        assert self._attempt is not None
-        return self._attempt_started + self._attempt.timeout
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
         """The error for an attempt cut at its time limit."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from ._core import FailoverCore, PoolCore, RequestOptions
-from ._deadline import GRACE, Guard, async_limit, watchdog
+from ._deadline import GRACE, async_limit, watchdog
 from ._decisions import Attempt, Wait
 from ._exchange import (
     READ_BOUNDED,
@@ -175,26 +175,26 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         the attempt's time; report the outcome. None when it failed."""
         outgoing = exchange.prepare(attempt)
         response: httpx.Response | None = None
-        guard: Guard | None = None
+        cut = False  # the watchdog shut the socket: the attempt ran out of time
         try:
             response = self._transport.handle_request(outgoing)
             reading = exchange.reading(response)
             if reading is not READ_NONE:
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
                 # bound each operation; from here on the watchdog bounds the whole read.
-                guard = watchdog.arm(exchange.attempt_deadline + GRACE, response)
-                if reading is READ_WHOLE:
-                    response.read()
-                else:
-                    response = self._read(response, exchange.body_limit)
+                ticket = watchdog.arm(exchange.attempt_deadline + GRACE, response)
+                try:
+                    if reading is READ_WHOLE:
+                        response.read()
+                    else:
+                        response = self._read(response, exchange.body_limit)
+                finally:
+                    cut = ticket is not None and watchdog.disarm(ticket)
         except httpx.TransportError as exc:
             if response is not None:
                 response.close()
-            exchange.on_error(exchange.timed_out(attempt, exc) if guard and guard.expired else exc)
+            exchange.on_error(exchange.timed_out(attempt, exc) if cut else exc)
             return None
-        finally:
-            if guard is not None:
-                watchdog.disarm(guard)
         exchange.on_response(response)
         return response
 
