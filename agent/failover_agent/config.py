@@ -294,7 +294,12 @@ class PrometheusConfig(_Model):
 
 
 class OtlpConfig(_Model):
-    endpoint: str = Field(min_length=1)
+    """``[exporters.otlp]``: every key optional. A key left out comes from the SDK's ``OTEL_*``
+    variable (``endpoint`` from ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]ENDPOINT``, else the
+    SDK's default, ``http://localhost:4318`` over HTTP, ``localhost:4317`` over gRPC), then
+    from the defaults below."""
+
+    endpoint: str | None = Field(default=None, min_length=1)
     protocol: Literal["grpc", "http"] = "http"
     headers: dict[str, str] = {}
     insecure: bool = True
@@ -306,8 +311,8 @@ class OtlpConfig(_Model):
 
     @field_validator("endpoint")
     @classmethod
-    def _url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("not a URL (expected e.g. 'http://127.0.0.1:4318')")
         return value
 

@@ -316,7 +316,7 @@ def _otlp_exporter(cfg: OtlpConfig | None, signal: str) -> Any:
     word = _SIGNAL_ENV[signal]
     protocol = otlp_protocol(cfg, signal)
     given = cfg.model_fields_set if cfg is not None else set()
-    endpoint = cfg.endpoint.rstrip("/") if cfg is not None else None
+    endpoint = cfg.endpoint.rstrip("/") if cfg is not None and cfg.endpoint is not None else None
     headers = dict(cfg.headers) if cfg is not None and "headers" in given else None
     timeout = _setting(cfg, "timeout", f"OTEL_EXPORTER_OTLP_{word}_TIMEOUT", OTEL_EXPORTER_OTLP_TIMEOUT)
     if protocol == "grpc":

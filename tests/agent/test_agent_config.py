@@ -128,6 +128,19 @@ protocol = "udp"
     assert "exporters.otlp.protocol" in errors
 
 
+def test_the_otlp_endpoint_may_come_from_the_environment() -> None:
+    """[exporters.otlp] without an endpoint is valid (OTEL_EXPORTER_OTLP_ENDPOINT or the SDK's
+    default gives it); an endpoint that is written must still be a URL."""
+    base = {"pools": [{"name": "p", "domains": ["http://127.0.0.1:8080"]}]}
+    config = parse_config({**base, "exporters": {"otlp": {"headers": {"x-team": "sre"}}}})
+    otlp = config.exporters.otlp
+    assert otlp is not None and otlp.endpoint is None and otlp.headers == {"x-team": "sre"}
+    assert "endpoint" not in otlp.model_fields_set
+    with pytest.raises(ConfigError) as info:
+        parse_config({**base, "exporters": {"otlp": {"endpoint": "127.0.0.1:4318"}}})
+    assert dict(info.value.errors)["exporters.otlp.endpoint"].startswith("not a URL")
+
+
 def test_a_timeout_larger_than_the_interval_is_rejected(tmp_path: Path) -> None:
     """Probe and per-domain timeouts must fit in their interval."""
     text = """

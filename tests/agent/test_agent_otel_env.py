@@ -99,6 +99,26 @@ async def test_agent_toml_wins_over_the_environment_key_by_key(
         assert not ignored.paths
 
 
+async def test_an_otlp_section_without_endpoint_takes_the_environment_s(
+    fake_domains: FakeDomains, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[exporters.otlp] that sets headers but no endpoint exports to OTEL_EXPORTER_OTLP_ENDPOINT,
+    with the file's headers on top of the environment's."""
+    fake_domains.add("api.example.com", cors_handler())
+    async with receiving() as receiver:
+        _setenv(monkeypatch, **FAST, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+                OTEL_EXPORTER_OTLP_HEADERS="x-scope-orgid=team-a")
+        cfg = config(fake_domains, tmp_path, [PRIMARY], exporters={
+            "prometheus": {"listen": "127.0.0.1:0"}, "otlp": {"headers": {"x-team": "sre"}}})
+        assert cfg.exporters.otlp is not None and cfg.exporters.otlp.endpoint is None
+        async with running(cfg):
+            await eventually(lambda: "failover.probe.success" in receiver.metric_names, timeout=8)
+            await eventually(lambda: "failover api" in receiver.span_names, timeout=8)
+        assert receiver.paths == {"/v1/traces", "/v1/metrics"}
+        assert receiver.headers["x-team"] == "sre"
+        assert receiver.headers["x-scope-orgid"] == "team-a"
+
+
 async def test_otlp_protocol_grpc_from_the_environment(
     fake_domains: FakeDomains, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
