@@ -39,7 +39,6 @@ from opentelemetry.semconv.schemas import Schemas
 
 __all__ = [
     "AGENT_CHECK",
-    "AGENT_JOB",
     "AGENT_JOBS",
     "AGENT_METRIC_NAMES",
     "AGENT_SCOPE",
@@ -311,8 +310,6 @@ TELEMETRY_SIGNAL: Final = "signal"
 AGENT_CHECK: Final = "failover.agent.check"
 """Job overruns: the kind of check that overran (see :data:`AGENT_JOBS`). Not ``job``: that
 label is Prometheus' own (the scrape job), which an attribute must not overwrite."""
-AGENT_JOB: Final = AGENT_CHECK
-"""The former name of :data:`AGENT_CHECK` (same value), for the code that still imports it."""
 
 ATTRIBUTE_KEYS: Final = frozenset(
     {

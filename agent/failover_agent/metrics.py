@@ -24,7 +24,6 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from pytest_failover import Domain, semconv
 from pytest_failover.semconv import (
     AGENT_SCOPE,
-    FAILOVER_DOMAIN,
     FAILOVER_POOL,
     PHASE_TOTAL,
     PROBE_DURATION_BUCKETS,
@@ -144,12 +143,9 @@ class AgentMetrics:
             self._certs[(d.pool, d.url)] = (result.cert_not_after, result.at)
 
     def overrun(self, attrs: Mapping[str, Any]) -> None:
-        """Count an overrun of the check with ``attrs``; a domain's URL becomes its origin."""
-        out = {k: v for k, v in attrs.items() if k not in (FAILOVER_DOMAIN, SERVER_ADDRESS)}
-        url = attrs.get(FAILOVER_DOMAIN)
-        if isinstance(url, str):
-            out.update(origin_attributes(url))
-        self._overruns.add(1, {**out, PROBE_LOCATION: self.state.location})
+        """Count an overrun of the check with ``attrs`` (its kind, pool and, for a domain's
+        checks, the domain's origin: see :func:`origin_attributes`)."""
+        self._overruns.add(1, {**attrs, PROBE_LOCATION: self.state.location})
 
     # --- callbacks -------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,14 @@ from .telemetry import Telemetry
 if TYPE_CHECKING:
     from aiohttp import web
 
-__all__ = ["Agent"]
+    from .checks.result import ProbeResult
+
+__all__ = ["Agent", "ResultKey", "ResultListener"]
+
+ResultKey = tuple[str, str]
+"""A check's key in :meth:`Agent.on_result`: ``(pool, url)`` of a pinned domain probe,
+``(pool, "")`` of a pool probe."""
+ResultListener = Callable[[ResultKey, "ProbeResult"], None]
 
 log = logging.getLogger("failover_agent")
 
@@ -74,6 +82,8 @@ class Agent:
         self.running = False
         self._stopping = False
         self._reload_lock = asyncio.Lock()
+        self.result_listeners: list[ResultListener] = []
+        """Called by :meth:`on_result`, in order (the status page's recorder is one)."""
 
     @property
     def state(self) -> AgentState:
@@ -237,6 +247,15 @@ class Agent:
         timeout = min(flush_timeout, otlp.timeout) if otlp else flush_timeout
         await asyncio.to_thread(self.telemetry.shutdown, timeout)
         log.info("agent stopped")
+
+    def on_result(self, key: ResultKey, result: ProbeResult) -> None:
+        """A check's new result, just stored in :attr:`state`: tell every listener (on the
+        loop; a listener that raises is logged and the others still hear of it)."""
+        for listener in self.result_listeners:
+            try:
+                listener(key, result)
+            except Exception:
+                log.exception("result listener %r failed on %s", listener, key)
 
     # --- read by the HTTP listener ---------------------------------------------------------
 

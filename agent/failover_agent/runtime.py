@@ -12,17 +12,15 @@ import httpx
 
 from pytest_failover import Domain
 from pytest_failover.semconv import (
-    AGENT_JOB,
+    AGENT_CHECK,
     BREAKER_CLOSED,
     BREAKER_OPEN,
     CHECK_HEALTH,
-    FAILOVER_DOMAIN,
     FAILOVER_POOL,
     JOB_CONTROL,
     JOB_POOL,
     JOB_PROBE,
     JOB_READY,
-    SERVER_ADDRESS,
 )
 
 from .checks.domain import DomainProber
@@ -30,6 +28,7 @@ from .checks.pool import PoolProber
 from .checks.readiness import ReadinessResult, check_readiness
 from .config import AgentConfig, PoolConfig, ProbeConfig
 from .control_writer import ControlWriter
+from .metrics import origin_attributes
 from .schedule import Check, CheckGroup, group_by_interval
 from .state import AgentState, DomainStatus, PoolStatus
 from .wire import ssl_context
@@ -75,7 +74,7 @@ class Runtime:
         if config.control is not None:
             self.control = ControlWriter(config.control, config.pools)
             interval = config.control.interval
-            check = Check("control", "control", interval, interval, self._control_run, {AGENT_JOB: JOB_CONTROL})
+            check = Check("control", "control", interval, interval, self._control_run, {AGENT_CHECK: JOB_CONTROL})
             self.groups.append(CheckGroup("control", interval, (check,)))
 
     @property
@@ -109,32 +108,32 @@ class Runtime:
             cfg = pool.probe.for_domain(url)
             checks.append(Check(
                 f"probe:{pool.name}:{url}", "probe", cfg.interval, cfg.timeout, self._domain_run(pool, url, cfg),
-                {AGENT_JOB: JOB_PROBE, FAILOVER_POOL: pool.name, FAILOVER_DOMAIN: url,
-                 SERVER_ADDRESS: Domain.parse(url).host},
+                {AGENT_CHECK: JOB_PROBE, FAILOVER_POOL: pool.name, **origin_attributes(url)},
             ))
         checks.append(Check(
             f"pool:{pool.name}", "pool", pool.probe.interval,
             self.pool_probers[pool.name].policy.deadline + pool.probe.timeout, self._pool_run(pool),
-            {AGENT_JOB: JOB_POOL, FAILOVER_POOL: pool.name, SERVER_ADDRESS: Domain.parse(primary).host},
+            {AGENT_CHECK: JOB_POOL, FAILOVER_POOL: pool.name},
         ))
         if pool.readiness.enabled:
             checks += [
                 Check(f"ready:{pool.name}:{url}", "ready", pool.readiness.interval, pool.readiness.timeout * 3,
                       self._ready_run(pool, primary, url),
-                      {AGENT_JOB: JOB_READY, FAILOVER_POOL: pool.name, FAILOVER_DOMAIN: url,
-                       SERVER_ADDRESS: Domain.parse(url).host})
+                      {AGENT_CHECK: JOB_READY, FAILOVER_POOL: pool.name, **origin_attributes(url)})
                 for url in pool.domains if url != primary
             ]
         return checks
 
     def _domain_run(self, pool: PoolConfig, url: str, cfg: ProbeConfig) -> Callable[[], Awaitable[None]]:
-        status = self.state.domains[(pool.name, url)]
+        key = (pool.name, url)
+        status = self.state.domains[key]
 
         async def run() -> None:
             result = await self.prober.probe(url, cfg)
             before = status.last
             status.record(result)
             self.agent.metrics.record_probe(status, result)
+            self.agent.on_result(key, result)
             if before is None or before.success != result.success:
                 if result.success:
                     self.agent.reporter.event(
@@ -149,11 +148,13 @@ class Runtime:
     def _pool_run(self, pool: PoolConfig) -> Callable[[], Awaitable[None]]:
         prober = self.pool_probers[pool.name]
         status = self.state.pools[pool.name]
+        key = (pool.name, "")
 
         async def run() -> None:
             result = await prober.probe()
             before = status.last
             status.last = result
+            self.agent.on_result(key, result)
             breakers = prober.breakers()
             for url, new in breakers.items():
                 old = status.breakers.get(url, BREAKER_CLOSED)

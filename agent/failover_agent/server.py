@@ -73,8 +73,10 @@ def _app(agent: Agent) -> web.Application:
                             headers={"Cache-Control": "no-cache"})
 
     async def history(app: web.Application) -> AsyncIterator[None]:
-        await recorder.start()
+        await recorder.start()  # the file is restored before the first result arrives
+        agent.result_listeners.append(recorder.on_result)
         yield
+        agent.result_listeners.remove(recorder.on_result)
         await recorder.aclose()
 
     app = web.Application()

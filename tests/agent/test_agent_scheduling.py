@@ -88,11 +88,16 @@ async def test_a_missed_job_run_counts_an_overrun_of_each_of_its_checks(
                                             datetime.now(timezone.utc)))
         assert agent.state.overruns == before + 3
         s = await scrape(agent)
-        for check, labels in (("probe", {"server_address": "api.example.com"}),
-                              ("probe", {"server_address": "api2.example.com"}),
+        origin = {"url_scheme": "https", "server_port": "443"}
+        for check, labels in (("probe", {"server_address": "api.example.com", **origin}),
+                              ("probe", {"server_address": "api2.example.com", **origin}),
                               ("pool", {"failover_pool": "api"})):
             assert pick(s, "failover_agent_job_overruns_total", failover_agent_check=check, **labels) == [1.0], (
                 check, labels)
+        overran = [dict(labels) for (name, labels) in s if name == "failover_agent_job_overruns_total"]
+        assert overran and not [labels for labels in overran if "failover_domain" in labels or "job" in labels]
+        pool_labels = next(labels for labels in overran if labels["failover_agent_check"] == "pool")
+        assert "server_address" not in pool_labels  # pool-wide: the pool and the location only
 
 
 async def test_overruns_are_counted_and_probing_continues(fake_domains: FakeDomains, tmp_path: Path) -> None:

@@ -11,13 +11,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 import pytest
+from agent_support import config, cors_handler, eventually, fake_domains, running
 from failover_agent.checks.result import ProbeResult
 from failover_agent.config import parse_config
 from failover_agent.state import AgentState, DomainStatus, PoolStatus
 from failover_agent.status.history import BARS, Counts, History, Sample, Series
 from failover_agent.status.recorder import Recorder, probe_label
 from failover_agent.status.store import HistoryFile, HistoryFileError
+
+from pytest_failover.simulator import FakeDomains
+
+__all__ = ["fake_domains"]
 
 A = "https://api.example.com"
 B = "https://api2.example.com"
@@ -184,20 +190,27 @@ async def recording(state: AgentState, history: Path | None) -> AsyncIterator[Re
         await rec.aclose()
 
 
-async def test_recorder_records_each_result_once_and_survives_restart(tmp_path: Path) -> None:
-    """Each new result is recorded once; a second recorder on the same file sees them."""
+def _probed(rec: Recorder, state: AgentState, url: str, result: ProbeResult) -> None:
+    """What the agent's check does: store the result in ``state``, then call the hook."""
+    if url:
+        state.domains[("api", url)].record(result)
+    else:
+        state.pools["api"].last = result
+    rec.on_result(("api", url), result)
+
+
+async def test_recorder_records_each_result_and_survives_restart(tmp_path: Path) -> None:
+    """Each result the hook hands over is recorded; a second recorder on the same file sees them."""
     now = time.time()  # the recorder prunes by its clock
     path = tmp_path / "history.sqlite"
     state = _state()
     async with recording(state, path) as rec:
         assert rec.backend == "sqlite" and rec.error is None
-        d = state.domains[("api", A)]
-        d.record(ProbeResult(True, 200, None, 0.02, at=now))
-        state.pools["api"].last = ProbeResult(True, 200, None, 0.03, at=now, served_by=A, attempts=1)
-        assert rec.collect() == 2
-        assert rec.collect() == 0  # nothing new
-        d.record(ProbeResult(False, None, "dns_error", 0.5, at=now + 1))
-        assert rec.collect() == 1
+        _probed(rec, state, A, ProbeResult(True, 200, None, 0.02, at=now))
+        _probed(rec, state, "", ProbeResult(True, 200, None, 0.03, at=now, served_by=A, attempts=1))
+        _probed(rec, state, A, ProbeResult(False, None, "dns_error", 0.5, at=now + 1))
+        series = rec.history.get(("api", A))
+        assert series is not None and [s.ok for s in series.samples()] == [True, False]
     async with recording(_state(), path) as again:
         series = again.history.get(("api", A))
         assert series is not None
@@ -214,13 +227,12 @@ async def test_recorder_follows_a_reload(tmp_path: Path) -> None:
     rec = Recorder(lambda: holder[0], lambda: parse_config({"pools": [{"name": "api", "domains": [A, B]}]}))
     await rec.start()
     try:
-        holder[0].domains[("api", B)].record(ProbeResult(True, 200, None, 0.02, at=now))
-        assert rec.collect() == 1
+        _probed(rec, holder[0], B, ProbeResult(True, 200, None, 0.02, at=now))
+        assert rec.history.get(("api", B)) is not None
         reloaded = _state()
         del reloaded.domains[("api", B)]
-        reloaded.domains[("api", A)].record(ProbeResult(True, 200, None, 0.02, at=now + 1))
         holder[0] = reloaded
-        assert rec.collect() == 1
+        _probed(rec, reloaded, A, ProbeResult(True, 200, None, 0.02, at=now + 1))
         assert rec.history.get(("api", B)) is None and rec.history.get(("api", A)) is not None
     finally:
         await rec.aclose()
@@ -229,8 +241,8 @@ async def test_recorder_follows_a_reload(tmp_path: Path) -> None:
 async def test_recorder_without_path_keeps_memory_only(tmp_path: Path) -> None:
     state = _state()
     async with recording(state, None) as rec:
-        state.domains[("api", B)].record(ProbeResult(True, 200, None, 0.02, at=T0))
-        assert rec.collect() == 1 and rec.backend == "memory"
+        _probed(rec, state, B, ProbeResult(True, 200, None, 0.02, at=T0))
+        assert rec.history.get(("api", B)) is not None and rec.backend == "memory"
         assert rec.describe()["path"] is None
     assert await asyncio.to_thread(lambda: list(tmp_path.iterdir())) == []  # no file made
 
@@ -245,8 +257,8 @@ async def test_corrupt_file_logs_an_error_and_falls_back_to_memory(
         async with recording(state, path) as rec:
             assert rec.backend == "memory"
             assert rec.error is not None and "not a SQLite database" in rec.error
-            state.domains[("api", A)].record(ProbeResult(True, 200, None, 0.02, at=T0))
-            assert rec.collect() == 1
+            _probed(rec, state, A, ProbeResult(True, 200, None, 0.02, at=T0))
+            assert rec.history.get(("api", A)) is not None
             assert rec.describe()["error"] == rec.error
     assert [r.getMessage() for r in caplog.records] == [
         f"{rec.error}; the status history is kept in memory only from now on"]
@@ -261,8 +273,7 @@ async def test_a_failed_write_falls_back_to_memory(tmp_path: Path, caplog: pytes
         db.execute("DROP TABLE results")
         db.commit()
         db.close()
-        state.domains[("api", A)].record(ProbeResult(True, 200, None, 0.02, at=T0))
-        rec.collect()
+        _probed(rec, state, A, ProbeResult(True, 200, None, 0.02, at=T0))
         with caplog.at_level(logging.ERROR, logger="failover_agent.status"):
             rec._flush()  # one write now, without waiting a second for the tick
             for _ in range(100):
@@ -272,3 +283,40 @@ async def test_a_failed_write_falls_back_to_memory(tmp_path: Path, caplog: pytes
         assert rec.backend == "memory"
         assert rec.error is not None and "cannot write to it: no such table: results" in rec.error
         assert any("kept in memory only" in r.getMessage() for r in caplog.records)
+
+
+# --- the agent's result hook -----------------------------------------------------------
+
+
+async def test_the_agent_hands_each_result_to_its_listeners_and_to_the_status_history(
+    fake_domains: FakeDomains, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every pinned probe and pool probe calls Agent.on_result once with the result it stored;
+    the status page's recorder is one listener (its bars are those results), and a listener
+    that raises is logged without keeping the others from hearing."""
+    fake_domains.add("api.example.com", cors_handler())
+    fake_domains.add("api2.example.com", cors_handler())
+    heard: list[tuple[tuple[str, str], ProbeResult]] = []
+
+    def broken(key: tuple[str, str], result: ProbeResult) -> None:
+        raise RuntimeError("listener bug")
+
+    cfg = config(fake_domains, tmp_path, [A, B], readiness={"enabled": False})
+    with caplog.at_level(logging.ERROR, logger="failover_agent"):
+        async with running(cfg) as agent:
+            agent.result_listeners[:0] = [broken, lambda key, result: heard.append((key, result))]
+            primary = agent.state.domains[("api", A)]
+            await eventually(lambda: primary.consecutive_successes >= 3)
+            assert agent.address is not None
+            async with httpx.AsyncClient(trust_env=False) as client:
+                doc = (await client.get("http://{}:{}/status.json".format(*agent.address))).json()
+            heard_a = [result for key, result in heard if key == ("api", A)]
+            assert heard_a and heard_a[-1] is primary.last
+            assert all(r.success for r in heard_a)
+            assert any(key == ("api", "") and r is agent.state.pools["api"].last for key, r in heard)
+            assert {key for key, _ in heard} <= {("api", A), ("api", B), ("api", "")}
+            bars = doc["pools"]["api"]["domains"][A]["history"]["results"]
+            heard_at = {r.at for r in heard_a}
+            assert heard_at <= {bar[0] for bar in bars}  # the recorder heard them too
+    assert any("result listener" in r.getMessage() and "listener bug" in (r.exc_text or "")
+               for r in caplog.records)

@@ -1,15 +1,14 @@
 """Feeds every check result into the status history, and the history file when there is one.
 
-The recorder watches the agent's state instead of being called by the checks: every tick it
-takes each pool's and domain's latest :class:`~failover_agent.checks.result.ProbeResult` and
-records the ones it has not seen (results are immutable, so "not seen" is an identity test).
-It always reads ``agent.state``, so a reload, which replaces the state, changes nothing here.
-The tick is a quarter of the shortest probe interval (clamped to 50 ms .. 1 s), so every
-result is seen, and soon; one tick over 1,000 checks costs about a millisecond of the event loop.
+The checks call it: :meth:`Recorder.on_result` is one of the agent's result listeners
+(:meth:`failover_agent.runner.Agent.on_result`), called by each pinned domain probe and each
+pool probe with its new :class:`~failover_agent.checks.result.ProbeResult`, once per result,
+so nothing polls the agent's state. A reload replaces the state: the first result after it
+makes the recorder forget the checks that are gone.
 
 Writes to the SQLite file are batched and run in one dedicated thread: the loop only appends
-rows to a list, and once a second (or when the previous write finishes, if it took longer)
-hands the batch to the writer thread. A thread because :mod:`sqlite3` blocks (a commit can
+rows to a list, and once a second (skipped while the previous write is still going) hands
+the batch to the writer thread. A thread because :mod:`sqlite3` blocks (a commit can
 wait for the disk, a prune for seconds) and its connection belongs to the thread that opened
 it; batching because one transaction per second costs the disk far less than one per result.
 At most one write is in flight; while the disk is stuck, rows wait in memory up to
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
     from ..config import AgentConfig, StatusConfig
     from ..state import AgentState
 
-__all__ = ["MAX_PENDING", "Recorder", "probe_label", "refresh_for", "tick_for"]
+__all__ = ["MAX_PENDING", "Recorder", "probe_label", "refresh_for"]
 
 log = logging.getLogger("failover_agent.status")
 
@@ -61,18 +60,14 @@ def shortest_interval(config: AgentConfig) -> float:
                default=1.0)
 
 
-def tick_for(config: AgentConfig) -> float:
-    """A quarter of the shortest probe interval, within 50 ms .. 1 s."""
-    return min(1.0, max(0.05, shortest_interval(config) / 4))
-
-
 def refresh_for(config: AgentConfig) -> float:
     """How often the page fetches ``/status.json``: half the shortest interval, within 0.5 .. 5 s."""
     return min(5.0, max(0.5, shortest_interval(config) / 2))
 
 
 class Recorder:
-    """Records results into :attr:`history` (and a file); ``start()`` then ``aclose()``."""
+    """Records results into :attr:`history` (and a file); ``start()``, then
+    :meth:`on_result` for each result, then ``aclose()``."""
 
     def __init__(self, state: Callable[[], AgentState], config: Callable[[], AgentConfig],
                  clock: Callable[[], float] = time.time) -> None:
@@ -82,9 +77,7 @@ class Recorder:
         self.settings: StatusConfig = config().status
         self.history = History()
         self.error: str | None = None  # why the file is not used, if it is not
-        self._seen: dict[Key, ProbeResult] = {}
         self._watched: AgentState | None = None
-        self._tick = tick_for(config())
         self._pending: list[Row] = []
         self._streaks: dict[Key, tuple[bool, float]] = {}
         self._dropped = 0
@@ -127,7 +120,7 @@ class Recorder:
                 self._restore(loaded)
                 log.info("status history: %s (%d results kept, %g days, at most %d rows)",
                          path, loaded.rows, self.settings.retention_days, self.settings.max_rows)
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="status-history")
+                self._task = asyncio.get_running_loop().create_task(self._run(), name="status-history")
 
     def _give_up(self, reason: str) -> None:
         self.error = reason
@@ -163,7 +156,6 @@ class Recorder:
         with contextlib.suppress(Exception):  # a failed write was already logged
             if self._write is not None:
                 await self._write
-            self.collect()
             self._flush()
             if self._write is not None:
                 await self._write
@@ -176,50 +168,39 @@ class Recorder:
     # --- recording ------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        flushed = time.monotonic()
-        while True:
-            await asyncio.sleep(self._tick)
-            try:
-                self.collect()
-                if time.monotonic() - flushed >= FLUSH_EVERY and (self._write is None or self._write.done()):
-                    flushed = time.monotonic()
+        """Once a second, hand what is pending to the writer (while the file is in use)."""
+        while self._file is not None:
+            await asyncio.sleep(FLUSH_EVERY)
+            if self._write is None or self._write.done():
+                try:
                     self._flush()
-            except Exception:  # the recorder never dies; the page only shows less
-                log.exception("status history: recording failed")
+                except Exception:  # the recorder never dies; the file only lags
+                    log.exception("status history: writing failed")
 
-    def collect(self) -> int:
-        """Record every result not seen yet; return how many."""
+    def on_result(self, key: Key, result: ProbeResult) -> None:
+        """Record a check's new result: ``(pool, url)`` of a pinned probe, ``(pool, "")`` of a
+        pool probe (the agent calls this once per result)."""
         state = self._state()
-        if state is not self._watched:  # started, or reloaded: targets may have changed
-            self._watched = state
-            config = self._config()
-            self._tick = tick_for(config)
-            if config.status != self.settings and not self._warned_settings:
-                self._warned_settings = True
-                log.warning("[status] settings changed: they take effect after a restart")
-            keys = [(d.pool, d.url) for d in state.domains.values()] + [(p, "") for p in state.pools]
-            self.history.keep_only(keys)
-            self._seen = {k: r for k, r in self._seen.items() if k in self.history}
-        found = 0
-        for d in list(state.domains.values()):
-            if d.last is not None:
-                found += self._record((d.pool, d.url), d.last, pool_probe=False)
-        for name, p in list(state.pools.items()):
-            if p.last is not None:
-                found += self._record((name, ""), p.last, pool_probe=True)
-        return found
+        if state is not self._watched:  # the first result, or the first since a reload
+            self._follow(state)
+        self._record(key, result, pool_probe=not key[1])
 
-    def _record(self, key: Key, result: ProbeResult, *, pool_probe: bool) -> int:
-        if self._seen.get(key) is result:
-            return 0
-        self._seen[key] = result
+    def _follow(self, state: AgentState) -> None:
+        """Keep the history of the checks ``state`` has, and only those."""
+        self._watched = state
+        if self._config().status != self.settings and not self._warned_settings:
+            self._warned_settings = True
+            log.warning("[status] settings changed: they take effect after a restart")
+        keys = [(d.pool, d.url) for d in state.domains.values()] + [(p, "") for p in state.pools]
+        self.history.keep_only(keys)
+
+    def _record(self, key: Key, result: ProbeResult, *, pool_probe: bool) -> None:
         label = probe_label(result, pool_probe)
         series = self.history.add(key, Sample(result.at, result.success, result.duration, label))
         if self._file is not None:
             self._pending.append((result.at, key[0], key[1], int(result.success), result.duration, label))
             assert series.up is not None and series.since is not None
             self._streaks[key] = (series.up, series.since)
-        return 1
 
     def _flush(self) -> None:
         """Hand the pending rows to the writer thread (the caller checked none is in flight)."""
