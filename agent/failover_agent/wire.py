@@ -47,6 +47,7 @@ __all__ = [
     "ProbeTransport",
     "Progress",
     "Step",
+    "certificate_chain",
     "decoded",
     "exchange",
     "map_exceptions",
@@ -380,7 +381,7 @@ def decoded(answer: Answer, progress: Progress) -> bytes:
     return body
 
 
-def _chain(ssl_object: Any, verified: bool) -> list[bytes]:
+def certificate_chain(ssl_object: Any, verified: bool) -> list[bytes]:
     """The DER certificates of the connection, leaf first: the verified chain, or the
     unverified one the server sent when ``verified`` is false."""
     name = "get_verified_chain" if verified else "get_unverified_chain"
@@ -423,7 +424,7 @@ async def peer_certificates(
             transport = await _open(loop, asyncio.Protocol(), progress, "https", host, port,
                                     server_hostname, context)
         try:
-            ders = _chain(transport.get_extra_info("ssl_object"), context.verify_mode != ssl.CERT_NONE)
+            ders = certificate_chain(transport.get_extra_info("ssl_object"), context.verify_mode != ssl.CERT_NONE)
             if not ders:
                 raise ssl.SSLError("the server sent no certificate")
             return ders

@@ -74,6 +74,5 @@ def not_after(der: bytes) -> float:
 
 def earliest_expiry(ssl_object: ssl.SSLObject) -> float | None:
     """The earliest ``notAfter`` of the connection's verified chain (None: no certificate)."""
-    # wire's reader of the chain (the one peer_certificates uses; private to wire for now)
-    ders = wire._chain(ssl_object, verified=True)
+    ders = wire.certificate_chain(ssl_object, verified=True)  # the reader peer_certificates uses
     return min(map(not_after, ders)) if ders else None
