@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import httpx
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -48,6 +49,7 @@ __all__ = [
     "PoolConfig",
     "ProbeConfig",
     "PrometheusConfig",
+    "QuorumConfig",
     "ReadinessConfig",
     "StatusConfig",
     "load_config",
@@ -328,6 +330,30 @@ class ExportersConfig(_Model):
     otlp: OtlpConfig | None = None
 
 
+def _check_prometheus_url(value: str) -> str:
+    try:
+        url = httpx.URL(value)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"not a URL ({exc})") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError("expected the HTTP API's base URL, such as 'http://prometheus:9090' "
+                         "(Mimir: 'http://mimir/prometheus')")
+    if url.query or url.fragment:
+        raise ValueError("must have no query or fragment ('/api/v1/query' is appended to it)")
+    return value.rstrip("/")
+
+
+class QuorumConfig(_Model):
+    """``[control.quorum]``: decide the document from every location's probes in Prometheus
+    (``failover-agent control quorum``) instead of from this agent's own view."""
+
+    prometheus_url: Annotated[str, AfterValidator(_check_prometheus_url)]
+    min_locations: int = Field(default=2, ge=1, le=1000)
+    for_seconds: int = Field(default=60, ge=1, le=86_400)
+    timeout: Seconds = 5.0
+    headers: dict[str, str] = {}
+
+
 class ControlConfig(_Model):
     """The signed control document the agent publishes for clients."""
 
@@ -339,11 +365,15 @@ class ControlConfig(_Model):
     interval: Seconds = 10.0
     expires_in: Seconds = 300.0
     disable_after: int = Field(default=2, ge=1)
+    quorum: QuorumConfig | None = None
 
     @model_validator(mode="after")
     def _expiry(self) -> ControlConfig:
         if self.expires_in <= self.interval:
             raise ValueError("expires_in must be larger than interval (documents would expire before renewal)")
+        if self.quorum is not None and self.quorum.timeout > self.interval:
+            raise ValueError(f"quorum.timeout ({self.quorum.timeout} s) is larger than interval "
+                             f"({self.interval} s): a query would still run when the next one is due")
         return self
 
 
