@@ -1,5 +1,5 @@
 """Availability scenarios (issue #9, item 1): the real transports, real loopback sockets,
-scripted fault timelines, many concurrent clients, three clients side by side.
+scripted fault timelines, many concurrent clients, four clients side by side.
 
 Run ``python -m benchmarks.scenarios`` (full size, a few minutes) or
 ``python -m benchmarks scenarios`` (the same, inside the benchmark suite); the
@@ -8,9 +8,12 @@ Markdown goes to stdout, the figures to ``benchmarks/results/scenarios.json``.
 
 - ``_timeline``: per-domain states over time, applied to the simulator, with a record of
   when each change really took effect;
-- ``_clients``: our transport with ``Policy()``, the seed schedule
+- ``_clients``: our transport with ``Policy()``, the same policy through the requests
+  adapter (threads) and the aiohttp middleware (tasks), the seed schedule
   ``Policy.agora(retry_budget=None, breaker_threshold=10**9)``, and ``httpx-retries``;
-- ``_load``: async tasks and threads, each side sharing one transport, bounded;
+- ``_sides``: what a client offers the driver (a GET per side) and the attempt counts;
+  ``_httpx`` and ``_frontends`` build the sides on each library;
+- ``_load``: async tasks and threads, each side sharing one client, bounded;
 - ``_metrics``: the availability gap, attempts (reported, network, server), latency;
 - ``_scenarios``: cold burst, flapping, failback, rolling outage, trickle, total outage;
 - ``_report``: the tables.

@@ -11,9 +11,10 @@ from pathlib import Path
 from benchmarks import _harness as h
 from benchmarks._options import Options
 
+from ._clients import clients
 from ._main import SCENARIOS, run_all
 
-CLIENTS = ("ours", "seed", "httpx-retries")
+CLIENTS = tuple(c.key for c in clients(cooldown=1.0))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,146 +1,47 @@
-"""The three clients compared, and the inner transports that count every network attempt.
+"""The clients compared, each a policy on a :class:`~._sides.Stack` (its library per side).
 
 - ``ours``: ``FailoverTransport`` / ``AsyncFailoverTransport`` with the default ``Policy()``
   (only the time constants a scenario must scale, such as ``breaker_cooldown``, changed);
-- ``seed``: the same transports with the seed schedule,
+- ``requests+aiohttp``: the same policy through the front-ends of issue 12, the
+  ``requests`` adapter on the thread side and the aiohttp middleware on the task side
+  (``_frontends``);
+- ``seed``: our transports with the seed schedule,
   ``Policy.agora(retry_budget=None, breaker_threshold=10**9)``: no budget, no breakers;
 - ``httpx-retries``: ``httpx_retries.RetryTransport()`` with its defaults, pointed at the
   primary (it cannot fail over, which is the point of the comparison).
 
-Each wraps a counting transport around the real ``httpx`` one, so the attempts that
-reached the network layer are known for every client, tagged with the logical
-request (the ``x-scenario-id`` header) and the host, whatever the client reports.
-The async side spreads requests over several httpcore pools: httpcore's async pool
-rescans every connection for every waiting request (encode/httpcore#1035), which
-makes one pool with hundreds of waiters quadratic and would measure httpcore, not
-the clients.
+Every client counts the attempts that reached the network layer under it (``_sides``),
+whatever it reports.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-import httpx
-from httpx_retries import RetryTransport
+from pytest_failover import Policy
 
-from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool
+from ._frontends import FRONTENDS
+from ._httpx import HTTPX, ShardedTransport
+from ._sides import AsyncSide, Calls, Stack, SyncSide
 
-__all__ = [
-    "RID",
-    "AsyncCountingTransport",
-    "Call",
-    "Calls",
-    "Client",
-    "CountingTransport",
-    "ShardedTransport",
-    "clients",
-]
+__all__ = ["FRONTENDS_KEY", "OURS", "TARGETED", "Client", "ShardedTransport", "clients"]
 
-#: The header that names the logical request on every attempt (servers record it too).
-RID = "x-scenario-id"
-
-#: Seconds: httpx's own timeouts for every client (per connect, read, write, pool wait).
-REQUEST_TIMEOUT = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One attempt that reached the network layer: for which request, to which host, when."""
-
-    rid: str
-    host: str
-    at: float
-    error: str | None  # the exception class it raised, if any
-
-
-class Calls:
-    """Every :class:`Call` of one run (appended from any thread or task)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self._lock = threading.Lock()
-        self.items: list[Call] = []
-
-    def add(self, request: httpx.Request, at: float, error: BaseException | None) -> None:
-        call = Call(request.headers.get(RID, ""), request.url.host, at, None if error is None else type(error).__name__)
-        with self._lock:
-            self.items.append(call)
-
-
-class CountingTransport(httpx.BaseTransport):
-    """Counts every attempt handed to the real transport."""
-
-    def __init__(self, inner: httpx.BaseTransport, calls: Calls) -> None:
-        self.inner = inner
-        self.calls = calls
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        at = self.calls.clock()
-        try:
-            response = self.inner.handle_request(request)
-        except BaseException as exc:
-            self.calls.add(request, at, exc)
-            raise
-        self.calls.add(request, at, None)
-        return response
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class AsyncCountingTransport(httpx.AsyncBaseTransport):
-    """The async twin of :class:`CountingTransport`."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, calls: Calls) -> None:
-        self.inner = inner
-        self.calls = calls
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        at = self.calls.clock()
-        try:
-            response = await self.inner.handle_async_request(request)
-        except BaseException as exc:
-            self.calls.add(request, at, exc)
-            raise
-        self.calls.add(request, at, None)
-        return response
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class ShardedTransport(httpx.AsyncBaseTransport):
-    """Real sockets through several httpcore pools, taken in turn (see the module doc)."""
-
-    def __init__(self, shards: int) -> None:
-        tls = httpx.create_ssl_context()  # one, not one per shard: each costs a CA bundle load
-        self._shards = [httpx.AsyncHTTPTransport(verify=tls) for _ in range(max(1, shards))]
-        self._next = 0
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self._next = (self._next + 1) % len(self._shards)
-        return await self._shards[self._next].handle_async_request(request)
-
-    async def aclose(self) -> None:
-        for shard in self._shards:
-            await shard.aclose()
-
-
-def _sync_inner() -> httpx.HTTPTransport:
-    # a thread burst fires every request at once: let each have its own connection
-    return httpx.HTTPTransport(limits=httpx.Limits(max_connections=2000, max_keepalive_connections=200))
+OURS = "ours"
+FRONTENDS_KEY = "requests+aiohttp"
+#: The clients the issues' targets are for (the others are the comparison).
+TARGETED = (OURS, FRONTENDS_KEY)
 
 
 @dataclass(frozen=True, slots=True)
 class Client:
-    """One of the compared clients: how to build its sync and async transports."""
+    """One of the compared clients: its key, how the tables name it, its policy and its stack."""
 
     key: str
     label: str
     policy: Policy | None  # None: httpx-retries on the primary alone
+    stack: Stack = HTTPX
 
     @property
     def deadline(self) -> float | None:
@@ -152,21 +53,17 @@ class Client:
         """Does it say, per request, which attempts it made?"""
         return self.policy is not None
 
-    def sync_transport(self, urls: Sequence[str], calls: Calls) -> httpx.BaseTransport:
-        inner = CountingTransport(_sync_inner(), calls)
-        if self.policy is None:
-            return RetryTransport(transport=inner)
-        return FailoverTransport([Pool("scenario", list(urls))], self.policy, transport=inner)
+    def sync_side(self, urls: Sequence[str], calls: Calls) -> SyncSide:
+        """The side every thread of a run shares."""
+        return self.stack.sync_side(self.policy, urls, calls)
 
-    def async_transport(self, urls: Sequence[str], calls: Calls, shards: int) -> httpx.AsyncBaseTransport:
-        inner = AsyncCountingTransport(ShardedTransport(shards), calls)
-        if self.policy is None:
-            return RetryTransport(transport=inner)
-        return AsyncFailoverTransport([Pool("scenario", list(urls))], self.policy, transport=inner)
+    def async_side(self, urls: Sequence[str], calls: Calls, *, shards: int) -> AbstractAsyncContextManager[AsyncSide]:
+        """The side every task of a run shares (enter it inside the event loop)."""
+        return self.stack.async_side(self.policy, urls, calls, shards=shards)
 
 
-def clients(*, cooldown: float, deadline: float | None = None) -> tuple[Client, Client, Client]:
-    """The three clients with the same scaled time constants."""
+def clients(*, cooldown: float, deadline: float | None = None) -> tuple[Client, ...]:
+    """Every client, with the same scaled time constants."""
     extra: dict[str, float] = {"breaker_cooldown": cooldown}
     if deadline is not None:
         extra["deadline"] = deadline
@@ -178,7 +75,13 @@ def clients(*, cooldown: float, deadline: float | None = None) -> tuple[Client, 
     seed = Policy.agora(retry_budget=None, breaker_threshold=10**9, **extra)
     shown = ", ".join(f"{k}={v:g}" for k, v in extra.items())
     return (
-        Client("ours", f"ours: Policy({shown})", ours),
+        Client(OURS, f"ours: Policy({shown})", ours),
+        Client(
+            FRONTENDS_KEY,
+            f"requests+aiohttp: Policy({shown}) through FailoverAdapter (threads) and FailoverMiddleware (tasks)",
+            ours,
+            FRONTENDS,
+        ),
         Client("seed", f"seed: Policy.agora(retry_budget=None, breaker_threshold=10**9, {shown})", seed),
         Client("httpx-retries", "httpx-retries: RetryTransport() on the primary", None),
     )

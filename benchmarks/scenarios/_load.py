@@ -1,16 +1,18 @@
-"""Load shapes: async tasks and threads, each side sharing ONE transport, bounded in count and time.
+"""Load shapes: async tasks and threads, each side sharing ONE client, bounded in count and time.
 
 - :class:`Burst`: every request fired at once (``asyncio.gather`` of ``tasks`` one-shot
   coroutines; ``threads`` threads released together by an event).
 - :class:`Sustained`: ``tasks`` coroutines and ``threads`` threads, each sending GETs one
   after another (with a short random pause) until ``seconds`` have passed.
 
-Both sides start at the same instant. Each logical request becomes a :class:`Sample`:
-its start and end (monotonic clock), the final status or the exception (its class, and
-``FailoverError.reason``), and the attempts the client reported. Anything raised that is
-not an ``httpx.HTTPError`` is kept with its ``repr``: the transports must never let one
-escape. A request still running ``grace`` seconds after the load's end is abandoned and
-counted as ``hung``.
+The client decides the library of each side (``Client.sync_side`` and ``async_side``,
+see ``_sides``); this module only drives them. Both sides start at the same instant.
+Each logical request becomes a :class:`Sample`: its start and end (monotonic clock),
+the final status or the exception (its class, and ``FailoverError.reason``), and the
+attempts the client reported. Anything raised that is not an error of the side's own
+library (``httpx.HTTPError``, ``requests.RequestException``, ``aiohttp.ClientError``) is
+kept with its ``repr``: a client must never let one escape. A request still running
+``grace`` seconds after the load's end is abandoned and counted as ``hung``.
 """
 
 from __future__ import annotations
@@ -23,11 +25,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import httpx
+from pytest_failover import AttemptRecord, FailoverError
 
-from pytest_failover import FailoverError
-
-from ._clients import REQUEST_TIMEOUT, RID, Calls, Client
+from ._clients import Client
+from ._sides import RID, Answer, Calls
 
 __all__ = ["Burst", "Drive", "Load", "Sample", "Sustained", "drive"]
 
@@ -68,7 +69,7 @@ class Sample:
     served_by: str | None = None  # host that gave the final answer
     error: str | None = None  # exception class
     reason: str | None = None  # FailoverError.reason
-    httpx_error: bool = True  # False: something that is not an httpx.HTTPError escaped
+    own_error: bool = True  # False: something that is not an error of the client's library escaped
     attempts: tuple[str, ...] | None = None  # hosts of the attempts the client reported
     detail: str = ""
 
@@ -86,35 +87,34 @@ def _host(url: str) -> str:
     return url.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
 
 
-def _attempts(records: Sequence[object]) -> tuple[str, ...]:
-    return tuple(_host(str(getattr(r, "domain", ""))) for r in records)
+def _attempts(records: Sequence[AttemptRecord]) -> tuple[str, ...]:
+    return tuple(_host(r.domain) for r in records)
 
 
-def _from_response(rid: str, side: str, start: float, end: float, response: httpx.Response) -> Sample:
-    result = response.extensions.get("failover")
+def _from_answer(rid: str, side: str, start: float, end: float, answer: Answer) -> Sample:
+    result = answer.result
     if result is None:
-        return Sample(rid, side, start, end, status=response.status_code, served_by=response.request.url.host)
-    domain = getattr(result, "domain", None)
+        return Sample(rid, side, start, end, status=answer.status, served_by=answer.host)
     return Sample(
         rid, side, start, end,
-        status=response.status_code,
-        served_by=_host(str(domain)) if domain else None,
-        attempts=_attempts(getattr(result, "attempts", ())),
-    )
+        status=answer.status,
+        served_by=_host(result.domain) if result.domain else None,
+        attempts=_attempts(result.attempts),
+    )  # fmt: skip
 
 
-def _from_error(rid: str, side: str, start: float, end: float, exc: BaseException) -> Sample:
-    if isinstance(exc, FailoverError):
-        return Sample(
-            rid, side, start, end, error=type(exc).__name__, reason=exc.reason,
-            attempts=_attempts(exc.attempts),
-        )
+def _from_error(
+    rid: str, side: str, start: float, end: float, exc: BaseException, errors: tuple[type[BaseException], ...]
+) -> Sample:
+    own = isinstance(exc, errors)
     return Sample(
         rid, side, start, end,
         error=type(exc).__name__,
-        httpx_error=isinstance(exc, httpx.HTTPError),
-        detail="" if isinstance(exc, httpx.HTTPError) else repr(exc)[:300],
-    )
+        reason=exc.reason if isinstance(exc, FailoverError) else None,
+        own_error=own,
+        attempts=_attempts(exc.attempts) if isinstance(exc, FailoverError) else None,
+        detail="" if own else repr(exc)[:300],
+    )  # fmt: skip
 
 
 @dataclass
@@ -143,7 +143,7 @@ def drive(
 ) -> Drive:
     """Run ``load`` against ``url`` through ``client``; every wait bounded by the load plus ``grace``.
 
-    ``on_start`` is called once every transport is built, just before the first request
+    ``on_start`` is called once both sides are built, just before the first request
     (the timeline starts there, so building clients does not eat into its first phase).
     """
     samples: list[Sample] = []
@@ -158,16 +158,16 @@ def drive(
         with lock:
             samples.append(sample)
 
-    sync_client = httpx.Client(transport=client.sync_transport(urls, calls), timeout=REQUEST_TIMEOUT)
+    sync_side = client.sync_side(urls, calls)
 
     def one_sync(rid: str) -> None:
         start = clock()
         try:
-            response = sync_client.get(url, headers={RID: rid})
-        except BaseException as exc:  # every escape is counted; non-httpx ones must be 0
-            keep(_from_error(rid, "thread", start, clock(), exc))
+            answer = sync_side.get(url, {RID: rid})
+        except BaseException as exc:  # every escape is counted; foreign ones must be 0
+            keep(_from_error(rid, "thread", start, clock(), exc, sync_side.errors))
         else:
-            keep(_from_response(rid, "thread", start, clock(), response))
+            keep(_from_answer(rid, "thread", start, clock(), answer))
 
     def thread_main(n: int) -> None:
         go.wait(60.0)
@@ -190,19 +190,18 @@ def drive(
         thread.start()
 
     async def main() -> int:
-        transport = client.async_transport(urls, calls, shards)
-        async with httpx.AsyncClient(transport=transport, timeout=REQUEST_TIMEOUT) as aclient:
+        async with client.async_side(urls, calls, shards=shards) as side:
 
             async def one_async(rid: str) -> None:
                 start = clock()
                 try:
-                    response = await aclient.get(url, headers={RID: rid})
+                    answer = await side.get(url, {RID: rid})
                 except asyncio.CancelledError:
                     raise
-                except BaseException as exc:  # every escape is counted; non-httpx ones must be 0
-                    keep(_from_error(rid, "async", start, clock(), exc))
+                except BaseException as exc:  # every escape is counted; foreign ones must be 0
+                    keep(_from_error(rid, "async", start, clock(), exc, side.errors))
                 else:
-                    keep(_from_response(rid, "async", start, clock(), response))
+                    keep(_from_answer(rid, "async", start, clock(), answer))
 
             async def task_main(n: int) -> None:
                 rng = random.Random(seed * 104729 + n)
@@ -239,6 +238,6 @@ def drive(
         hung += thread.is_alive()
     ended = clock()
     if not any(t.is_alive() for t in threads):
-        sync_client.close()
+        sync_side.close()
     with lock:
         return Drive(sorted(samples, key=lambda s: s.start), hung, started[0], ended)

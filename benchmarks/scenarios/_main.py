@@ -1,4 +1,4 @@
-"""Every scenario, every variant, the three clients side by side: one ``_harness.Report``."""
+"""Every scenario, every variant, every client side by side: one ``_harness.Report``."""
 
 from __future__ import annotations
 
@@ -92,7 +92,8 @@ def _notes(name: str, sizes: sc.Sizes) -> list[str]:
         ],
     }[name] + [
         "Attempts per request: as the client reports them (FailoverResult / FailoverError), as counted "
-        "at the network layer under the client, and as the servers saw them (requests + lookups/connects "
+        "at the network layer under the client (an httpx transport under the httpx clients, an HTTPAdapter "
+        "under FailoverAdapter, a middleware after FailoverMiddleware), and as the servers saw them (requests + lookups/connects "
         "a fault struck). Attempts on dead domains: what the servers saw meet a fault (exact), and "
         "the attempts handed to the network layer while the timeline had their host down. "
         "Gap: failures while some domain was healthy during the request's lifetime.",
@@ -109,7 +110,7 @@ def run_all(
     only: Sequence[str] = (),
     client_keys: Sequence[str] = (),
 ) -> h.Report:
-    """Run the chosen scenarios (default: all) for the chosen clients (default: all three)."""
+    """Run the chosen scenarios (default: all) for the chosen clients (default: all)."""
     sizes = sc.SMALL if small else sc.FULL
     if opts.long:
         sizes = sizes.longer(2.0)

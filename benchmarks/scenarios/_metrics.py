@@ -31,14 +31,19 @@ from typing import Any
 from pytest_failover import faults
 from pytest_failover.simulator import FaultEvent, RecordedRequest
 
-from ._clients import RID, Call
 from ._load import Drive, Sample
+from ._sides import RID, Call
 from ._timeline import Record
 
 __all__ = ["Outcome", "Seen", "max_in_window", "percentile", "summarize"]
 
-# Attempts the server may never have read: the connection went away under them.
-LOST_WITH_CONNECTION = frozenset({"RemoteProtocolError", "ReadError", "WriteError", "CloseError"})
+# Attempts the server may never have read: the connection went away under them, as each
+# counting layer names it (httpx's exceptions; urllib3's reason under requests; aiohttp's).
+LOST_WITH_CONNECTION = frozenset({
+    "RemoteProtocolError", "ReadError", "WriteError", "CloseError",  # httpx
+    "ProtocolError",  # urllib3: "Connection aborted."
+    "ServerDisconnectedError", "ClientOSError",  # aiohttp
+})  # fmt: skip
 
 
 @dataclass
@@ -100,8 +105,8 @@ class Outcome:
     p99: float
     statuses: dict[str, int]
     errors: dict[str, int]
-    non_httpx: int
-    non_httpx_examples: list[str]
+    foreign: int  # exceptions that are not the client library's own
+    foreign_examples: list[str]
     counts_match: bool
     per_host: dict[str, dict[str, int | None]]
     hung: int
@@ -156,7 +161,7 @@ def summarize(
         state = record.state_at(call.host, call.at)
         dead_network += state is not None and not state.healthy
     latencies = [s.latency for s in samples]
-    odd = [s for s in samples if not s.httpx_error]
+    odd = [s for s in samples if not s.own_error]
     return Outcome(
         client=client,
         requests=n,
@@ -173,8 +178,8 @@ def summarize(
         p99=percentile(latencies, 99),
         statuses=dict(Counter(str(s.status) for s in samples if s.status is not None).most_common()),
         errors=dict(Counter(_error_key(s) for s in samples if s.error is not None).most_common()),
-        non_httpx=len(odd),
-        non_httpx_examples=[f"{s.rid}: {s.detail}" for s in odd[:5]],
+        foreign=len(odd),
+        foreign_examples=[f"{s.rid}: {s.detail}" for s in odd[:5]],
         counts_match=match,
         per_host=per_host,
         hung=run.hung,

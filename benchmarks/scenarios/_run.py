@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from pytest_failover.simulator import FakeDomains
 
-from ._clients import RID, Call, Calls, Client
+from ._clients import Client
 from ._load import Drive, Load, Sustained, drive
 from ._metrics import Outcome, Seen, summarize
+from ._sides import RID, Call, Calls
 from ._timeline import Driver, Record, Timeline
 
 RECORD_LIMIT = 100_000  # the simulator's (pytest_failover.simulator._record.RECORD_LIMIT)
@@ -35,7 +36,7 @@ PATH = "/v1/rooms"
 def quiet() -> Iterator[None]:
     """Keep the clients' retry logging (its cost stays, its output goes)."""
     saved = []
-    for name in ("pytest_failover", "httpx_retries"):
+    for name in ("pytest_failover", "httpx_retries", "urllib3"):
         log = logging.getLogger(name)
         null = logging.NullHandler()
         saved.append((log, log.propagate, null))

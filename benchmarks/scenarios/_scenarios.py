@@ -11,10 +11,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from ._clients import RID, Client
+from ._clients import Client
 from ._load import Burst, Sample, Sustained
 from ._metrics import max_in_window, percentile
 from ._run import Env, Run
+from ._sides import RID
 from ._timeline import (
     DOWN_503,
     NXDOMAIN,

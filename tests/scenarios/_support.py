@@ -10,10 +10,10 @@ from benchmarks.scenarios._metrics import Outcome
 def invariants(outcome: Outcome) -> list[str]:
     """Problems that no scenario may show: foreign exceptions, uncounted attempts, hung requests."""
     problems = []
-    if outcome.non_httpx:
+    if outcome.foreign:
         problems.append(
-            f"{outcome.non_httpx} exception(s) that are not httpx.HTTPError escaped: "
-            f"{outcome.non_httpx_examples}"
+            f"{outcome.foreign} exception(s) that are not the client library's own errors escaped: "
+            f"{outcome.foreign_examples}"
         )
     if not outcome.counts_match:
         problems.append(

@@ -1,4 +1,9 @@
-"""Fixtures of the availability scenarios: fake domains per process, our client, small sizes."""
+"""Fixtures of the availability scenarios: fake domains per process, the targeted clients, small sizes.
+
+Every scenario test runs once per client the targets are for (``TARGETED``): our httpx
+transports, and the same policy through the requests adapter (threads) and the aiohttp
+middleware (tasks). The fake servers are shared by all of them.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks.scenarios._clients import Client, clients
+from benchmarks.scenarios._clients import TARGETED, Client, clients
 from benchmarks.scenarios._run import Env, fake_domains
 from benchmarks.scenarios._scenarios import SMALL
 from pytest_failover.simulator import FakeDomains
@@ -28,13 +33,25 @@ def env(_domains: FakeDomains) -> Iterator[Env]:
     _domains.reset()
 
 
-@pytest.fixture(scope="session")
-def ours() -> Client:
-    """Our transport with the default ``Policy()``, its breaker cooldown scaled to the small sizes."""
-    return clients(cooldown=SMALL.cooldown)[0]
+@pytest.fixture(scope="session", params=TARGETED)
+def key(request: pytest.FixtureRequest) -> str:
+    """The key of the client under test (``ours``, ``requests+aiohttp``)."""
+    value: str = request.param
+    return value
+
+
+def _pick(key: str, deadline: float | None = None) -> Client:
+    (client,) = [c for c in clients(cooldown=SMALL.cooldown, deadline=deadline) if c.key == key]
+    return client
 
 
 @pytest.fixture(scope="session")
-def ours_with_deadline() -> Client:
-    """Our transport with ``Policy(deadline=...)`` for the slow-drip primary."""
-    return clients(cooldown=SMALL.cooldown, deadline=SMALL.trickle_deadline)[0]
+def client(key: str) -> Client:
+    """The client under test with the default ``Policy()``, its breaker cooldown scaled to the small sizes."""
+    return _pick(key)
+
+
+@pytest.fixture(scope="session")
+def client_with_deadline(key: str) -> Client:
+    """The client under test with ``Policy(deadline=...)`` for the slow-drip primary."""
+    return _pick(key, SMALL.trickle_deadline)

@@ -13,10 +13,10 @@ from ._support import explain, invariants
 
 @pytest.mark.parametrize("side", ["async", "thread"])
 @pytest.mark.parametrize("primary", sorted(COLD_STATES))
-def test_a_cold_burst_has_no_user_visible_failure(env: Env, ours: Client, primary: str, side: str) -> None:
+def test_a_cold_burst_has_no_user_visible_failure(env: Env, client: Client, primary: str, side: str) -> None:
     """Every request of a burst on a fresh transport is served by the backup while the primary
     refuses, fails to resolve or answers 503."""
-    outcome = cold_burst(env, ours, COLD_STATES[primary], sizes=SMALL, side=side).outcome
+    outcome = cold_burst(env, client, COLD_STATES[primary], sizes=SMALL, side=side).outcome
     problems = invariants(outcome)
     if outcome.failed:
         problems.append(f"{outcome.failed} of {outcome.requests} requests failed (target: 0)")

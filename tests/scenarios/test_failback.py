@@ -9,10 +9,10 @@ from benchmarks.scenarios._scenarios import SMALL, failback
 from ._support import explain, invariants
 
 
-def test_at_most_one_request_per_cooldown_reaches_the_recovering_primary(env: Env, ours: Client) -> None:
+def test_at_most_one_request_per_cooldown_reaches_the_recovering_primary(env: Env, client: Client) -> None:
     """Per transport, any window of one breaker cooldown holds at most one request to the
     recovering primary, and traffic returns to the primary once it is healthy."""
-    outcome = failback(env, ours, sizes=SMALL).outcome
+    outcome = failback(env, client, sizes=SMALL).outcome
     problems = invariants(outcome)
     for side in ("async", "thread"):
         most = outcome.extra[f"{side}: max requests reaching the recovering primary per cooldown"]

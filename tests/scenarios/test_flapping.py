@@ -12,9 +12,9 @@ from ._support import explain, invariants
 TARGET = 0.005
 
 
-def test_flapping_domains_leave_an_availability_gap_of_at_most_half_a_percent(env: Env, ours: Client) -> None:
+def test_flapping_domains_leave_an_availability_gap_of_at_most_half_a_percent(env: Env, client: Client) -> None:
     """At most 0.5 % of requests fail while the other domain could have served them."""
-    outcome = flapping(env, ours, sizes=SMALL).outcome
+    outcome = flapping(env, client, sizes=SMALL).outcome
     problems = invariants(outcome)
     if outcome.gap_share > TARGET:
         problems.append(

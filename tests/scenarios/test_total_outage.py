@@ -9,9 +9,9 @@ from benchmarks.scenarios._scenarios import SMALL, total_outage
 from ._support import explain, invariants
 
 
-def test_a_drained_budget_keeps_attempts_per_request_at_most_1_1(env: Env, ours: Client) -> None:
+def test_a_drained_budget_keeps_attempts_per_request_at_most_1_1(env: Env, client: Client) -> None:
     """Once the retry budget has drained, a logical request costs at most 1.1 attempts on average."""
-    outcome = total_outage(env, ours, sizes=SMALL).outcome
+    outcome = total_outage(env, client, sizes=SMALL).outcome
     problems = invariants(outcome)
     drained = outcome.extra["attempts per request once drained"]
     if not outcome.extra["requests once drained"]:

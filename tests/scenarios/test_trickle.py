@@ -13,10 +13,10 @@ from ._support import explain, invariants
 
 @pytest.mark.parametrize("side", ["async", "thread"])
 def test_a_trickling_body_overruns_the_deadline_by_at_most_100_ms(
-    env: Env, ours_with_deadline: Client, side: str
+    env: Env, client_with_deadline: Client, side: str
 ) -> None:
     """With ``Policy(deadline=...)`` no logical request outlives its deadline by more than 100 ms."""
-    outcome = trickle(env, ours_with_deadline, sizes=SMALL, side=side).outcome
+    outcome = trickle(env, client_with_deadline, sizes=SMALL, side=side).outcome
     problems = invariants(outcome)
     over = outcome.extra["max over the deadline (ms)"]
     if over is None or over > 100:
