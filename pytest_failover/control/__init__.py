@@ -9,7 +9,8 @@ One job per module:
 
 =============== ==================================================================
 ``_document``   the rules: what a document says, its bounds, its validity window,
-                and whether it fits the local pools (``ControlDocument``)
+                and whether it fits the local pools (``ControlDocument``,
+                ``check_disabled``, ``Quorum``: which locations agreed)
 ``_jws``        the wire form: JWS compact serialization, EdDSA or HS256, verified
                 with an algorithm allow-list (``sign_document``, ``verify_document``)
 ``_keys``       keys and the one key file format, a JWK (``ControlKey``,
@@ -47,19 +48,22 @@ all_disabled   every domain of a pool would be disabled
 
 Header checks come before the signature, the payload is read only after it. The
 last four rules need the local pools and the version in force: ``doc.check``, which
-the transport calls before applying anything.
+the transport calls before applying anything. The last three are
+``check_disabled(pools, disabled)``, which a writer of documents (the agent) calls on
+what it is about to sign, so the rule "never every domain of a pool" has one home.
 """
 
 from __future__ import annotations
 
 from .._exceptions import ControlError
-from ._document import MAX_TIME, MAX_VERSION, ControlDocument
+from ._document import MAX_LOCATIONS, MAX_TIME, MAX_VERSION, ControlDocument, Quorum, check_disabled
 from ._jws import MAX_DOCUMENT_BYTES, TYP, sign_document, verify_document
 from ._keys import ControlKey, generate_key, load_key, parse_key, save_key
 from ._poller import ControlPoller, ControlTarget
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
+    "MAX_LOCATIONS",
     "MAX_TIME",
     "MAX_VERSION",
     "TYP",
@@ -68,6 +72,8 @@ __all__ = [
     "ControlKey",
     "ControlPoller",
     "ControlTarget",
+    "Quorum",
+    "check_disabled",
     "generate_key",
     "load_key",
     "parse_key",
