@@ -2,13 +2,19 @@
 
 Rules, in order:
 
-1. A domain whose last ``disable_after`` pinned probes all failed is disabled.
+1. A domain is down automatically: on an agent, when its last ``disable_after``
+   pinned probes all failed (:func:`decide_disabled`); on the quorum publisher
+   (``failover-agent control quorum``, :mod:`failover_agent.quorum`), when at least
+   ``control.quorum.min_locations`` locations saw it fail for ``for_seconds``.
 2. The operator override file wins: ``disable`` forces a domain off, ``enable``
    forces it on, whatever the probes say.
-3. Never every domain of a pool: if the result would disable all of them, the
-   automatic decisions are dropped and only the operator's remain; if the
-   operator disabled all of them too, the pool's first domain stays enabled
-   (and the error is logged).
+3. Never every domain of a pool (the library's rule,
+   :func:`pytest_failover.control.check_disabled`, which clients apply too): if the
+   result breaks it, the automatic decisions are dropped and only the operator's
+   remain; if the operator disabled all of them too, the pool's first domain stays
+   enabled (and the error is logged).
+
+Rules 2 and 3 are :func:`apply_rules`, shared by both.
 
 The override file is TOML (or JSON when it ends in ``.json``)::
 
@@ -30,13 +36,20 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_failover._pool import Domain
-from pytest_failover.control import ControlDocument, ControlKey, load_key
+from pytest_failover.control import (
+    ControlDocument,
+    ControlError,
+    ControlKey,
+    Quorum,
+    check_disabled,
+    load_key,
+)
 
 from .config import ControlConfig, PoolConfig
 from .state import AgentState
@@ -46,7 +59,7 @@ try:  # tomllib on 3.11+, tomli before
 except ImportError:  # pragma: no cover
     import tomli as tomllib  # type: ignore[no-redef]  # the same API under the backport's name
 
-__all__ = ["ControlWriter", "Override", "decide_disabled", "load_override", "signing_key"]
+__all__ = ["ControlWriter", "Override", "apply_rules", "decide_disabled", "load_override", "signing_key"]
 
 log = logging.getLogger("failover_agent.control")
 
@@ -85,27 +98,29 @@ def load_override(path: Path) -> Override:
     return Override(disable, enable)
 
 
-def decide_disabled(
-    pools: Sequence[PoolConfig],
-    state: AgentState,
-    disable_after: int,
-    override: Override,
+def _breaks_the_pool_rule(pool: PoolConfig, disabled: Set[str]) -> bool:
+    try:
+        check_disabled([pool.to_pool()], {pool.name: disabled})
+    except ControlError as exc:
+        if exc.reason != "all_disabled":
+            raise
+        return True
+    return False
+
+
+def apply_rules(
+    pools: Sequence[PoolConfig], auto: Mapping[str, Set[str]], override: Override
 ) -> dict[str, frozenset[str]]:
-    """The disabled domains per pool, following the module's rules."""
+    """Rules 2 and 3: the disabled domains per pool, from the automatic ones (``auto``) and the override."""
     out: dict[str, frozenset[str]] = {}
     for pool in pools:
         domains = list(pool.domains)
-        auto = {
-            url for url in domains
-            if (d := state.domains.get((pool.name, url))) is not None
-            and d.consecutive_failures >= disable_after
-        }
         forced_off = set(override.disable.get(pool.name, frozenset())) & set(domains)
         forced_on = set(override.enable.get(pool.name, frozenset()))
-        disabled = (auto - forced_on) | forced_off
-        if disabled >= set(domains):
+        disabled = ((set(auto.get(pool.name, ())) & set(domains)) - forced_on) | forced_off
+        if _breaks_the_pool_rule(pool, disabled):
             disabled = forced_off
-            if disabled >= set(domains):
+            if _breaks_the_pool_rule(pool, disabled):
                 log.error("override disables every domain of pool %r; keeping %s enabled",
                           pool.name, domains[0])
                 disabled = disabled - {domains[0]}
@@ -114,6 +129,24 @@ def decide_disabled(
                             pool.name)
         out[pool.name] = frozenset(disabled)
     return out
+
+
+def decide_disabled(
+    pools: Sequence[PoolConfig],
+    state: AgentState,
+    disable_after: int,
+    override: Override,
+) -> dict[str, frozenset[str]]:
+    """The disabled domains per pool from this agent's own probes, following the module's rules."""
+    auto = {
+        pool.name: {
+            url for url in pool.domains
+            if (d := state.domains.get((pool.name, url))) is not None
+            and d.consecutive_failures >= disable_after
+        }
+        for pool in pools
+    }
+    return apply_rules(pools, auto, override)
 
 
 def signing_key(cfg: ControlConfig) -> ControlKey:
@@ -153,7 +186,19 @@ def _atomic_write(path: Path, data: bytes) -> None:
 class ControlWriter:
     """Signs a fresh document on every :meth:`update` and keeps the latest bytes."""
 
-    def __init__(self, cfg: ControlConfig, pools: Sequence[PoolConfig], previous_version: int = 0) -> None:
+    def __init__(
+        self, cfg: ControlConfig, pools: Sequence[PoolConfig], previous_version: int = 0, *, quorum: bool = False
+    ) -> None:
+        """``quorum=True`` is the quorum publisher's writer (``cfg.quorum`` set, decisions
+        passed to :meth:`publish`); an agent's writer (:meth:`update`) refuses ``cfg.quorum``."""
+        if cfg.quorum is not None and not quorum:
+            raise ValueError(
+                "control.quorum is set: this configuration is the quorum publisher's, which decides "
+                "from Prometheus; run it with 'failover-agent control quorum FILE' (the agents in "
+                "each location have no [control.quorum])"
+            )
+        if quorum and cfg.quorum is None:
+            raise ValueError("the quorum publisher needs a [control.quorum] section")
         self.cfg = cfg
         self.pools = list(pools)
         self._key = signing_key(cfg)
@@ -182,9 +227,23 @@ class ControlWriter:
         self._override_mtime = mtime
 
     def update(self, state: AgentState, now: float | None = None) -> bytes:
-        """Decide, sign, store in ``state.control`` and write ``output_file``; return the bytes."""
+        """Decide from the agent's own probes, sign, store in ``state.control`` and write
+        ``output_file``; return the bytes."""
         self._refresh_override()
         disabled = decide_disabled(self.pools, state, self.cfg.disable_after, self._override)
+        return self._publish(state, disabled, now, None)
+
+    def publish(
+        self, state: AgentState, auto: Mapping[str, Set[str]], quorum: Quorum, now: float | None = None
+    ) -> bytes:
+        """The quorum publisher's :meth:`update`: ``auto`` are the domains the quorum saw down
+        (rule 1), ``quorum`` records who agreed; rules 2 and 3 apply as on an agent."""
+        self._refresh_override()
+        return self._publish(state, apply_rules(self.pools, auto, self._override), now, quorum)
+
+    def _publish(
+        self, state: AgentState, disabled: dict[str, frozenset[str]], now: float | None, quorum: Quorum | None
+    ) -> bytes:
         now = time.time() if now is None else now
         self.version = max(self.version + 1, int(now * 1000))
         document = ControlDocument.sign(
@@ -193,6 +252,7 @@ class ControlWriter:
             expires_in=self.cfg.expires_in,
             key=self._key,
             now=now,
+            quorum=quorum,
         )
         control = state.control
         if control is None:
