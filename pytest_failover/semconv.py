@@ -80,6 +80,7 @@ __all__ = [
     "FAILOVER_BREAKER_TRANSITIONS",
     "FAILOVER_CONTROL_DOMAIN_DISABLED",
     "FAILOVER_CONTROL_ISSUED_TIMESTAMP",
+    "FAILOVER_CONTROL_QUORUM_UP",
     "FAILOVER_CONTROL_VERSION",
     "FAILOVER_DOMAIN",
     "FAILOVER_FAULT",
@@ -138,6 +139,7 @@ __all__ = [
     "PYTEST_DURATION",
     "PYTEST_OUTCOME",
     "PYTEST_WORKER",
+    "QUORUM_SCOPE",
     "READINESS_CHECK",
     "READINESS_CHECKS",
     "REQUEST_SPAN_PREFIX",
@@ -192,6 +194,8 @@ PLUGIN_SCOPE: Final = "pytest_failover.plugin"
 """Tracer name of the pytest plugin's session trace (``--failover-otlp-endpoint``)."""
 AGENT_SCOPE: Final = "failover_agent"
 """Meter name of the agent's own metrics."""
+QUORUM_SCOPE: Final = "failover_agent.quorum"
+"""Meter name of the quorum publisher's own metrics (``failover-agent control quorum``)."""
 UPLOAD_SCOPE: Final = "pytest_failover.uploads"
 """Tracer and meter name of the resumable uploads (``pytest_failover.uploads``)."""
 SCHEMA_URL: Final = Schemas.V1_26_0.value
@@ -531,6 +535,10 @@ FAILOVER_CONTROL_ISSUED_TIMESTAMP: Final = "failover.control.issued_timestamp"
 """Gauge, s: Unix time the served control document was issued."""
 FAILOVER_CONTROL_DOMAIN_DISABLED: Final = "failover.control.domain.disabled"
 """Gauge: 1 if the served control document disables the domain."""
+FAILOVER_CONTROL_QUORUM_UP: Final = "failover.control.quorum.up"
+"""Gauge (quorum publisher): 1 if its last Prometheus query answered sensibly and the document
+was decided anew; 0 while Prometheus is unreachable or answers nonsense and the last document
+stays in force."""
 FAILOVER_AGENT_JOB_OVERRUNS: Final = "failover.agent.job.overruns"
 """Counter: check runs skipped because the previous run was still going (``failover.agent.check``)."""
 FAILOVER_AGENT_TELEMETRY_DROPPED: Final = "failover.agent.telemetry.dropped"
@@ -637,6 +645,7 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_CONTROL_DOMAIN_DISABLED, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_AGENT_JOB_OVERRUNS, "counter", UNIT_RUN, AGENT_SCOPE),
     Metric(FAILOVER_AGENT_TELEMETRY_DROPPED, "counter", UNIT_ITEM, AGENT_SCOPE),
+    Metric(FAILOVER_CONTROL_QUORUM_UP, "gauge", UNIT_NONE, QUORUM_SCOPE),
 )
 """Every metric the project emits, by OpenTelemetry name."""
 CLIENT_METRIC_NAMES: Final = frozenset(name for name, m in METRICS.items() if m.scope == CLIENT_SCOPE)
