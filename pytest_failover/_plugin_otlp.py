@@ -15,8 +15,17 @@ The SDK's ``OTEL_*`` variables work as it documents them: ``OTEL_SERVICE_NAME`` 
 ``_CERTIFICATE``, the batch processor ``OTEL_BSP_*``; ``OTEL_SDK_DISABLED=true`` records
 nothing. The option's endpoint wins over ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT``; with
 no option, :func:`environment_requests_export` says whether those variables ask for the
-export, and the endpoint and ``_PROTOCOL`` come from them. The tracer's scope is
-``pytest_failover.plugin`` with the package version and the semantic-conventions schema URL.
+export (then the plugin registers ``SessionTraceExporter(config, None)``), and the endpoint
+and ``_PROTOCOL`` come from them. The option or ini value ``none`` turns the export off
+whatever the environment says. The tracer's scope is ``pytest_failover.plugin`` with the
+package version and the semantic-conventions schema URL.
+
+Asked by the environment alone, the export stays out of the way of a suite's own tracing:
+when the suite already installed an SDK ``TracerProvider`` (its exporters read the same
+variables), the session and test spans join that provider and its exporters, and no second
+exporter is added (it would send every span twice); and when the SDK or the OTLP exporter
+is not installed, the run goes on without the session trace, with a
+:class:`MissingExporterError`'s hint as a ``PytestConfigWarning``.
 """
 
 from __future__ import annotations
@@ -30,12 +39,16 @@ import pytest
 
 from . import __version__, semconv
 
-__all__ = ["SessionTraceExporter", "build_span_exporter", "environment_requests_export"]
+__all__ = ["OTLP_OFF", "MissingExporterError", "SessionTraceExporter", "build_span_exporter",
+           "environment_requests_export"]
 
 _WORKER_KEY = "failover_otlp_traceparent"
 _REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
+OTLP_OFF = "none"
+"""The option or ini value that turns the session trace off, OTEL_* variables or not."""
 _INSTALL_HINT = (
-    "--failover-otlp-endpoint needs the OpenTelemetry SDK and OTLP exporter: "
+    "the session trace (--failover-otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT) needs the "
+    "OpenTelemetry SDK and OTLP exporter: "
     "pip install 'pytest-failover[simulator]' opentelemetry-exporter-otlp-proto-http "
     "(and opentelemetry-exporter-otlp-proto-grpc for grpc:// endpoints)"
 )
@@ -46,6 +59,12 @@ _ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 _PROTOCOL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 _TIMEOUT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
 _DEFAULT_TIMEOUT = 5.0
+
+
+class MissingExporterError(ImportError):
+    """The OpenTelemetry SDK or the OTLP exporter the session trace needs is not installed
+    (the message says what to install). The plugin makes it a usage error when the option
+    asked for the export, a warning when the environment alone did."""
 
 
 def _variable(*names: str) -> tuple[str, str] | None:
@@ -107,7 +126,7 @@ def _http_exporter() -> Any:
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError as exc:
-        raise pytest.UsageError(f"{_INSTALL_HINT} ({exc})") from exc
+        raise MissingExporterError(f"{_INSTALL_HINT} ({exc})") from exc
     return OTLPSpanExporter
 
 
@@ -115,12 +134,13 @@ def _grpc_exporter() -> Any:
     try:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     except ImportError as exc:
-        raise pytest.UsageError(f"{_INSTALL_HINT} ({exc})") from exc
+        raise MissingExporterError(f"{_INSTALL_HINT} ({exc})") from exc
     return OTLPSpanExporter
 
 
 class SessionTraceExporter:
-    """A plugin object registered by ``pytest_configure`` when the option is given."""
+    """A plugin object registered by ``pytest_configure`` when the option is given, or when
+    the OTEL_* environment asks for the export (``endpoint`` None)."""
 
     def __init__(self, config: pytest.Config, endpoint: str | None) -> None:
         """``endpoint`` from the option or ini; None: the OTEL_* environment's."""
@@ -133,14 +153,19 @@ class SessionTraceExporter:
                 TraceContextTextMapPropagator,
             )
         except ImportError as exc:
-            raise pytest.UsageError(f"{_INSTALL_HINT} ({exc})") from exc
+            raise MissingExporterError(f"{_INSTALL_HINT} ({exc})") from exc
 
         self._config = config
-        self._processor = BatchSpanProcessor(build_span_exporter(endpoint))
         current = trace.get_tracer_provider()
         self._owns_provider = False
-        if isinstance(current, TracerProvider):
+        self._processor: BatchSpanProcessor | None = None
+        if isinstance(current, TracerProvider) and endpoint is None:
+            # The suite's own SDK provider, its exporters configured by the same variables:
+            # our spans join it (a second exporter would send each of its spans twice).
+            provider = current
+        elif isinstance(current, TracerProvider):
             # A provider is already set (the project's own conftest): add our export to it.
+            self._processor = BatchSpanProcessor(build_span_exporter(endpoint))
             current.add_span_processor(self._processor)
             provider = current
         else:
@@ -152,6 +177,7 @@ class SessionTraceExporter:
                 .merge(Resource({semconv.PYTEST_WORKER: worker or "main"}))
             )
             provider = TracerProvider(resource=resource)
+            self._processor = BatchSpanProcessor(build_span_exporter(endpoint))
             provider.add_span_processor(self._processor)
             if isinstance(current, trace.ProxyTracerProvider):
                 trace.set_tracer_provider(provider)
@@ -242,6 +268,9 @@ class SessionTraceExporter:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._session_span is not None:
             self._session_span.end()
+        if self._processor is None:  # joined the suite's provider: flush it, it shuts itself down
+            self._provider.force_flush(timeout_millis=10_000)
+            return
         self._processor.force_flush(timeout_millis=10_000)  # bounded even if the collector is gone
         if self._owns_provider:
             self._provider.shutdown()

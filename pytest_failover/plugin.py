@@ -11,7 +11,9 @@ Face of the plugin:
 * marker ``@pytest.mark.outage(host, fault, /, *args, **kwargs)``
 * fixture ``failover_telemetry`` -> :class:`pytest_failover.telemetry_capture.FailoverTelemetry`
 * options ``--failover-block-unknown-hosts`` (ini ``failover_block_unknown_hosts``)
-  and ``--failover-otlp-endpoint`` (ini ``failover_otlp_endpoint``)
+  and ``--failover-otlp-endpoint`` (ini ``failover_otlp_endpoint``; ``none``: off). With
+  neither, an ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`` in the environment turns the session
+  trace on (:func:`pytest_failover._plugin_otlp.environment_requests_export`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ _BLOCK_HELP = (
 _OTLP_HELP = (
     "export the test session's spans over OTLP to this endpoint "
     "(http://host:4318 for OTLP/HTTP, grpc://host:4317 for OTLP/gRPC): "
-    "each test a span, each injected fault an event, the failover client's spans as children."
+    "each test a span, each injected fault an event, the failover client's spans as children. "
+    "Without it, OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT turns the export on; 'none' turns it off."
 )
 
 _SESSION_DOMAINS_KEY = pytest.StashKey["SessionDomains"]()
@@ -93,19 +96,41 @@ def _otlp_endpoint(config: pytest.Config) -> str | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", OUTAGE_MARKER_HELP)
-    endpoint = _otlp_endpoint(config)
-    if endpoint:
-        from ._plugin_otlp import SessionTraceExporter
-
-        config.pluginmanager.register(
-            SessionTraceExporter(config, endpoint), "failover-otlp-session"
-        )
+    _register_session_trace(config)
     if _block_unknown_hosts(config):
         from ._plugin_block import UnknownHostBlocker
 
         config.pluginmanager.register(
             UnknownHostBlocker(lambda: _session_domains(config)), "failover-block-unknown-hosts"
         )
+
+
+def _register_session_trace(config: pytest.Config) -> None:
+    """The option's or ini's endpoint (``none``: off); without either, the OTEL_* environment's."""
+    from ._plugin_otlp import (
+        OTLP_OFF,
+        MissingExporterError,
+        SessionTraceExporter,
+        environment_requests_export,
+    )
+
+    endpoint = _otlp_endpoint(config)
+    if endpoint is not None and endpoint.strip().lower() == OTLP_OFF:
+        return
+    if endpoint is None and not environment_requests_export():
+        return
+    try:
+        exporter = SessionTraceExporter(config, endpoint)
+    except MissingExporterError as exc:
+        if endpoint is not None:
+            raise pytest.UsageError(str(exc)) from exc
+        # Asked by the environment alone (set for the code under test, perhaps): not an error.
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(f"pytest-failover: no session trace over OTLP: {exc}"),
+            stacklevel=2,
+        )
+        return
+    config.pluginmanager.register(exporter, "failover-otlp-session")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

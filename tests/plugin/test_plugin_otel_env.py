@@ -165,3 +165,107 @@ def test_an_unknown_protocol_variable_is_a_usage_error(monkeypatch: pytest.Monke
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
     with pytest.raises(pytest.UsageError, match=r"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL='http/json'"):
         build_span_exporter(None)
+
+
+# --- the environment alone turns the session trace on ----------------------------------
+
+
+def test_the_endpoint_variable_alone_exports_the_session_trace(
+    downstream: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No option, no ini: OTEL_EXPORTER_OTLP_ENDPOINT exports the session span and each
+    test's span (its child) to that collector."""
+    downstream.makepyfile(SUITE)
+    with receiver() as (endpoint, seen):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        result = downstream.runpytest_subprocess()
+        result.assert_outcomes(passed=1)
+    by_name = {span.name: span for span in seen.spans}
+    session = by_name["pytest session"]
+    test = by_name["test_the_endpoint_variable_alone_exports_the_session_trace.py::test_one"]
+    assert test.parent_span_id == session.span_id and test.trace_id == session.trace_id
+    assert {span.resource["service.name"] for span in seen.spans} == {"pytest"}
+
+
+@pytest.mark.parametrize("where", ["option", "ini"])
+def test_none_turns_the_session_trace_off_whatever_the_environment_says(
+    downstream: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """--failover-otlp-endpoint=none (or the ini value none) exports nothing although
+    OTEL_EXPORTER_OTLP_ENDPOINT is set."""
+    downstream.makepyfile(SUITE)
+    args = ["--failover-otlp-endpoint=none"] if where == "option" else []
+    if where == "ini":
+        downstream.makeini("[pytest]\nfailover_otlp_endpoint = none\naddopts = -p no:cacheprovider\n")
+    with receiver() as (endpoint, seen):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        result = downstream.runpytest_subprocess(*args)
+        result.assert_outcomes(passed=1)
+    assert seen.spans == [] and seen.headers == []
+
+
+def test_the_environment_joins_a_provider_the_suite_installed_without_exporting_twice(
+    downstream: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A suite that sets up its own SDK provider and OTLP exporter from the same variables:
+    the session and test spans go through that exporter, and every span arrives once."""
+    downstream.makeconftest(
+        """
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        provider = TracerProvider(resource=Resource.create({"service.name": "shop-tests"}))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        trace.set_tracer_provider(provider)
+        """
+    )
+    downstream.makepyfile(
+        """
+        from opentelemetry import trace
+
+        def test_one():
+            with trace.get_tracer("shop").start_as_current_span("checkout"):
+                pass
+        """
+    )
+    with receiver() as (endpoint, seen):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        result = downstream.runpytest_subprocess()
+        result.assert_outcomes(passed=1)
+    names = sorted(span.name for span in seen.spans)
+    assert names == sorted(["pytest session", "checkout",
+                            "test_the_environment_joins_a_provider_the_suite_installed_without_exporting_twice.py::test_one"])
+    assert len({span.span_id for span in seen.spans}) == 3
+    assert {span.resource["service.name"] for span in seen.spans} == {"shop-tests"}
+    by_name = {span.name: span for span in seen.spans}
+    assert by_name["checkout"].parent_span_id == by_name[names[2]].span_id  # the test span is its parent
+
+
+BLOCK_THE_EXPORTER = """
+import sys
+
+sys.modules["opentelemetry.exporter.otlp.proto.http.trace_exporter"] = None  # as if not installed
+"""
+
+
+def test_the_environment_without_the_exporter_installed_warns_and_runs_on(
+    downstream: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT set for the code under test, no OTLP exporter installed:
+    the run passes with a warning that says what to install; the option would be a usage error."""
+    downstream.makeconftest(BLOCK_THE_EXPORTER)
+    downstream.makepyfile(SUITE)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    result = downstream.runpytest_subprocess()
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*PytestConfigWarning: pytest-failover: no session trace over OTLP: "
+                                 "the session trace * needs the OpenTelemetry SDK and OTLP exporter: pip install*"])
+    refused = downstream.runpytest_subprocess("--failover-otlp-endpoint", "http://127.0.0.1:9")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*needs the OpenTelemetry SDK and OTLP exporter: pip install*"])
