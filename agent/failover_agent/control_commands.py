@@ -5,7 +5,9 @@
 - ``sign`` turns a document's JSON (the payload: ``version``, ``pools`` and
   optionally ``iat``/``exp``) into the JWS clients poll;
 - ``verify`` checks a JWS against one or more keys and prints its payload, or says
-  why it is refused (exit status 1).
+  why it is refused (exit status 1);
+- ``quorum`` runs the quorum publisher (:mod:`failover_agent.quorum`): the document
+  decided from every location's probes in Prometheus; its help shows the PromQL.
 
 The library is imported inside each command, so ``failover-agent --help`` stays fast.
 """
@@ -151,3 +153,92 @@ def verify(document: IO[bytes], key_files: tuple[Path, ...], now: float | None, 
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(json.dumps(doc.claims(), indent=2, sort_keys=True))
+
+
+_QUORUM_HELP = """Publish the control document decided by a quorum of locations.
+
+FILE is an agent.toml with [control] and [control.quorum] (prometheus_url, min_locations,
+for_seconds, timeout, headers); its pools name the domains the document may disable. Every
+control.interval the publisher asks the Prometheus HTTP API (/api/v1/query; Thanos and Mimir
+serve the same API) which locations have seen each domain fail for for_seconds, and disables a
+domain only when at least min_locations distinct locations agree; it is enabled again as soon
+as fewer do. The override file and the rule that keeps one domain of every pool enabled still
+apply, and the document's "quorum" member lists who agreed. While Prometheus is unreachable or
+answers nonsense, nothing is signed: the last document stays in force (gauge
+failover_control_quorum_up = 0, one log line per change). It serves the document at
+control.path, /metrics and /healthz on exporters.prometheus.listen (or --listen).
+
+\b
+The query it runs, for for_seconds = {for_seconds} (--print-query prints FILE's):
+{votes}
+
+\b
+The same decision for a Grafana panel (1: disabled), min_locations = {min_locations}:
+{decision}
+"""
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+class _QuorumCommand(click.Command):
+    """Its help shows the PromQL, built only when help is asked for (``--help`` stays fast)."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from .quorum.promql import location_votes, quorum_decision
+
+        self.help = _QUORUM_HELP.format(
+            for_seconds=60, min_locations=2,
+            votes=_indent(location_votes(60)), decision=_indent(quorum_decision(60, 2)),
+        )
+        super().format_help_text(ctx, formatter)
+
+
+@control.command("quorum", cls=_QuorumCommand,
+                 short_help="Publish the document decided by a quorum of locations (Prometheus).")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--listen", default=None, metavar="HOST:PORT",
+              help="HOST:PORT of the listener (the document, /metrics, /healthz); port 0: any free "
+                   "one. Overrides exporters.prometheus.listen.")
+@click.option("--print-query", is_flag=True, help="Print the PromQL for FILE's settings and exit.")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              default="INFO", show_default=True, help="Lowest level of the log lines shown.")
+def quorum(file: Path, listen: str | None, print_query: bool, log_level: str) -> None:
+    import asyncio
+    import logging
+
+    from .config import ConfigError, _check_listen, load_config
+
+    if listen is not None:
+        try:
+            _check_listen(listen)
+        except ValueError as exc:
+            raise click.BadParameter(f"{listen!r}: {exc}", param_hint="--listen") from None
+    try:
+        config = load_config(file)
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    if config.control is None or config.control.quorum is None:
+        click.echo(f"{file}: no [control.quorum] section: the quorum publisher needs prometheus_url "
+                   "(and optionally min_locations, for_seconds)", err=True)
+        sys.exit(2)
+    settings = config.control.quorum
+    if print_query:
+        from .quorum.promql import location_votes, quorum_decision
+
+        click.echo(f"# the votes (one series per location that saw the domain fail for {settings.for_seconds} s)")
+        click.echo(location_votes(settings.for_seconds))
+        click.echo(f"# the decision (1: at least {settings.min_locations} locations agree)")
+        click.echo(quorum_decision(settings.for_seconds, settings.min_locations))
+        return
+    from .quorum.publisher import serve_quorum
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        code = asyncio.run(serve_quorum(config, listen=listen))
+    except OSError as exc:
+        logging.getLogger("failover_agent.quorum").error("cannot start: %s", exc)
+        code = 1
+    sys.exit(code)
