@@ -87,6 +87,7 @@ from ._decisions import (
     Stop,
     Switch,
     Wait,
+    new_tuple,
 )
 from ._policy import ExponentialBackoff, Policy, ScheduleTable
 from ._pool import Domain, Pool
@@ -374,7 +375,7 @@ class RequestPlan:
                 if early:
                     self._early_allowed = False
                 self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
-        attempt = Attempt(len(self.records) + 1, domain, delay, timeout, probe, tuple(events))
+        attempt = new_tuple(Attempt, (len(self.records) + 1, domain, delay, timeout, probe, tuple(events)))
         self._in_flight = (attempt, breaker, now + delay)
         self.tried.append(domain)
         return attempt
@@ -487,8 +488,9 @@ class RequestPlan:
         attempt, breaker, sent_at = self._in_flight
         self._in_flight = None
         self.records.append(
-            AttemptRecord(
-                attempt.number, attempt.domain.url, outcome.error_type, outcome.status, duration, outcome.sent
+            new_tuple(
+                AttemptRecord,
+                (attempt.number, attempt.domain.url, outcome.error_type, outcome.status, duration, outcome.sent),
             )
         )
         self.last_outcome = outcome

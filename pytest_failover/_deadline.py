@@ -9,7 +9,7 @@ An attempt's time is therefore bounded from outside:
   against 19 µs for ``anyio.fail_after`` (measured side by side on this machine),
   hence the asyncio path.
 - sync: a blocked ``recv`` cannot be cancelled from its own thread. One watchdog
-  thread per process keeps a heap of armed deadlines; when one passes, it shuts
+  thread per process keeps the armed deadlines; when one passes, it shuts
   down the socket of that attempt (``socket.shutdown`` is safe from another
   thread), the blocked read returns at once, and the transport reports a timeout.
   The socket is known once the response headers arrived (httpcore's
@@ -83,13 +83,17 @@ class _Watchdog:
     a ticket is a plain int: the happy path pays under a microsecond, where a
     heap under a condition variable cost nine (cProfile of 5,000 in-process
     requests, side by side) and a guard object per attempt another 11,000
-    instructions (callgrind, loopback). The thread scans the armed attempts
-    every ``TICK`` seconds while any were armed lately, so an attempt is cut at
-    most ``TICK`` late, and it sleeps when none are.
+    instructions (callgrind, loopback).
+
+    The thread sleeps until the earliest armed deadline (at most ``MAX_SLEEP``,
+    and for ever while nothing is armed). An attempt armed with a deadline before
+    the thread's next wake-up wakes it, which only an attempt with very little
+    time left does, so a busy client wakes it a few times a second rather than at
+    every tick: each wake-up takes the GIL from the threads doing requests.
     """
 
-    TICK = 0.01
-    IDLE_AFTER = 1.0  # seconds without an armed attempt before the thread sleeps
+    MAX_SLEEP = 0.25
+    IDLE_AFTER = 1.0  # seconds without an arm() before the thread sleeps until the next one
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -97,9 +101,11 @@ class _Watchdog:
         self._cut: set[int] = set()  # tickets whose socket was shut down
         self._tickets = itertools.count()
         self._wake = threading.Event()
-        self._idle = True
+        self._wakes_at = float("inf")  # when the thread looks next (inf: never, or not started)
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self.looks = 0  # how often the thread has looked at the armed attempts
+        self._armed_lately = False  # set by arm(), cleared by the thread
 
     def arm(self, at: float, response: httpx.Response) -> int | None:
         """Cut ``response``'s socket at ``at`` (monotonic seconds) unless disarmed
@@ -111,10 +117,12 @@ class _Watchdog:
             return None
         ticket = next(self._tickets)
         self._armed[ticket] = (at, sock)
-        if self._idle:
-            self._idle = False
+        self._armed_lately = True
+        if at >= self._wakes_at:
+            return ticket  # the thread looks before it is due
+        if self._thread is None:
             self._start()
-            self._wake.set()
+        self._wake.set()
         return ticket
 
     def disarm(self, ticket: int) -> bool:
@@ -132,29 +140,35 @@ class _Watchdog:
                 self._thread.start()
 
     def _run(self) -> None:
-        quiet_since = self._clock()
+        busy_at = self._clock()
         while True:
-            if self._idle:
-                self._wake.wait()
-                self._wake.clear()
-                quiet_since = self._clock()
-            time.sleep(self.TICK)
+            self.looks += 1
             now = self._clock()
-            due = [ticket for ticket, (at, _) in list(self._armed.items()) if at <= now]
-            for ticket in due:
+            if self._armed_lately:
+                self._armed_lately = False
+                busy_at = now
+            earliest = float("inf")
+            for ticket, (at, sock) in list(self._armed.items()):
+                if at > now:
+                    earliest = min(earliest, at)
+                    continue
                 self._cut.add(ticket)  # before the pop: disarm() then sees it was cut
-                entry = self._armed.pop(ticket, None)
-                if entry is None:
+                if self._armed.pop(ticket, None) is None:
                     self._cut.discard(ticket)  # disarmed in time after all
                     continue
                 with contextlib.suppress(OSError):  # already closed: nothing to interrupt
-                    entry[1].shutdown(socket.SHUT_RDWR)
-            if self._armed:
-                quiet_since = now
-            elif now - quiet_since > self.IDLE_AFTER:
-                self._idle = True
-                if self._armed:  # armed between the check and going idle
-                    self._idle = False
+                    sock.shutdown(socket.SHUT_RDWR)
+            # Nothing armed: keep looking every MAX_SLEEP for a while (a client that
+            # arms and disarms in turn would otherwise wake the thread every time).
+            idle = earliest == float("inf") and now - busy_at > self.IDLE_AFTER
+            sleep = None if idle else min(earliest - now, self.MAX_SLEEP)
+            # Publish the wake-up before clearing the event: an arm() racing with this
+            # either sees the new time or sets the event after the clear.
+            self._wakes_at = float("inf") if sleep is None else now + sleep
+            self._wake.clear()
+            if self._armed and min(at for at, _ in list(self._armed.values())) < self._wakes_at:
+                continue  # armed while we looked: look again
+            self._wake.wait(sleep)
 
 
 watchdog = _Watchdog()

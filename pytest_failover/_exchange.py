@@ -19,7 +19,7 @@ import httpx
 from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
 from ._core import DONE, PoolCore, RequestOptions
-from ._decisions import RESPONSE, Attempt, AttemptRecord, Ending, Stop, Wait, ending
+from ._decisions import RESPONSE, Attempt, AttemptRecord, Ending, Stop, Wait, ending, new_tuple
 from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
 from ._telemetry import RequestTrace, redact_url
 
@@ -249,7 +249,7 @@ class Exchange:
             self.stop = DONE
             return None
         decision = self.plan.next(self._clock())
-        if decision.events and self.trace is not None:
+        if self.trace is not None and decision.events:
             self.trace.events(decision.events)
         if isinstance(decision, Stop):
             self.stop = decision
@@ -384,7 +384,7 @@ class Exchange:
             outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
             domain = records[-1].domain
             self._end(outcome, domain=domain, status=response.status_code, error_type=last.error_type)
-            response.extensions["failover"] = FailoverResult(pool, domain, records, outcome)
+            response.extensions["failover"] = new_tuple(FailoverResult, (pool, domain, records, outcome, False, False))
             if self._owner._sticky:
                 self._owner._persist_sticky(self.pool_core)
             return response

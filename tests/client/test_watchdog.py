@@ -1,0 +1,92 @@
+"""The sync watchdog: it cuts an armed socket at its deadline, and only then."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from pytest_failover._deadline import _Watchdog
+
+
+class _Stream:
+    """What httpcore's ``network_stream`` extension offers: the socket under a response."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def get_extra_info(self, name: str) -> object:
+        return self._sock if name == "socket" else None
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    a, b = socket.socketpair()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _response(sock: socket.socket) -> httpx.Response:
+    return httpx.Response(200, extensions={"network_stream": _Stream(sock)})
+
+
+def _wait_cut(sock: socket.socket, limit: float) -> float:
+    """Seconds until ``sock`` is shut down (a recv returns b"" at once), at most ``limit``."""
+    started = time.monotonic()
+    sock.settimeout(limit)
+    try:
+        assert sock.recv(1) == b""
+    except TimeoutError:
+        pytest.fail(f"the socket was not cut within {limit} s")
+    return time.monotonic() - started
+
+
+def test_a_later_attempt_with_an_earlier_deadline_is_cut_on_time(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    """The thread sleeps until the earliest deadline it knows; arming an earlier
+    one must wake it, or the cut would come up to MAX_SLEEP late."""
+    dog = _Watchdog()
+    far, near = socket.socketpair()
+    try:
+        dog.arm(time.monotonic() + 30.0, _response(far))  # the thread now sleeps MAX_SLEEP
+        time.sleep(0.05)
+        ticket = dog.arm(time.monotonic() + 0.05, _response(pair[0]))
+        assert ticket is not None
+        assert _wait_cut(pair[0], 1.0) < 0.05 + 0.03
+        assert dog.disarm(ticket) is True
+    finally:
+        far.close()
+        near.close()
+
+
+def test_a_disarmed_attempt_is_never_cut(pair: tuple[socket.socket, socket.socket]) -> None:
+    dog = _Watchdog()
+    ticket = dog.arm(time.monotonic() + 0.05, _response(pair[0]))
+    assert ticket is not None
+    assert dog.disarm(ticket) is False
+    time.sleep(0.15)
+    pair[1].sendall(b"x")
+    pair[0].settimeout(1.0)
+    assert pair[0].recv(1) == b"x"  # still open
+
+
+def test_many_far_deadlines_let_the_thread_sleep(pair: tuple[socket.socket, socket.socket]) -> None:
+    """A busy client arms thousands of attempts with seconds to go: the thread
+    looks about once per MAX_SLEEP, not per attempt or per tick (each wake-up
+    takes the GIL from the request threads)."""
+    dog = _Watchdog()
+    started = time.monotonic()
+    while time.monotonic() - started < 0.6:
+        ticket = dog.arm(time.monotonic() + 30.0, _response(pair[0]))
+        assert ticket is not None
+        assert dog.disarm(ticket) is False
+    assert 1 <= dog.looks <= 0.6 / _Watchdog.MAX_SLEEP + 2
+
+
+def test_a_response_without_a_socket_is_not_armed() -> None:
+    assert _Watchdog().arm(time.monotonic() + 1.0, httpx.Response(200)) is None
