@@ -12,6 +12,10 @@ suite). Each command in it is checked instead:
   positional word used; ``python SCRIPT ...``: the script exists and handles every option;
 * ``pip install``: every extra exists in pyproject.toml and every other package is one of
   its dependencies;
+* ``amtool``: the offline subcommands (``check-config``, ``config routes [test]``) are run
+  for real (Debian's ``prometheus-alertmanager`` puts amtool on PATH) and must succeed, so
+  ``config routes test --verify.receivers=R`` checks the documented route; any other
+  subcommand talks to a running Alertmanager, so its block must be marked no-run;
 * other tools (``prometheus``, ``promtool``, ``docker``, ...): named in ``EXTERNAL``;
   every repository path they are given exists.
 """
@@ -24,6 +28,7 @@ import importlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -96,6 +101,8 @@ def _check(words: list[str], cwd: Path) -> list[str]:
         return _check_pip(args)
     if program == "pytest":
         return _paths_exist(args, cwd)
+    if program == "amtool":
+        return _check_amtool(args, cwd)
     if program in EXTERNAL:
         return _paths_exist(args, cwd)
     return [f"unknown program {program!r}: teach tests/docs/_shell.py about it, or mark the block no-run"]
@@ -223,6 +230,26 @@ def _check_pip(args: list[str]) -> list[str]:
         elif re.split(r"[<>=~!]", name, maxsplit=1)[0].lower() not in known:
             problems.append(f"{name} is not a dependency in pyproject.toml")
     return problems
+
+
+#: amtool's subcommands that need no running Alertmanager (they read the configuration file).
+AMTOOL_OFFLINE = (("check-config",), ("config", "routes", "test"), ("config", "routes"))
+
+
+def _check_amtool(args: list[str], cwd: Path) -> list[str]:
+    words = tuple(a for a in args if not a.startswith("-"))
+    if not any(words[: len(sub)] == sub for sub in AMTOOL_OFFLINE):
+        return [f"amtool {' '.join(words[:2])} talks to a running Alertmanager: mark the block no-run"]
+    problems = _paths_exist(args, cwd)
+    if problems:
+        return problems
+    exe = shutil.which("amtool")
+    if exe is None:
+        return ["amtool is not on PATH (Debian: apt-get install prometheus-alertmanager)"]
+    result = _run([exe, *args], ROOT)  # the docs give repository paths
+    if result.returncode != 0:
+        return [f"exit {result.returncode}:\n{result.stdout}{result.stderr}"]
+    return []
 
 
 def _paths_exist(args: list[str], cwd: Path) -> list[str]:

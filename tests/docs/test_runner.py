@@ -79,6 +79,10 @@ def test_commands_split_a_shell_block() -> None:
         ("python dashboards/generate.py --frobnicate\n", "does not handle --frobnicate"),
         ("failover-agent no-such-command\n", "no command 'no-such-command'"),
         ("failover-agent run --no-such-option x\n", "has no option --no-such-option"),
+        ("amtool silence add alertname=X\n", "talks to a running Alertmanager"),
+        ("amtool check-config dashboards/alertmanager/missing.yml\n", "no such file or directory"),
+        ("amtool config routes test --config.file=dashboards/alertmanager/alertmanager.yml "
+         "--verify.receivers=tickets severity=page\n", "Expected receivers did not match"),
     ],
 )
 def test_wrong_shell_commands_are_reported(tmp_path: Path, source: str, problem: str) -> None:
@@ -92,6 +96,9 @@ def test_right_shell_commands_pass(tmp_path: Path) -> None:
     source = (
         "make test\nmake demo DEMO_ARGS=--plain\npip install 'pytest-failover[agent]'\n"
         "promtool check rules dashboards/alerts.yml\nfailover-agent --help\n"
+        "amtool check-config dashboards/alertmanager/alertmanager.yml\n"
+        "amtool config routes test --config.file=dashboards/alertmanager/alertmanager.yml "
+        "--verify.receivers=oncall severity=page\n"
     )
     assert check_shell(source, cwd=tmp_path) == []
 
