@@ -236,6 +236,7 @@ def quorum(file: Path, listen: str | None, print_query: bool, log_level: str) ->
     from .quorum.publisher import serve_quorum
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per query
     try:
         code = asyncio.run(serve_quorum(config, listen=listen))
     except OSError as exc:

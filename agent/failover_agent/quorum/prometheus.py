@@ -47,7 +47,7 @@ class Sample(_Strict):
     """One series of an instant vector: its labels and ``[unix time, "value"]``."""
 
     metric: dict[str, str]
-    value: tuple[float, str]
+    value: tuple[float, str] = Field(strict=False)  # a JSON array: strict mode wants a Python tuple
 
     @field_validator("metric")
     @classmethod
@@ -123,7 +123,7 @@ class PrometheusQuery:
     async def query(self, expr: str) -> QueryAnswer:
         """The answer to ``expr`` at Prometheus's now, or :class:`QuorumSourceError`."""
         # the server's own evaluation timeout a little under ours, so it answers with an error
-        params = {"query": expr, "timeout": f"{max(self.timeout * 0.9, 0.1):.3f}s"}
+        params = {"query": expr, "timeout": f"{max(int(self.timeout * 900), 100)}ms"}
         try:
             async with self._http.stream("GET", self.url, params=params) as response:
                 received = bytearray()
