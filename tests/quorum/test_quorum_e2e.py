@@ -6,8 +6,9 @@ of pool ``api``; each location reaches its own fake server behind the shared nam
 three every 0.5 s; ``failover-agent control quorum`` (``min_locations = 2``,
 ``for_seconds = 2``) decides. A 503 seen from eu alone never disables the domain; seen from
 eu and us too, it does within ``for_seconds`` plus two scrape intervals (and the publisher's
-and the probes' own intervals); healing re-enables it; with Prometheus gone the last
-document stays, byte for byte, and ``failover_control_quorum_up`` is 0.
+and the probes' own intervals); healing re-enables it; an agent that stops reporting stops
+voting at once; with Prometheus gone the last document stays, byte for byte, and
+``failover_control_quorum_up`` is 0.
 """
 
 from __future__ import annotations
@@ -194,6 +195,16 @@ def test_a_quorum_of_locations_disables_and_re_enables(tmp_path: Path) -> None:
         sites["us"].heal(HOSTS[0])
         healed = _wait("the primary is enabled again", lambda: primary_disabled() is False, 10)
         print(f"re-enabled {healed:.2f} s after us recovered")
+
+        # an agent that stops reporting stops voting at once (its series go stale), not for_seconds later
+        sites["us"].fail(HOSTS[0], faults.status(503))
+        _wait("eu and us disable the primary again", lambda: primary_disabled() is True, DISABLE_WITHIN + 10)
+        us = agents["us"][1]
+        us.terminate()
+        us.wait(timeout=10)
+        gone = _wait("the primary is enabled without us", lambda: primary_disabled() is False, FOR_SECONDS + 10)
+        assert gone < FOR_SECONDS, f"a stopped agent kept voting for {gone:.2f} s"
+        print(f"re-enabled {gone:.2f} s after the us agent stopped")
         sites["eu"].heal(HOSTS[0])
 
         # Prometheus gone: the last document stays, byte for byte; the gauge says so
