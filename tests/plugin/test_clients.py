@@ -8,6 +8,8 @@ plugin loads from its entry point with no configuration and does its job there.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .conftest import copy_example
@@ -38,3 +40,10 @@ def test_first_test_of_the_docs_passes(downstream: pytest.Pytester) -> None:
     """The ten-line first test in docs/plugin.md runs green as written."""
     copy_example(downstream, "example_first.py")
     downstream.runpytest("example_first.py").assert_outcomes(passed=1)
+
+
+def test_the_docs_show_the_first_test_as_it_is() -> None:
+    """docs/plugin.md prints tests/examples/example_first.py: the two never drift apart."""
+    root = Path(__file__).resolve().parents[2]
+    example = (root / "tests" / "examples" / "example_first.py").read_text(encoding="utf-8")
+    assert f"```python\n{example}```" in (root / "docs" / "plugin.md").read_text(encoding="utf-8")
