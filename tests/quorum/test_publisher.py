@@ -1,0 +1,381 @@
+"""The quorum publisher without Prometheus: answers it must refuse, the count, what it signs and logs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from failover_agent.cli import main
+from failover_agent.config import AgentConfig, ConfigError, parse_config
+from failover_agent.control_writer import ControlWriter
+from failover_agent.quorum import prometheus
+from failover_agent.quorum.prometheus import PrometheusQuery, QuorumSourceError
+from failover_agent.quorum.promql import location_votes
+from failover_agent.quorum.publisher import QuorumPublisher
+from failover_agent.telemetry import Telemetry
+
+from pytest_failover import semconv
+from pytest_failover.control import ControlDocument, generate_key, save_key
+
+A, B, C = "https://api.example.com", "https://api2.example.com", "https://api3.example.com"
+KEY = generate_key("EdDSA", kid="q")
+
+
+def _votes(*rows: tuple[str, str, str], pool: str = "api") -> dict[str, Any]:
+    """A Prometheus answer with one series per (host, port, location)."""
+    return {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"failover_pool": pool, "url_scheme": "https", "server_address": host, "server_port": port,
+                    "probe_location": location, "job": "failover-agent"}, "value": [1_800_000_000.5, "0"]}
+        for host, port, location in rows]}}
+
+
+def _config(tmp_path: Path, domains: tuple[str, ...] = (A, B, C), **quorum: Any) -> AgentConfig:
+    key = save_key(tmp_path / "control.key", KEY, private=True, overwrite=True)
+    return parse_config({
+        "location": "publisher",
+        "pools": [{"name": "api", "domains": list(domains)}],
+        "control": {"signing_key_file": key, "interval": 1.0,
+                    "quorum": {"prometheus_url": "http://prometheus.invalid:9090", "timeout": 0.5, **quorum}},
+    })
+
+
+Answer = Callable[[httpx.Request], httpx.Response]
+
+
+class Scripted:
+    """An httpx transport answering each query with the next scripted answer."""
+
+    def __init__(self, *answers: Answer) -> None:
+        self.answers = list(answers)
+        self.queries: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.queries.append(request)
+        return self.answers.pop(0)(request)
+
+
+def ok(body: dict[str, Any]) -> Answer:
+    return lambda _: httpx.Response(200, json=body)
+
+
+def down(_: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("connection refused")
+
+
+def nonsense(_: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json={"status": "success", "data": {"resultType": "matrix", "result": []}})
+
+
+def _publisher(tmp_path: Path, script: Scripted, **kw: Any) -> tuple[QuorumPublisher, Telemetry]:
+    telemetry = Telemetry(location="publisher")
+    return QuorumPublisher(_config(tmp_path, **kw), telemetry, transport=httpx.MockTransport(script)), telemetry
+
+
+def _run(publisher: QuorumPublisher, rounds: int) -> list[bool]:
+    async def go() -> list[bool]:
+        try:
+            return [await publisher.poll(now=1_800_000_000 + i) for i in range(rounds)]
+        finally:
+            await publisher.aclose()
+
+    return asyncio.run(go())
+
+
+def _doc(publisher: QuorumPublisher) -> ControlDocument:
+    raw = publisher.document()
+    assert raw is not None
+    return ControlDocument.parse(raw, key=KEY.public(), now=1_800_000_010)
+
+
+def _up(telemetry: Telemetry) -> list[float]:
+    text = b"".join(telemetry.prometheus_chunks()).decode()
+    return [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("failover_control_quorum_up{")]
+
+
+# --------------------------------------------------------------------------- the count
+
+
+def test_two_locations_disable_and_the_document_says_who(tmp_path: Path) -> None:
+    """Two distinct locations disable a domain; one does not; the quorum member lists the agreeing ones."""
+    script = Scripted(ok(_votes(("api.example.com", "443", "eu"), ("api.example.com", "443", "us"),
+                                ("api.example.com", "443", "us"), ("api2.example.com", "443", "eu"))))
+    publisher, _ = _publisher(tmp_path, script)
+    assert _run(publisher, 1) == [True]
+    doc = _doc(publisher)
+    assert dict(doc.disabled) == {"api": frozenset({A})}
+    assert doc.quorum is not None and dict(doc.quorum.agreed) == {"api": {A: ("eu", "us")}}
+    assert script.queries[0].url.params["query"] == location_votes(60)
+    assert script.queries[0].url.path == "/api/v1/query"
+
+
+def test_min_locations_three(tmp_path: Path) -> None:
+    """With min_locations = 3 two agreeing locations disable nothing."""
+    script = Scripted(ok(_votes(("api.example.com", "443", "eu"), ("api.example.com", "443", "us"))))
+    publisher, _ = _publisher(tmp_path, script, min_locations=3)
+    _run(publisher, 1)
+    assert dict(_doc(publisher).disabled) == {"api": frozenset()}
+
+
+def test_series_of_unknown_domains_and_pools_are_ignored(tmp_path: Path) -> None:
+    """Prometheus cannot add a domain: another port, host or pool counts for nothing."""
+    rows = [("api.example.com", "8443", "eu"), ("api.example.com", "8443", "us"),
+            ("evil.example.com", "443", "eu"), ("evil.example.com", "443", "us")]
+    body = _votes(*rows)
+    body["data"]["result"] += _votes(("api.example.com", "443", "eu"), ("api.example.com", "443", "us"),
+                                     pool="other")["data"]["result"]
+    publisher, _ = _publisher(tmp_path, Scripted(ok(body)))
+    _run(publisher, 1)
+    doc = _doc(publisher)
+    assert dict(doc.disabled) == {"api": frozenset()} and doc.quorum is not None and dict(doc.quorum.agreed) == {}
+
+
+def test_the_pool_rule_still_holds(tmp_path: Path) -> None:
+    """Every domain agreed down: none is disabled, and the quorum member still records the agreement."""
+    both = [(host, "443", loc) for host in ("api.example.com", "api2.example.com") for loc in ("eu", "us")]
+    publisher, _ = _publisher(tmp_path, Scripted(ok(_votes(*both))), domains=(A, B))
+    _run(publisher, 1)
+    doc = _doc(publisher)
+    assert dict(doc.disabled) == {"api": frozenset()}
+    assert doc.quorum is not None and set(doc.quorum.agreed["api"]) == {A, B}
+
+
+# --------------------------------------------------------------------------- Prometheus failing
+
+
+def test_the_last_document_stays_and_each_change_is_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unreachable or nonsense: nothing signed, gauge 0, one line per change of state; then decided anew."""
+    vote = ok(_votes(("api.example.com", "443", "eu"), ("api.example.com", "443", "us")))
+    script = Scripted(vote, down, down, down, nonsense, nonsense, ok(_votes()))
+    publisher, telemetry = _publisher(tmp_path, script)
+    caplog.set_level(logging.INFO, logger="failover_agent.quorum")
+    async def go() -> list[tuple[bool, bytes | None, list[float]]]:
+        out = []
+        for i in range(len(script.answers)):
+            result = await publisher.poll(now=1_800_000_000 + i)
+            out.append((result, publisher.document(), _up(telemetry)))
+        await publisher.aclose()
+        return out
+
+    rounds = asyncio.run(go())
+    assert [r[0] for r in rounds] == [True, False, False, False, False, False, True]
+    first = rounds[0][1]
+    assert all(doc == first for _, doc, _ in rounds[1:6]), "the document changed while Prometheus failed"
+    assert [up for _, _, up in rounds] == [[1.0]] + [[0.0]] * 5 + [[1.0]]
+    assert dict(_doc(publisher).disabled) == {"api": frozenset()}
+    lines = [r.getMessage() for r in caplog.records if "Prometheus" in r.getMessage()]
+    assert len(lines) == 3, lines
+    assert "(unreachable)" in lines[0] and "stays in force" in lines[0]
+    assert "(invalid)" in lines[1] and "resultType" in lines[1]
+    assert "answers again" in lines[2]
+
+
+def test_no_document_before_prometheus_answers(tmp_path: Path) -> None:
+    """A publisher that never got an answer serves nothing (clients keep what they have) and says so."""
+    publisher, telemetry = _publisher(tmp_path, Scripted(down))
+    assert _run(publisher, 1) == [False]
+    assert publisher.document() is None and _up(telemetry) == [0.0]
+
+
+def test_the_publisher_creates_exactly_its_listed_metrics(tmp_path: Path) -> None:
+    """The quorum scope's series are exactly the registry's names for that scope."""
+    publisher, telemetry = _publisher(tmp_path, Scripted(down))
+    _run(publisher, 1)
+    text = b"".join(telemetry.prometheus_chunks()).decode()
+    names = {line.split("{", 1)[0] for line in text.splitlines()
+             if f'otel_scope_name="{semconv.QUORUM_SCOPE}"' in line}
+    assert names == {m.prometheus for m in semconv.METRICS.values() if m.scope == semconv.QUORUM_SCOPE}
+
+
+# --------------------------------------------------------------------------- the HTTP API client
+
+
+def _query(handler: Answer) -> QuorumSourceError:
+    async def go() -> None:
+        source = PrometheusQuery("http://prometheus.invalid", timeout=0.5, transport=httpx.MockTransport(handler))
+        try:
+            await source.query("up")
+        finally:
+            await source.aclose()
+
+    with pytest.raises(QuorumSourceError) as info:
+        asyncio.run(go())
+    return info.value
+
+
+def _row(**metric: str) -> dict[str, Any]:
+    labels = {"failover_pool": "api", "url_scheme": "https", "server_address": "a", "server_port": "443",
+              "probe_location": "eu", **metric}
+    return {"status": "success", "data": {"resultType": "vector", "result": [{"metric": labels, "value": [1, "0"]}]}}
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason", "words"),
+    [
+        (lambda _: httpx.Response(200, text="<html>login</html>"), "invalid", "not JSON"),
+        (lambda _: httpx.Response(200, json=[]), "invalid", "not an instant vector"),
+        (lambda _: httpx.Response(200, json={"status": "success"}), "invalid", "data"),
+        (nonsense, "invalid", "resultType"),
+        (lambda _: httpx.Response(200, json=_row(probe_location="")), "invalid", "probe_location"),
+        (lambda _: httpx.Response(200, json={**_row(), "data": {"resultType": "vector", "result": [
+            {"metric": _row()["data"]["result"][0]["metric"], "value": [1, "many"]}]}}), "invalid", "'many'"),
+        (lambda _: httpx.Response(200, json={**_row(), "data": {"resultType": "vector", "result": [
+            {"metric": _row()["data"]["result"][0]["metric"], "value": [1, "NaN"]}]}}), "invalid", "NaN"),
+        (lambda _: httpx.Response(200, json={**_row(), "data": {**_row()["data"], "extra": 1}}), "invalid", "extra"),
+        (lambda _: httpx.Response(400, json={"status": "error", "errorType": "bad_data", "error": "parse error"}),
+         "refused", "bad_data: parse error"),
+        (lambda _: httpx.Response(200, json={"status": "error", "errorType": "timeout", "error": "slow"}),
+         "refused", "timeout: slow"),
+        (lambda _: httpx.Response(502, text="bad gateway"), "http_status", "HTTP 502"),
+        (lambda _: httpx.Response(301, headers={"Location": "http://elsewhere/"}), "http_status", "HTTP 301"),
+        (down, "unreachable", "connection refused"),
+    ],
+)
+def test_answers_that_are_refused(answer: Answer, reason: str, words: str) -> None:
+    """Each kind of bad answer is a QuorumSourceError with its reason and a message that says what was wrong."""
+    error = _query(answer)
+    assert error.reason == reason and words in str(error), str(error)
+
+
+def test_a_success_answer_with_warnings_passes() -> None:
+    """Members Prometheus may add at the top (warnings, infos) are allowed."""
+    async def go() -> int:
+        body = {**_row(), "warnings": ["partial"], "infos": ["x"]}
+        source = PrometheusQuery("http://p.invalid/", timeout=0.5, transport=httpx.MockTransport(ok(body)))
+        answer = await source.query("up")
+        await source.aclose()
+        return len(answer.data.result)
+
+    assert asyncio.run(go()) == 1
+
+
+def test_too_large_answers_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer larger than MAX_ANSWER_BYTES is refused without reading all of it."""
+    monkeypatch.setattr(prometheus, "MAX_ANSWER_BYTES", 1000)
+    error = _query(lambda _: httpx.Response(200, content=b"[" + b"0," * 10_000 + b"0]"))
+    assert error.reason == "too_large"
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A loopback port that accepts connections and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        yield sock.getsockname()[1]
+
+
+def test_a_silent_prometheus_times_out(silent_server: int) -> None:
+    """No answer within the timeout is 'unreachable', after about the timeout."""
+    async def go() -> QuorumSourceError:
+        source = PrometheusQuery(f"http://127.0.0.1:{silent_server}", timeout=0.3)
+        try:
+            await source.query("up")
+        except QuorumSourceError as exc:
+            return exc
+        finally:
+            await source.aclose()
+        raise AssertionError("no error")
+
+    error = asyncio.run(go())
+    assert error.reason == "unreachable" and "within 0.3 s" in str(error)
+
+
+# --------------------------------------------------------------------------- configuration and CLI
+
+
+@pytest.mark.parametrize(
+    ("quorum", "path", "words"),
+    [
+        ({"prometheus_url": "ftp://p"}, "control.quorum.prometheus_url", "base URL"),
+        ({"prometheus_url": "http://p/?x=1"}, "control.quorum.prometheus_url", "no query"),
+        ({"prometheus_url": "http://p", "min_locations": 0}, "control.quorum.min_locations", "greater than"),
+        ({"prometheus_url": "http://p", "for_seconds": 1.5}, "control.quorum.for_seconds", "integer"),
+        ({"prometheus_url": "http://p", "timeout": 20.0}, "control", "quorum.timeout"),
+        ({}, "control.quorum.prometheus_url", "required"),
+        ({"prometheus_url": "http://p", "bogus": 1}, "control.quorum.bogus", "unknown key"),
+    ],
+)
+def test_bad_quorum_settings(tmp_path: Path, quorum: dict[str, Any], path: str, words: str) -> None:
+    """Each bad [control.quorum] key is reported at its path with a specific message."""
+    data = {"pools": [{"name": "api", "domains": [A, B]}],
+            "control": {"signing_key_file": tmp_path / "k", "interval": 10.0, "quorum": quorum}}
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert [(p, m) for p, m in info.value.errors if p == path and words in m], info.value.errors
+
+
+def test_defaults(tmp_path: Path) -> None:
+    """min_locations 2, for_seconds 60; the URL loses a trailing slash."""
+    cfg = parse_config({"pools": [{"name": "api", "domains": [A]}],
+                        "control": {"signing_key_file": tmp_path / "k", "quorum": {"prometheus_url": "http://p:9090/"}}})
+    assert cfg.control is not None and cfg.control.quorum is not None
+    q = cfg.control.quorum
+    assert (q.prometheus_url, q.min_locations, q.for_seconds) == ("http://p:9090", 2, 60)
+
+
+def test_an_agent_refuses_a_quorum_configuration(tmp_path: Path) -> None:
+    """`run` with [control.quorum] names the publisher's command instead of deciding from its own view."""
+    cfg = _config(tmp_path)
+    assert cfg.control is not None
+    with pytest.raises(ValueError, match="failover-agent control quorum"):
+        ControlWriter(cfg.control, cfg.pools)
+    plain = cfg.control.model_copy(update={"quorum": None})
+    with pytest.raises(ValueError, match=r"\[control.quorum\]"):
+        ControlWriter(plain, cfg.pools, quorum=True)
+
+
+def _write(tmp_path: Path, quorum: bool) -> Path:
+    key = save_key(tmp_path / "control.key", KEY, private=True, overwrite=True)
+    lines = ["[[pools]]", 'name = "api"', f'domains = ["{A}", "{B}"]',
+             "[control]", f'signing_key_file = "{key}"']
+    if quorum:
+        lines += ["[control.quorum]", 'prometheus_url = "http://127.0.0.1:9"', "for_seconds = 90",
+                  "min_locations = 3"]
+    path = tmp_path / "publisher.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_print_query_uses_the_file(tmp_path: Path) -> None:
+    """--print-query prints the votes query and the decision for the file's for_seconds and min_locations."""
+    result = CliRunner().invoke(main, ["control", "quorum", str(_write(tmp_path, True)), "--print-query"])
+    assert result.exit_code == 0, result.output
+    assert location_votes(90) in result.output and ">= bool 3" in result.output
+
+
+def test_help_shows_the_query() -> None:
+    """`failover-agent control quorum --help` shows the PromQL operators can paste into Grafana."""
+    result = CliRunner().invoke(main, ["control", "quorum", "--help"])
+    assert result.exit_code == 0
+    for line in location_votes(60).splitlines():
+        assert line.strip() in result.output
+
+
+def test_a_file_without_quorum_is_a_usage_error(tmp_path: Path) -> None:
+    """No [control.quorum]: exit 2 with what is missing."""
+    result = CliRunner().invoke(main, ["control", "quorum", str(_write(tmp_path, False))])
+    assert result.exit_code == 2 and "no [control.quorum]" in result.output
+
+
+def test_the_document_json_is_what_verify_prints(tmp_path: Path) -> None:
+    """`failover-agent control verify` prints the quorum member of a publisher's document."""
+    publisher, _ = _publisher(tmp_path, Scripted(ok(_votes(("api.example.com", "443", "eu"),
+                                                           ("api.example.com", "443", "us")))))
+    _run(publisher, 1)
+    doc_file = tmp_path / "doc.jws"
+    doc_file.write_bytes(publisher.document() or b"")
+    pub = save_key(tmp_path / "control.pub.jwk", KEY.public(), private=False)
+    result = CliRunner().invoke(main, ["control", "verify", str(doc_file), "--key", str(pub),
+                                       "--now", "1800000001"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["quorum"]["agreed"] == {"api": {A: ["eu", "us"]}}
