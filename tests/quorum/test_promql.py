@@ -76,9 +76,21 @@ def test_votes_follow_the_rules(tmp_path: Path) -> None:
     ])
 
 
+def test_the_bool_form_has_a_series_for_every_reported_location(tmp_path: Path) -> None:
+    """``as_bool``: 1 for each vote, 0 for a location that does not vote (young: no sample 5 s ago yet)."""
+    def value(host: str, location: str, v: int) -> dict[str, Any]:
+        return {**_vote(host, location), "value": v}
+
+    _run(tmp_path, [_case(location_votes(F, as_bool=True), 12, [
+        value("old.test", "eu", 1), value("old.test", "us", 1), value("gap.test", "eu", 1),
+        value("stale.test", "eu", 1), value("young.test", "eu", 0), value("split.test", "eu", 0),
+    ])])
+
+
 def test_the_decision_counts_locations(tmp_path: Path) -> None:
-    """The Grafana form is 1 where two locations vote, 0 for the other domains seen for 5 s (young: not yet)."""
-    others = [_decision("gap.test", 0), _decision("stale.test", 0), _decision("split.test", 0)]
+    """The Grafana form is 1 where two locations vote, 0 for every other domain still reported."""
+    others = [_decision("gap.test", 0), _decision("stale.test", 0), _decision("split.test", 0),
+              _decision("young.test", 0)]
     _run(tmp_path, [
         _case(quorum_decision(F, 2), 12, [_decision("old.test", 1), *others]),
         _case(quorum_decision(F, 3), 12, [_decision("old.test", 0), *others]),

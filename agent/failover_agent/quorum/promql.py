@@ -71,12 +71,13 @@ def location_votes(for_seconds: int | str, matchers: str = "", *, as_bool: bool 
     """One series per (domain, location) that has seen the domain fail for ``for_seconds``.
 
     ``matchers`` are extra label matchers (``failover_pool=~"$pool"``). With ``as_bool``
-    every (domain, location) still reported has a series: 1 for a vote, 0 otherwise.
+    every (domain, location) still reported has a series: 1 for a vote, 0 otherwise (a
+    series without a sample ``for_seconds`` ago, or none within the lookback, is a 0).
     """
-    parts = _conditions(for_seconds, matchers)
+    window, before, now = _conditions(for_seconds, matchers)
     if as_bool:
-        return " * ".join(f"({part} == bool 0)" for part in parts)
-    return "\n  and ".join(f"{part} == 0" for part in parts)
+        return f"({window} == bool 0) * (({before} == bool 0) or ({now} * 0)) * ({now} == bool 0)"
+    return "\n  and ".join(f"{part} == 0" for part in (window, before, now))
 
 
 def quorum_decision(for_seconds: int | str, min_locations: int | str, matchers: str = "") -> str:
