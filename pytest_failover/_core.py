@@ -17,7 +17,9 @@ HEALTHY, DUE, SUSPECT, PROBING, OPEN or RESTING. Then, in this order:
    by ``(tried by this request, SUSPECT, pool position)``: an untried domain
    before a tried one, a working one before a suspect one, then pool order.
    Choosing a DUE domain takes its probe lease, so one request probes it and
-   everybody else keeps using the domain that works.
+   everybody else keeps using the domain that works. With shared health
+   (``PoolCore.lease``) that lease is the fleet's: when another process holds
+   it, the domain is PROBING here too and the choice is made again.
 2. If the best was already tried by this request (or there is none) and some
    domain is OPEN, one is probed early (untried first, then the one whose
    cooldown ends first; its probe lease, so never more than one such attempt in
@@ -186,6 +188,10 @@ class PoolCore:
         self.disabled: frozenset[Domain] = frozenset()
         self.serving: Domain | None = None
         self.lock = threading.Lock()
+        # Shared health (``pytest_failover.shared``): the fleet's probe lease, asked
+        # under the lock before a probe is sent; False means another process holds it
+        # (the breaker is then PROBING here too). None: not shared, no cost.
+        self.lease: Callable[[Domain, Breaker, float, float], bool] | None = None
 
     def standing(self, domain: Domain, now: float) -> Standing:
         return self.breakers[domain].standing(now, sticky=self.policy.sticky)
@@ -366,11 +372,18 @@ class RequestPlan:
         if self.done:
             return DONE
         events: list[Event] = []
-        with self.core.lock:
-            decision = self._decide(now, events)
-            if isinstance(decision, (Stop, Wait)):
-                return decision
-            (domain, breaker, probe, early), delay, timeout = decision
+        core = self.core
+        with core.lock:
+            counted = self._counted
+            while True:
+                decision = self._decide(now, events)
+                if isinstance(decision, (Stop, Wait)):
+                    return decision
+                (domain, breaker, probe, early), delay, timeout = decision
+                if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
+                    break
+                # another process probes it (PROBING here now, see core.lease): decide again
+                self._counted = counted
             if probe:
                 if early:
                     self._early_allowed = False
