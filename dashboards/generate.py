@@ -29,6 +29,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from failover_agent.quorum.promql import location_votes, quorum_decision
+
 from pytest_failover import semconv
 from pytest_failover.semconv import prometheus_label
 
@@ -351,20 +353,37 @@ def query_variable(name: str, label: str, definition: str, description: str) -> 
     }
 
 
-def slo_variable() -> Json:
-    values = ["0.999", "0.995", "0.99", "0.9999"]
+def choice_variable(name: str, label: str, values: Sequence[str], description: str) -> Json:
+    """A custom variable: one of ``values``, the first by default."""
     return {
         "current": {"selected": True, "text": values[0], "value": values[0]},
-        "description": "Availability objective of a pool; burn rate 1 spends the error budget exactly in the SLO window.",
+        "description": description,
         "hide": 0,
         "includeAll": False,
-        "label": "SLO",
+        "label": label,
         "multi": False,
-        "name": "slo",
+        "name": name,
         "options": [{"selected": v == values[0], "text": v, "value": v} for v in values],
         "query": ",".join(values),
         "type": "custom",
     }
+
+
+def slo_variable() -> Json:
+    return choice_variable(
+        "slo", "SLO", ["0.999", "0.995", "0.99", "0.9999"],
+        "Availability objective of a pool; burn rate 1 spends the error budget exactly in the SLO window.",
+    )
+
+
+def quorum_variables() -> list[Json]:
+    """``quorum_for`` and ``quorum_min``: set them to the publisher's ``[control.quorum]``."""
+    return [
+        choice_variable("quorum_for", "Quorum for (s)", ["60", "30", "120", "300"],
+                        "control.quorum.for_seconds of the quorum publisher: how long a location must see a domain fail."),
+        choice_variable("quorum_min", "Quorum locations", ["2", "3", "1"],
+                        "control.quorum.min_locations of the quorum publisher: how many locations must agree."),
+    ]
 
 
 def pool_variable() -> Json:
@@ -538,6 +557,31 @@ def _domain_panels() -> Iterator[Json]:
     )
 
 
+def _quorum_panels() -> Iterator[Json]:
+    votes = location_votes("$quorum_for", AGENT, as_bool=True)
+    by = f"{POOL_L}, {prometheus_label(semconv.URL_SCHEME)}, {ORIGIN_L}, {LOCATION_L}"
+    yield state_timeline(
+        "Quorum: each domain from each location, and the decision",
+        "The quorum publisher (failover-agent control quorum) disables a domain only when at least $quorum_min "
+        "locations have seen it fail for $quorum_for s. One row per domain and location: up, down, or down long "
+        "enough to vote; one row per domain: the quorum's decision (what the publisher signs, before the override "
+        "file and the rule that keeps one domain of every pool enabled). Set the two variables to the publisher's "
+        "[control.quorum]; the queries are the publisher's own (see failover-agent control quorum --help).",
+        [
+            target(f"(1 - max by ({by}) ({PROBE_SUCCESS}{{{AGENT}}})) + ({votes})",
+                   f"{origin()} @ {show(LOCATION_L)}"),
+            target(f"3 + ({quorum_decision('$quorum_for', '$quorum_min', f'{POOL}, {DOMAIN}')})",
+                   f"{origin()}: quorum"),
+        ],
+        w=24, h=9,
+        mappings=value_map(
+            (0, "up", GREEN), (1, "down", ORANGE), (2, "down for $quorum_for s: votes", RED),
+            (3, "quorum: enabled", GREEN), (4, "quorum: disabled", "dark-red"),
+        ),
+        steps=thresholds(GREEN, (1, ORANGE), (2, RED), (3, GREEN), (4, "dark-red")),
+    )
+
+
 def _traffic_panels() -> Iterator[Json]:
     yield row("Traffic: which domain serves, how hard does the client work?")
     yield state_timeline(
@@ -672,7 +716,8 @@ def _breaker_panels() -> Iterator[Json]:
 
 def failover_overview() -> Json:
     """The on-call dashboard: users, domains, traffic, latency, breakers."""
-    panels = [*_availability_panels(), *_domain_panels(), *_traffic_panels(), *_latency_panels(), *_breaker_panels()]
+    panels = [*_availability_panels(), *_domain_panels(), *_quorum_panels(), *_traffic_panels(), *_latency_panels(),
+              *_breaker_panels()]
     return dashboard(
         OVERVIEW_UID,
         "Failover overview",
@@ -684,6 +729,7 @@ def failover_overview() -> Json:
             domain_variable(f"{PROBE_SUCCESS}|{ATTEMPTS}"),
             location_variable(f"{PROBE_SUCCESS}|{POOL_AVAILABLE}"),
             slo_variable(),
+            *quorum_variables(),
         ],
         [link_to(READINESS_UID, "Backup readiness")],
     )

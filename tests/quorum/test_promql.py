@@ -109,3 +109,12 @@ def test_grafana_variables_pass_through() -> None:
     expr = quorum_decision("$quorum_for", "$quorum_min", 'failover_pool=~"$pool"')
     assert "[${quorum_for}s]" in expr and "offset ${quorum_for}s" in expr and expr.endswith(">= bool ${quorum_min}")
     assert f'{PROBE_SUCCESS}{{failover_pool=~"$pool"}}' in expr
+
+
+def test_the_docs_show_the_query_the_publisher_runs() -> None:
+    """README.md and docs/control.md show the votes query as it is built; docs/control.md the decision too."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    control = (root / "docs" / "control.md").read_text(encoding="utf-8")
+    assert location_votes(60) in readme and location_votes(60) in control
+    assert quorum_decision(60, 2) in control
