@@ -43,12 +43,14 @@ from typing import Any
 
 from pytest_failover._pool import Domain
 from pytest_failover.control import (
+    MAX_DOCUMENT_BYTES,
     ControlDocument,
     ControlError,
     ControlKey,
     Quorum,
     check_disabled,
     load_key,
+    verify_document,
 )
 
 from .config import ControlConfig, PoolConfig
@@ -225,6 +227,32 @@ class ControlWriter:
         except (OSError, ValueError) as exc:
             log.error("override file ignored, previous overrides kept: %s", exc)
         self._override_mtime = mtime
+
+    def restore(self, state: AgentState, now: float | None = None) -> ControlDocument | None:
+        """Serve again the document a previous run left in ``output_file``, if it still holds.
+
+        It must verify with this writer's key, be unexpired at ``now`` and fit the configured
+        pools; otherwise nothing changes (the reason is logged). The quorum publisher calls
+        this at start, so a restart while Prometheus is down keeps the last decision.
+        """
+        path = self.cfg.output_file
+        if path is None or not path.is_file():
+            return None
+        try:
+            with path.open("rb") as fh:
+                raw = fh.read(MAX_DOCUMENT_BYTES + 1)
+            doc = verify_document(raw, [self._key], now=now)
+            check_disabled([p.to_pool() for p in self.pools], doc.disabled)
+        except (OSError, ControlError) as exc:
+            log.info("previous document in %s not served again: %s", path, exc)
+            return None
+        from .state import ControlStatus
+
+        self.version = max(self.version, doc.version)
+        state.control = ControlStatus(version=doc.version, issued_at=float(doc.issued_at),
+                                      disabled=dict(doc.disabled), document=raw)
+        log.info("serving again document v%d from %s (issued %d)", doc.version, path, doc.issued_at)
+        return doc
 
     def update(self, state: AgentState, now: float | None = None) -> bytes:
         """Decide from the agent's own probes, sign, store in ``state.control`` and write

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import socket
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,14 +38,17 @@ def _votes(*rows: tuple[str, str, str], pool: str = "api") -> dict[str, Any]:
         for host, port, location in rows]}}
 
 
-def _config(tmp_path: Path, domains: tuple[str, ...] = (A, B, C), **quorum: Any) -> AgentConfig:
+def _config(tmp_path: Path, domains: tuple[str, ...] = (A, B, C), output: Path | None = None,
+            **quorum: Any) -> AgentConfig:
     key = save_key(tmp_path / "control.key", KEY, private=True, overwrite=True)
-    return parse_config({
-        "location": "publisher",
-        "pools": [{"name": "api", "domains": list(domains)}],
-        "control": {"signing_key_file": key, "interval": 1.0,
-                    "quorum": {"prometheus_url": "http://prometheus.invalid:9090", "timeout": 0.5, **quorum}},
-    })
+    control: dict[str, Any] = {
+        "signing_key_file": key, "interval": 1.0,
+        "quorum": {"prometheus_url": "http://prometheus.invalid:9090", "timeout": 0.5, **quorum},
+    }
+    if output is not None:
+        control["output_file"] = output
+    return parse_config({"location": "publisher", "pools": [{"name": "api", "domains": list(domains)}],
+                         "control": control})
 
 
 Answer = Callable[[httpx.Request], httpx.Response]
@@ -184,6 +188,42 @@ def test_no_document_before_prometheus_answers(tmp_path: Path) -> None:
     publisher, telemetry = _publisher(tmp_path, Scripted(down))
     assert _run(publisher, 1) == [False]
     assert publisher.document() is None and _up(telemetry) == [0.0]
+
+
+def test_a_restart_while_prometheus_is_down_serves_the_last_document(tmp_path: Path) -> None:
+    """The document left in output_file is served again at start, and the next one has a greater version."""
+    output = tmp_path / "control.jws"
+    vote = ok(_votes(("api.example.com", "443", "eu"), ("api.example.com", "443", "us")))
+    first = QuorumPublisher(_config(tmp_path, output=output), Telemetry(location="publisher"),
+                            transport=httpx.MockTransport(Scripted(vote)))
+
+    async def poll(publisher: QuorumPublisher) -> bool:
+        try:
+            return await publisher.poll()
+        finally:
+            await publisher.aclose()
+
+    assert asyncio.run(poll(first))
+    written = output.read_bytes()
+    second = QuorumPublisher(_config(tmp_path, output=output), Telemetry(location="publisher"),
+                             transport=httpx.MockTransport(Scripted(down, vote)))
+    assert second.document() == written
+    assert not asyncio.run(poll(second)) and second.document() == written
+    second.source = PrometheusQuery("http://p.invalid", timeout=0.5, transport=httpx.MockTransport(Scripted(vote)))
+    assert asyncio.run(poll(second))
+    assert ControlDocument.parse(second.document() or b"", key=KEY.public()).version > first.writer.version
+
+
+def test_a_foreign_or_expired_file_is_not_served(tmp_path: Path) -> None:
+    """A document signed by another key, or expired, stays unserved: nothing until Prometheus answers."""
+    output = tmp_path / "control.jws"
+    other = generate_key("EdDSA", kid="other")
+    for key, now in ((other, None), (KEY, time.time() - 1000)):
+        output.write_bytes(ControlDocument.sign(version=1, pools={"api": []}, expires_in=300, key=key, now=now))
+        publisher = QuorumPublisher(_config(tmp_path, output=output), Telemetry(location="publisher"),
+                                    transport=httpx.MockTransport(Scripted()))
+        assert publisher.document() is None
+        asyncio.run(publisher.aclose())
 
 
 def test_the_publisher_creates_exactly_its_listed_metrics(tmp_path: Path) -> None:

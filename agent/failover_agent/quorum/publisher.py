@@ -15,7 +15,9 @@ When Prometheus is unreachable, too slow (``timeout``), or answers anything but 
 expected vector, nothing is signed: the document already served stays exactly as it was
 (until it expires; clients that applied it keep it until a newer one arrives). The state
 of the source is the gauge ``failover.control.quorum.up`` and one log line per change
-(``ok`` -> ``unreachable`` -> ``invalid`` ...), never one per poll.
+(``ok`` -> ``unreachable`` -> ``invalid`` ...), never one per poll. At start, the document a
+previous run left in ``control.output_file`` is served again if it still holds
+(:meth:`ControlWriter.restore`), so a restart during an outage of Prometheus keeps it too.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ class QuorumPublisher:
         self.settings: QuorumConfig = config.control.quorum
         self.state = _state(config)
         self.writer = ControlWriter(config.control, config.pools, quorum=True)
+        self.writer.restore(self.state)  # a restart while Prometheus is down keeps the last decision
         self.expr = location_votes(self.settings.for_seconds)
         self.source = PrometheusQuery(self.settings.prometheus_url, timeout=self.settings.timeout,
                                       headers=self.settings.headers, transport=transport)
