@@ -34,7 +34,7 @@ reads; it is derived from the state, never stored::
     HEALTHY   closed, not suspect (or not sticky)                     first, in pool order
     DUE       open with its cooldown over; suspect a cooldown ago     first, as the probe
     SUSPECT   closed, failed within the cooldown (sticky)             behind the others
-    PROBING   its one probe is in flight                              never
+    PROBING   its one probe is in flight (here or in another process) never
     OPEN      open within its cooldown, for a tenth of it at least    only as an early probe
     RESTING   open (or re-opened) less than a tenth of a cooldown ago never
 
@@ -47,6 +47,21 @@ Late outcomes carry no information about the current episode: an attempt that
 started before the domain's latest failure cannot clear the suspicion, one that
 started before its latest recovery cannot count against it, and in OPEN and
 HALF_OPEN only the probe's own outcome counts.
+
+Shared health (``pytest_failover.shared``) brings other processes' word about a
+domain, applied under the pool's lock like any event, with the same rule: while a
+probe of this process is in flight only its own outcome counts, so the word is
+ignored (a late outcome of the fleet)::
+
+    state      word from another process   next state   what else
+    ---------  --------------------------  -----------  ------------------------------
+    CLOSED     it opened the domain        OPEN         until its deadline; suspect now
+    OPEN       it opened the domain        OPEN         the later of the two deadlines
+    OPEN       its probe succeeded         CLOSED       failures = 0, suspicion cleared
+    CLOSED     its probe succeeded         CLOSED       failures = 0, suspicion cleared
+    CLOSED     it moved off the domain     CLOSED       suspect from now (if it was not)
+    any        it holds the probe lease    (same)       PROBING until it reports, or the
+                                                        lease expires (``release_remote``)
 
 Time is always passed in (seconds on a monotonic clock); nothing here sleeps,
 reads a clock or does I/O. Callers serialise access (the pool's lock).
@@ -134,6 +149,7 @@ class Breaker:
         "open_until",
         "opened_at",
         "recovered_at",
+        "remote_until",
         "state",
         "threshold",
     )
@@ -148,6 +164,7 @@ class Breaker:
         self.failed_at: float | None = None  # the latest counted failure: suspect since then
         self.recovered_at = float("-inf")  # the latest time the suspicion was cleared
         self.leased = False  # a probe (half-open or failback) is in flight
+        self.remote_until: float | None = None  # ... in another process, until then
 
     # -- questions (no state change) -------------------------------------------------
 
@@ -180,7 +197,8 @@ class Breaker:
         ``early`` probes an open breaker before its cooldown is over (the pool's rule
         for when every other domain is out)."""
         if self.leased:
-            raise RuntimeError("breaker: a probe is already in flight; a second one does not fit")
+            where = "in another process" if self.remote_until is not None else "already"
+            raise RuntimeError(f"breaker: a probe is {where} in flight; a second one does not fit")
         standing = self.standing(now, sticky=True)
         if standing is Standing.RESTING or (standing is Standing.OPEN and not early):
             raise RuntimeError(f"breaker is {standing.label} within its cooldown: a probe does not fit now")
@@ -236,6 +254,63 @@ class Breaker:
         """Count the domain as failed at ``now`` without evidence (a restart resumes
         on the domain that last served, so the ones ahead of it wait one cooldown)."""
         self.failed_at = now
+
+    # -- other processes' word (shared health) -------------------------------------------
+
+    def hold_remote(self, until: float) -> None:
+        """Another process holds this domain's probe lease until ``until``: here the
+        domain is PROBING until that process reports or the lease expires."""
+        if not self.leased:
+            self.leased = True
+            self.remote_until = until
+
+    def release_remote(self, now: float) -> bool:
+        """Forget another process's probe lease if it has expired at ``now`` (pass
+        ``math.inf`` to forget it at once). True if one was released."""
+        if self.remote_until is None or now < self.remote_until:
+            return False
+        self.leased = False
+        self.remote_until = None
+        return True
+
+    def _local_probe(self) -> bool:
+        """Is a probe of this process in flight? Then only its outcome counts."""
+        if self.remote_until is not None:  # whatever the other process says ends its lease
+            self.leased = False
+            self.remote_until = None
+        return self.leased
+
+    def apply_remote_open(self, until: float, now: float) -> BreakerTransition | None:
+        """Another process opened this domain until ``until`` (its deadline on this
+        clock; the caller bounds it by a cooldown)."""
+        if self._local_probe():
+            return None
+        if self.state is _OPEN:
+            self.open_until = max(self.open_until, until)
+            return None
+        self.failed_at = now
+        self.failures = 0
+        self.open_until = until
+        return self._move(_OPEN, now)
+
+    def apply_remote_close(self, now: float) -> BreakerTransition | None:
+        """Another process's probe of this domain succeeded: healthy again."""
+        if self._local_probe():
+            return None
+        self.failures = 0
+        if self.failed_at is not None:
+            self.failed_at = None
+            self.recovered_at = now
+        return None if self.state is _CLOSED else self._move(_CLOSED, now)
+
+    def apply_remote_suspect(self, now: float, *, again: bool) -> None:
+        """Another process failed on this closed domain at ``now`` and moved off it
+        (``again``: its failback probe failed, so due again one cooldown from now;
+        else suspect from now only if it was not already)."""
+        if self._local_probe() or self.state is not _CLOSED:
+            return
+        if again or self.failed_at is None:
+            self.failed_at = now
 
     def _move(self, after: BreakerState, now: float) -> BreakerTransition | None:
         before, self.state = self.state, after

@@ -334,6 +334,9 @@ class Exchange:
         now = self._clock()
         duration = now - self._attempt_started
         events = self.plan.record(outcome, now, duration)
+        shared = self._owner._shared
+        if shared is not None and (events or attempt.probe):  # news for the fleet
+            shared.recorded(self.pool_core, attempt.domain, attempt.probe, events)
         if self.trace is None:
             return
         self.trace.attempt_ended(
@@ -468,7 +471,11 @@ class Exchange:
         ``finish()`` (which may itself raise the request's error) there is nothing to do."""
         if self._finished:
             return
+        in_flight = self.plan.in_flight
         events = self.plan.abandon(self._clock())
+        shared = self._owner._shared
+        if shared is not None and in_flight is not None and (events or in_flight.probe):
+            shared.recorded(self.pool_core, in_flight.domain, in_flight.probe, events, abandoned=True)
         if self.trace is not None:
             if self._attempt is not None:
                 self.trace.attempt_abandoned()

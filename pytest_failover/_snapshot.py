@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["DomainState", "PoolState", "TransportState"]
+__all__ = ["DomainState", "PoolState", "SharedState", "TransportState"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,14 +43,26 @@ class PoolState:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SharedState:
+    """Shared health (``shared=RedisHealth(...)``) as this process sees it."""
+
+    url: str  # the Redis URL, without its password
+    state: str  # "connected" (sharing) | "disconnected" (local-only, reconnecting) | "closed"
+    since: float  # Unix time of the latest change of ``state``
+    fleet_control_version: int | None  # the newest control version any process applied
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TransportState:
     pools: dict[str, PoolState]
     control_version: int | None = None  # the control document in force, if any
+    shared: SharedState | None = None  # shared health, if configured
 
     def as_dict(self) -> dict[str, object]:
         """JSON-able data."""
         return {
             "control_version": self.control_version,
+            "shared": None if self.shared is None else asdict(self.shared),
             "pools": {
                 name: {**asdict(p), "can_request": p.can_request} for name, p in self.pools.items()
             },

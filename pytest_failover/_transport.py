@@ -8,6 +8,7 @@ I/O happens: sending, reading, sleeping, closing, and bounding an attempt's time
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from .control import ControlDocument
+    from .shared import AsyncRedisHealth, RedisHealth
 
 __all__ = ["AsyncFailoverTransport", "FailoverResult", "FailoverTransport", "Fallback"]
 
@@ -58,6 +60,7 @@ class _FailoverBase:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         clock: Callable[[], float] = time.monotonic,
+        shared: RedisHealth | AsyncRedisHealth | None = None,
     ) -> None:
         self._core = FailoverCore(pools if isinstance(pools, Sequence) else [pools], policy, region=region)
         self._fallback = fallback
@@ -69,6 +72,15 @@ class _FailoverBase:
         self._stale = StaleCache()
         self._sticky: dict[str, StickyFile] = {}
         self._restore_sticky()
+        self._shared = shared
+        if shared is not None:
+            asynchronous = isinstance(self, httpx.AsyncBaseTransport)
+            if getattr(shared, "asynchronous", None) is not asynchronous:
+                raise TypeError(
+                    f"{type(self).__name__}(shared=...) takes "
+                    f"{'AsyncRedisHealth' if asynchronous else 'RedisHealth'}, got {type(shared).__name__}"
+                )
+            shared.bind(self._core, clock=clock, telemetry=self._telemetry, meter_provider=meter_provider)
 
     def _restore_sticky(self) -> None:
         files: dict[str, StickyFile] = {}
@@ -99,14 +111,20 @@ class _FailoverBase:
             sticky.save({pool_core.name: serving.url})
 
     def state(self) -> TransportState:
-        """A snapshot of every pool: breakers, enabled domains, serving domain, budget."""
-        return self._core.state(self._clock())
+        """A snapshot of every pool: breakers, enabled domains, serving domain, budget;
+        and shared health, if configured."""
+        state = self._core.state(self._clock())
+        if self._shared is None:
+            return state
+        return dataclasses.replace(state, shared=self._shared.snapshot())
 
     def apply_control(self, doc: ControlDocument) -> None:
         """Apply a verified control document; raises ``ControlError`` and changes
         nothing if it names unknown pools or domains, disables every domain of a
         pool, or does not increase the version."""
         self._core.apply_control(doc)
+        if self._shared is not None:
+            self._shared.control_applied(doc.version)
 
     def _begin(self, request: httpx.Request) -> Exchange | None:
         options = RequestOptions.from_extensions(request.extensions)
@@ -136,6 +154,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         clock: Callable[[], float] = time.monotonic,
+        shared: RedisHealth | None = None,
     ) -> None:
         super().__init__(
             pools,
@@ -145,8 +164,10 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
             clock=clock,
+            shared=shared,
         )
         self._transport = transport if transport is not None else httpx.HTTPTransport()
+        self._redis: RedisHealth | None = shared
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         exchange = self._begin(request)
@@ -212,6 +233,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
 
     def close(self) -> None:
         self._transport.close()
+        if self._redis is not None:
+            self._redis.close()
 
 
 class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
@@ -229,6 +252,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         clock: Callable[[], float] = time.monotonic,
+        shared: AsyncRedisHealth | None = None,
     ) -> None:
         super().__init__(
             pools,
@@ -238,10 +262,14 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
             clock=clock,
+            shared=shared,
         )
         self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
+        self._redis: AsyncRedisHealth | None = shared
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._redis is not None and not self._redis.started:
+            self._redis.start()  # its tasks live in this event loop
         exchange = self._begin(request)
         if exchange is None:
             return await self._transport.handle_async_request(request)
@@ -303,3 +331,5 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._transport.aclose()
+        if self._redis is not None:
+            await self._redis.aclose()

@@ -100,6 +100,7 @@ __all__ = [
     "FAILOVER_REQUESTS",
     "FAILOVER_REQUEST_DURATION",
     "FAILOVER_RETRY_BUDGET_REJECTIONS",
+    "FAILOVER_SHARED_STATE",
     "FAILOVER_SWITCHES",
     "FAILOVER_TLS_CERT_EXPIRY_TIMESTAMP",
     "FAILOVER_TO",
@@ -151,6 +152,11 @@ __all__ = [
     "SERVER_PORT",
     "SERVICE_NAME",
     "SESSION_SPAN",
+    "SHARED_CONNECTED",
+    "SHARED_DISCONNECTED",
+    "SHARED_GAUGE",
+    "SHARED_SCOPE",
+    "SHARED_STATES",
     "SIGNAL_METRICS",
     "SIGNAL_SPANS",
     "STOP_REASONS",
@@ -196,6 +202,8 @@ AGENT_SCOPE: Final = "failover_agent"
 """Meter name of the agent's own metrics."""
 QUORUM_SCOPE: Final = "failover_agent.quorum"
 """Meter name of the quorum publisher's own metrics (``failover-agent control quorum``)."""
+SHARED_SCOPE: Final = "pytest_failover.shared"
+"""Meter name of shared health (``pytest_failover.shared``: ``RedisHealth``)."""
 UPLOAD_SCOPE: Final = "pytest_failover.uploads"
 """Tracer and meter name of the resumable uploads (``pytest_failover.uploads``)."""
 SCHEMA_URL: Final = Schemas.V1_26_0.value
@@ -378,6 +386,15 @@ BREAKER_STATES: Final = (BREAKER_CLOSED, BREAKER_HALF_OPEN, BREAKER_OPEN)
 BREAKER_GAUGE: Final[Mapping[str, int]] = {BREAKER_CLOSED: 0, BREAKER_HALF_OPEN: 1, BREAKER_OPEN: 2}
 """Value of the ``failover.breaker.state`` gauge for each state."""
 
+SHARED_CONNECTED: Final = "connected"
+"""Shared health state: connected to Redis, sharing breakers with the fleet."""
+SHARED_DISCONNECTED: Final = "disconnected"
+"""Shared health state: Redis is unreachable or slow; local-only, reconnecting."""
+SHARED_STATES: Final = (SHARED_CONNECTED, SHARED_DISCONNECTED)
+"""Every state of shared health (``transport.state().shared.state``, "closed" aside)."""
+SHARED_GAUGE: Final[Mapping[str, int]] = {SHARED_DISCONNECTED: 0, SHARED_CONNECTED: 1}
+"""Value of the ``failover.shared.state`` gauge for each state."""
+
 SWITCH_REASON_FAILBACK: Final = "failback"
 """Switch reason: traffic went back to a preferred domain."""
 SWITCH_REASON_PREFERRED_UNAVAILABLE: Final = "preferred_unavailable"
@@ -505,6 +522,10 @@ FAILOVER_BREAKER_STATE: Final = "failover.breaker.state"
 FAILOVER_RETRY_BUDGET_REJECTIONS: Final = "failover.retry_budget.rejections"
 """Counter: retries refused because the pool's retry budget was spent."""
 
+# --- shared health (meter ``pytest_failover.shared``)
+FAILOVER_SHARED_STATE: Final = "failover.shared.state"
+"""Gauge: 1 while shared health is connected to Redis, 0 while local-only (:data:`SHARED_GAUGE`)."""
+
 # --- resumable uploads (meter ``pytest_failover.uploads``)
 FAILOVER_UPLOAD_BYTES: Final = "failover.upload.bytes"
 """Counter, By: bytes of uploads the servers acknowledged, by pool and domain."""
@@ -631,6 +652,7 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_BREAKER_TRANSITIONS, "counter", UNIT_TRANSITION, CLIENT_SCOPE),
     Metric(FAILOVER_BREAKER_STATE, "gauge", UNIT_NONE, CLIENT_SCOPE),
     Metric(FAILOVER_RETRY_BUDGET_REJECTIONS, "counter", UNIT_RETRY, CLIENT_SCOPE),
+    Metric(FAILOVER_SHARED_STATE, "gauge", UNIT_NONE, SHARED_SCOPE),
     Metric(FAILOVER_UPLOAD_BYTES, "counter", UNIT_BYTES, UPLOAD_SCOPE),
     Metric(FAILOVER_PROBE_SUCCESS, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_PROBE_DURATION, "histogram", UNIT_SECONDS, AGENT_SCOPE),

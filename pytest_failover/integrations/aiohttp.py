@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from .._pool import Pool
     from .._snapshot import TransportState
     from ..control import ControlDocument
+    from ..shared import AsyncRedisHealth
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
 
@@ -102,6 +103,7 @@ class FailoverMiddleware:
         fallback: Fallback | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
+        shared: AsyncRedisHealth | None = None,
     ) -> None:
         self._transport = AsyncFailoverTransport(
             pools,
@@ -111,6 +113,7 @@ class FailoverMiddleware:
             fallback=fallback,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            shared=shared,
         )
         self._core = self._transport._core
 
@@ -121,6 +124,10 @@ class FailoverMiddleware:
     def apply_control(self, doc: ControlDocument) -> None:
         """Apply a verified control document (``FailoverTransport.apply_control``)."""
         self._transport.apply_control(doc)
+
+    async def aclose(self) -> None:
+        """Stop shared health's tasks, if any (the session's own connections are its own)."""
+        await self._transport.aclose()
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
         extensions = current_extensions()

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from .._pool import Pool
     from .._snapshot import TransportState
     from ..control import ControlDocument
+    from ..shared import RedisHealth
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverAdapter"]
 
@@ -108,6 +109,7 @@ class FailoverAdapter(HTTPAdapter):
         fallback: Fallback | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
+        shared: RedisHealth | None = None,
         adapter: HTTPAdapter | None = None,
     ) -> None:
         super().__init__()  # requests' default: Retry(0, read=False)
@@ -124,6 +126,7 @@ class FailoverAdapter(HTTPAdapter):
             fallback=fallback,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            shared=shared,
         )
         self._core = self._transport._core
 
