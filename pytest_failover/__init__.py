@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._policy import ExponentialBackoff, Policy, RetryBudget, ScheduleTable, Step
     from ._pool import Domain, Pool
     from ._snapshot import DomainState, PoolState, TransportState
+    from ._steering import TimeOrder
     from ._transport import AsyncFailoverTransport, FailoverTransport
     from .control import ControlDocument, ControlError, ControlPoller
 
@@ -44,6 +45,7 @@ __all__ = [
     "RetryBudget",
     "ScheduleTable",
     "Step",
+    "TimeOrder",
     "TransportState",
     "error_type_of",
 ]
@@ -69,6 +71,7 @@ _WHERE = {
     "DomainState": "._snapshot",
     "PoolState": "._snapshot",
     "TransportState": "._snapshot",
+    "TimeOrder": "._steering",
     "AsyncFailoverTransport": "._transport",
     "FailoverResult": "._exchange",
     "FailoverTransport": "._transport",

@@ -44,9 +44,22 @@ out get its answer instead of an error. With the default 30 s cooldown the rest
 (3 s) is longer than ``probe_wait`` (1 s), so in a total outage requests fail
 fast, and the fallback answers.
 
+The rule walks an *order*: the pool's (``Pool.order(region)``) unless the request
+is steered (``_steering.py``). Each request's orders are fixed once, when its
+plan is made (:meth:`PoolCore.steer`, from the request's options, the Unix time
+and a draw of the random source): a named order (``"order"``) or the current time
+window's order replaces the pool's for the whole request; a weight draw and the
+affinity key's rendezvous ranking of the affinity domains go in front of it for
+the first attempt only, so the rule above skips an open canary or gateway like any
+other domain, and after the first attempt the request fails over in that order.
+A request nothing steers walks the pool's precomputed order at no cost. Steered
+requests (but for time windows, which move everyone) leave the serving domain
+and its switches to the pool's own traffic.
+
 A pinned request has one candidate; an explicit :class:`ScheduleTable` names
-the domain of each step by its rank at the start of the request, and falls back
-to the rule above when that domain is not admissible.
+the domain of each step by its rank at the start of the request (the first
+attempt's first admissible domain, then the rest in the request's order), and
+falls back to the rule above when that domain is not admissible.
 
 Whether to retry: never after a success or an answer (4xx, application error);
 never once the schedule's attempts are used up; never when request bytes may
@@ -70,13 +83,14 @@ from __future__ import annotations
 
 import random as _random
 import threading
+import time as _time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import httpx
 
-from . import semconv
+from . import _steering, semconv
 from ._breaker import Breaker, BreakerState, BreakerTransition, Standing
 from ._budget import TokenBucket
 from ._classify import Outcome
@@ -94,6 +108,7 @@ from ._decisions import (
 from ._policy import ExponentialBackoff, Policy, ScheduleTable
 from ._pool import Domain, Pool
 from ._snapshot import DomainState, PoolState, TransportState
+from ._steering import key_unit, rendezvous_rank
 
 if TYPE_CHECKING:
     from .control import ControlDocument
@@ -102,6 +117,8 @@ __all__ = [
     "DONE",
     "Choice",
     "FailoverCore",
+    "Members",
+    "Orders",
     "PoolCore",
     "RequestOptions",
     "RequestPlan",
@@ -125,6 +142,8 @@ class RequestOptions:
     domain: str | None = None
     pool: str | None = None
     idempotent: bool | None = None
+    affinity: str | None = None  # a key (user id) hashed onto the pool's affinity domains
+    order: str | None = None  # a named order of the pool (its ``region_order``)
 
     @classmethod
     def from_extensions(cls, extensions: Mapping[str, object]) -> RequestOptions:
@@ -133,18 +152,26 @@ class RequestOptions:
             return _DEFAULT_OPTIONS
         if not isinstance(raw, Mapping):
             raise TypeError('extensions["failover"] must be a dict such as {"enabled": False}')
-        unknown = sorted(set(raw) - {"enabled", "domain", "pool", "idempotent"})
+        unknown = sorted(set(raw) - _OPTION_TYPES.keys())
         if unknown:
             raise ValueError(
                 f'extensions["failover"]: unknown option(s) {unknown}; '
-                "expected enabled, domain, pool or idempotent"
+                "expected enabled, domain, pool, idempotent, affinity or order"
             )
-        for key, kind in (("enabled", bool), ("idempotent", bool), ("domain", str), ("pool", str)):
+        for key, kind in _OPTION_TYPES.items():
             if key in raw and not isinstance(raw[key], kind):
                 raise TypeError(f'extensions["failover"]["{key}"] must be a {kind.__name__}')
         return cls(**raw)
 
 
+_OPTION_TYPES: dict[str, type] = {
+    "enabled": bool,
+    "idempotent": bool,
+    "domain": str,
+    "pool": str,
+    "affinity": str,
+    "order": str,
+}
 _DEFAULT_OPTIONS = RequestOptions()
 
 
@@ -153,6 +180,12 @@ _DEFAULT_OPTIONS = RequestOptions()
 # the cooldown is over). A plain tuple, as one is built for every request: a named
 # tuple costs 330 ns to build on CPython 3.11, a tuple 10 ns (timeit).
 Choice = tuple[Domain, Breaker, bool, bool]
+
+# An order the choice walks: (position in that order, domain, its breaker) per domain.
+Members = tuple[tuple[int, Domain, Breaker], ...]
+# A request's orders: its first attempt's, the one after that, and why the first
+# differs from the pool's (a ``_steering.*`` value, or None).
+Orders = tuple[Members, Members, str | None]
 
 
 # -- one pool --------------------------------------------------------------------------------
@@ -175,7 +208,16 @@ class PoolCore:
             d: Breaker(threshold=policy.breaker_threshold, cooldown=policy.breaker_cooldown)
             for d in pool.domains
         }
-        self._members = tuple((i, d, self.breakers[d]) for i, d in enumerate(self.order))
+        self._members = self._walk(self.order)
+        # What a request walks when nothing steers it: one shared value, no work.
+        self.orders: Orders = (self._members, self._members, None)
+        # Traffic steering (``_steering.py``); ``steers`` says whether begin() must look.
+        self.named = {name: self._walk(order) for name, order in pool.region_order.items()}
+        self.weights = pool.weights
+        self.affinity = pool.affinity_domains
+        self._affinity_urls = tuple(d.url for d in pool.affinity_domains)
+        self.time_orders = tuple((window, self._walk(order)) for window, order in pool.time_orders)
+        self.steers = bool(self.weights or self.affinity or self.time_orders)
         self.budget = TokenBucket(policy.retry_budget) if policy.retry_budget else None
         # How much of a 2xx body a request reads before its outcome is known: for the
         # app-error check, and so that a re-sendable request whose connection breaks
@@ -193,17 +235,63 @@ class PoolCore:
         # (the breaker is then PROBING here too). None: not shared, no cost.
         self.lease: Callable[[Domain, Breaker, float, float], bool] | None = None
 
+    def _walk(self, order: Sequence[Domain]) -> Members:
+        return tuple((i, d, self.breakers[d]) for i, d in enumerate(order))
+
     def standing(self, domain: Domain, now: float) -> Standing:
         return self.breakers[domain].standing(now, sticky=self.policy.sticky)
 
-    def choose(self, now: float, tried: Sequence[Domain], *, early: bool = True) -> Choice | None:
-        """Which domain next, for a request that already tried ``tried`` (the
-        module's rule; the caller holds the lock)."""
+    def steer(self, options: RequestOptions, wall: float | None, draw: Callable[[], float]) -> Orders:
+        """The orders one request walks (see :data:`Orders`): a named order or the time
+        window's replaces the pool order; a weight draw (``draw()``, or the affinity
+        key's fixed one) and the affinity key's rendezvous ranking go first on the
+        first attempt. ``wall`` is the Unix time, for the time windows."""
+        base = self._members
+        why: str | None = None
+        if options.order is not None:
+            named = self.named.get(options.order)
+            if named is None:
+                raise ValueError(
+                    f'extensions["failover"]["order"]: pool {self.name!r} has no order '
+                    f"{options.order!r}; its orders (region_order) are {sorted(self.named)}"
+                )
+            base, why = named, _steering.ORDER
+        elif self.time_orders and wall is not None:
+            minute = self.time_orders[0][0].local_minute(wall)  # one time zone per pool
+            for window, members in self.time_orders:
+                if window.covers_minute(minute):
+                    base, why = members, _steering.TIME_ORDER
+                    break
+        key = options.affinity
+        picks: list[Domain] = []
+        if self.weights:
+            point = 100 * (key_unit(key) if key is not None else draw())
+            for domain, share in self.weights:
+                if point < share:
+                    picks.append(domain)
+                    why = _steering.WEIGHT
+                    break
+                point -= share
+        if key is not None and self.affinity:
+            picks.extend(self.affinity[i] for i in rendezvous_rank(key, self._affinity_urls))
+            if why != _steering.WEIGHT:
+                why = _steering.AFFINITY
+        if not picks:
+            return base, base, why
+        first = dict.fromkeys(picks)
+        first.update(dict.fromkeys(d for _, d, _ in base))
+        return self._walk(tuple(first)), base, why
+
+    def choose(
+        self, now: float, tried: Sequence[Domain], members: Members, *, early: bool = True
+    ) -> Choice | None:
+        """Which domain next, walking ``members`` (the request's order), for a request
+        that already tried ``tried`` (the module's rule; the caller holds the lock)."""
         best: tuple[tuple[bool, bool, int], Domain, Breaker, Standing] | None = None
         earliest: tuple[tuple[bool, float], Domain, Breaker] | None = None
         sticky = self.policy.sticky
         disabled = self.disabled
-        for position, domain, breaker in self._members:
+        for position, domain, breaker in members:
             if disabled and domain in disabled:
                 continue
             standing = breaker.standing(now, sticky=sticky)
@@ -253,11 +341,16 @@ class PoolCore:
             return None
         return domain, self.breakers[domain], standing.lease, False
 
-    def admissible(self, now: float) -> list[Domain]:
-        """The enabled domains an ordinary request may be sent to now, in pool order."""
-        return [
-            d for d in self.order if d not in self.disabled and self.standing(d, now).admissible
-        ]
+    def admissible(self, now: float, orders: Orders | None = None) -> list[Domain]:
+        """The enabled domains an ordinary request may be sent to now, in pool order;
+        with a request's ``orders``, its first attempt's first admissible domain, then
+        the rest in the order after that."""
+        ok = [d for d in self.order if d not in self.disabled and self.standing(d, now).admissible]
+        if orders is None:
+            return ok
+        first = next((d for _, d, _ in orders[0] if d in ok), None)
+        rest = [d for _, d, _ in orders[1] if d in ok and d != first]
+        return rest if first is None else [first, *rest]
 
     def restore_serving(self, domain: Domain, now: float) -> None:
         """Resume on ``domain`` after a restart: the domains ahead of it count as
@@ -299,6 +392,7 @@ class RequestPlan:
         "_in_flight",
         "_initial",
         "_next_wait",
+        "_orders",
         "_random",
         "_waited",
         "core",
@@ -325,8 +419,10 @@ class RequestPlan:
         pinned: Domain | None,
         now: float,
         random: Callable[[], float],
+        orders: Orders,
     ) -> None:
         self.core = core
+        self._orders = orders  # the order the first attempt walks, the one after, why
         self.policy = core.policy
         self.method = method
         self.idempotent = idempotent
@@ -351,11 +447,17 @@ class RequestPlan:
         self._initial: tuple[Domain, ...] = ()
         if core.table is not None and pinned is None:
             with core.lock:
-                self._initial = tuple(core.admissible(now))
+                self._initial = tuple(core.admissible(now, orders))
 
     @property
     def pool(self) -> str:
         return self.core.name
+
+    @property
+    def steering(self) -> str | None:
+        """Why this request's order is not the pool's: ``"weight"``, ``"affinity"``,
+        ``"order"``, ``"time_order"``, or None."""
+        return self._orders[2]
 
     @property
     def in_flight(self) -> Attempt | None:
@@ -396,14 +498,14 @@ class RequestPlan:
     def _decide(self, now: float, events: list[Event]) -> tuple[Choice, float, float] | Wait | Stop:
         last = self.last_outcome
         if last is None:  # the first attempt: never delayed, never refused a domain
-            choice = self._choose(now)
+            choice = self._choose(now, self._orders[0])
             if choice is None:
                 return self._wait_for_probe(now, besides=()) or Stop(reason="circuit_open")
             self._counted = 1
             return choice, 0.0, self._timeout(now)
         if last.sent and not (self.idempotent and self.replayable):
             return Stop(reason="not_retryable")
-        choice = self._choose(now)
+        choice = self._choose(now, self._orders[1])
         if choice is None or (choice[0] in self.tried and self.core.probing(besides=self.tried)):
             # Rather than stop, or go back to a domain that just failed this request,
             # wait for the probe of one it has not tried.
@@ -446,7 +548,7 @@ class RequestPlan:
         self._next_wait = min(2 * self._next_wait, _LONGEST_WAIT)
         return Wait(delay=delay)
 
-    def _choose(self, now: float) -> Choice | None:
+    def _choose(self, now: float, members: Members) -> Choice | None:
         core = self.core
         if self.pinned is not None:
             return core.admit(self.pinned, now)
@@ -457,7 +559,7 @@ class RequestPlan:
             named = core.admit(self._initial[step.domain % len(self._initial)], now)
             if named is not None:
                 return named
-        return core.choose(now, self.tried, early=self._early_allowed)
+        return core.choose(now, self.tried, members, early=self._early_allowed)
 
     def _goes_at_once(self, choice: Choice) -> bool:
         """Does this retry skip the backoff? With backoff schedules, moving on to a
@@ -545,17 +647,24 @@ class RequestPlan:
 
     def _note_serving(self, domain: Domain, events: list[Event]) -> None:
         core = self.core
+        if self._orders[2] is not None and self._orders[2] != _steering.TIME_ORDER:
+            # a steered request says nothing about where the pool's traffic goes
+            return
         before = core.serving
         core.serving = domain
         if before is None or before is domain or before == domain:
             return
         if self._failed_on is not None and self._failed_on[0] == before:
             reason = self._failed_on[1]
-        elif core.position[domain] < core.position[before]:
+        elif self._position(domain) < self._position(before):
             reason = semconv.SWITCH_REASON_FAILBACK
         else:
             reason = semconv.SWITCH_REASON_PREFERRED_UNAVAILABLE
         events.append(Switch(pool=self.pool, before=before, after=domain, reason=reason))
+
+    def _position(self, domain: Domain) -> int:
+        """``domain``'s place in the order this request fails over in."""
+        return next(i for i, d, _ in self._orders[1] if d == domain)
 
     def _add_transition(
         self, events: list[Event], domain: Domain, transition: BreakerTransition | None
@@ -579,6 +688,7 @@ class FailoverCore:
         *,
         region: str | None = None,
         random: Callable[[], float] = _random.random,
+        wall_clock: Callable[[], float] = _time.time,
     ) -> None:
         if isinstance(pools, Pool):
             pools = [pools]
@@ -600,6 +710,7 @@ class FailoverCore:
         # (scheme, host, port) as httpx.URL gives them (a default port is None)
         self._by_origin = {(d.scheme, d.host, d.port): (d, self.pools[name]) for d, name in seen.items()}
         self.random = random
+        self.wall_clock = wall_clock  # Unix time, read only for pools with time windows
         self.control_version: int | None = None
         self._control_lock = threading.Lock()
 
@@ -660,14 +771,22 @@ class FailoverCore:
         replayable: bool,
         pinned: Domain | None,
         now: float,
+        wall: float | None = None,
     ) -> RequestPlan:
+        """A plan for one request at ``now`` (the transport's clock); ``wall`` is the
+        Unix time for the pool's time windows (``wall_clock()`` when not given)."""
         method = method.upper()
         if options.idempotent is not None:
             idempotent = options.idempotent
         else:
             idempotent = method in pool_core.policy.idempotent_methods or "idempotency-key" in headers
+        orders = pool_core.orders
+        if pool_core.steers or options.order is not None:
+            if wall is None and pool_core.time_orders:
+                wall = self.wall_clock()
+            orders = pool_core.steer(options, wall, self.random)
         # positional: one plan per request, and keywords cost a mapping per call
-        return RequestPlan(pool_core, method, idempotent, replayable, pinned, now, self.random)
+        return RequestPlan(pool_core, method, idempotent, replayable, pinned, now, self.random, orders)
 
     def state(self, now: float) -> TransportState:
         return TransportState(

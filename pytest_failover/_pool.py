@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from ._steering import TimeOrder, windows_overlap
+
 __all__ = ["Domain", "Pool"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -94,14 +96,24 @@ class Pool:
 
     ``Pool("api", ["https://api.example.com", "https://api2.example.com"])`` sends
     every request to the first healthy domain (failover, not round-robin).
-    ``region_order`` maps a region name to that region's own order, for example
-    ``{"cn": ["https://api-cn.example.com", "https://api.example.com"]}``; a
-    region order may list a subset, the other domains follow in pool order.
+    ``region_order`` maps a name to its own order, for example
+    ``{"cn": ["https://api-cn.example.com", "https://api.example.com"]}``; an order
+    may list a subset, the other domains follow in pool order. The transport's
+    ``region=`` picks one for every request; a request's
+    ``extensions={"failover": {"order": "cn"}}`` picks one for that request.
+
+    Traffic steering (see ``docs/client.md``): ``weights`` sends a share (in %) of
+    first attempts to a domain (gray release); ``affinity_domains`` are the domains a
+    request's ``"affinity"`` key is hashed onto (rendezvous hashing); ``time_orders``
+    replace the pool order during daily windows.
     """
 
     name: str
     domains: tuple[Domain, ...]
     region_order: Mapping[str, tuple[Domain, ...]] = field(default_factory=dict)
+    weights: tuple[tuple[Domain, float], ...] = ()
+    affinity_domains: tuple[Domain, ...] = ()
+    time_orders: tuple[tuple[TimeOrder, tuple[Domain, ...]], ...] = ()
 
     def __init__(
         self,
@@ -109,6 +121,9 @@ class Pool:
         domains: Sequence[str],
         *,
         region_order: Mapping[str, Sequence[str]] | None = None,
+        weights: Mapping[str, float] | None = None,
+        affinity_domains: Sequence[str] | None = None,
+        time_orders: Sequence[TimeOrder] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("pool name must be a non-empty string")
@@ -117,21 +132,16 @@ class Pool:
         parsed = tuple(Domain.parse(d) for d in domains)
         if len(set(parsed)) != len(parsed):
             raise ValueError(f"pool {name!r}: a domain is listed twice")
-        regions: dict[str, tuple[Domain, ...]] = {}
-        for region, order in (region_order or {}).items():
-            listed = tuple(Domain.parse(d) for d in order)
-            unknown = [str(d) for d in listed if d not in parsed]
-            if unknown:
-                raise ValueError(
-                    f"pool {name!r}: region {region!r} lists {', '.join(unknown)}, "
-                    "which is not a domain of the pool"
-                )
-            if len(set(listed)) != len(listed):
-                raise ValueError(f"pool {name!r}: region {region!r} lists a domain twice")
-            regions[region] = listed + tuple(d for d in parsed if d not in listed)
+        regions = {
+            region: _full_order(name, f"region {region!r}", order, parsed)
+            for region, order in (region_order or {}).items()
+        }
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "domains", parsed)
         object.__setattr__(self, "region_order", regions)
+        object.__setattr__(self, "weights", _weights(name, weights, parsed))
+        object.__setattr__(self, "affinity_domains", _affinity(name, affinity_domains, parsed))
+        object.__setattr__(self, "time_orders", _time_orders(name, time_orders, parsed))
 
     def order(self, region: str | None = None) -> tuple[Domain, ...]:
         """The domains in preference order for ``region`` (pool order if unknown or None)."""
@@ -141,3 +151,73 @@ class Pool:
 
     def __repr__(self) -> str:
         return f"Pool({self.name!r}, {[d.url for d in self.domains]!r})"
+
+
+def _listed(pool: str, what: str, urls: object, domains: tuple[Domain, ...]) -> tuple[Domain, ...]:
+    """``urls`` parsed: each a domain of the pool, none twice."""
+    if isinstance(urls, str) or not isinstance(urls, Sequence):
+        raise ValueError(f"pool {pool!r}: {what} must be a list of base URLs, got {urls!r}")
+    listed = tuple(Domain.parse(d) for d in urls)
+    unknown = [str(d) for d in listed if d not in domains]
+    if unknown:
+        raise ValueError(f"pool {pool!r}: {what} lists {', '.join(unknown)}, which is not a domain of the pool")
+    if len(set(listed)) != len(listed):
+        raise ValueError(f"pool {pool!r}: {what} lists a domain twice")
+    return listed
+
+
+def _full_order(pool: str, what: str, urls: object, domains: tuple[Domain, ...]) -> tuple[Domain, ...]:
+    """The order ``urls`` names, the pool's other domains after it in pool order."""
+    listed = _listed(pool, what, urls, domains)
+    return listed + tuple(d for d in domains if d not in listed)
+
+
+def _weights(pool: str, weights: Mapping[str, float] | None, domains: tuple[Domain, ...]) -> tuple[tuple[Domain, float], ...]:
+    if weights is None:
+        return ()
+    if not isinstance(weights, Mapping):
+        raise ValueError(f"pool {pool!r}: weights must map base URLs to percentages, got {weights!r}")
+    listed = _listed(pool, "weights", list(weights), domains)
+    shares: list[tuple[Domain, float]] = []
+    for domain, share in zip(listed, weights.values(), strict=True):
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 100:
+            raise ValueError(f"pool {pool!r}: weights[{domain.url!r}] is {share!r}; expected a percentage from 0 to 100")
+        shares.append((domain, float(share)))
+    total = sum(share for _, share in shares)
+    if total > 100:
+        raise ValueError(f"pool {pool!r}: weights add up to {total:g}%; at most 100% of requests can be steered")
+    return tuple((d, share) for d, share in shares if share > 0)
+
+
+def _affinity(pool: str, urls: Sequence[str] | None, domains: tuple[Domain, ...]) -> tuple[Domain, ...]:
+    if urls is None:
+        return ()
+    listed = _listed(pool, "affinity_domains", urls, domains)
+    if not listed:
+        raise ValueError(f"pool {pool!r}: affinity_domains is empty; list the domains keys are hashed onto")
+    return listed
+
+
+def _time_orders(
+    pool: str, windows: Sequence[TimeOrder] | None, domains: tuple[Domain, ...]
+) -> tuple[tuple[TimeOrder, tuple[Domain, ...]], ...]:
+    if windows is None:
+        return ()
+    if isinstance(windows, TimeOrder) or not isinstance(windows, Sequence):
+        raise ValueError(f"pool {pool!r}: time_orders must be a list of TimeOrder")
+    for window in windows:
+        if not isinstance(window, TimeOrder):
+            raise ValueError(f"pool {pool!r}: time_orders holds {window!r}, which is not a TimeOrder")
+    zones = sorted({w.tz for w in windows})
+    if len(zones) > 1:
+        raise ValueError(
+            f"pool {pool!r}: time_orders use the time zones {zones}; "
+            "a pool's windows share one time zone, so that overlaps are well defined"
+        )
+    overlap = windows_overlap(windows)
+    if overlap is not None:
+        first, second = overlap
+        raise ValueError(f"pool {pool!r}: time_orders overlap: {first!r} and {second!r}")
+    return tuple(
+        (w, _full_order(pool, f"time_orders {w.start}-{w.end}", w.order, domains)) for w in windows
+    )

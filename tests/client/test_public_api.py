@@ -31,6 +31,7 @@ def test_exported_names_are_exactly_the_intended_ones() -> None:
         "RetryBudget",
         "ScheduleTable",
         "Step",
+        "TimeOrder",
         "TransportState",
         "error_type_of",
     ]
