@@ -460,6 +460,11 @@ class RequestPlan:
         return self._orders[2]
 
     @property
+    def first_order(self) -> tuple[Domain, ...]:
+        """The order this request's first attempt walks (the pool's when unsteered)."""
+        return tuple(d for _, d, _ in self._orders[0])
+
+    @property
     def in_flight(self) -> Attempt | None:
         return None if self._in_flight is None else self._in_flight[0]
 
