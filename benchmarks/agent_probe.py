@@ -14,7 +14,10 @@ each with one fresh connection per probe:
 Part A, throughput: a burst of probes at a fixed concurrency -> CPU per probe.
 Part B, steady load: the 1,000-domain, 15 s-interval shape (66.7 probes/s) for a bounded
 time -> CPU% of one core and RSS, and the agent's scrape: size, series, and how much of it
-is the agent's own metrics versus the failover client's (from the pool probes).
+is the agent's own metrics versus the failover client's (from the pool probes), told apart
+by metric name (:data:`pytest_failover.semconv.METRICS` gives each its scope: /metrics has
+no ``otel_scope_*`` labels by default). Also the agent on 2 domains: its RSS floor (the
+interpreter and the libraries it imports).
 
 Part C, the ``/metrics`` renderer: the agent's hand-written reader
 (``failover_agent.prometheus_text``) against the official OpenTelemetry Prometheus exporter
@@ -46,7 +49,8 @@ from pytest_failover import semconv
 
 NAME = "agent"
 _PROBE_SUCCESS_SERIES = semconv.METRICS[semconv.FAILOVER_PROBE_SUCCESS].prometheus + "{"
-_SCOPE_LABEL = re.compile(semconv.PROMETHEUS_SCOPE_NAME + r'="([^"]*)"')
+_SCOPES = {sample: m.scope for m in semconv.METRICS.values() for sample in m.samples}
+"""Prometheus series name -> the instrumentation scope of its metric."""
 BLACKBOX = "prometheus-blackbox-exporter"
 BLACKBOX_CONFIG = """\
 modules:
@@ -246,8 +250,8 @@ def run_agent(targets: list[str], srv: h.Server, *, interval: float, seconds: fl
             by_scope: dict[str, list[int]] = {}  # scope -> [series, bytes]
             for line in text.splitlines():
                 if line and not line.startswith("#"):
-                    found = _SCOPE_LABEL.search(line)
-                    entry = by_scope.setdefault(found.group(1) if found else "(resource)", [0, 0])
+                    scope = _SCOPES.get(re.split(r"[{ ]", line, maxsplit=1)[0], "(resource)")
+                    entry = by_scope.setdefault(scope, [0, 0])
                     entry[0] += 1
                     entry[1] += len(line) + 1
             up = down = 0
@@ -378,6 +382,7 @@ def run(opts: Options) -> h.Report:
             (f"failover-agent run: {domains} domains (500 pools of 2)", targets, interval, agent_seconds),
             (f"failover-agent run: {small} domains at a {interval / 10:g} s interval (same rate)",
              targets[:small], interval / 10, agent_small_seconds),
+            ("failover-agent run: 2 domains (its RSS floor)", targets[:2], interval, opts.seconds_or(15, 30)),
         ]
         for label, subset, every, seconds in runs:
             try:

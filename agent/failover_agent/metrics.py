@@ -166,7 +166,8 @@ class AgentMetrics:
             if per_phase is None:
                 attrs = self._domain_attrs(d)
                 per_phase = self._phase_attrs[key] = {p: {**attrs, PROBE_PHASE: p} for p in semconv.PROBE_PHASES}
-            out += [Observation(seconds, per_phase[phase])
+            # to the microsecond: '0.000107' rather than '0.00010744099927251227' on every line
+            out += [Observation(round(seconds, 6), per_phase[phase])
                     for phase, seconds in d.last.phases.items() if phase in per_phase]
         return out
 

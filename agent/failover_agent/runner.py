@@ -68,6 +68,7 @@ class Agent:
         self.telemetry = telemetry or Telemetry(
             location=config.location,
             prometheus=config.exporters.prometheus.enabled,
+            prometheus_scope_info=config.exporters.prometheus.scope_info_enabled,
             otlp=config.exporters.otlp,
         )
         self.reporter = reporter or LogReporter()

@@ -54,12 +54,20 @@ def _app(agent: Agent) -> web.Application:
 
     recorder = Recorder(lambda: agent.state, lambda: agent.config)
 
-    async def status_json(_: web.Request) -> web.Response:
+    async def status_json(request: web.Request) -> web.StreamResponse:
         finish = status_document(agent.state, agent.config, recorder)  # the snapshot, on the loop
-        # Formatting and encoding in a thread: at 1,000 domains about 0.5 s, and a 3.6 MB body.
-        text = await asyncio.to_thread(lambda: json.dumps(finish(), default=str))
-        return web.Response(text=text, content_type="application/json",
-                            headers={"Cache-Control": "no-store"})
+        # Formatting and encoding in a thread: at 1,000 domains about 0.5 s and a 0.9 MB body;
+        # the heap it took goes back to the OS once the body is sent (~10 MiB of RSS otherwise).
+        body = await asyncio.to_thread(lambda: json.dumps(finish(), default=str).encode())
+        response = web.StreamResponse(headers={"Content-Type": "application/json; charset=utf-8",
+                                               "Cache-Control": "no-store"})
+        response.content_length = len(body)
+        await response.prepare(request)
+        await response.write(body)
+        await response.write_eof()
+        del body
+        release_freed_memory()
+        return response
 
     async def index(_: web.Request) -> web.Response:
         return web.Response(body=asset("index.html"), content_type="text/html", charset="utf-8",

@@ -19,6 +19,14 @@ The failover client receives :attr:`Telemetry.client_meter_provider`, a thin
 wrapper that adds ``probe.location`` to every data point it records, so the
 client's own metrics carry the probe's location like the agent's. The agent's own meter
 (scope ``failover_agent``) carries the package version and the schema URL.
+
+Views shape what the failover client of the pool probes records (:func:`agent_views`): its
+``failover.request.duration`` is dropped (a pool probe is one logical request: its outcome is
+``failover.requests``, and its attempts' durations are ``http.client.request.duration``),
+and ``http.client.request.duration`` gets :data:`POOL_ATTEMPT_BUCKETS` (2 bounds) instead of
+the semantic conventions' 14, without exemplar reservoirs unless spans are exported (an
+exemplar without a trace to point at is dead weight). At 1,000 domains in pools of 2 that
+took the client's part of the scrape from 19,000 series to 4,500.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ from opentelemetry.sdk.environment_variables import (
     OTEL_METRIC_EXPORT_TIMEOUT,
     OTEL_SDK_DISABLED,
 )
-from opentelemetry.sdk.metrics import Histogram, MeterProvider, ObservableGauge
+from opentelemetry.sdk.metrics import MeterProvider, ObservableGauge
 from opentelemetry.sdk.metrics._internal.exemplar import ExemplarReservoir
 from opentelemetry.sdk.metrics.export import (
     MetricExporter,
@@ -54,7 +62,7 @@ from opentelemetry.sdk.metrics.export import (
     MetricsData,
     PeriodicExportingMetricReader,
 )
-from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+from opentelemetry.sdk.metrics.view import DropAggregation, ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -71,13 +79,14 @@ from pytest_failover.semconv import (
     DURATION_BUCKETS,
     FAILOVER_AGENT_TELEMETRY_DROPPED,
     FAILOVER_PROBE_DURATION,
+    FAILOVER_REQUEST_DURATION,
+    HTTP_CLIENT_REQUEST_DURATION,
     PROBE_DURATION_BUCKETS,
     PROBE_LOCATION,
     SCHEMA_URL,
     SERVICE_NAME,
     SIGNAL_METRICS,
     SIGNAL_SPANS,
-    UNIT_SECONDS,
 )
 
 from .config import OtlpConfig
@@ -86,10 +95,12 @@ from .prometheus_text import PrometheusTextReader, cardinality_limits
 __all__ = [
     "AGENT_VERSION",
     "DURATION_BUCKETS",
+    "POOL_ATTEMPT_BUCKETS",
     "PROBE_DURATION_BUCKETS",
     "OtelEnvironmentError",
     "Telemetry",
     "agent_resource",
+    "agent_views",
     "otlp_protocol",
     "otlp_wanted",
     "sdk_disabled",
@@ -342,6 +353,35 @@ def agent_resource(service_name: str, location: str) -> Resource:
     return defaults.merge(OTELResourceDetector().detect()).merge(Resource({PROBE_LOCATION: location}))
 
 
+POOL_ATTEMPT_BUCKETS: tuple[float, ...] = (0.1, 1.0)
+"""Buckets (s) of the pool probes' ``http.client.request.duration`` in the agent: coarse, as the
+pinned probes' ``failover.probe.duration`` already has each domain's latency (same path, same
+interval); the attempts' count and sum stay exact."""
+
+
+def agent_views(*, client_exemplars: bool) -> list[View]:
+    """The views of the agent's meter provider (disjoint: an instrument two views match would
+    be exported twice). ``client_exemplars``: keep the client's exemplar reservoirs (spans
+    are exported, so an exemplar can point at one)."""
+    return [
+        View(
+            instrument_name=FAILOVER_PROBE_DURATION,
+            meter_name=AGENT_SCOPE,
+            aggregation=ExplicitBucketHistogramAggregation(PROBE_DURATION_BUCKETS),
+            exemplar_reservoir_factory=_no_exemplars,
+        ),
+        View(instrument_type=ObservableGauge, meter_name=AGENT_SCOPE, exemplar_reservoir_factory=_no_exemplars),
+        # the failover client of the pool probes
+        View(instrument_name=FAILOVER_REQUEST_DURATION, meter_name=CLIENT_SCOPE, aggregation=DropAggregation()),
+        View(
+            instrument_name=HTTP_CLIENT_REQUEST_DURATION,
+            meter_name=CLIENT_SCOPE,
+            aggregation=ExplicitBucketHistogramAggregation(POOL_ATTEMPT_BUCKETS),
+            exemplar_reservoir_factory=None if client_exemplars else _no_exemplars,
+        ),
+    ]
+
+
 class _AgentMeterProvider(MeterProvider):
     """The SDK's MeterProvider, naming the agent's own scope in full: the package version
     and the semantic-conventions schema URL, whoever asks for the meter."""
@@ -370,7 +410,10 @@ class Telemetry:
         span_exporters: Iterable[SpanExporter] = (),
         metric_readers: Iterable[MetricReader] = (),
         service_name: str = "failover-agent",
+        prometheus_scope_info: bool = False,
     ) -> None:
+        """``prometheus_scope_info``: the ``otel_scope_*`` labels on ``/metrics``
+        (``[exporters.prometheus] scope_info_enabled``)."""
         self.location = location
         self.drops = _DropCounter()
         self.disabled = sdk_disabled()
@@ -380,7 +423,7 @@ class Telemetry:
         readers: list[MetricReader] = list(metric_readers)
         self.prometheus: PrometheusTextReader | None = None
         if prometheus:
-            self.prometheus = PrometheusTextReader()
+            self.prometheus = PrometheusTextReader(scope_info=prometheus_scope_info)
             readers.append(self.prometheus)
         resource = agent_resource(service_name, location)
         self.tracer_provider = TracerProvider(resource=resource)
@@ -413,22 +456,7 @@ class Telemetry:
                 )
             )
             log.info("OTLP metric export to %s", getattr(metric_exporter, "_endpoint", "?"))
-        views = [
-            View(
-                instrument_name=FAILOVER_PROBE_DURATION,
-                meter_name=AGENT_SCOPE,
-                aggregation=ExplicitBucketHistogramAggregation(PROBE_DURATION_BUCKETS),
-                exemplar_reservoir_factory=_no_exemplars,
-            ),
-            View(instrument_type=ObservableGauge, meter_name=AGENT_SCOPE,
-                 exemplar_reservoir_factory=_no_exemplars),
-            View(
-                instrument_type=Histogram,
-                instrument_unit=UNIT_SECONDS,
-                meter_name=CLIENT_SCOPE,
-                aggregation=ExplicitBucketHistogramAggregation(DURATION_BUCKETS),
-            )
-        ]
+        views = agent_views(client_exemplars=self.spans_exported)
         self.meter_provider = _AgentMeterProvider(resource=resource, metric_readers=readers, views=views)
         self.client_meter_provider = LabelledMeterProvider(
             self.meter_provider, {PROBE_LOCATION: location}

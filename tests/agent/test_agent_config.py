@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from failover_agent.config import ConfigError, load_config, parse_config
+from failover_agent.runner import Agent
 
 from pytest_failover import ExponentialBackoff, Policy, ScheduleTable
 
@@ -196,3 +197,15 @@ def test_check_config_cli_exit_codes(tmp_path: Path) -> None:
     run = CliRunner().invoke(main, ["check-config", str(good)])
     assert run.exit_code == 0, run.output
     assert "OK (1 pool(s), 3 domain(s)" in run.output
+
+
+def test_scope_labels_on_metrics_are_off_unless_the_file_turns_them_on() -> None:
+    """[exporters.prometheus] scope_info_enabled reaches the /metrics reader (default: off)."""
+    base = {"pools": [{"name": "p", "domains": ["http://127.0.0.1:8080"]}]}
+    for given, expected in (({}, False), ({"scope_info_enabled": True}, True)):
+        agent = Agent(parse_config({**base, "exporters": {"prometheus": given}}))
+        try:
+            assert agent.telemetry.prometheus is not None
+            assert agent.telemetry.prometheus.scope_info is expected
+        finally:
+            agent.telemetry.shutdown()

@@ -15,6 +15,7 @@ from failover_agent.checks.result import ProbeResult
 from failover_agent.metrics import AgentMetrics
 from failover_agent.prometheus_text import PrometheusTextReader
 from failover_agent.state import AgentState, ControlStatus, DomainStatus, PoolStatus
+from failover_agent.telemetry import POOL_ATTEMPT_BUCKETS, Telemetry
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
@@ -22,6 +23,10 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+
+from pytest_failover import Domain
+from pytest_failover._telemetry import Telemetry as ClientTelemetry
+from pytest_failover.semconv import PROBE_DURATION_BUCKETS
 
 Series = tuple[str, frozenset[tuple[str, str]]]
 
@@ -137,7 +142,10 @@ def test_a_domain_has_at_most_25_series() -> None:
             per_domain[key] = per_domain.get(key, 0) + 1
     assert set(per_domain) == {("api.example.com", "443"), ("api2.example.com", "443"), ("api2.example.com", "8443")}
     assert max(per_domain.values()) <= 25, per_domain
-    assert per_domain[("api2.example.com", "8443")] == 24  # the worst case, counted: see metrics.py
+    # the worst case, counted (see metrics.py): the histogram's buckets, +Inf, _count and _sum;
+    # five phases; success, status, serving, certificate expiry, control; three readiness checks
+    worst = len(PROBE_DURATION_BUCKETS) + 3 + 5 + 5 + 3
+    assert per_domain[("api2.example.com", "8443")] == worst == 20
     names = {name for name, _ in samples}
     assert "failover_probe_phase_duration_seconds" in names
     assert not any("failover_domain" in dict(labels) or "job" in dict(labels) for _, labels in samples)
@@ -165,3 +173,57 @@ def test_certificate_expiry_is_the_freshest_reading_as_a_unix_time() -> None:
     assert expiry == {"443api.example.com": primary.last.cert_not_after,
                       "443api2.example.com": backup.last.cert_not_after,
                       "8443api2.example.com": later.chain_not_after}
+
+
+# --- what the agent's own provider makes of it ------------------------------------------
+
+
+def _labels_of(text: str) -> set[str]:
+    return {key for _, labels in _series(text) for key, _ in labels}
+
+
+def test_scope_labels_are_left_out_unless_asked_for() -> None:
+    """scope_info=False (the agent's default) drops every otel_scope_* label and nothing else;
+    the series are the same ones."""
+    plain, scoped = PrometheusTextReader(scope_info=False), PrometheusTextReader()
+    provider = MeterProvider(metric_readers=[plain, scoped])
+    meter = provider.get_meter("failover_agent", "1.2.3", schema_url="https://opentelemetry.io/schemas/1.26.0")
+    meter.create_counter("checks").add(2, {"failover.pool": "api"})
+    without, with_scope = plain.render().decode(), scoped.render().decode()
+    provider.shutdown()
+    assert not {k for k in _labels_of(without) if k.startswith("otel_scope_")}
+    assert {"otel_scope_name", "otel_scope_version", "otel_scope_schema_url"} <= _labels_of(with_scope)
+    strip = {(name, frozenset(kv for kv in labels if not kv[0].startswith("otel_scope_"))): v
+             for (name, labels), v in _series(with_scope).items()}
+    assert _series(without) == strip
+
+
+def test_the_agent_s_views_shape_the_failover_client_s_metrics() -> None:
+    """In the agent, the client's failover.request.duration is dropped, its
+    http.client.request.duration has POOL_ATTEMPT_BUCKETS, the probe histogram
+    PROBE_DURATION_BUCKETS, and /metrics has no scope label (OTLP keeps the scopes)."""
+    telemetry = Telemetry(location="lab")
+    assert telemetry.prometheus is not None
+    client = ClientTelemetry(meter_provider=telemetry.client_meter_provider)
+    domain = Domain.parse("https://api.example.com")
+    client.request_duration.record(0.2, {"failover.pool": "api", "failover.outcome": "success"})
+    client.attempt_duration.record(0.2, {"failover.pool": "api", "server.address": domain.host,
+                                         "server.port": 443, "http.request.method": "GET"})
+    state = _https_pool_state()
+    metrics = AgentMetrics(telemetry.meter_provider, lambda: state, _NoDrops())
+    for d in state.domains.values():
+        assert d.last is not None
+        metrics.record_probe(d, d.last)
+    text = telemetry.prometheus.render().decode()
+    telemetry.shutdown()
+    samples = _series(text)
+    names = {name for name, _ in samples}
+    assert not any(name.startswith("failover_request_duration") for name in names)
+    les = {name: {dict(labels)["le"] for n, labels in samples if n == name}
+           for name in ("http_client_request_duration_seconds_bucket", "failover_probe_duration_seconds_bucket")}
+    assert les["http_client_request_duration_seconds_bucket"] == {*map(str, POOL_ATTEMPT_BUCKETS), "+Inf"}
+    assert les["failover_probe_duration_seconds_bucket"] == {*map(str, PROBE_DURATION_BUCKETS), "+Inf"}
+    assert samples[("http_client_request_duration_seconds_count", frozenset({
+        ("failover_pool", "api"), ("server_address", "api.example.com"), ("server_port", "443"),
+        ("http_request_method", "GET"), ("probe_location", "lab")}))] == 1
+    assert not {k for k in _labels_of(text) if k.startswith("otel_scope_")}
