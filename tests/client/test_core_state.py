@@ -2,7 +2,10 @@
 
 Many plans are open at once on one pool, as with hundreds of tasks sharing a
 transport: each rule moves one of them a step (decide, or report an outcome),
-abandons one, or moves the clock. The invariants are the core's promises.
+abandons one, or moves the clock. The invariants are the core's promises. The
+pool may steer (a weighted canary, affinity domains, a named order): steered
+requests obey the same rules, and their first attempt is the first healthy
+domain of their own order.
 """
 
 from __future__ import annotations
@@ -42,15 +45,16 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         self.breaker_state: dict[Domain, BreakerState] = {}
         self.attempts_sent = 0
         self.attempts_recorded = 0
-        self.early_probes: dict[int, int] = {}
+        self.early_probes: dict[RequestPlan, int] = {}  # keyed by the plan: ids of finished plans are reused
 
     @initialize(
         n=st.integers(2, 3),
         threshold=st.integers(1, 3),
         sticky=st.booleans(),
         budget=st.booleans(),
+        steer=st.booleans(),
     )
-    def make_core(self, n: int, threshold: int, sticky: bool, budget: bool) -> None:
+    def make_core(self, n: int, threshold: int, sticky: bool, budget: bool, steer: bool) -> None:
         policy = Policy(
             schedule=ExponentialBackoff(base=0.01, cap=0.1, max_attempts=3),
             breaker_threshold=threshold,
@@ -59,7 +63,17 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
             retry_budget=RetryBudget(max_tokens=4, token_ratio=0.5) if budget else None,
             deadline=5.0,
         )
-        self.core = FailoverCore([Pool("api", DOMAINS[:n])], policy, random=lambda: 0.5)
+        domains = DOMAINS[:n]
+        pool = Pool("api", domains)
+        if steer:  # the draw is 0.5: every request without a key tries the canary first
+            pool = Pool(
+                "api",
+                domains,
+                weights={domains[-1]: 60},
+                affinity_domains=domains[1:],
+                region_order={"x": [domains[-1]]},
+            )
+        self.core = FailoverCore([pool], policy, random=lambda: 0.5)
         self.pool = self.core.pools["api"]
         self.breaker_state = {d: BreakerState.CLOSED for d in self.pool.order}
 
@@ -69,15 +83,21 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
                 assert event.before is self.breaker_state[event.domain], "transitions skip a state"
                 self.breaker_state[event.domain] = event.after
 
-    @rule(method=st.sampled_from(["GET", "GET", "POST"]))
-    def begin(self, method: str) -> None:
-        """A new logical request arrives."""
+    @rule(
+        method=st.sampled_from(["GET", "GET", "POST"]),
+        affinity=st.sampled_from([None, "u1", "u2", "u3"]),
+        order=st.sampled_from([None, None, "x"]),
+    )
+    def begin(self, method: str, affinity: str | None, order: str | None) -> None:
+        """A new logical request arrives (steered, when the pool steers)."""
+        steers = self.pool.steers
+        options = RequestOptions(affinity=affinity if steers else None, order=order if steers else None)
         self.plans.append(
             self.core.begin(
                 self.pool,
                 method=method,
                 headers=httpx.Headers(),
-                options=RequestOptions(),
+                options=options,
                 replayable=True,
                 pinned=None,
                 now=self.now,
@@ -112,14 +132,18 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
             self.plans.remove(plan)
             return
         standing = standings[decision.domain]
+        if decision.number == 1:  # the first attempt: the first healthy domain of the request's order
+            fit = [d for d in plan.first_order if standings[d] in (Standing.HEALTHY, Standing.DUE)]
+            if fit:
+                assert decision.domain == fit[0], f"first attempt on {decision.domain}, not {fit[0]}"
         assert standing is not Standing.PROBING, "an attempt on a domain whose probe is in flight"
         if standing is Standing.OPEN or standing is Standing.DUE:
             assert decision.probe, f"an ordinary attempt on a {standing.label} domain"
         if decision.probe:
             assert probes_out[decision.domain] == 0, "two probes in flight on one domain"
         if standing is Standing.OPEN:
-            early_probes[id(plan)] = early_probes.get(id(plan), 0) + 1
-            assert early_probes[id(plan)] == 1, "a request made two early probes"
+            early_probes[plan] = early_probes.get(plan, 0) + 1
+            assert early_probes[plan] == 1, "a request made two early probes"
         assert self.now + decision.delay + decision.timeout <= plan.deadline_at + 1e-9
         self.in_flight[id(plan)] = decision
         self.attempts_sent += 1
