@@ -140,7 +140,7 @@ class Fleet:
         try:
             remaining = self.take(key, math.ceil((timeout + _LEASE_GRACE) * 1000))
         except Exception as exc:  # any failure of Redis: act locally, the listener reconnects
-            self.lost(f"the probe lease failed ({_describe(exc)})")
+            self.lost(f"the probe lease failed ({_describe(exc)})", holding=pool_core)
             return True
         if remaining is None:
             self._held[(pool_core.name, domain.url)] = key
@@ -290,11 +290,11 @@ class Fleet:
             logger.info("shared health %s: connected; sharing %d domain(s)", self.shown_url, count)
         self._ever_connected = True
 
-    def lost(self, why: str | BaseException) -> None:
+    def lost(self, why: str | BaseException, *, holding: PoolCore | None = None) -> None:
         """Redis failed, or is too slow: local-only from now until the shell
         reconnects. One log line per change (and one for a first connection that
-        fails), never one per attempt."""
-        if self._change(_DISCONNECTED) or not self._said_once:
+        fails), never one per attempt. ``holding``: the pool whose lock the caller holds."""
+        if self._change(_DISCONNECTED, holding) or not self._said_once:
             text = why if isinstance(why, str) else _describe(why)
             logger.warning("shared health %s: %s; local-only until it is back", self.shown_url, text)
         self._said_once = True
@@ -303,24 +303,31 @@ class Fleet:
         if self._change(CLOSED):
             logger.info("shared health %s: closed", self.shown_url)
 
-    def _change(self, state: str) -> bool:
+    def _change(self, state: str, holding: PoolCore | None = None) -> bool:
         with self._state_lock:
             if self.state == state or self.state == CLOSED:
                 return False
             self.state, self.since = state, time.time()
+            if self._gauge is not None:
+                self._gauge.set(semconv.SHARED_GAUGE.get(state, 0))
         if state != _CONNECTED:
-            self._forget_remote()
-        if self._gauge is not None:
-            self._gauge.set(semconv.SHARED_GAUGE.get(state, 0))
+            self._forget_remote(holding)
         return True
 
-    def _forget_remote(self) -> None:
+    def _forget_remote(self, holding: PoolCore | None = None) -> None:
         """Local-only is exactly today's behaviour: no other process's lease holds here."""
+        self._held.clear()
         for pool_core in self._pools():
+            if pool_core is holding:  # its lock is the caller's already
+                self._release_all(pool_core)
+                continue
             with pool_core.lock:
-                for breaker in pool_core.breakers.values():
-                    breaker.release_remote(math.inf)
-                self._held.clear()
+                self._release_all(pool_core)
+
+    @staticmethod
+    def _release_all(pool_core: PoolCore) -> None:
+        for breaker in pool_core.breakers.values():
+            breaker.release_remote(math.inf)
 
     # -- applying ----------------------------------------------------------------------------
 

@@ -24,13 +24,14 @@ class RedisServer:
     """``redis-server`` on 127.0.0.1:``port`` with no persistence; ``start()`` waits
     until it answers PING, ``stop()`` kills it by PID (a crash, as far as clients see)."""
 
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, extra: tuple[str, ...] = ()) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not on PATH: apt-get install redis-server (.ci/run does)")
         self.binary = binary
         self.workdir = workdir
         self.port = port if port is not None else free_port()
+        self.extra = extra  # more redis-server options
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -41,7 +42,7 @@ class RedisServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir), "--loglevel", "warning"],
+             "--appendonly", "no", "--dir", str(self.workdir), "--loglevel", "warning", *self.extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
