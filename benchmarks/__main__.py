@@ -20,6 +20,7 @@ BENCHMARKS = {
     "per_test": "benchmarks.per_test",
     "agent": "benchmarks.agent_probe",
     "scenarios": "benchmarks.scenarios",
+    "fleet": "benchmarks.fleet",
 }
 
 

@@ -55,6 +55,7 @@ ignored (a late outcome of the fleet)::
 
     state      word from another process   next state   what else
     ---------  --------------------------  -----------  ------------------------------
+    CLOSED     its attempt failed          CLOSED/OPEN  failures += 1, as a failure here
     CLOSED     it opened the domain        OPEN         until its deadline; suspect now
     OPEN       it opened the domain        OPEN         the later of the two deadlines
     OPEN       its probe succeeded         CLOSED       failures = 0, suspicion cleared
@@ -302,6 +303,18 @@ class Breaker:
             self.failed_at = None
             self.recovered_at = now
         return None if self.state is _CLOSED else self._move(_CLOSED, now)
+
+    def apply_remote_failure(self, now: float) -> BreakerTransition | None:
+        """Another process's attempt on this closed domain failed: it counts here too,
+        so the fleet opens the domain after about ``threshold`` failures in all."""
+        if self._local_probe() or self.state is not _CLOSED:
+            return None
+        self.failed_at = now
+        self.failures += 1
+        if self.failures < self.threshold:
+            return None
+        self.open_until = now + self.cooldown
+        return self._move(_OPEN, now)
 
     def apply_remote_suspect(self, now: float, *, again: bool) -> None:
         """Another process failed on this closed domain at ``now`` and moved off it

@@ -335,8 +335,8 @@ class Exchange:
         duration = now - self._attempt_started
         events = self.plan.record(outcome, now, duration)
         shared = self._owner._shared
-        if shared is not None and (events or attempt.probe):  # news for the fleet
-            shared.recorded(self.pool_core, attempt.domain, attempt.probe, events)
+        if shared is not None and (events or attempt.probe or outcome.failed):  # news for the fleet
+            shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, failed=outcome.failed)
         if self.trace is None:
             return
         self.trace.attempt_ended(

@@ -52,8 +52,14 @@ _DISCONNECTED = semconv.SHARED_DISCONNECTED
 # One Redis command, as ``execute_command`` takes it.
 Command = tuple[Any, ...]
 
-# Delete the lease only if it is still ours (it may have expired and been taken since).
-RELEASE_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+# Let the lease expire in ARGV[2] ms, only if it is still ours (it may have expired and
+# been taken since). After a probe's outcome it lingers a little (half a cooldown at most):
+# a process that has not heard the outcome yet must not take it and probe again.
+RELEASE_SCRIPT = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
+)
+# How long a lease lingers after its probe's outcome (s), at most (see RELEASE_SCRIPT).
+_LEASE_LINGER = 1.0
 
 # How long an open key outlives its deadline, in cooldowns: a process that starts
 # (or reconnects) just after the deadline still learns the domain is due, not healthy.
@@ -149,7 +155,14 @@ class Fleet:
         return False
 
     def recorded(
-        self, pool_core: PoolCore, domain: Domain, probe: bool, events: Sequence[Event], *, abandoned: bool = False
+        self,
+        pool_core: PoolCore,
+        domain: Domain,
+        probe: bool,
+        events: Sequence[Event],
+        *,
+        failed: bool = False,
+        abandoned: bool = False,
     ) -> None:
         """An attempt on ``domain`` ended (``abandoned``: without an outcome) with
         ``events``: tell the fleet, and give back the fleet's lease of a probe."""
@@ -172,11 +185,19 @@ class Fleet:
                 commands.append(("SET", self.keys.serving(pool), event.after.url, "EX", _SERVING_TTL))
                 if event.reason != semconv.SWITCH_REASON_FAILBACK:
                     commands += self._word(pool, event.before, _wire.SUSPECT)
+        if failed and not told and not probe:
+            with pool_core.lock:
+                counted = pool_core.breakers[domain].state is BreakerState.CLOSED
+            if counted:  # a failure below the threshold: the fleet counts it too
+                commands += self._word(pool, domain, _wire.FAILED)
         held = None
+        linger = 1  # ms: an abandoned probe frees the lease at once
         if probe:
             with pool_core.lock:
                 breaker = pool_core.breakers[domain]
                 held = self._held.pop((pool, domain.url), None)
+                if not abandoned:
+                    linger = math.ceil(min(_LEASE_LINGER, breaker.cooldown / 2) * 1000)
                 if told:
                     pass  # the breaker's transition said it
                 elif abandoned:
@@ -185,7 +206,7 @@ class Fleet:
                     kind = _wire.CLOSE if breaker.failed_at is None else _wire.SUSPECT
                     commands += self._word(pool, domain, kind, again=True)
         if held is not None:  # after the words: nobody takes the lease before hearing them
-            commands.append(("EVAL", RELEASE_SCRIPT, 1, held, self.sender))
+            commands.append(("EVAL", RELEASE_SCRIPT, 1, held, self.sender, linger))
         if commands:
             self.post(commands)
 
@@ -267,6 +288,8 @@ class Fleet:
             now = self._clock()
             if word.kind == _wire.CLOSE:
                 transition = breaker.apply_remote_close(now)
+            elif word.kind == _wire.FAILED:
+                transition = breaker.apply_remote_failure(now)
             elif word.kind == _wire.SUSPECT:
                 breaker.apply_remote_suspect(now, again=word.again)
             else:  # FREE

@@ -33,8 +33,9 @@ OPEN = "open"  # it opened the domain until ``until``
 CLOSE = "close"  # the domain answered its probe: healthy again
 SUSPECT = "suspect"  # it moved off the (closed) domain; ``again``: its failback probe failed
 FREE = "free"  # its probe was abandoned: the lease is free, nothing was learnt
+FAILED = "failed"  # its attempt on the (closed) domain failed: one more failure
 CONTROL = "control"  # it applied control document ``version``
-KINDS = frozenset({OPEN, CLOSE, SUSPECT, FREE, CONTROL})
+KINDS = frozenset({OPEN, CLOSE, SUSPECT, FREE, FAILED, CONTROL})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .redis_server import RedisServer
+from benchmarks._redis_server import RedisServer
 
 
 @pytest.fixture(scope="session")

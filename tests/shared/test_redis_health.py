@@ -16,12 +16,11 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
+from benchmarks._redis_server import RedisServer
 from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool, semconv
 from pytest_failover._breaker import Standing
 from pytest_failover._pool import Domain
 from pytest_failover.shared import AsyncRedisHealth, RedisHealth
-
-from .redis_server import RedisServer
 
 A, B = "http://a.test", "http://b.test"
 POLICY = Policy(breaker_threshold=2, breaker_cooldown=0.5, sticky=False)

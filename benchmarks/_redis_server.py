@@ -1,4 +1,4 @@
-"""A real redis-server (Debian's) on a free loopback port, stopped by its PID."""
+"""A real redis-server (Debian's) on a free loopback port, stopped by its PID (the fleet benchmark and tests/shared use it)."""
 
 from __future__ import annotations
 
