@@ -264,6 +264,7 @@ class PoolCore:
                     break
         key = options.affinity
         picks: list[Domain] = []
+        unsteered = why  # the order's own reason, if the picks change nothing
         if self.weights:
             point = 100 * (key_unit(key) if key is not None else draw())
             for domain, share in self.weights:
@@ -280,7 +281,10 @@ class PoolCore:
             return base, base, why
         first = dict.fromkeys(picks)
         first.update(dict.fromkeys(d for _, d, _ in base))
-        return self._walk(tuple(first)), base, why
+        order = tuple(first)
+        if order == tuple(d for _, d, _ in base):  # e.g. the weighted domain is the primary
+            return base, base, unsteered
+        return self._walk(order), base, why
 
     def choose(
         self, now: float, tried: Sequence[Domain], members: Members, *, early: bool = True

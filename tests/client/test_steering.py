@@ -152,6 +152,12 @@ def test_a_weighted_request_does_not_move_the_serving_domain() -> None:
     assert core.pools["api"].serving == Domain.parse(A)
 
 
+def test_a_weight_on_the_primary_changes_nothing() -> None:
+    """A request whose draw picks the pool's own first domain walks the pool order, unsteered."""
+    plan = begin(make_core(Pool("api", [A, B], weights={A: 50}), draw=lambda: 0.1))
+    assert plan.steering is None and plan.first_order == tuple(map(Domain.parse, [A, B]))
+
+
 # -- affinity --------------------------------------------------------------------------------
 
 
