@@ -125,3 +125,19 @@ def test_full_jitter_stays_within_the_capped_exponential(retry: int, r: float) -
     delay = backoff.delay(retry, lambda: r)
     assert 0 <= delay <= min(10, 0.2 * 2 ** (retry - 1))
     assert backoff.delay(0, lambda: r) == 0
+
+
+def test_an_unsteered_request_walks_the_pools_precomputed_order_with_no_work() -> None:
+    """The default path stays free: without weights, affinity or time windows, and with no
+    order named, a plan holds the pool's own precomputed orders, not a copy."""
+    from pytest_failover._core import FailoverCore, RequestOptions
+
+    pool = Pool("api", ["https://a.example", "https://b.example"], region_order={"x": ["https://b.example"]})
+    core = FailoverCore([pool])
+    pool_core = core.pools["api"]
+    assert not pool_core.steers
+    for options in (RequestOptions(), RequestOptions(affinity="user-42"), RequestOptions(idempotent=True)):
+        plan = core.begin(pool_core, "GET", httpx.Headers(), options, True, None, 0.0)
+        assert plan._orders is pool_core.orders and plan.steering is None
+    named = core.begin(pool_core, "GET", httpx.Headers(), RequestOptions(order="x"), True, None, 0.0)
+    assert named._orders is not pool_core.orders and named.steering == "order"
