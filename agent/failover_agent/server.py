@@ -15,7 +15,7 @@ from .status import Recorder, asset, status_document
 from .status.page import ASSETS
 
 if TYPE_CHECKING:
-    from .runner import Agent
+    from .runner import Agent, ResultListener
 
 __all__ = ["start_server"]
 
@@ -82,9 +82,14 @@ def _app(agent: Agent) -> web.Application:
 
     async def history(app: web.Application) -> AsyncIterator[None]:
         await recorder.start()  # the file is restored before the first result arrives
-        agent.result_listeners.append(recorder.on_result)
+        # Only an agent that runs checks has results to hear (tests/control serves a control
+        # document from a stand-in that has the config and the state, and nothing else).
+        listeners: list[ResultListener] | None = getattr(agent, "result_listeners", None)
+        if listeners is not None:
+            listeners.append(recorder.on_result)
         yield
-        agent.result_listeners.remove(recorder.on_result)
+        if listeners is not None:
+            listeners.remove(recorder.on_result)
         await recorder.aclose()
 
     app = web.Application()
