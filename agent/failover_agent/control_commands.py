@@ -165,7 +165,7 @@ domain only when at least min_locations distinct locations agree; it is enabled 
 as fewer do. The override file and the rule that keeps one domain of every pool enabled still
 apply, and the document's "quorum" member lists who agreed. While Prometheus is unreachable or
 answers nonsense, nothing is signed: the last document stays in force (gauge
-failover_control_quorum_up = 0, one log line per change). It serves the document at
+{quorum_up} = 0, one log line per change). It serves the document at
 control.path, /metrics and /healthz on exporters.prometheus.listen (or --listen).
 
 \b
@@ -186,10 +186,13 @@ class _QuorumCommand(click.Command):
     """Its help shows the PromQL, built only when help is asked for (``--help`` stays fast)."""
 
     def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from pytest_failover import semconv
+
         from .quorum.promql import location_votes, quorum_decision
 
         self.help = _QUORUM_HELP.format(
             for_seconds=60, min_locations=2,
+            quorum_up=semconv.METRICS[semconv.FAILOVER_CONTROL_QUORUM_UP].prometheus,
             votes=_indent(location_votes(60)), decision=_indent(quorum_decision(60, 2)),
         )
         super().format_help_text(ctx, formatter)
@@ -240,6 +243,6 @@ def quorum(file: Path, listen: str | None, print_query: bool, log_level: str) ->
     try:
         code = asyncio.run(serve_quorum(config, listen=listen))
     except OSError as exc:
-        logging.getLogger("failover_agent.quorum").error("cannot start: %s", exc)
+        logging.getLogger("failover_agent.publisher").error("cannot start: %s", exc)
         code = 1
     sys.exit(code)

@@ -161,7 +161,7 @@ def test_the_last_document_stays_and_each_change_is_logged_once(
     vote = ok(_votes(("api.example.com", "443", "eu"), ("api.example.com", "443", "us")))
     script = Scripted(vote, down, down, down, nonsense, nonsense, ok(_votes()))
     publisher, telemetry = _publisher(tmp_path, script)
-    caplog.set_level(logging.INFO, logger="failover_agent.quorum")
+    caplog.set_level(logging.INFO, logger="failover_agent.publisher")
     async def go() -> list[tuple[bool, bytes | None, list[float]]]:
         out = []
         for i in range(len(script.answers)):
@@ -227,13 +227,14 @@ def test_a_foreign_or_expired_file_is_not_served(tmp_path: Path) -> None:
 
 
 def test_the_publisher_creates_exactly_its_listed_metrics(tmp_path: Path) -> None:
-    """The quorum scope's series are exactly the registry's names for that scope."""
+    """Beside the agent's own (control) families, /metrics has exactly the quorum scope's."""
     publisher, telemetry = _publisher(tmp_path, Scripted(down))
     _run(publisher, 1)
     text = b"".join(telemetry.prometheus_chunks()).decode()
-    names = {line.split("{", 1)[0] for line in text.splitlines()
-             if f'otel_scope_name="{semconv.QUORUM_SCOPE}"' in line}
-    assert names == {m.prometheus for m in semconv.METRICS.values() if m.scope == semconv.QUORUM_SCOPE}
+    families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    agent = {m.prometheus for m in semconv.METRICS.values() if m.scope == semconv.AGENT_SCOPE}
+    agent.add(semconv.PROMETHEUS_TARGET_INFO)
+    assert families - agent == {m.prometheus for m in semconv.METRICS.values() if m.scope == semconv.QUORUM_SCOPE}
 
 
 # --------------------------------------------------------------------------- the HTTP API client

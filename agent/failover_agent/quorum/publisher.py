@@ -47,7 +47,7 @@ from .promql import DOMAIN_LABELS, LOCATION_LABEL, location_votes
 
 __all__ = ["QuorumPublisher", "serve_quorum", "tally"]
 
-log = logging.getLogger("failover_agent.quorum")
+log = logging.getLogger("failover_agent.publisher")
 
 Agreed = dict[str, dict[str, tuple[str, ...]]]
 
