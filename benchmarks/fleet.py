@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import itertools
 import json
 import subprocess
 import sys
@@ -102,9 +103,11 @@ class Outcome:
     def failback_probes(self) -> int:
         return sum(1 for t, probe in self.attempts if probe and t >= self.back_at)
 
-    def probes_per_cooldown(self) -> float:
-        windows = max(1.0, (self.back_at - self.die_at - self.cooldown) / self.cooldown)
-        return len(self.outage_probes) / windows
+    def shortest_gap(self) -> float | None:
+        """The shortest time between two probes of the dead primary, fleet-wide (one
+        probe per cooldown means about a cooldown)."""
+        probes = self.outage_probes
+        return min((b - a for a, b in itertools.pairwise(probes)), default=None)
 
 
 def fleet(
@@ -238,14 +241,16 @@ def run(opts: Options) -> h.Report:
     table = h.Table(
         f"{workers} workers, the primary refuses from t = 1 s to t = 4.5 s "
         f"(threshold {THRESHOLD}, cooldown 1 s, sticky=False)",
-        ["variant", "attempts on the dead primary, first cooldown", "probes of the dead primary per cooldown",
-         "probes reaching the recovered primary", "requests", "errors"],
+        ["variant", "attempts on the dead primary, first cooldown", "probes of the dead primary (2.5 cooldowns)",
+         "shortest gap between two probes", "probes reaching the recovered primary", "requests", "errors"],
     )
     with _redis() as server:
         for name, url in (("local-only (no shared=)", None), ("shared=RedisHealth(...)", server.url)):
             outcome = fleet(workers=workers, redis_url=url)
+            gap = outcome.shortest_gap()
             table.rows.append([
-                name, str(outcome.discovery), f"{outcome.probes_per_cooldown():.1f}",
+                name, str(outcome.discovery), str(len(outcome.outage_probes)),
+                "-" if gap is None else h.ms(gap),
                 str(outcome.failback_probes), f"{outcome.requests:,}", str(outcome.errors),
             ])
             report.data[name] = {

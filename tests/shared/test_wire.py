@@ -54,3 +54,13 @@ def test_a_word_of_an_unknown_kind_cannot_be_built() -> None:
     """Building a Word checks its kind and names the ones that exist."""
     with pytest.raises(ValueError, match=r"Word\.kind must be one of"):
         Word(sender="x", kind="reboot")
+
+
+def test_without_redis_py_the_import_says_what_to_install() -> None:
+    """Importing pytest_failover.shared without redis-py names the extra to install."""
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['redis'] = None\ntry:\n import pytest_failover.shared\nexcept ImportError as e:\n print(e)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert "pip install 'pytest-failover[redis]'" in out.stdout
