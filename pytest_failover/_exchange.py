@@ -224,6 +224,8 @@ class Exchange:
             pool_core, request.method, request.headers, options, replayable, pinned, self.started_at
         )
         self.trace: RequestTrace | None = owner._telemetry.start(pool_core.name, request.method, request.url)
+        if self.trace is not None and self.plan.steering is not None:
+            self.trace.steered(self.plan.steering)
         # How much of a 2xx body is read before the outcome is known: all of a small
         # one, for the app-error check, the stale cache, and so that a re-sendable
         # request whose connection breaks mid-body fails over.

@@ -22,6 +22,8 @@ import zoneinfo
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from . import semconv
+
 __all__ = [
     "AFFINITY",
     "ORDER",
@@ -33,11 +35,12 @@ __all__ = [
     "windows_overlap",
 ]
 
-# Why a request's order is not the pool's (``RequestPlan.steering``).
-WEIGHT = "weight"  # a weight draw put a domain first
-AFFINITY = "affinity"  # the affinity key's rendezvous ranking went first
-ORDER = "order"  # the request named an order
-TIME_ORDER = "time_order"  # the current time window's order
+# Why a request's order is not the pool's (``RequestPlan.steering``, the request span's
+# ``failover.steering``).
+WEIGHT = semconv.STEERING_WEIGHT  # a weight draw put a domain first
+AFFINITY = semconv.STEERING_AFFINITY  # the affinity key's rendezvous ranking went first
+ORDER = semconv.STEERING_ORDER  # the request named an order
+TIME_ORDER = semconv.STEERING_TIME_ORDER  # the current time window's order
 
 _CLOCK_TIME = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 _DAY = 24 * 60

@@ -55,6 +55,7 @@ from .semconv import (
     FAILOVER_REQUEST_DURATION,
     FAILOVER_REQUESTS,
     FAILOVER_RETRY_BUDGET_REJECTIONS,
+    FAILOVER_STEERING,
     FAILOVER_SWITCHES,
     FAILOVER_TO,
     HTTP_CLIENT_REQUEST_DURATION,
@@ -237,6 +238,10 @@ class RequestTrace:
         )
         if span.is_recording():
             span.set_attribute(URL_FULL, redact_url(url))
+
+    def steered(self, why: str) -> None:
+        """The request's order was not the pool's (a ``semconv.STEERINGS`` value)."""
+        self._span.set_attribute(FAILOVER_STEERING, why)
 
     # -- attempts ----------------------------------------------------------------------
 

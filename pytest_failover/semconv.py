@@ -101,6 +101,7 @@ __all__ = [
     "FAILOVER_REQUEST_DURATION",
     "FAILOVER_RETRY_BUDGET_REJECTIONS",
     "FAILOVER_SHARED_STATE",
+    "FAILOVER_STEERING",
     "FAILOVER_SWITCHES",
     "FAILOVER_TLS_CERT_EXPIRY_TIMESTAMP",
     "FAILOVER_TO",
@@ -159,6 +160,11 @@ __all__ = [
     "SHARED_STATES",
     "SIGNAL_METRICS",
     "SIGNAL_SPANS",
+    "STEERINGS",
+    "STEERING_AFFINITY",
+    "STEERING_ORDER",
+    "STEERING_TIME_ORDER",
+    "STEERING_WEIGHT",
     "STOP_REASONS",
     "SWITCH_REASONS",
     "SWITCH_REASON_FAILBACK",
@@ -271,6 +277,9 @@ FAILOVER_OUTCOME: Final = "failover.outcome"
 """How a logical request ended for the application (see :data:`OUTCOMES`)."""
 FAILOVER_ATTEMPT_RESULT: Final = "failover.attempt.result"
 """What one attempt's result means for the domain (see :data:`ATTEMPT_RESULTS`)."""
+FAILOVER_STEERING: Final = "failover.steering"
+"""Logical span attribute: why the request's order was not the pool's (see :data:`STEERINGS`);
+absent when it was."""
 FAILOVER_FROM: Final = "failover.from"
 """Switch: base URL of the domain that served the pool before."""
 FAILOVER_TO: Final = "failover.to"
@@ -329,7 +338,7 @@ ATTRIBUTE_KEYS: Final = frozenset(
         SERVER_PORT, URL_FULL, URL_SCHEME, ERROR_TYPE, SERVICE_NAME, CODE_FUNCTION_NAME, CODE_FILE_PATH,
         TEST_SUITE_NAME, TEST_CASE_NAME, TEST_CASE_RESULT_STATUS,
         FAILOVER_POOL, FAILOVER_DOMAIN, FAILOVER_ATTEMPT, FAILOVER_ATTEMPTS_ATTRIBUTE,
-        FAILOVER_OUTCOME, FAILOVER_ATTEMPT_RESULT, FAILOVER_FROM, FAILOVER_TO, FAILOVER_REASON,
+        FAILOVER_OUTCOME, FAILOVER_ATTEMPT_RESULT, FAILOVER_FROM, FAILOVER_TO, FAILOVER_REASON, FAILOVER_STEERING,
         FAILOVER_BREAKER_FROM, FAILOVER_BREAKER_TO, FAILOVER_FAULT, FAILOVER_FAULT_HOST,
         FAILOVER_FAULT_NAME, PYTEST_WORKER, PYTEST_OUTCOME, PYTEST_DURATION,
         FAILOVER_UPLOAD_SIZE, FAILOVER_UPLOAD_OFFSET, FAILOVER_UPLOAD_RESUMES, HTTP_REQUEST_BODY_SIZE,
@@ -394,6 +403,17 @@ SHARED_STATES: Final = (SHARED_CONNECTED, SHARED_DISCONNECTED)
 """Every state of shared health (``transport.state().shared.state``, "closed" aside)."""
 SHARED_GAUGE: Final[Mapping[str, int]] = {SHARED_DISCONNECTED: 0, SHARED_CONNECTED: 1}
 """Value of the ``failover.shared.state`` gauge for each state."""
+
+STEERING_WEIGHT: Final = "weight"
+"""Steering: a weight draw put a domain first (a gray release)."""
+STEERING_AFFINITY: Final = "affinity"
+"""Steering: the request's affinity key ranked the affinity domains first (rendezvous hashing)."""
+STEERING_ORDER: Final = "order"
+"""Steering: the request named one of the pool's orders."""
+STEERING_TIME_ORDER: Final = "time_order"
+"""Steering: the current time window's order replaced the pool's."""
+STEERINGS: Final = (STEERING_WEIGHT, STEERING_AFFINITY, STEERING_ORDER, STEERING_TIME_ORDER)
+"""``failover.steering`` values: why a request's order was not the pool's."""
 
 SWITCH_REASON_FAILBACK: Final = "failback"
 """Switch reason: traffic went back to a preferred domain."""
