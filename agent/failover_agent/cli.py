@@ -156,6 +156,9 @@ def run(ctx: click.Context, file: Path | None, config_option: Path | None, liste
     except ConfigError as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
+    if config.control is not None and config.control.quorum is not None:
+        raise click.UsageError(f"{config_file} has [control.quorum]: that is the quorum publisher's "
+                               f"configuration; run it with 'failover-agent control quorum {config_file}'", ctx)
     # imported here: check-config needs none of the scheduler, listener or exporters
     from .console import make_reporter
     from .logs import setup_logging

@@ -402,6 +402,16 @@ def test_help_shows_the_query() -> None:
         assert line.strip() in result.output
 
 
+def test_run_on_a_publisher_file_is_a_one_line_usage_error(tmp_path: Path) -> None:
+    """`failover-agent run` on a file with [control.quorum]: exit 2, the publisher's command, no traceback."""
+    path = _write(tmp_path, True)
+    result = CliRunner().invoke(main, ["run", str(path)])
+    assert result.exit_code == 2, result.output
+    assert f"failover-agent control quorum {path}" in result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 def test_a_file_without_quorum_is_a_usage_error(tmp_path: Path) -> None:
     """No [control.quorum]: exit 2 with what is missing."""
     result = CliRunner().invoke(main, ["control", "quorum", str(_write(tmp_path, False))])
