@@ -49,12 +49,14 @@ from .semconv import (
     FAILOVER_BREAKER_TRANSITIONS,
     FAILOVER_DOMAIN,
     FAILOVER_FROM,
+    FAILOVER_HEDGES,
     FAILOVER_OUTCOME,
     FAILOVER_POOL,
     FAILOVER_REASON,
     FAILOVER_REQUEST_DURATION,
     FAILOVER_REQUESTS,
     FAILOVER_RETRY_BUDGET_REJECTIONS,
+    FAILOVER_SLOW_CALLS,
     FAILOVER_STEERING,
     FAILOVER_SWITCHES,
     FAILOVER_TO,
@@ -69,6 +71,8 @@ from .semconv import (
     SERVER_ADDRESS,
     SERVER_PORT,
     UNIT_ATTEMPT,
+    UNIT_CALL,
+    UNIT_HEDGE,
     UNIT_NONE,
     UNIT_REQUEST,
     UNIT_RETRY,
@@ -171,6 +175,14 @@ class Telemetry:
             FAILOVER_RETRY_BUDGET_REJECTIONS,
             unit=UNIT_RETRY,
             description="Retries refused because the pool's retry budget was spent.",
+        )
+        self.hedges = meter.create_counter(
+            FAILOVER_HEDGES,
+            unit=UNIT_HEDGE,
+            description="Hedged attempts, by how they ended (and the ones the throttle held back).",
+        )
+        self.slow_calls = meter.create_counter(
+            FAILOVER_SLOW_CALLS, unit=UNIT_CALL, description="Calls slower than the slow-call threshold."
         )
 
     def initial_breaker_states(self, pools: Iterable[tuple[str, Iterable[Domain]]]) -> None:

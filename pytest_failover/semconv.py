@@ -50,6 +50,7 @@ __all__ = [
     "BREAKER_GAUGE",
     "BREAKER_HALF_OPEN",
     "BREAKER_OPEN",
+    "BREAKER_REASON_SLOW_CALLS",
     "BREAKER_STATES",
     "CHECK_CERT",
     "CHECK_CORS",
@@ -87,6 +88,9 @@ __all__ = [
     "FAILOVER_FAULT_HOST",
     "FAILOVER_FAULT_NAME",
     "FAILOVER_FROM",
+    "FAILOVER_HEDGE",
+    "FAILOVER_HEDGES",
+    "FAILOVER_HEDGE_OUTCOME",
     "FAILOVER_OUTCOME",
     "FAILOVER_POOL",
     "FAILOVER_POOL_AVAILABLE",
@@ -101,6 +105,7 @@ __all__ = [
     "FAILOVER_REQUEST_DURATION",
     "FAILOVER_RETRY_BUDGET_REJECTIONS",
     "FAILOVER_SHARED_STATE",
+    "FAILOVER_SLOW_CALLS",
     "FAILOVER_STEERING",
     "FAILOVER_SWITCHES",
     "FAILOVER_TLS_CERT_EXPIRY_TIMESTAMP",
@@ -109,6 +114,11 @@ __all__ = [
     "FAILOVER_UPLOAD_OFFSET",
     "FAILOVER_UPLOAD_RESUMES",
     "FAILOVER_UPLOAD_SIZE",
+    "HEDGE_CANCELLED",
+    "HEDGE_LOST",
+    "HEDGE_OUTCOMES",
+    "HEDGE_THROTTLED",
+    "HEDGE_WON",
     "HTTP_CLIENT_REQUEST_DURATION",
     "HTTP_METHOD_OTHER",
     "HTTP_REQUEST_BODY_SIZE",
@@ -179,6 +189,8 @@ __all__ = [
     "TRANSPORT_ERROR_TYPES",
     "UNIT_ATTEMPT",
     "UNIT_BYTES",
+    "UNIT_CALL",
+    "UNIT_HEDGE",
     "UNIT_ITEM",
     "UNIT_NONE",
     "UNIT_REQUEST",
@@ -290,6 +302,11 @@ FAILOVER_BREAKER_FROM: Final = "failover.breaker.from"
 """Breaker transition: the state before (see :data:`BREAKER_STATES`)."""
 FAILOVER_BREAKER_TO: Final = "failover.breaker.to"
 """Breaker transition: the state after (see :data:`BREAKER_STATES`)."""
+FAILOVER_HEDGE: Final = "failover.hedge"
+"""Attempt span attribute: ``true`` on a hedged attempt (sent while an earlier one was still
+in flight, see ``Hedging``)."""
+FAILOVER_HEDGE_OUTCOME: Final = "failover.hedge.outcome"
+"""``failover.hedges``: how a hedge ended (see :data:`HEDGE_OUTCOMES`)."""
 
 # --- the outage simulator (fault events of the fake_domains fixture)
 FAILOVER_FAULT: Final = "failover.fault"
@@ -339,7 +356,7 @@ ATTRIBUTE_KEYS: Final = frozenset(
         TEST_SUITE_NAME, TEST_CASE_NAME, TEST_CASE_RESULT_STATUS,
         FAILOVER_POOL, FAILOVER_DOMAIN, FAILOVER_ATTEMPT, FAILOVER_ATTEMPTS_ATTRIBUTE,
         FAILOVER_OUTCOME, FAILOVER_ATTEMPT_RESULT, FAILOVER_FROM, FAILOVER_TO, FAILOVER_REASON, FAILOVER_STEERING,
-        FAILOVER_BREAKER_FROM, FAILOVER_BREAKER_TO, FAILOVER_FAULT, FAILOVER_FAULT_HOST,
+        FAILOVER_BREAKER_FROM, FAILOVER_BREAKER_TO, FAILOVER_HEDGE, FAILOVER_HEDGE_OUTCOME, FAILOVER_FAULT, FAILOVER_FAULT_HOST,
         FAILOVER_FAULT_NAME, PYTEST_WORKER, PYTEST_OUTCOME, PYTEST_DURATION,
         FAILOVER_UPLOAD_SIZE, FAILOVER_UPLOAD_OFFSET, FAILOVER_UPLOAD_RESUMES, HTTP_REQUEST_BODY_SIZE,
         PROBE_LOCATION, PROBE_PHASE, READINESS_CHECK, TELEMETRY_SIGNAL, AGENT_CHECK,
@@ -421,6 +438,21 @@ SWITCH_REASON_PREFERRED_UNAVAILABLE: Final = "preferred_unavailable"
 """Switch reason: the preferred domain was skipped (breaker open, disabled) without failing."""
 SWITCH_REASONS: Final = (SWITCH_REASON_FAILBACK, SWITCH_REASON_PREFERRED_UNAVAILABLE)
 """``failover.reason`` values besides the ``error.type`` of the failure that moved traffic."""
+BREAKER_REASON_SLOW_CALLS: Final = "slow_calls"
+"""``failover.reason`` of a breaker transition (and switch) caused by slow calls (``SlowCalls``):
+the domain answered, but too often slower than the threshold."""
+
+HEDGE_WON: Final = "won"
+"""Hedge outcome: its answer was the one returned."""
+HEDGE_LOST: Final = "lost"
+"""Hedge outcome: it ended (failed) while the request went on, or answered after the winner."""
+HEDGE_CANCELLED: Final = "cancelled"
+"""Hedge outcome: another attempt won while it was in flight; it was cut off."""
+HEDGE_THROTTLED: Final = "throttled"
+"""Hedge outcome: a hedge was due, but the throttle (``Hedging.max_ratio``) held it back."""
+HEDGE_OUTCOMES: Final = (HEDGE_WON, HEDGE_LOST, HEDGE_CANCELLED, HEDGE_THROTTLED)
+"""``failover.hedge.outcome`` values; all but ``throttled`` are also how each attempt of a hedged
+request ended (``AttemptRecord.race``)."""
 
 ERROR_APP: Final = "app_error"
 """``error.type`` of a 2xx the policy's ``is_app_error`` rejected (never on the semconv histogram)."""
@@ -515,6 +547,10 @@ UNIT_TRANSITION: Final = "{transition}"
 """Unit annotation of breaker transition counts."""
 UNIT_RETRY: Final = "{retry}"
 """Unit annotation of retry counts."""
+UNIT_HEDGE: Final = "{hedge}"
+"""Unit annotation of hedge counts."""
+UNIT_CALL: Final = "{call}"
+"""Unit annotation of call counts."""
 UNIT_BYTES: Final = "By"
 """Unit of byte counts (Prometheus suffix ``_bytes``)."""
 UNIT_RUN: Final = "{run}"
@@ -541,6 +577,10 @@ FAILOVER_BREAKER_STATE: Final = "failover.breaker.state"
 """Gauge: breaker state per domain (:data:`BREAKER_GAUGE`)."""
 FAILOVER_RETRY_BUDGET_REJECTIONS: Final = "failover.retry_budget.rejections"
 """Counter: retries refused because the pool's retry budget was spent."""
+FAILOVER_HEDGES: Final = "failover.hedges"
+"""Counter: hedged attempts, by ``failover.hedge.outcome`` (and the ones the throttle held back)."""
+FAILOVER_SLOW_CALLS: Final = "failover.slow_calls"
+"""Counter: calls slower than ``SlowCalls.threshold``, per domain."""
 
 # --- shared health (meter ``pytest_failover.shared``)
 FAILOVER_SHARED_STATE: Final = "failover.shared.state"
@@ -674,6 +714,8 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_BREAKER_TRANSITIONS, "counter", UNIT_TRANSITION, CLIENT_SCOPE),
     Metric(FAILOVER_BREAKER_STATE, "gauge", UNIT_NONE, CLIENT_SCOPE),
     Metric(FAILOVER_RETRY_BUDGET_REJECTIONS, "counter", UNIT_RETRY, CLIENT_SCOPE),
+    Metric(FAILOVER_HEDGES, "counter", UNIT_HEDGE, CLIENT_SCOPE),
+    Metric(FAILOVER_SLOW_CALLS, "counter", UNIT_CALL, CLIENT_SCOPE),
     Metric(FAILOVER_SHARED_STATE, "gauge", UNIT_NONE, SHARED_SCOPE),
     Metric(FAILOVER_UPLOAD_BYTES, "counter", UNIT_BYTES, UPLOAD_SCOPE),
     Metric(FAILOVER_PROBE_SUCCESS, "gauge", UNIT_NONE, AGENT_SCOPE),
