@@ -18,7 +18,15 @@ if TYPE_CHECKING:
     from ._decisions import AttemptRecord
     from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
     from ._exchange import FailoverResult
-    from ._policy import ExponentialBackoff, Policy, RetryBudget, ScheduleTable, Step
+    from ._policy import (
+        ExponentialBackoff,
+        Hedging,
+        Policy,
+        RetryBudget,
+        ScheduleTable,
+        SlowCalls,
+        Step,
+    )
     from ._pool import Domain, Pool
     from ._snapshot import DomainState, PoolState, TransportState
     from ._steering import TimeOrder
@@ -39,11 +47,13 @@ __all__ = [
     "FailoverError",
     "FailoverResult",
     "FailoverTransport",
+    "Hedging",
     "Policy",
     "Pool",
     "PoolState",
     "RetryBudget",
     "ScheduleTable",
+    "SlowCalls",
     "Step",
     "TimeOrder",
     "TransportState",
@@ -62,7 +72,9 @@ _WHERE = {
     "CircuitOpenError": "._exceptions",
     "FailoverError": "._exceptions",
     "ExponentialBackoff": "._policy",
+    "Hedging": "._policy",
     "Policy": "._policy",
+    "SlowCalls": "._policy",
     "RetryBudget": "._policy",
     "ScheduleTable": "._policy",
     "Step": "._policy",

@@ -144,6 +144,7 @@ class RequestOptions:
     idempotent: bool | None = None
     affinity: str | None = None  # a key (user id) hashed onto the pool's affinity domains
     order: str | None = None  # a named order of the pool (its ``region_order``)
+    hedge: bool = True  # False: never hedge this request (``Policy.hedging``)
 
     @classmethod
     def from_extensions(cls, extensions: Mapping[str, object]) -> RequestOptions:
@@ -156,7 +157,7 @@ class RequestOptions:
         if unknown:
             raise ValueError(
                 f'extensions["failover"]: unknown option(s) {unknown}; '
-                "expected enabled, domain, pool, idempotent, affinity or order"
+                "expected enabled, domain, pool, idempotent, affinity, order or hedge"
             )
         for key, kind in _OPTION_TYPES.items():
             if key in raw and not isinstance(raw[key], kind):
@@ -171,6 +172,7 @@ _OPTION_TYPES: dict[str, type] = {
     "pool": str,
     "affinity": str,
     "order": str,
+    "hedge": bool,
 }
 _DEFAULT_OPTIONS = RequestOptions()
 

@@ -17,10 +17,12 @@ __all__ = [
     "DEFAULT_IDEMPOTENT_METHODS",
     "DEFAULT_RETRY_STATUSES",
     "ExponentialBackoff",
+    "Hedging",
     "Policy",
     "RetryBudget",
     "Schedule",
     "ScheduleTable",
+    "SlowCalls",
     "Step",
 ]
 
@@ -144,6 +146,74 @@ class RetryBudget:
         _positive("RetryBudget.token_ratio", self.token_ratio)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hedging:
+    """Hedged requests ("The Tail at Scale"; Polly's and gRPC A6's hedging).
+
+    When an idempotent request has no answer after ``delay`` seconds, a second
+    attempt goes to the next eligible domain (never an open one, never a probe)
+    while the first stays in flight: the first acceptable answer wins, the other
+    attempt is cancelled and its connection closed. With ``delay=None`` the wait is
+    the current domain's observed latency at ``percentile``, over its last 256
+    answers (a fixed 1 s until it has 16). ``max_extra`` bounds the hedges of one
+    request; the pool's hedges stay below ``max_ratio`` of its hedgeable requests
+    (a token bucket: each request earns ``max_ratio`` of a token, a hedge costs
+    one). ``extensions={"failover": {"hedge": False}}`` turns it off per request.
+
+    A sync transport sends a hedgeable request's attempts from a small bounded
+    thread pool (``threads``, per transport) so that it can wait for the first
+    answer; an async one uses tasks.
+    """
+
+    delay: float | None = None
+    percentile: float = 0.95
+    max_extra: int = 1
+    max_ratio: float = 0.05
+    threads: int = 8
+
+    def __post_init__(self) -> None:
+        if self.delay is not None:
+            _positive("Hedging.delay", self.delay)
+        _fraction("Hedging.percentile", self.percentile)
+        _count("Hedging.max_extra", self.max_extra)
+        _fraction("Hedging.max_ratio", self.max_ratio)
+        _count("Hedging.threads", self.threads)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlowCalls:
+    """Slow-call ejection (resilience4j's ``slowCallRateThreshold``).
+
+    A domain whose share of calls slower than ``threshold`` seconds reaches
+    ``rate`` over the last ``window`` seconds, with at least ``minimum_calls``
+    calls in it, counts as failing: its breaker opens (``failover.reason =
+    "slow_calls"``) and traffic moves on. It comes back through the breaker's
+    single probe, like any open domain; the window starts afresh then.
+    """
+
+    threshold: float
+    rate: float = 0.5
+    minimum_calls: int = 10
+    window: float = 30.0
+
+    def __post_init__(self) -> None:
+        _positive("SlowCalls.threshold", self.threshold)
+        _fraction("SlowCalls.rate", self.rate)
+        _count("SlowCalls.minimum_calls", self.minimum_calls)
+        _positive("SlowCalls.window", self.window)
+
+
+def _fraction(name: str, value: float) -> None:
+    _positive(name, value)
+    if value > 1:
+        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+
+
+def _count(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
 ResponseCheck = Callable[[httpx.Response], bool]
 
 
@@ -175,6 +245,9 @@ class Policy:
       like any other failure. At most ``read_body_max_bytes`` are held: a larger
       body streams through to the caller, and a failure past that point reaches
       the caller. Set it to False for streamed downloads.
+    - ``hedging``: :class:`Hedging`, or None (the default) to never hedge.
+    - ``slow_calls``: :class:`SlowCalls`, or None (the default): only failures
+      open a breaker.
     """
 
     schedule: Schedule = field(default_factory=ExponentialBackoff)
@@ -195,6 +268,8 @@ class Policy:
     stale_max_bytes: int = 1 << 20
     read_body: bool = True
     read_body_max_bytes: int = 8 << 20
+    hedging: Hedging | None = None
+    slow_calls: SlowCalls | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.schedule, (ExponentialBackoff, ScheduleTable)):
@@ -212,6 +287,10 @@ class Policy:
                 raise ValueError(f"Policy.{name} must be an int >= 0, got {value!r}")
         if isinstance(self.breaker_threshold, bool) or not isinstance(self.breaker_threshold, int) or self.breaker_threshold < 1:
             raise ValueError(f"Policy.breaker_threshold must be an int >= 1, got {self.breaker_threshold!r}")
+        if self.hedging is not None and not isinstance(self.hedging, Hedging):
+            raise ValueError("Policy.hedging must be a Hedging or None")
+        if self.slow_calls is not None and not isinstance(self.slow_calls, SlowCalls):
+            raise ValueError("Policy.slow_calls must be a SlowCalls or None")
         statuses = frozenset(self.retry_statuses)
         bad = sorted(s for s in statuses if not isinstance(s, int) or not 100 <= s <= 599)
         if bad:

@@ -270,7 +270,7 @@ def test_a_named_order_beats_the_time_window() -> None:
     [
         ({"affinity": 42}, TypeError, r'\["affinity"\] must be a str'),
         ({"order": ["wechat"]}, TypeError, r'\["order"\] must be a str'),
-        ({"orders": "wechat"}, ValueError, "unknown option.*affinity or order"),
+        ({"orders": "wechat"}, ValueError, "unknown option.*affinity, order or hedge"),
     ],
 )
 def test_steering_options_are_validated(raw: dict[str, object], error: type[Exception], message: str) -> None:
