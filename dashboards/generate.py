@@ -23,6 +23,7 @@ Conventions every panel follows (tests/dashboards check them):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -31,7 +32,7 @@ from typing import Any
 
 from failover_agent.quorum.promql import location_votes, quorum_decision
 
-from pytest_failover import semconv
+from pytest_failover import Hedging, semconv
 from pytest_failover.semconv import prometheus_label
 
 __all__ = ["DASHBOARDS", "backup_readiness", "failover_overview", "main", "render"]
@@ -66,6 +67,8 @@ SWITCHES = series(semconv.FAILOVER_SWITCHES)
 BREAKER_STATE = series(semconv.FAILOVER_BREAKER_STATE)
 BREAKER_TRANSITIONS = series(semconv.FAILOVER_BREAKER_TRANSITIONS)
 BUDGET_REJECTIONS = series(semconv.FAILOVER_RETRY_BUDGET_REJECTIONS)
+HEDGES = series(semconv.FAILOVER_HEDGES)
+SLOW_CALLS = series(semconv.FAILOVER_SLOW_CALLS)
 ATTEMPT_DURATION = series(semconv.HTTP_CLIENT_REQUEST_DURATION)
 PROBE_SUCCESS = series(semconv.FAILOVER_PROBE_SUCCESS)
 PROBE_STATUS = series(semconv.FAILOVER_PROBE_STATUS_CODE)
@@ -92,6 +95,7 @@ TO_L = prometheus_label(semconv.FAILOVER_TO)
 REASON_L = prometheus_label(semconv.FAILOVER_REASON)
 BREAKER_FROM_L = prometheus_label(semconv.FAILOVER_BREAKER_FROM)
 BREAKER_TO_L = prometheus_label(semconv.FAILOVER_BREAKER_TO)
+HEDGE_OUTCOME_L = prometheus_label(semconv.FAILOVER_HEDGE_OUTCOME)
 PHASE_L = prometheus_label(semconv.PROBE_PHASE)
 CHECK_L = prometheus_label(semconv.READINESS_CHECK)
 PHASES = list(semconv.PROBE_PHASES)
@@ -102,6 +106,11 @@ DOMAIN = f'{HOST_L}=~"$domain"'
 LOCATION = f'{LOCATION_L}=~"$location"'
 AGENT = f"{POOL}, {DOMAIN}, {LOCATION}"  # the agent's per-domain metrics carry all three
 BAD_OUTCOMES = f'{OUTCOME_L}=~"{"|".join(semconv.BAD_OUTCOMES)}"'
+# Hedges that went out (every outcome but throttled: those the throttle held back).
+SENT_HEDGES = f'{HEDGE_OUTCOME_L}=~"{"|".join(o for o in semconv.HEDGE_OUTCOMES if o != semconv.HEDGE_THROTTLED)}"'
+SLOW_OPENINGS = (
+    f'{REASON_L}="{semconv.BREAKER_REASON_SLOW_CALLS}", {BREAKER_TO_L}="{semconv.BREAKER_OPEN}"'
+)
 
 # Colours of the value mappings.
 GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
@@ -312,6 +321,15 @@ def or_zero(expr: str, by: str, zero_from: str) -> str:
     return f"({expr} or on ({by}) sum by ({by}) ({zero_from}) * 0)"
 
 
+def on_right(ref: str, unit: str, *extra: tuple[str, Any]) -> Json:
+    """A field override: the series of query ``ref`` on a right-hand axis in ``unit``."""
+    properties = [("unit", unit), ("custom.axisPlacement", "right"), *extra]
+    return {
+        "matcher": {"id": "byFrameRefID", "options": ref},
+        "properties": [{"id": key, "value": value} for key, value in properties],
+    }
+
+
 # ---------------------------------------------------------------------------
 # Variables
 
@@ -384,6 +402,16 @@ def quorum_variables() -> list[Json]:
         choice_variable("quorum_min", "Quorum locations", ["2", "3", "1"],
                         "control.quorum.min_locations of the quorum publisher: how many locations must agree."),
     ]
+
+
+def hedge_ratio_variable() -> Json:
+    """``hedge_max_ratio``: set it to the clients' ``Hedging.max_ratio`` (default first)."""
+    default = next(f.default for f in dataclasses.fields(Hedging) if f.name == "max_ratio")
+    values = dict.fromkeys([str(default), "0.01", "0.02", "0.05", "0.1"])
+    return choice_variable(
+        "hedge_max_ratio", "Hedge throttle", list(values),
+        "Hedging.max_ratio of the clients: the share of a pool's hedgeable requests that may be hedged.",
+    )
 
 
 def pool_variable() -> Json:
@@ -676,6 +704,67 @@ def _latency_panels() -> Iterator[Json]:
     )
 
 
+def _slow_domain_panels() -> Iterator[Json]:
+    yield row("Slow domains: hedging and slow-call ejection")
+    requests = f"sum by ({POOL_L}) (rate({REQUESTS}{{{POOL}}}[$__rate_interval]))"
+    sent = or_zero(
+        f"sum by ({POOL_L}) (rate({HEDGES}{{{POOL}, {SENT_HEDGES}}}[$__rate_interval]))",
+        POOL_L,
+        f"rate({REQUESTS}{{{POOL}}}[$__rate_interval])",
+    )
+    yield timeseries(
+        "Hedging",
+        f"Left: hedged attempts per second per pool by {semconv.FAILOVER_HEDGE_OUTCOME} (won: its answer was returned; "
+        "lost; cancelled: another attempt won first; throttled: due, but held back by the throttle). Right: the hedge "
+        "ratio, hedges sent (all but throttled) per logical request, against the throttle $hedge_max_ratio "
+        "(Hedging.max_ratio, dashed). The throttle counts hedgeable requests only, so the ratio stays below the line; "
+        "throttled hedges mean it is holding hedges back. Question: does hedging buy answers (won), and at what extra load?",
+        [
+            target(
+                or_zero(
+                    f"sum by ({POOL_L}, {HEDGE_OUTCOME_L}) (rate({HEDGES}{{{POOL}}}[$__rate_interval]))",
+                    POOL_L,
+                    f"{REQUESTS}{{{POOL}}}",
+                ),
+                f"{show(POOL_L)}: {show(HEDGE_OUTCOME_L)}",
+            ),
+            target(f"{sent} / {requests}", f"{show(POOL_L)}: hedge ratio"),
+            target(f"{requests} * 0 + $hedge_max_ratio", f"{show(POOL_L)}: throttle"),
+        ],
+        w=12, h=8, unit="reqps",
+        overrides=[
+            on_right("B", "percentunit"),
+            on_right("C", "percentunit", ("custom.lineStyle", {"dash": [10, 10], "fill": "dash"})),
+        ],
+    )
+    yield timeseries(
+        "Slow calls",
+        f"Left: calls slower than SlowCalls.threshold per second, per domain ({SLOW_CALLS}). Right (bars): breaker "
+        f"openings caused by slow calls ({semconv.FAILOVER_REASON} {semconv.BREAKER_REASON_SLOW_CALLS}): the domain "
+        "answered, but too often too slowly, so traffic moved on. Question: which domain is slow enough to be ejected?",
+        [
+            target(
+                or_zero(
+                    f"sum by ({POOL_L}, {HOST_L}) (rate({SLOW_CALLS}{{{POOL}, {DOMAIN}}}[$__rate_interval]))",
+                    POOL_L,
+                    f"rate({ATTEMPTS}{{{POOL}, {DOMAIN}}}[$__rate_interval])",
+                ),
+                f"{show(POOL_L)}: {show(HOST_L)}",
+            ),
+            target(
+                or_zero(
+                    f"sum by ({POOL_L}, {HOST_L}) (increase({BREAKER_TRANSITIONS}{{{POOL}, {DOMAIN}, {SLOW_OPENINGS}}}[$__rate_interval]))",
+                    POOL_L,
+                    f"{BREAKER_STATE}{{{POOL}, {DOMAIN}}}",
+                ),
+                f"{show(POOL_L)}: {show(HOST_L)} opened (slow calls)",
+            ),
+        ],
+        w=12, h=8, unit="reqps",
+        overrides=[on_right("B", "short", ("custom.drawStyle", "bars"), ("custom.fillOpacity", 80), ("decimals", 0))],
+    )
+
+
 def _breaker_panels() -> Iterator[Json]:
     yield row("Breakers and storm protection")
     yield state_timeline(
@@ -717,7 +806,7 @@ def _breaker_panels() -> Iterator[Json]:
 def failover_overview() -> Json:
     """The on-call dashboard: users, domains, traffic, latency, breakers."""
     panels = [*_availability_panels(), *_domain_panels(), *_quorum_panels(), *_traffic_panels(), *_latency_panels(),
-              *_breaker_panels()]
+              *_slow_domain_panels(), *_breaker_panels()]
     return dashboard(
         OVERVIEW_UID,
         "Failover overview",
@@ -730,6 +819,7 @@ def failover_overview() -> Json:
             location_variable(f"{PROBE_SUCCESS}|{POOL_AVAILABLE}"),
             slo_variable(),
             *quorum_variables(),
+            hedge_ratio_variable(),
         ],
         [link_to(READINESS_UID, "Backup readiness")],
     )

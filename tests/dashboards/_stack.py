@@ -11,10 +11,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import yaml
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from pytest_failover import Domain, Pool
 
 AGENT_EXE = Path(sys.executable).with_name("failover-agent")
 
@@ -126,6 +131,10 @@ def client_workload() -> Iterator[str]:
             with contextlib.suppress(FailoverError):
                 client.get(f"{pool.domains[0].url}/work")
 
+    # A second reader on the same registry (one target_info is enough) for the stand-in below.
+    stand_in = MeterProvider(metric_readers=[PrometheusMetricReader(disable_target_info=True, registry=registry)])
+    record_hedging_and_slow_calls(stand_in, pool)
+
     def render() -> bytes:
         return generate_latest(registry)
 
@@ -139,7 +148,41 @@ def client_workload() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+        stand_in.shutdown(timeout_millis=1000)
         meter_provider.shutdown(timeout_millis=1000)
+
+
+def record_hedging_and_slow_calls(meter_provider: MeterProvider, pool: Pool) -> None:
+    """Stand-in for the client's hedging and slow-call telemetry (issue 11), not emitted yet.
+
+    The counters, names, attributes and meter (the client's scope, version and
+    schema) are the ones semconv gives the client; replace this with hedged,
+    slow traffic through ``Policy(hedging=..., slow_calls=...)`` once the client
+    records them. One hedge of each outcome to the backup, slow calls and a
+    slow-call breaker opening on the primary.
+    """
+    from opentelemetry import metrics
+
+    from pytest_failover import __version__, semconv
+
+    meter = metrics.get_meter(semconv.CLIENT_SCOPE, __version__, meter_provider=meter_provider,
+                              schema_url=semconv.SCHEMA_URL)
+    primary, backup = pool.domains[0], pool.domains[1]
+
+    def where(domain: Domain) -> dict[str, str]:
+        return {semconv.FAILOVER_POOL: pool.name, semconv.FAILOVER_DOMAIN: domain.url,
+                semconv.SERVER_ADDRESS: domain.host}
+
+    hedges = meter.create_counter(semconv.FAILOVER_HEDGES, unit=semconv.UNIT_HEDGE)
+    for outcome in semconv.HEDGE_OUTCOMES:
+        hedges.add(1, {**where(backup), semconv.FAILOVER_HEDGE_OUTCOME: outcome})
+    meter.create_counter(semconv.FAILOVER_SLOW_CALLS, unit=semconv.UNIT_CALL).add(10, where(primary))
+    meter.create_counter(semconv.FAILOVER_BREAKER_TRANSITIONS, unit=semconv.UNIT_TRANSITION).add(1, {
+        **where(primary),
+        semconv.FAILOVER_BREAKER_FROM: semconv.BREAKER_CLOSED,
+        semconv.FAILOVER_BREAKER_TO: semconv.BREAKER_OPEN,
+        semconv.FAILOVER_REASON: semconv.BREAKER_REASON_SLOW_CALLS,
+    })
 
 
 @contextlib.contextmanager

@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 import yaml
 
+from pytest_failover import semconv
+
 from . import _grafana, _stack
 from .conftest import DASHBOARDS
 
@@ -28,9 +30,14 @@ AGENT_DURATION = 120.0
 # Time for the demo's outage (switch, breaker transitions) to reach every panel.
 DATA_DEADLINE = 50.0
 
-# Metrics the demo never produces (no retry budget is ever exhausted): they must
-# come from the client workload instead, through the same exporter.
-WORKLOAD_ONLY = {"failover_retry_budget_rejections_total"}
+# Metrics the demo never produces (no retry budget is ever exhausted, nothing is
+# hedged or slow): they must come from the client workload instead, through the
+# same exporter. Hedges and slow calls are recorded there by a stand-in until the
+# client emits them (see _stack.record_hedging_and_slow_calls).
+WORKLOAD_ONLY = {
+    semconv.METRICS[name].prometheus
+    for name in (semconv.FAILOVER_RETRY_BUDGET_REJECTIONS, semconv.FAILOVER_HEDGES, semconv.FAILOVER_SLOW_CALLS)
+}
 
 # Alerts the demo's script must make active (pending or firing) at some point:
 # the primary's DNS fails 8 s in (one location, so one failing location is enough),
