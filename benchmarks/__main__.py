@@ -21,6 +21,8 @@ BENCHMARKS = {
     "agent": "benchmarks.agent_probe",
     "scenarios": "benchmarks.scenarios",
     "fleet": "benchmarks.fleet",
+    "tail": "benchmarks.tail",
+    "slow_primary": "benchmarks.slow_primary",
 }
 
 
