@@ -12,10 +12,12 @@ Breaker states (the ``failover.breaker.state`` gauge) and their transitions::
     CLOSED     success                  CLOSED       failures = 0, suspicion cleared
     CLOSED     failure (< threshold)    CLOSED       failures += 1, suspect from now
     CLOSED     failure (= threshold)    OPEN         open for one cooldown
+    CLOSED     too many slow calls      OPEN         open for one cooldown (``eject``)
     OPEN       probe (cooldown over,    HALF_OPEN    the one probe is in flight
                or an early probe)
     HALF_OPEN  probe succeeded          CLOSED       failures = 0, suspicion cleared
     HALF_OPEN  probe failed             OPEN         open for one more cooldown
+               (or answered slowly)
     HALF_OPEN  probe abandoned          OPEN         due again at once
 
 A closed breaker that failed within the last cooldown is *suspect*: with
@@ -251,6 +253,19 @@ class Breaker:
             return self._move(BreakerState.OPEN, now)
         return None
 
+    def eject(self, now: float) -> BreakerTransition | None:
+        """Too many slow calls (``SlowCalls``): a closed breaker opens now, for one
+        cooldown, and the domain comes back through the single probe."""
+        if self.state is not _CLOSED:
+            return None
+        return self._open(now + self.cooldown, now)
+
+    def _open(self, until: float, now: float) -> BreakerTransition | None:
+        self.failed_at = now
+        self.failures = 0
+        self.open_until = until
+        return self._move(_OPEN, now)
+
     def suspect_since(self, now: float) -> None:
         """Count the domain as failed at ``now`` without evidence (a restart resumes
         on the domain that last served, so the ones ahead of it wait one cooldown)."""
@@ -289,10 +304,7 @@ class Breaker:
         if self.state is _OPEN:
             self.open_until = max(self.open_until, until)
             return None
-        self.failed_at = now
-        self.failures = 0
-        self.open_until = until
-        return self._move(_OPEN, now)
+        return self._open(until, now)
 
     def apply_remote_close(self, now: float) -> BreakerTransition | None:
         """Another process's probe of this domain succeeded: healthy again."""

@@ -100,6 +100,8 @@ from ._decisions import (
     BreakerEvent,
     BudgetRejected,
     Event,
+    HedgeThrottled,
+    SlowCall,
     Stop,
     Switch,
     Wait,
@@ -107,6 +109,7 @@ from ._decisions import (
 )
 from ._policy import ExponentialBackoff, Policy, ScheduleTable
 from ._pool import Domain, Pool
+from ._slowness import UNKNOWN_DELAY, HedgeThrottle, LatencyWindow, SlowCallWindow
 from ._snapshot import DomainState, PoolState, TransportState
 from ._steering import key_unit, rendezvous_rank
 
@@ -128,6 +131,9 @@ __all__ = [
 MIN_ATTEMPT_TIME = 0.001
 
 DONE = Stop(reason="done")
+
+# ``failover.reason`` of a breaker transition that slow calls caused.
+_SLOW = semconv.BREAKER_REASON_SLOW_CALLS
 
 # Polls while waiting for another request's probe: 2 ms, doubling, at most 50 ms.
 _FIRST_WAIT = 0.002
@@ -229,6 +235,16 @@ class PoolCore:
         )
         self.app_check = policy.is_app_error is not None
         self.stale_limit = policy.stale_max_bytes if policy.stale_on_failure else 0
+        # Slow domains (``_slowness.py``): the hedge throttle, each domain's latency
+        # (for an adaptive hedge delay) and slow calls. None: not configured, no cost.
+        hedging = policy.hedging
+        self.hedging = hedging
+        self.throttle = HedgeThrottle(hedging) if hedging is not None else None
+        self.latency = (
+            {d: LatencyWindow() for d in pool.domains} if hedging is not None and hedging.delay is None else None
+        )
+        slow_calls = policy.slow_calls
+        self.slow_calls = {d: SlowCallWindow(slow_calls) for d in pool.domains} if slow_calls is not None else None
         self.disabled: frozenset[Domain] = frozenset()
         self.serving: Domain | None = None
         self.lock = threading.Lock()
@@ -323,6 +339,17 @@ class PoolCore:
             return domain, breaker, True, True
         return None
 
+    def hedge_delay(self, domain: Domain) -> float:
+        """How long a request on ``domain`` waits for an answer before it hedges: the
+        fixed delay, or the domain's latency at the percentile (the caller holds the lock)."""
+        hedging = self.hedging
+        assert hedging is not None
+        if hedging.delay is not None:
+            return hedging.delay
+        assert self.latency is not None
+        observed = self.latency[domain].percentile(hedging.percentile)
+        return UNKNOWN_DELAY if observed is None else observed
+
     def early_probe_at(self) -> float | None:
         """The earliest time an early probe may reach an open domain."""
         times = [
@@ -395,7 +422,8 @@ class RequestPlan:
         "_counted",
         "_early_allowed",
         "_failed_on",
-        "_in_flight",
+        "_flights",
+        "_hedges",
         "_initial",
         "_next_wait",
         "_orders",
@@ -404,12 +432,14 @@ class RequestPlan:
         "core",
         "deadline_at",
         "done",
+        "hedgeable",
         "idempotent",
         "last_outcome",
         "may_resend",
         "method",
         "pinned",
         "policy",
+        "raced",
         "records",
         "replayable",
         "started_at",
@@ -426,6 +456,7 @@ class RequestPlan:
         now: float,
         random: Callable[[], float],
         orders: Orders,
+        hedge: bool = True,
     ) -> None:
         self.core = core
         self._orders = orders  # the order the first attempt walks, the one after, why
@@ -439,8 +470,9 @@ class RequestPlan:
         self._random = random
         self.records: list[AttemptRecord] = []
         self.tried: list[Domain] = []
-        # the attempt in flight, its domain's breaker, and when it was sent
-        self._in_flight: tuple[Attempt, Breaker, float] | None = None
+        # the attempts in flight, by number: each one's decision, its domain's breaker,
+        # and when it was sent (more than one only while a hedge races it)
+        self._flights: dict[int, tuple[Attempt, Breaker, float]] = {}
         self.last_outcome: Outcome | None = None  # of the latest attempt
         self._counted = 0  # attempts that count against the schedule (not transparent)
         self._early_allowed = True  # one early probe per request
@@ -448,6 +480,10 @@ class RequestPlan:
         self._next_wait = _FIRST_WAIT
         # Could this request be sent again after its bytes left?
         self.may_resend = idempotent and replayable and core.max_attempts > 1
+        # May it hedge (``Policy.hedging``)? Only what could be sent twice.
+        self.hedgeable = hedge and core.hedging is not None and idempotent and replayable
+        self._hedges = 0  # hedges sent
+        self.raced: set[int] | None = None  # numbers of the attempts that ran beside another
         self._failed_on: tuple[Domain, str] | None = None
         self.done = False  # an attempt ended the request (a success or an answer)
         self._initial: tuple[Domain, ...] = ()
@@ -471,22 +507,26 @@ class RequestPlan:
         return tuple(d for _, d, _ in self._orders[0])
 
     @property
-    def in_flight(self) -> Attempt | None:
-        return None if self._in_flight is None else self._in_flight[0]
+    def in_flight(self) -> tuple[Attempt, ...]:
+        """The attempts in flight (more than one only while a hedge races)."""
+        return tuple(attempt for attempt, _, _ in self._flights.values())
 
     # -- next -------------------------------------------------------------------------
 
     def next(self, now: float) -> Attempt | Wait | Stop:
         """What to do now: another attempt, wait for a probe, or stop (and why)."""
-        if self._in_flight is not None:
+        if self._flights:
             raise RuntimeError(
-                f"attempt {self._in_flight[0].number} is in flight: record its outcome first"
+                f"attempt {next(iter(self._flights))} is in flight: record its outcome first"
             )
         if self.done:
             return DONE
         events: list[Event] = []
         core = self.core
         with core.lock:
+            if self.hedgeable and not self.records:
+                assert core.throttle is not None
+                core.throttle.earn()
             counted = self._counted
             while True:
                 decision = self._decide(now, events)
@@ -501,8 +541,61 @@ class RequestPlan:
                 if early:
                     self._early_allowed = False
                 self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
-        attempt = new_tuple(Attempt, (len(self.records) + 1, domain, delay, timeout, probe, tuple(events)))
-        self._in_flight = (attempt, breaker, now + delay)
+        attempt = new_tuple(Attempt, (len(self.records) + 1, domain, delay, timeout, probe, tuple(events), False))
+        self._flights[attempt.number] = (attempt, breaker, now + delay)
+        self.tried.append(domain)
+        return attempt
+
+    # -- hedging ----------------------------------------------------------------------
+
+    def hedge_delay(self) -> float | None:
+        """How long after the latest attempt was sent a hedge is due, or None when this
+        request hedges no more (not hedgeable, answered, or ``max_extra`` sent)."""
+        if not self._may_hedge():
+            return None
+        first, _, _ = next(iter(self._flights.values()))
+        with self.core.lock:
+            return self.core.hedge_delay(first.domain)
+
+    def _may_hedge(self) -> bool:
+        hedging = self.core.hedging
+        return (
+            self.hedgeable
+            and hedging is not None
+            and not self.done
+            and bool(self._flights)
+            and self._hedges < hedging.max_extra
+        )
+
+    def hedge(self, now: float) -> Attempt | HedgeThrottled | None:
+        """A hedge while the attempts in flight have not answered: to the next domain
+        this request has not tried that is admissible without a probe (never an open
+        domain, never one whose probe is due), if the throttle lets it go. None when
+        no domain fits, or time is short."""
+        if not self._may_hedge():
+            return None
+        core = self.core
+        with core.lock:
+            choice = core.choose(now, self.tried, self._orders[1], early=False)
+            if choice is None:
+                return None
+            domain, breaker, probe, _ = choice
+            if probe or domain in self.tried:
+                return None
+            timeout = self._timeout(now)
+            if timeout < MIN_ATTEMPT_TIME:
+                return None
+            assert core.throttle is not None
+            if not core.throttle.take():
+                return HedgeThrottled(pool=self.pool, domain=domain)
+        self._hedges += 1
+        number = len(self.records) + len(self._flights) + 1
+        attempt = new_tuple(Attempt, (number, domain, 0.0, timeout, False, (), True))
+        if self.raced is None:
+            self.raced = set()
+        self.raced.update(self._flights)
+        self.raced.add(number)
+        self._flights[number] = (attempt, breaker, now)
         self.tried.append(domain)
         return attempt
 
@@ -607,16 +700,31 @@ class RequestPlan:
 
     # -- record -----------------------------------------------------------------------
 
-    def record(self, outcome: Outcome, now: float, duration: float) -> tuple[Event, ...]:
-        """Report what the attempt in flight did; returns the events it caused."""
-        if self._in_flight is None:
-            raise RuntimeError("no attempt is in flight: call next() first")
-        attempt, breaker, sent_at = self._in_flight
-        self._in_flight = None
+    def record(
+        self, outcome: Outcome, now: float, duration: float, attempt: Attempt | None = None
+    ) -> tuple[Event, ...]:
+        """Report what an attempt in flight did (``attempt``: which one, when a hedge
+        races it); returns the events it caused."""
+        flights = self._flights
+        if attempt is not None and attempt.number in flights:
+            attempt, breaker, sent_at = flights.pop(attempt.number)
+        else:
+            attempt, breaker, sent_at = flights.pop(self._number(attempt))
+        raced = self.raced is not None and attempt.number in self.raced
+        race = None if not raced else semconv.HEDGE_LOST if outcome.retryable else semconv.HEDGE_WON
         self.records.append(
             new_tuple(
                 AttemptRecord,
-                (attempt.number, attempt.domain.url, outcome.error_type, outcome.status, duration, outcome.sent),
+                (
+                    attempt.number,
+                    attempt.domain.url,
+                    outcome.error_type,
+                    outcome.status,
+                    duration,
+                    outcome.sent,
+                    attempt.hedge,
+                    race,
+                ),
             )
         )
         self.last_outcome = outcome
@@ -624,36 +732,94 @@ class RequestPlan:
         core = self.core
         budget = core.budget
         with core.lock:
-            if outcome.failed:
+            slow = False if core.slow_calls is None else self._slow_call(attempt, now, duration, events)
+            if outcome.failed or (slow and attempt.probe):  # a slow probe fails
                 transition = breaker.failure(now, started=sent_at, probe=attempt.probe)
-                self._failed_on = (attempt.domain, outcome.error_type or "failure")
+                if outcome.failed:
+                    self._failed_on = (attempt.domain, outcome.error_type or "failure")
+                self._add_transition(events, attempt.domain, transition, None if outcome.failed else _SLOW)
             else:  # the domain answered: healthy, even when it asks to slow down
                 transition = breaker.success(now, started=sent_at, probe=attempt.probe)
+                if core.latency is not None:
+                    core.latency[attempt.domain].add(duration)
+                self._add_transition(events, attempt.domain, transition)
             if budget is not None:
                 if not outcome.retryable:
                     budget.refund()
-                elif attempt.number > 1 and outcome.sent:
+                elif attempt.number > 1 and outcome.sent and not attempt.hedge:
                     budget.charge()  # a failed retry: the only thing the budget charges
-            if transition is not None:
-                self._add_transition(events, attempt.domain, transition)
             if not outcome.retryable:
                 self.done = True
                 if core.serving is not attempt.domain:
                     self._note_serving(attempt.domain, events)
         return tuple(events)
 
-    def abandon(self, now: float) -> tuple[Event, ...]:
-        """The attempt in flight ended without an outcome (cancelled, or an error that
-        says nothing about the domain): release its probe, count nothing."""
-        self.done = True
-        if self._in_flight is None:
-            return ()
-        attempt, breaker, _ = self._in_flight
-        self._in_flight = None
-        self.tried.remove(attempt.domain)
+    def _number(self, attempt: Attempt | None) -> int:
+        """The number of the attempt in flight that ``attempt`` names (None: the only one)."""
+        if attempt is not None:
+            if attempt.number not in self._flights:
+                raise RuntimeError(f"attempt {attempt.number} is not in flight")
+            return attempt.number
+        if len(self._flights) != 1:
+            raise RuntimeError(
+                "no attempt is in flight: call next() first"
+                if not self._flights
+                else "several attempts are in flight: name the one to record"
+            )
+        return next(iter(self._flights))
+
+    def _slow_call(self, attempt: Attempt, now: float, duration: float, events: list[Event]) -> bool:
+        """Count the call in its domain's slow-call window (the caller holds the lock);
+        eject the domain when its slow calls reach the rate. True if it was slow."""
+        windows = self.core.slow_calls
+        assert windows is not None
+        window = windows[attempt.domain]
+        slow = window.is_slow(duration)
+        if slow:
+            events.append(SlowCall(pool=self.pool, domain=attempt.domain))
+        if window.add(now, duration) and not attempt.probe:
+            transition = self.core.breakers[attempt.domain].eject(now)
+            self._add_transition(events, attempt.domain, transition, _SLOW)
+        return slow
+
+    def cancel(self, attempt: Attempt, now: float, elapsed: float) -> tuple[Event, ...]:
+        """Another attempt won while ``attempt`` was in flight: it is cut off. Its
+        domain's breaker counts nothing (a probe's lease is released), but a call
+        already slower than the slow-call threshold counts as a slow call."""
+        attempt, breaker, _ = self._flights.pop(self._number(attempt))
+        self.records.append(
+            new_tuple(
+                AttemptRecord,
+                (
+                    attempt.number,
+                    attempt.domain.url,
+                    semconv.ERROR_CANCELLED,
+                    None,
+                    elapsed,
+                    True,
+                    attempt.hedge,
+                    semconv.HEDGE_CANCELLED,
+                ),
+            )
+        )
         events: list[Event] = []
-        with self.core.lock:
+        core = self.core
+        with core.lock:
             self._add_transition(events, attempt.domain, breaker.abandon(now, probe=attempt.probe))
+            if core.slow_calls is not None and core.slow_calls[attempt.domain].is_slow(elapsed):
+                self._slow_call(attempt, now, elapsed, events)
+        return tuple(events)
+
+    def abandon(self, now: float) -> tuple[Event, ...]:
+        """The attempts in flight ended without an outcome (cancelled, or an error that
+        says nothing about the domain): release their probes, count nothing."""
+        self.done = True
+        events: list[Event] = []
+        flights, self._flights = self._flights, {}
+        for attempt, breaker, _ in flights.values():
+            self.tried.remove(attempt.domain)
+            with self.core.lock:
+                self._add_transition(events, attempt.domain, breaker.abandon(now, probe=attempt.probe))
         return tuple(events)
 
     def _note_serving(self, domain: Domain, events: list[Event]) -> None:
@@ -678,11 +844,17 @@ class RequestPlan:
         return next(i for i, d, _ in self._orders[1] if d == domain)
 
     def _add_transition(
-        self, events: list[Event], domain: Domain, transition: BreakerTransition | None
+        self,
+        events: list[Event],
+        domain: Domain,
+        transition: BreakerTransition | None,
+        reason: str | None = None,
     ) -> None:
         if transition is not None:
             events.append(
-                BreakerEvent(pool=self.pool, domain=domain, before=transition.before, after=transition.after)
+                BreakerEvent(
+                    pool=self.pool, domain=domain, before=transition.before, after=transition.after, reason=reason
+                )
             )
 
 
@@ -797,7 +969,9 @@ class FailoverCore:
                 wall = self.wall_clock()
             orders = pool_core.steer(options, wall, self.random)
         # positional: one plan per request, and keywords cost a mapping per call
-        return RequestPlan(pool_core, method, idempotent, replayable, pinned, now, self.random, orders)
+        return RequestPlan(
+            pool_core, method, idempotent, replayable, pinned, now, self.random, orders, options.hedge
+        )
 
     def state(self, now: float) -> TransportState:
         return TransportState(

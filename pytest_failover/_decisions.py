@@ -24,6 +24,8 @@ __all__ = [
     "BudgetRejected",
     "Ending",
     "Event",
+    "HedgeThrottled",
+    "SlowCall",
     "Stop",
     "Switch",
     "Wait",
@@ -37,7 +39,13 @@ new_tuple = tuple.__new__
 
 
 class AttemptRecord(NamedTuple):
-    """What one attempt did: kept on results and errors, reported in telemetry."""
+    """What one attempt did: kept on results and errors, reported in telemetry.
+
+    ``hedge``: it was a hedge (sent while an earlier attempt was in flight).
+    ``race``: for an attempt that was in flight beside another, how it ended:
+    ``won`` (its answer was returned), ``lost`` (it ended, failing, while the
+    request went on) or ``cancelled`` (another won while it was in flight; its
+    ``error_type`` is ``cancelled``); None for an attempt that ran alone."""
 
     number: int
     domain: str
@@ -45,14 +53,19 @@ class AttemptRecord(NamedTuple):
     status: int | None
     duration: float
     sent: bool
+    hedge: bool = False
+    race: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BreakerEvent:
+    """A breaker changed state; ``reason`` is ``slow_calls`` when slow calls opened it."""
+
     pool: str
     domain: Domain
     before: BreakerState
     after: BreakerState
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +84,23 @@ class BudgetRejected:
     pool: str
 
 
-Event = BreakerEvent | Switch | BudgetRejected
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HedgeThrottled:
+    """A hedge to ``domain`` was due, but the pool's hedge throttle held it back."""
+
+    pool: str
+    domain: Domain
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlowCall:
+    """An attempt on ``domain`` took at least the ``SlowCalls`` threshold."""
+
+    pool: str
+    domain: Domain
+
+
+Event = BreakerEvent | Switch | BudgetRejected | HedgeThrottled | SlowCall
 
 
 class Attempt(NamedTuple):
@@ -92,6 +121,7 @@ class Attempt(NamedTuple):
     timeout: float
     probe: bool = False
     events: tuple[Event, ...] = ()
+    hedge: bool = False  # sent while an earlier attempt is in flight (``Policy.hedging``)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,11 +15,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httpx
+from opentelemetry import context as otel_context
 
 from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
 from ._core import DONE, PoolCore, RequestOptions
-from ._decisions import RESPONSE, Attempt, AttemptRecord, Ending, Stop, Wait, ending, new_tuple
+from ._decisions import (
+    RESPONSE,
+    Attempt,
+    AttemptRecord,
+    Ending,
+    HedgeThrottled,
+    Stop,
+    Wait,
+    ending,
+    new_tuple,
+)
 from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
 from ._telemetry import RequestTrace, redact_url
 
@@ -35,6 +46,7 @@ __all__ = [
     "Exchange",
     "FailoverResult",
     "Fallback",
+    "Flight",
     "Reading",
     "TrackedStream",
 ]
@@ -170,20 +182,47 @@ def _rebuilt(response: httpx.Response, stream: httpx.SyncByteStream | httpx.Asyn
     )
 
 
+class Flight:
+    """One attempt on the wire: its decision, the request it sends, when it started
+    and when it is out of time, its span, and the context it runs in (``quiet``:
+    instrumentation-httpx stays silent, as the attempt's span is ours; None without
+    telemetry). The transports send a flight inside :meth:`entered`."""
+
+    __slots__ = ("attempt", "deadline", "quiet", "request", "span", "started")
+
+    def __init__(
+        self, attempt: Attempt, request: httpx.Request, started: float, span: Any, quiet: Any
+    ) -> None:
+        self.attempt = attempt
+        self.request = request
+        self.started = started
+        self.deadline = started + attempt.timeout  # when the attempt is out of time
+        self.span = span
+        self.quiet = quiet
+
+    def enter(self) -> object | None:
+        """Run in the flight's context (in the thread or task that sends it); the token
+        to :meth:`leave` with."""
+        return None if self.quiet is None else otel_context.attach(self.quiet)
+
+    @staticmethod
+    def leave(token: object | None) -> None:
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]  # the Token attach() gave
+
+
 class Exchange:
     """One logical request through the failover loop: everything but the I/O."""
 
     __slots__ = (
-        "_attempt",
-        "_attempt_started",
         "_clock",
         "_finished",
+        "_flying",
         "_origin",
         "_original",
         "_owner",
         "_stale",
         "_tracked",
-        "attempt_deadline",
         "body_limit",
         "error",
         "original_url",
@@ -235,9 +274,7 @@ class Exchange:
         self._original = httpx.Request(request.method, request.url, headers=request.headers) if stale else request
         read = pool_core.read_limit if self.plan.may_resend or pool_core.app_check else 0
         self.body_limit = max(read, pool_core.stale_limit) if stale else read
-        self._attempt: Attempt | None = None
-        self._attempt_started = 0.0
-        self.attempt_deadline = 0.0
+        self._flying: list[Flight] = []  # the attempts on the wire
         self.response: httpx.Response | None = None
         self.error: httpx.TransportError | None = None
         self.stop: Stop | None = None
@@ -260,9 +297,10 @@ class Exchange:
             self._log_retry(decision)
         return decision
 
-    def prepare(self, attempt: Attempt) -> httpx.Request:
-        """Point the request at the attempt's domain, with the attempt's timeouts."""
-        request = self.request
+    def prepare(self, attempt: Attempt) -> Flight:
+        """Point the request at the attempt's domain, with the attempt's timeouts (a
+        hedge gets a copy of the request: the attempt it races is still sending it)."""
+        request = self.request if not attempt.hedge else self._copy()
         domain = attempt.domain
         at_origin = domain is self._origin or domain == self._origin
         url = self.original_url if at_origin else domain.rewrite(self.original_url)
@@ -279,12 +317,56 @@ class Exchange:
                 for key in ("connect", "read", "write", "pool")
             }
             request.extensions = {**request.extensions, "timeout": capped}
-        self._attempt = attempt
+        trace = self.trace
+        span = quiet = None
+        if trace is not None:
+            span, quiet = trace.attempt_started(attempt, request)
+        flight = Flight(attempt, request, self._clock(), span, quiet)
+        self._flying.append(flight)
+        return flight
+
+    def _copy(self) -> httpx.Request:
+        request = self.request
+        return httpx.Request(
+            request.method,
+            request.url,
+            headers=request.headers.copy(),
+            stream=request.stream,
+            extensions=dict(request.extensions),
+        )
+
+    # -- hedging ---------------------------------------------------------------------
+
+    def hedge_delay(self) -> float | None:
+        """Seconds after the latest attempt was sent that a hedge is due; None: no hedge."""
+        return self.plan.hedge_delay()
+
+    def hedge(self) -> Attempt | None:
+        """The hedge to send now, or None (no domain fits, or the throttle said no)."""
+        decision = self.plan.hedge(self._clock())
+        if isinstance(decision, HedgeThrottled):
+            if self.trace is not None:
+                self.trace.events((decision,))
+            return None
+        return decision
+
+    def cancel(self, flight: Flight) -> None:
+        """Another attempt won while ``flight`` was on the wire: it is cut off (the
+        transport closes its connection), and counted as cancelled."""
+        self._flying.remove(flight)
+        now = self._clock()
+        attempt = flight.attempt
+        events = self.plan.cancel(attempt, now, now - flight.started)
+        shared = self._owner._shared
+        if shared is not None and (events or attempt.probe):
+            shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, abandoned=True)
         if self.trace is not None:
-            self.trace.attempt_started(attempt, request)
-        self._attempt_started = started = self._clock()
-        self.attempt_deadline = started + limit  # when the attempt is out of time
-        return request
+            self.trace.attempt_cancelled(attempt, flight.span)
+            self.trace.events(events)
+
+    @property
+    def flying(self) -> tuple[Flight, ...]:
+        return tuple(self._flying)
 
     def reading(self, response: httpx.Response) -> Reading:
         """How much of the body to read before the outcome is known: all of it when
@@ -308,11 +390,11 @@ class Exchange:
         error.__cause__ = exc
         return error
 
-    def on_response(self, response: httpx.Response) -> None:
+    def on_response(self, flight: Flight, response: httpx.Response) -> None:
         outcome = classify_response(response, self.policy)
         self.response = response
         self.error = None
-        self._record(outcome, response.status_code)
+        self._record(flight, outcome, response.status_code)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and response.is_stream_consumed:
             self._owner._stale.store(
                 self.pool_core.name,
@@ -322,20 +404,25 @@ class Exchange:
                 max_bytes=self.policy.stale_max_bytes,
             )
 
-    def on_error(self, exc: httpx.TransportError) -> None:
+    def on_error(self, flight: Flight, exc: httpx.TransportError) -> None:
         started = self._tracked.started if self._tracked is not None else False
         outcome = classify_exception(exc, body_started=started)
         self.response = None
         self.error = exc
-        self._record(outcome, None, exc)
+        self._record(flight, outcome, None, exc)
 
-    def _record(self, outcome: Outcome, status: int | None, exception: BaseException | None = None) -> None:
-        attempt = self._attempt
-        assert attempt is not None
-        self._attempt = None
+    def _record(
+        self, flight: Flight, outcome: Outcome, status: int | None, exception: BaseException | None = None
+    ) -> None:
+        flying = self._flying
+        if len(flying) == 1:
+            flying.clear()
+        else:
+            flying.remove(flight)
+        attempt = flight.attempt
         now = self._clock()
-        duration = now - self._attempt_started
-        events = self.plan.record(outcome, now, duration)
+        duration = now - flight.started
+        events = self.plan.record(outcome, now, duration, attempt)
         shared = self._owner._shared
         if shared is not None and (events or attempt.probe or outcome.failed):  # news for the fleet
             shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, failed=outcome.failed)
@@ -343,6 +430,8 @@ class Exchange:
             return
         self.trace.attempt_ended(
             attempt,
+            flight.span,
+            race=self.plan.records[-1].race,
             duration=duration,
             result=_RESULTS[outcome.kind],
             status=status,
@@ -476,11 +565,15 @@ class Exchange:
         in_flight = self.plan.in_flight
         events = self.plan.abandon(self._clock())
         shared = self._owner._shared
-        if shared is not None and in_flight is not None and (events or in_flight.probe):
-            shared.recorded(self.pool_core, in_flight.domain, in_flight.probe, events, abandoned=True)
+        if shared is not None:
+            for i, attempt in enumerate(in_flight):  # the events go out once, with the first
+                if attempt.probe or (events and i == 0):
+                    shared.recorded(
+                        self.pool_core, attempt.domain, attempt.probe, events if i == 0 else (), abandoned=True
+                    )
         if self.trace is not None:
-            if self._attempt is not None:
-                self.trace.attempt_abandoned()
+            for flight in self._flying:
+                self.trace.attempt_abandoned(flight.span)
             self.trace.events(events)
-        self._attempt = None
+        self._flying.clear()
         self._end(semconv.OUTCOME_FAILURE, domain=None, status=None, error_type=semconv.ERROR_CANCELLED)

@@ -28,7 +28,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import __version__
 from ._breaker import BreakerState
-from ._decisions import BreakerEvent, BudgetRejected, Event, Switch
+from ._decisions import BreakerEvent, BudgetRejected, Event, HedgeThrottled, SlowCall, Switch
 from .semconv import (
     BAD_OUTCOMES,
     CLIENT_SCOPE,
@@ -49,6 +49,8 @@ from .semconv import (
     FAILOVER_BREAKER_TRANSITIONS,
     FAILOVER_DOMAIN,
     FAILOVER_FROM,
+    FAILOVER_HEDGE,
+    FAILOVER_HEDGE_OUTCOME,
     FAILOVER_HEDGES,
     FAILOVER_OUTCOME,
     FAILOVER_POOL,
@@ -60,6 +62,8 @@ from .semconv import (
     FAILOVER_STEERING,
     FAILOVER_SWITCHES,
     FAILOVER_TO,
+    HEDGE_CANCELLED,
+    HEDGE_THROTTLED,
     HTTP_CLIENT_REQUEST_DURATION,
     HTTP_METHOD_OTHER,
     HTTP_REQUEST_METHOD,
@@ -98,6 +102,7 @@ _GLOBALS_READABLE = hasattr(_trace_globals, "_TRACER_PROVIDER") and hasattr(
 _PROVIDER_ENV = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
 
@@ -235,14 +240,12 @@ class Telemetry:
 class RequestTrace:
     """The telemetry of one logical request."""
 
-    __slots__ = ("_attempt_span", "_method", "_pool", "_quiet", "_span", "_t")
+    __slots__ = ("_method", "_pool", "_span", "_t")
 
     def __init__(self, telemetry: Telemetry, pool: str, method: str, url: httpx.URL) -> None:
         self._t = telemetry
         self._pool = pool
         self._method = method
-        self._attempt_span: Span | None = None
-        self._quiet: object | None = None  # the context token that silences instrumentation-httpx
         self._span = span = telemetry.tracer.start_span(
             f"{REQUEST_SPAN_PREFIX}{pool}",
             kind=SpanKind.INTERNAL,
@@ -257,13 +260,15 @@ class RequestTrace:
 
     # -- attempts ----------------------------------------------------------------------
 
-    def attempt_started(self, attempt: Attempt, request: httpx.Request) -> None:
-        # until attempt_ended/abandoned: the attempt's own span and duration are ours
-        self._quiet = context.attach(context.set_value(SUPPRESS_HTTP_KEY, True))
+    def attempt_started(self, attempt: Attempt, request: httpx.Request) -> tuple[Span | None, Context]:
+        """The attempt's CLIENT span (None while nothing records) and the context to
+        send it in: until it ends, its span and duration are ours, so
+        instrumentation-httpx stays silent."""
+        quiet = context.set_value(SUPPRESS_HTTP_KEY, True)
         if not self._span.is_recording():
-            return
+            return None, quiet
         url = request.url
-        attributes: dict[str, str | int] = {
+        attributes: dict[str, str | int | bool] = {
             HTTP_REQUEST_METHOD: self._method,
             SERVER_ADDRESS: attempt.domain.host,
             SERVER_PORT: attempt.domain.effective_port,
@@ -274,26 +279,29 @@ class RequestTrace:
         }
         if attempt.number > 1:
             attributes[HTTP_REQUEST_RESEND_COUNT] = attempt.number - 1
+        if attempt.hedge:
+            attributes[FAILOVER_HEDGE] = True
         span = self._t.tracer.start_span(
             self._method,
             context=trace.set_span_in_context(self._span),
             kind=SpanKind.CLIENT,
             attributes=attributes,
         )
-        self._attempt_span = span
         propagate.inject(request.headers, context=trace.set_span_in_context(span))
+        return span, quiet
 
     def attempt_ended(
         self,
         attempt: Attempt,
+        span: Span | None,
         *,
+        race: str | None,
         duration: float,
         result: str,
         status: int | None,
         error_type: str | None,
         exception: BaseException | None = None,
     ) -> None:
-        self._speak()
         domain = attempt.domain
         attributes: dict[str, str | int] = {
             HTTP_REQUEST_METHOD: self._method,
@@ -315,7 +323,8 @@ class RequestTrace:
         if error_type is not None:
             counted[ERROR_TYPE] = error_type
         self._t.attempts.add(1, counted)
-        span, self._attempt_span = self._attempt_span, None
+        if attempt.hedge and race is not None:
+            self._hedged(domain, race)
         if span is None:
             return
         if status is not None:
@@ -327,18 +336,28 @@ class RequestTrace:
             span.set_status(Status(StatusCode.ERROR, description))
         span.end()
 
-    def attempt_abandoned(self) -> None:
-        self._speak()
-        span, self._attempt_span = self._attempt_span, None
+    def attempt_cancelled(self, attempt: Attempt, span: Span | None) -> None:
+        """Another attempt won while this one was on the wire."""
+        if attempt.hedge:
+            self._hedged(attempt.domain, HEDGE_CANCELLED)
+        self.attempt_abandoned(span)
+
+    @staticmethod
+    def attempt_abandoned(span: Span | None) -> None:
         if span is not None:
             span.set_attribute(ERROR_TYPE, ERROR_CANCELLED)
             span.end()
 
-    def _speak(self) -> None:
-        """The attempt is over: instrumentation-httpx may speak again."""
-        token, self._quiet = self._quiet, None
-        if token is not None:
-            context.detach(token)  # type: ignore[arg-type]  # the Token attach() gave
+    def _hedged(self, domain: Domain, outcome: str) -> None:
+        self._t.hedges.add(
+            1,
+            {
+                FAILOVER_POOL: self._pool,
+                FAILOVER_DOMAIN: domain.url,
+                SERVER_ADDRESS: domain.host,
+                FAILOVER_HEDGE_OUTCOME: outcome,
+            },
+        )
 
     # -- events ------------------------------------------------------------------------
 
@@ -356,6 +375,8 @@ class RequestTrace:
                     FAILOVER_BREAKER_FROM: event.before.value,
                     FAILOVER_BREAKER_TO: event.after.value,
                 }
+                if event.reason is not None:
+                    change[FAILOVER_REASON] = event.reason
                 t.transitions.add(1, {**attrs, **change})
                 t.breaker_state.set(event.after.gauge, attrs)
                 self._span.add_event(
@@ -373,6 +394,13 @@ class RequestTrace:
             elif isinstance(event, BudgetRejected):
                 t.budget_rejections.add(1, {FAILOVER_POOL: event.pool})
                 self._span.add_event(EVENT_RETRY_BUDGET_REJECTED, {FAILOVER_POOL: event.pool})
+            elif isinstance(event, HedgeThrottled):
+                self._hedged(event.domain, HEDGE_THROTTLED)
+            elif isinstance(event, SlowCall):
+                t.slow_calls.add(
+                    1,
+                    {FAILOVER_POOL: event.pool, FAILOVER_DOMAIN: event.domain.url, SERVER_ADDRESS: event.domain.host},
+                )
 
     # -- the end -----------------------------------------------------------------------
 

@@ -27,9 +27,11 @@ from ._exchange import (
     Exchange,
     FailoverResult,
     Fallback,
+    Flight,
 )
 from ._policy import Policy
 from ._pool import Domain, Pool
+from ._race import ThreadRace, async_race
 from ._snapshot import TransportState
 from ._stale import StaleCache
 from ._sticky import StickyFile
@@ -168,6 +170,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         )
         self._transport = transport if transport is not None else httpx.HTTPTransport()
         self._redis: RedisHealth | None = shared
+        threads = [pc.policy.hedging.threads for pc in self._core.pools.values() if pc.policy.hedging is not None]
+        self._hedgers = ThreadRace(max(threads)) if threads else None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         exchange = self._begin(request)
@@ -192,18 +196,35 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             raise
 
     def _attempt(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
+        """Send one attempt (and its hedges, if it may hedge); report the outcome. The
+        answer to return, or None when every attempt failed."""
+        if self._hedgers is not None and exchange.plan.hedgeable and exchange.hedge_delay() is not None:
+            return self._hedgers.race(self, exchange, attempt)
+        return self._send_one(exchange, attempt)
+
+    def _send_one(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
+        flight = exchange.prepare(attempt)
+        try:
+            response = self._send(exchange, flight)
+        except httpx.TransportError as exc:
+            exchange.on_error(flight, exc)
+            return None
+        exchange.on_response(flight, response)
+        return response
+
+    def _send(self, exchange: Exchange, flight: Flight) -> httpx.Response:
         """Send one attempt and read what the exchange needs of its body, all within
-        the attempt's time; report the outcome. None when it failed."""
-        outgoing = exchange.prepare(attempt)
+        the attempt's time (raises the attempt's ``httpx.TransportError``)."""
+        token = flight.enter()
         response: httpx.Response | None = None
         cut = False  # the watchdog shut the socket: the attempt ran out of time
         try:
-            response = self._transport.handle_request(outgoing)
+            response = self._transport.handle_request(flight.request)
             reading = exchange.reading(response)
             if reading is not READ_NONE:
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
                 # bound each operation; from here on the watchdog bounds the whole read.
-                ticket = watchdog.arm(exchange.attempt_deadline + GRACE, response)
+                ticket = watchdog.arm(flight.deadline + GRACE, response)
                 try:
                     if reading is READ_WHOLE:
                         response.read()
@@ -214,9 +235,11 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         except httpx.TransportError as exc:
             if response is not None:
                 response.close()
-            exchange.on_error(exchange.timed_out(attempt, exc) if cut else exc)
-            return None
-        exchange.on_response(response)
+            if cut:
+                raise exchange.timed_out(flight.attempt, exc) from exc
+            raise
+        finally:
+            flight.leave(token)
         return response
 
     @staticmethod
@@ -232,6 +255,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         return buffer.complete(response)
 
     def close(self) -> None:
+        if self._hedgers is not None:
+            self._hedgers.close()
         self._transport.close()
         if self._redis is not None:
             self._redis.close()
@@ -294,13 +319,27 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             raise
 
     async def _attempt(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
+        """Send one attempt (and its hedges, if it may hedge); report the outcome. The
+        answer to return, or None when every attempt failed."""
+        if exchange.plan.hedgeable and exchange.hedge_delay() is not None:
+            return await async_race(self, exchange, attempt)
+        flight = exchange.prepare(attempt)
+        try:
+            response = await self._send(exchange, flight)
+        except httpx.TransportError as exc:
+            exchange.on_error(flight, exc)
+            return None
+        exchange.on_response(flight, response)
+        return response
+
+    async def _send(self, exchange: Exchange, flight: Flight) -> httpx.Response:
         """Send one attempt and read what the exchange needs of its body, all within
-        the attempt's time; report the outcome. None when it failed."""
-        outgoing = exchange.prepare(attempt)
+        the attempt's time (raises the attempt's ``httpx.TransportError``)."""
+        token = flight.enter()
         response: httpx.Response | None = None
         try:
-            async with async_limit(attempt.timeout + GRACE):
-                response = await self._transport.handle_async_request(outgoing)
+            async with async_limit(flight.attempt.timeout + GRACE):
+                response = await self._transport.handle_async_request(flight.request)
                 reading = exchange.reading(response)
                 if reading is READ_WHOLE:
                     await response.aread()
@@ -310,11 +349,17 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             if response is not None:
                 await response.aclose()
             if isinstance(exc, httpx.TransportError):
-                exchange.on_error(exc)
-            else:
-                exchange.on_error(exchange.timed_out(attempt, exc))
-            return None
-        exchange.on_response(response)
+                raise
+            raise exchange.timed_out(flight.attempt, exc) from exc
+        except BaseException:  # cancelled (a hedge won): give the connection back closed
+            if response is not None:
+                import anyio  # httpx's own dependency
+
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+            raise
+        finally:
+            flight.leave(token)
         return response
 
     @staticmethod

@@ -1,0 +1,245 @@
+"""Hedged attempts: the race between an attempt and its hedges.
+
+:class:`Race` holds everything the sync and async transports share (no I/O):
+when a hedge is due, what an arrival means, which answer stands, and who is
+cut off once one wins. The two loops below only wait and send:
+
+- async (:func:`async_race`): each attempt is a task in an anyio task group;
+  the loop waits on a memory channel for the first arrival or the hedge delay,
+  whichever comes first. Once an answer wins, the group is cancelled: a loser's
+  ``_send`` closes whatever it received, so its connection goes back closed,
+  never half-read.
+- sync (:class:`ThreadRace`): a blocked ``recv`` cannot be interrupted from its
+  own thread, so the attempts of a hedgeable request go out from a small bounded
+  thread pool (``Hedging.threads`` per transport) while the calling thread waits
+  for the first arrival. A loser runs to its end in its thread (bounded by its
+  attempt's time) and its response is closed there. When the pool has no room for
+  the attempt and a hedge, the request goes out from the calling thread, unhedged.
+
+The plan (``RequestPlan.hedge``) decides whether a hedge may go and where; the
+breaker counts nothing for a cancelled attempt.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import math
+import threading
+from typing import TYPE_CHECKING
+
+import httpx
+
+if TYPE_CHECKING:
+    from ._decisions import Attempt
+    from ._exchange import Exchange, Flight
+    from ._transport import AsyncFailoverTransport, FailoverTransport
+
+__all__ = ["Race", "ThreadRace", "async_race"]
+
+
+class Race:
+    """One attempt and its hedges, until one answers or all have failed."""
+
+    __slots__ = ("_clock", "_last_sent", "answer", "exchange", "flying")
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self._clock = exchange._clock
+        self.flying: list[Flight] = []
+        self.answer: httpx.Response | None = None  # the latest answer (a retryable one, until one wins)
+        self._last_sent = 0.0
+
+    def launch(self, attempt: Attempt) -> Flight:
+        flight = self.exchange.prepare(attempt)
+        self.flying.append(flight)
+        self._last_sent = flight.started
+        return flight
+
+    @property
+    def over(self) -> bool:
+        """An answer won, or every attempt ended."""
+        return self.exchange.plan.done or not self.flying
+
+    def wait(self) -> float | None:
+        """How long the loop may wait for an arrival before a hedge is due (None: no
+        hedge will come; wait for the attempts in flight)."""
+        delay = self.exchange.hedge_delay()
+        if delay is None:
+            return None
+        return max(0.0, self._last_sent + delay - self._clock())
+
+    def hedge(self) -> Attempt | None:
+        """The hedge due now, if the plan lets one go; else the next try is one delay later."""
+        attempt = self.exchange.hedge()
+        if attempt is None:
+            self.postpone()
+        return attempt
+
+    def postpone(self) -> None:
+        """No hedge now: the next one is due a whole delay from now."""
+        self._last_sent = self._clock()
+
+    def arrived(
+        self, flight: Flight, response: httpx.Response | None, error: httpx.TransportError | None
+    ) -> httpx.Response | None:
+        """An attempt ended: report it. Returns an earlier answer it supersedes, for the
+        loop to close."""
+        self.flying.remove(flight)
+        if error is not None:
+            self.exchange.on_error(flight, error)
+        else:
+            assert response is not None
+            self.exchange.on_response(flight, response)
+        superseded, self.answer = self.answer, response
+        return superseded
+
+    def cut_losers(self) -> list[Flight]:
+        """The race is over: the attempts still on the wire are cancelled."""
+        losers, self.flying = self.flying, []
+        for flight in losers:
+            self.exchange.cancel(flight)
+        return losers
+
+
+# -- async ----------------------------------------------------------------------------------
+
+
+async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, first: Attempt) -> httpx.Response | None:
+    """Run ``first`` and its hedges as tasks; the answer that won (or the last
+    retryable one), or None when every attempt failed."""
+    import anyio  # httpx's own dependency; imported only when a request may hedge
+
+    race = Race(exchange)
+    send, receive = anyio.create_memory_object_stream[
+        tuple["Flight", httpx.Response | None, httpx.TransportError | None]
+    ](math.inf)
+
+    async def run(flight: Flight) -> None:
+        try:
+            response = await transport._send(exchange, flight)
+        except httpx.TransportError as exc:
+            send.send_nowait((flight, None, exc))
+        else:
+            send.send_nowait((flight, response, None))
+
+    with send, receive:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, race.launch(first))
+            while not race.over:
+                wait = race.wait()
+                arrival = None
+                with anyio.move_on_after(math.inf if wait is None else wait):
+                    arrival = await receive.receive()
+                if arrival is not None:
+                    superseded = race.arrived(*arrival)
+                    if superseded is not None:
+                        await superseded.aclose()
+                    continue
+                hedge = race.hedge()
+                if hedge is not None:
+                    group.start_soon(run, race.launch(hedge))
+            race.cut_losers()
+            group.cancel_scope.cancel()
+    return race.answer
+
+
+# -- sync -----------------------------------------------------------------------------------
+
+
+class ThreadRace:
+    """The sync transport's hedging: a bounded pool of sending threads, per transport."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._busy = 0  # threads sending (or about to)
+
+    def _reserve(self, count: int) -> bool:
+        with self._lock:
+            if self._busy + count > self.threads:
+                return False
+            self._busy += count
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    self.threads, thread_name_prefix="failover-hedge"
+                )
+            return True
+
+    def _release(self) -> None:
+        with self._lock:
+            self._busy -= 1
+
+    def race(self, transport: FailoverTransport, exchange: Exchange, first: Attempt) -> httpx.Response | None:
+        """Run ``first`` and its hedges from the pool; the answer that won (or the last
+        retryable one), or None when every attempt failed."""
+        if not self._reserve(2):  # no room for the attempt and a hedge: send it from here
+            return transport._send_one(exchange, first)
+        race = Race(exchange)
+        futures: dict[concurrent.futures.Future[httpx.Response], Flight] = {}
+
+        def launch(attempt: Attempt) -> None:  # on a thread reserved for it
+            flight = race.launch(attempt)
+            futures[self._submit(transport, exchange, flight)] = flight
+
+        spare = True  # the second thread reserved above, for the first hedge
+        try:
+            launch(first)
+            while not race.over:
+                wait = race.wait()
+                done, _ = concurrent.futures.wait(futures, timeout=wait, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    flight = futures.pop(future)
+                    try:
+                        response: httpx.Response | None = future.result()
+                        error = None
+                    except httpx.TransportError as exc:
+                        response, error = None, exc
+                    superseded = race.arrived(flight, response, error)
+                    if superseded is not None:
+                        superseded.close()
+                if done or race.over:
+                    continue
+                if not spare and not self._reserve(1):
+                    race.postpone()  # every thread is busy: no further hedge now
+                    continue
+                hedge = race.hedge()
+                if hedge is None:
+                    if not spare:
+                        self._release()
+                    continue
+                launch(hedge)
+                spare = False
+        finally:
+            if spare:
+                self._release()
+            race.cut_losers()
+            for future in futures:  # losers: close what they get, whenever they get it
+                future.add_done_callback(_close_result)
+        return race.answer
+
+    def _submit(
+        self, transport: FailoverTransport, exchange: Exchange, flight: Flight
+    ) -> concurrent.futures.Future[httpx.Response]:
+        assert self._executor is not None
+        context = contextvars.copy_context()  # the caller's spans and baggage, in the thread
+
+        def send() -> httpx.Response:
+            try:
+                return context.run(transport._send, exchange, flight)
+            finally:
+                self._release()
+
+        return self._executor.submit(send)
+
+    def close(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=False)
+
+
+def _close_result(future: concurrent.futures.Future[httpx.Response]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        future.result().close()

@@ -1,0 +1,166 @@
+"""What the pool knows about slow domains: latency windows, slow-call windows, the
+hedge throttle.
+
+Rules and theory of operation
+-----------------------------
+*Hedging* ("The Tail at Scale"; ``Policy.hedging``) needs, per domain, the
+latency at a percentile over a bounded window: :class:`LatencyWindow` keeps the
+durations of the domain's last ``LATENCY_SAMPLES`` answers (failures say nothing
+about how fast the domain answers) in arrival order and sorted, so adding one is
+two ``bisect`` operations on a short list and the percentile is an index. Until
+it holds ``MIN_SAMPLES`` answers it has no opinion, and the hedge waits
+``UNKNOWN_DELAY``.
+
+Hedges are throttled by :class:`HedgeThrottle`, a token bucket per pool that
+starts empty: every hedgeable request earns ``max_ratio`` of a token, a hedge
+costs one, and at most ``HEDGE_BURST`` tokens are saved up. So at any moment the
+pool's hedges are at most ``max_ratio`` of its hedgeable requests, and after a
+quiet spell a burst of slow answers may be hedged a few at a time.
+
+*Slow-call ejection* (resilience4j's ``slowCallRateThreshold``;
+``Policy.slow_calls``) counts, per domain, the calls of the last ``window``
+seconds and how many took at least ``threshold`` seconds, in
+``SLOW_CALL_BUCKETS`` buckets of ``window / SLOW_CALL_BUCKETS`` seconds (so the
+window slides in steps of a tenth and costs the same at any traffic).
+:meth:`SlowCallWindow.add` says when the share of slow calls reaches ``rate``
+with at least ``minimum_calls`` calls: the pool then opens the domain's breaker
+(``failover.reason = "slow_calls"``) and starts the window afresh, and the
+domain comes back through the breaker's single probe. A probe that answers
+slowly counts as a failed probe, so a domain that is still slow stays out.
+
+Pure arithmetic, time passed in; the pool's lock serialises access.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import math
+
+from ._policy import Hedging, SlowCalls
+
+__all__ = [
+    "HEDGE_BURST",
+    "LATENCY_SAMPLES",
+    "MIN_SAMPLES",
+    "SLOW_CALL_BUCKETS",
+    "UNKNOWN_DELAY",
+    "HedgeThrottle",
+    "LatencyWindow",
+    "SlowCallWindow",
+]
+
+# The answers a latency window holds, and how many it needs before it has a percentile.
+LATENCY_SAMPLES = 256
+MIN_SAMPLES = 16
+# The hedge delay of a domain whose latency is not known yet (seconds).
+UNKNOWN_DELAY = 1.0
+# Tokens a hedge throttle saves up at most.
+HEDGE_BURST = 5.0
+# The buckets of a slow-call window.
+SLOW_CALL_BUCKETS = 10
+
+
+class LatencyWindow:
+    """The durations of one domain's last answers, and their percentiles."""
+
+    __slots__ = ("_arrived", "_sorted")
+
+    def __init__(self) -> None:
+        self._arrived: collections.deque[float] = collections.deque()
+        self._sorted: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self._sorted)
+
+    def add(self, duration: float) -> None:
+        if len(self._arrived) == LATENCY_SAMPLES:
+            oldest = self._arrived.popleft()
+            del self._sorted[bisect.bisect_left(self._sorted, oldest)]
+        self._arrived.append(duration)
+        bisect.insort(self._sorted, duration)
+
+    def percentile(self, p: float) -> float | None:
+        """The duration that ``p`` (0..1] of the window's answers did not exceed, or
+        None with fewer than ``MIN_SAMPLES`` answers."""
+        count = len(self._sorted)
+        if count < MIN_SAMPLES:
+            return None
+        return self._sorted[min(count - 1, max(0, math.ceil(p * count) - 1))]
+
+
+class HedgeThrottle:
+    """Keeps a pool's hedges at most ``max_ratio`` of its hedgeable requests."""
+
+    __slots__ = ("hedges", "ratio", "requests", "tokens")
+
+    def __init__(self, hedging: Hedging) -> None:
+        self.ratio = hedging.max_ratio
+        self.tokens = 0.0
+        self.requests = 0  # hedgeable requests seen, and hedges let through (for the tests)
+        self.hedges = 0
+
+    def earn(self) -> None:
+        """A hedgeable request began."""
+        self.requests += 1
+        self.tokens = min(HEDGE_BURST, self.tokens + self.ratio)
+
+    def take(self) -> bool:
+        """May a hedge go now? Takes its token if so."""
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        self.hedges += 1
+        return True
+
+
+class SlowCallWindow:
+    """Calls to one domain over a sliding window, and how many of them were slow."""
+
+    __slots__ = ("_calls", "_slow", "_start", "_width", "config")
+
+    def __init__(self, config: SlowCalls) -> None:
+        self.config = config
+        self._width = config.window / SLOW_CALL_BUCKETS
+        self._start = 0  # the bucket index the first slot holds
+        self._calls = [0] * SLOW_CALL_BUCKETS
+        self._slow = [0] * SLOW_CALL_BUCKETS
+
+    def is_slow(self, duration: float) -> bool:
+        return duration >= self.config.threshold
+
+    def add(self, now: float, duration: float) -> bool:
+        """Count a call that took ``duration`` at ``now``; True when the domain's slow
+        calls reach the rate (the window is then cleared)."""
+        index = int(now // self._width)
+        self._slide(index)
+        slot = index % SLOW_CALL_BUCKETS
+        self._calls[slot] += 1
+        if duration >= self.config.threshold:
+            self._slow[slot] += 1
+        calls = sum(self._calls)
+        if calls < self.config.minimum_calls or sum(self._slow) < self.config.rate * calls:
+            return False
+        self.clear()
+        return True
+
+    def clear(self) -> None:
+        self._calls = [0] * SLOW_CALL_BUCKETS
+        self._slow = [0] * SLOW_CALL_BUCKETS
+
+    def _slide(self, index: int) -> None:
+        """Empty the buckets that fell out of the window by bucket ``index``."""
+        newest = self._start + SLOW_CALL_BUCKETS - 1
+        if index <= newest:
+            return
+        for stale in range(max(self._start, index - SLOW_CALL_BUCKETS + 1), index + 1):
+            if stale > newest:
+                slot = stale % SLOW_CALL_BUCKETS
+                self._calls[slot] = 0
+                self._slow[slot] = 0
+        self._start = index - SLOW_CALL_BUCKETS + 1
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(calls, slow calls) in the window as of the latest call."""
+        return sum(self._calls), sum(self._slow)

@@ -1,0 +1,251 @@
+"""Hedged requests and slow-call ejection (issue #11), over real loopback sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from pytest_failover import (
+    AllDomainsFailed,
+    AsyncFailoverTransport,
+    ExponentialBackoff,
+    FailoverResult,
+    FailoverTransport,
+    Hedging,
+    Policy,
+    Pool,
+    SlowCalls,
+)
+
+from .servers import LoopbackServer
+from .test_telemetry import Otel, otel
+
+__all__ = ["otel"]
+
+
+def hedged(delay: float | None = 0.05, **kw: Any) -> Policy:
+    hedging = kw.pop("hedging", None) or Hedging(delay=delay, max_ratio=1.0)
+    return Policy(
+        schedule=ExponentialBackoff(base=0.001, cap=0.01, max_attempts=3),
+        hedging=hedging,
+        sticky=False,
+        **kw,
+    )
+
+
+def result_of(response: httpx.Response) -> FailoverResult:
+    info = response.extensions["failover"]
+    assert isinstance(info, FailoverResult)
+    return info
+
+
+def warm(client: httpx.Client, url: str, count: int) -> None:
+    """Requests that earn the pool's throttle its first tokens (it starts empty)."""
+    for _ in range(count):
+        client.get(url, extensions={"failover": {"hedge": False}})
+
+
+def test_a_slow_primary_is_hedged_to_the_backup_and_the_loser_is_cancelled(
+    make_client: Any, servers: dict[str, LoopbackServer]
+) -> None:
+    a, b = servers["a"], servers["b"]
+    client = make_client([Pool("api", [a.url(), b.url()])], hedged(hedging=Hedging(delay=0.05, max_ratio=1.0)))
+    client.request("GET", a.url() + "/warm")  # earns the throttle a token
+    a.set(delay=1.0)
+    started = time.monotonic()
+    view = client.request("GET", a.url() + "/rooms")
+    elapsed = time.monotonic() - started
+    assert view.status_code == 200 and view.headers["X-Served-By"] == "b"
+    assert elapsed < 0.6, elapsed  # not the primary's 1 s
+    assert view.failover is not None
+    first, second = sorted(view.failover.attempts, key=lambda r: r.number)
+    assert (first.domain, first.hedge, first.race, first.error_type) == (a.url(), False, "cancelled", "cancelled")
+    assert (second.domain, second.hedge, second.race, second.error_type) == (b.url(), True, "won", None)
+    assert a.counts["GET"] == 2 and b.counts["GET"] == 1  # the warm-up, the slow one; the hedge
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_cancelled_loser_leaves_no_half_read_connection(kind: str, servers: dict[str, LoopbackServer]) -> None:
+    """After the hedge won, the primary's connection is closed, not returned half-read:
+    every later request on the primary gets its own answer."""
+    a, b = servers["a"], servers["b"]
+    pools = [Pool("api", [a.url(), b.url()])]
+    policy = hedged(0.05)
+
+    def check(pool: Any) -> None:
+        states = [c.info() for c in pool.connections]
+        assert all("ACTIVE" not in s for s in states), states
+
+    if kind == "sync":
+        inner = httpx.HTTPTransport()
+        with httpx.Client(transport=FailoverTransport(pools, policy, inner)) as client:
+            warm(client, a.url(), 1)
+            a.set(delay=0.4, body=b'{"slow": true}')
+            assert client.get(a.url() + "/x").headers["X-Served-By"] == "b"
+            time.sleep(0.5)  # the loser's thread ends and closes its response
+            check(inner._pool)
+            a.set(body=b'{"who": "a"}')
+            for i in range(20):
+                r = client.get(a.url() + f"/n{i}", extensions={"failover": {"domain": a.url()}})
+                assert r.json() == {"who": "a"}
+            check(inner._pool)
+        return
+
+    async def main() -> None:
+        inner = httpx.AsyncHTTPTransport()
+        async with httpx.AsyncClient(transport=AsyncFailoverTransport(pools, policy, inner)) as client:
+            await client.get(a.url(), extensions={"failover": {"hedge": False}})
+            a.set(delay=0.4, body=b'{"slow": true}')
+            assert (await client.get(a.url() + "/x")).headers["X-Served-By"] == "b"
+            check(inner._pool)  # cancelled at once: nothing left in flight
+            a.set(body=b'{"who": "a"}')
+            for i in range(20):
+                r = await client.get(a.url() + f"/n{i}", extensions={"failover": {"domain": a.url()}})
+                assert r.json() == {"who": "a"}
+            check(inner._pool)
+
+    asyncio.run(main())
+
+
+def test_the_throttle_holds_max_ratio_under_concurrency(servers: dict[str, LoopbackServer]) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.15)
+    requests = 60
+    ratio = 0.1
+    policy = hedged(hedging=Hedging(delay=0.02, max_ratio=ratio))
+
+    async def main() -> list[httpx.Response]:
+        transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], policy)
+        async with httpx.AsyncClient(transport=transport, timeout=5) as client:
+            return list(await asyncio.gather(*(client.get(a.url() + f"/{i}") for i in range(requests))))
+
+    responses = asyncio.run(main())
+    assert all(r.status_code == 200 for r in responses)
+    hedges = sum(1 for r in responses for rec in result_of(r).attempts if rec.hedge)
+    assert b.total == hedges  # the server counts what the client says it sent
+    assert 1 <= hedges <= ratio * requests
+
+
+def test_a_post_without_an_idempotency_key_is_never_hedged(servers: dict[str, LoopbackServer]) -> None:
+    a, b = servers["a"], servers["b"]
+    with httpx.Client(transport=FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.02))) as client:
+        warm(client, a.url(), 2)
+        a.set(delay=0.2)
+        r = client.post(a.url() + "/orders", content=b"{}")
+        assert r.headers["X-Served-By"] == "a" and [x.hedge for x in result_of(r).attempts] == [False]
+        assert b.total == 0
+        keyed = client.post(a.url() + "/orders", content=b"{}", headers={"Idempotency-Key": "k1"})
+        assert keyed.headers["X-Served-By"] == "b" and b.counts["POST"] == 1
+
+
+def test_no_hedge_when_the_request_says_so_or_to_an_open_domain(servers: dict[str, LoopbackServer]) -> None:
+    a, b = servers["a"], servers["b"]
+    policy = hedged(0.02, breaker_threshold=1, breaker_cooldown=30.0)
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], policy)
+    with httpx.Client(transport=transport) as client:
+        warm(client, a.url(), 2)
+        a.set(delay=0.2)
+        off = client.get(a.url() + "/x", extensions={"failover": {"hedge": False}})
+        assert off.headers["X-Served-By"] == "a" and b.total == 0
+        b.set(status=503)
+        client.get(b.url() + "/x", extensions={"failover": {"domain": b.url()}})  # opens b's breaker
+        assert transport.state().pools["api"].domains[1].breaker == "open"
+        b.set()
+        seen = b.total
+        r = client.get(a.url() + "/y")
+        assert r.headers["X-Served-By"] == "a" and b.total == seen
+        assert [x.hedge for x in result_of(r).attempts] == [False]
+
+
+def test_the_adaptive_delay_follows_the_primarys_latency(servers: dict[str, LoopbackServer]) -> None:
+    """``Hedging()`` waits the primary's latency at the percentile: fast answers keep
+    hedges early; when the primary slows down for everyone, the delay grows with it,
+    so an answer that would have been hedged before is waited for now (a hedge is for
+    the tail, not for a domain that is slow throughout)."""
+    a, b = servers["a"], servers["b"]
+    policy = hedged(hedging=Hedging(percentile=0.9, max_ratio=1.0))
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], policy)
+    core = transport._core.pools["api"]
+    primary = core.order[0]
+    with httpx.Client(transport=transport) as client:
+        for _ in range(20):
+            client.get(a.url())
+        fast = core.hedge_delay(primary)
+        assert fast < 0.05, fast  # loopback answers: milliseconds
+        a.set(delay=0.08)
+        for _ in range(40):
+            client.get(a.url(), extensions={"failover": {"hedge": False}})
+        slow = core.hedge_delay(primary)
+        assert 0.08 <= slow < 0.5, slow
+        a.set(delay=0.04)  # far slower than the fast delay, faster than the slow one
+        seen = b.total
+        r = client.get(a.url())
+        assert r.headers["X-Served-By"] == "a" and b.total == seen
+
+
+def test_the_deadline_bounds_a_hedged_request(make_client: Any, servers: dict[str, LoopbackServer]) -> None:
+    a, b = servers["a"], servers["b"]
+    client = make_client([Pool("api", [a.url(), b.url()])], hedged(0.05, deadline=0.4))
+    client.request("GET", a.url())  # earns the throttle a token
+    a.set(delay=2.0)
+    b.set(delay=2.0)
+    started = time.monotonic()
+    with pytest.raises((AllDomainsFailed, *client.transport_errors)):
+        client.request("GET", a.url() + "/slow")
+    assert time.monotonic() - started < 1.0
+    assert b.total == 1  # the hedge went, and was cut at the deadline too
+
+
+def test_slow_calls_eject_the_domain_and_it_recovers_through_one_probe(
+    servers: dict[str, LoopbackServer], otel: Otel
+) -> None:
+    a, b = servers["a"], servers["b"]
+    policy = Policy(
+        slow_calls=SlowCalls(threshold=0.1, rate=0.5, minimum_calls=3, window=30.0),
+        breaker_cooldown=0.5,
+        sticky=False,
+    )
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], policy, **otel.kwargs)
+    with httpx.Client(transport=transport) as client:
+        a.set(delay=0.15)
+        served = [client.get(a.url()).headers["X-Served-By"] for _ in range(5)]
+        assert served == ["a", "a", "a", "b", "b"]  # moved after minimum_calls slow calls
+        assert transport.state().pools["api"].domains[0].breaker == "open"
+        time.sleep(0.55)
+        before = a.total
+        served = [client.get(a.url()).headers["X-Served-By"] for _ in range(3)]
+        # still slow: the one probe answered slowly, counts as failed, the domain stays out
+        assert a.total == before + 1 and served[1:] == ["b", "b"]
+        assert transport.state().pools["api"].domains[0].breaker == "open"
+        a.set()
+        time.sleep(0.55)
+        served = [client.get(a.url()).headers["X-Served-By"] for _ in range(3)]
+        assert served == ["a", "a", "a"]  # the probe answered fast: back
+    transitions = otel.points("failover.breaker.transitions")
+    opened = [attrs for attrs, _ in transitions if attrs.get("failover.breaker.to") == "open"]
+    assert any(attrs.get("failover.reason") == "slow_calls" for attrs in opened)
+    (slow,) = [p.value for attrs, p in otel.points("failover.slow_calls") if attrs["failover.domain"] == a.url()]
+    assert slow >= 4
+
+
+def test_a_hedge_has_its_own_span_and_the_hedges_metric_says_how_it_ended(
+    servers: dict[str, LoopbackServer], otel: Otel
+) -> None:
+    a, b = servers["a"], servers["b"]
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), **otel.kwargs)
+    with httpx.Client(transport=transport) as client:
+        warm(client, a.url(), 1)
+        a.set(delay=0.3)
+        client.get(a.url() + "/x")
+        time.sleep(0.35)
+    spans = [s for s in otel.finished() if s.name == "GET"]
+    hedges = [s for s in spans if (s.attributes or {}).get("failover.hedge") is True]
+    assert len(hedges) == 1 and (hedges[0].attributes or {})["failover.domain"] == b.url()
+    cancelled = [s for s in spans if (s.attributes or {}).get("error.type") == "cancelled"]
+    assert len(cancelled) == 1 and (cancelled[0].attributes or {})["failover.domain"] == a.url()
+    outcomes = {attrs["failover.hedge.outcome"]: p.value for attrs, p in otel.points("failover.hedges")}
+    assert outcomes == {"won": 1}
