@@ -1,0 +1,194 @@
+"""Hedging and slow-call ejection under any interleaving of concurrent requests (hypothesis stateful).
+
+Many plans share one pool with ``Policy(hedging=..., slow_calls=...)``: each rule
+begins a request, sends its next attempt, hedges one with attempts in flight,
+reports one attempt's outcome and duration (a winner cuts the others off, as the
+transports do), abandons a request, or moves the clock. The invariants are the
+promises of issue #11: a hedge goes only to an admissible domain without a probe,
+never twice to one domain, never for a request that cannot be sent twice, at most
+``max_extra`` per request; the pool's hedges stay within ``max_ratio`` of its
+hedgeable requests; leases match the probes in flight; breakers move only through
+their events, and slow calls open one only with ``minimum_calls`` calls seen.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import httpx
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from pytest_failover import ExponentialBackoff, Hedging, Policy, Pool, SlowCalls
+from pytest_failover._breaker import BreakerState, Standing
+from pytest_failover._classify import Outcome, OutcomeKind
+from pytest_failover._core import FailoverCore, RequestOptions, RequestPlan
+from pytest_failover._decisions import Attempt, BreakerEvent, HedgeThrottled, Stop, Wait
+
+DOMAINS = ["https://a.example", "https://b.example", "https://c.example"]
+OUTCOMES = {
+    "ok": Outcome(kind=OutcomeKind.SUCCESS, status=200),
+    "refused": Outcome(kind=OutcomeKind.FAILURE, error_type="connection_refused", sent=False),
+    "503": Outcome(kind=OutcomeKind.FAILURE, error_type="503", status=503),
+}
+THRESHOLD = 0.1
+MINIMUM_CALLS = 3
+
+
+class HedgedRequestsOnOnePool(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.plans: list[RequestPlan] = []
+        self.flights: dict[RequestPlan, dict[int, Attempt]] = {}
+        self.breaker_state: dict[str, BreakerState] = {}
+        self.sent = 0
+        self.ended = 0  # recorded or cancelled
+        self.hedgeable_begun = 0
+        self.hedges = 0
+
+    @initialize(n=st.integers(2, 3), max_extra=st.integers(1, 2), ratio=st.sampled_from([0.1, 0.5, 1.0]))
+    def make_core(self, n: int, max_extra: int, ratio: float) -> None:
+        self.max_extra = max_extra
+        self.ratio = ratio
+        policy = Policy(
+            schedule=ExponentialBackoff(base=0.01, cap=0.1, max_attempts=3),
+            breaker_threshold=2,
+            breaker_cooldown=1.0,
+            deadline=5.0,
+            hedging=Hedging(delay=0.05, max_extra=max_extra, max_ratio=ratio),
+            slow_calls=SlowCalls(threshold=THRESHOLD, rate=0.5, minimum_calls=MINIMUM_CALLS, window=10.0),
+        )
+        self.core = FailoverCore([Pool("api", DOMAINS[:n])], policy, random=lambda: 0.5)
+        self.pool = self.core.pools["api"]
+        self.breaker_state = {d.url: BreakerState.CLOSED for d in self.pool.order}
+        self.calls_since_open: Counter[str] = Counter()  # calls since the last ejection
+
+    def _events(self, events: tuple[object, ...], probe: bool = False) -> None:
+        """Follow the breakers; ``probe``: the events of a probe's outcome (a slow probe
+        fails like any failed probe, whatever the window holds)."""
+        for event in events:
+            if isinstance(event, BreakerEvent):
+                url = event.domain.url
+                assert event.before is self.breaker_state[url], "transitions skip a state"
+                self.breaker_state[url] = event.after
+                if event.reason == "slow_calls" and event.before is BreakerState.CLOSED and not probe:
+                    # the window starts afresh at each ejection
+                    assert self.calls_since_open[url] >= MINIMUM_CALLS, "ejected before minimum_calls"
+                    self.calls_since_open[url] = 0
+
+    @rule(method=st.sampled_from(["GET", "GET", "POST"]), hedge=st.sampled_from([True, True, False]))
+    def begin(self, method: str, hedge: bool) -> None:
+        plan = self.core.begin(
+            self.pool, method, httpx.Headers(), RequestOptions(hedge=hedge), True, None, self.now
+        )
+        self.plans.append(plan)
+        self.flights[plan] = {}
+
+    @precondition(lambda self: any(not self.flights[p] for p in self.plans))
+    @rule(pick=st.integers(0, 50))
+    def decide(self, pick: int) -> None:
+        idle = [p for p in self.plans if not self.flights[p]]
+        plan = idle[pick % len(idle)]
+        first = not plan.records
+        decision = plan.next(self.now)
+        self._events(decision.events)
+        if isinstance(decision, Wait):
+            return
+        if isinstance(decision, Stop):
+            self._finish(plan)
+            return
+        if first and plan.hedgeable:
+            self.hedgeable_begun += 1
+        self.flights[plan][decision.number] = decision
+        self.sent += 1
+
+    @precondition(lambda self: any(self.flights[p] for p in self.plans))
+    @rule(pick=st.integers(0, 50))
+    def hedge(self, pick: int) -> None:
+        flying = [p for p in self.plans if self.flights[p]]
+        plan = flying[pick % len(flying)]
+        standings = {d: self.pool.standing(d, self.now) for d in self.pool.order}
+        in_flight = {a.domain for a in self.flights[plan].values()}
+        decision = plan.hedge(self.now)
+        if decision is None or isinstance(decision, HedgeThrottled):
+            return
+        assert decision.hedge and not decision.probe
+        assert plan.method != "POST", "a request that cannot be sent twice was hedged"
+        assert standings[decision.domain] in (Standing.HEALTHY, Standing.SUSPECT), standings[decision.domain]
+        assert decision.domain not in in_flight, "a hedge to a domain this request has in flight"
+        assert sum(a.hedge for a in self.flights[plan].values()) < self.max_extra
+        self.flights[plan][decision.number] = decision
+        self.sent += 1
+        self.hedges += 1
+
+    @precondition(lambda self: any(self.flights[p] for p in self.plans))
+    @rule(
+        pick=st.integers(0, 50),
+        which=st.integers(0, 3),
+        result=st.sampled_from(sorted(OUTCOMES)),
+        duration=st.sampled_from([0.0, 0.05, 0.5]),
+    )
+    def report(self, pick: int, which: int, result: str, duration: float) -> None:
+        flying = [p for p in self.plans if self.flights[p]]
+        plan = flying[pick % len(flying)]
+        numbers = sorted(self.flights[plan])
+        attempt = self.flights[plan].pop(numbers[which % len(numbers)])
+        self.calls_since_open[attempt.domain.url] += 1
+        self._events(plan.record(OUTCOMES[result], self.now, duration, attempt), probe=attempt.probe)
+        self.ended += 1
+        if plan.done:  # the winner: the transports cut the others off
+            assert plan.records[-1].race in (None, "won")
+            for loser in list(self.flights[plan].values()):
+                self._events(plan.cancel(loser, self.now, elapsed=0.01))
+                self.ended += 1
+                assert plan.records[-1].race == "cancelled"
+            self.flights[plan].clear()
+            self._finish(plan)
+        elif plan.raced is not None and attempt.number in plan.raced:
+            assert plan.records[-1].race == "lost"
+
+    @precondition(lambda self: bool(self.plans))
+    @rule(pick=st.integers(0, 50))
+    def abandon(self, pick: int) -> None:
+        plan = self.plans[pick % len(self.plans)]
+        self.sent -= len(self.flights[plan])  # never reported: counts as not sent
+        self._events(plan.abandon(self.now))
+        self.flights[plan].clear()
+        self._finish(plan)
+
+    @rule(seconds=st.sampled_from([0.0, 0.01, 0.3, 1.0, 2.5]))
+    def tick(self, seconds: float) -> None:
+        self.now += seconds
+
+    def _finish(self, plan: RequestPlan) -> None:
+        self.plans.remove(plan)
+        del self.flights[plan]
+
+    @invariant()
+    def leases_match_probes_in_flight(self) -> None:
+        probes = Counter(a.domain for flights in self.flights.values() for a in flights.values() if a.probe)
+        assert all(n == 1 for n in probes.values()), probes
+        for domain, breaker in self.pool.breakers.items():
+            assert breaker.leased == (domain in probes), f"{domain}: lease without its probe, or back"
+
+    @invariant()
+    def hedges_stay_within_the_throttle(self) -> None:
+        if hasattr(self, "ratio"):
+            assert self.hedges <= self.ratio * self.hedgeable_begun + 1e-9
+
+    @invariant()
+    def breaker_states_follow_the_events(self) -> None:
+        for domain, breaker in self.pool.breakers.items():
+            assert breaker.state is self.breaker_state.get(domain.url, BreakerState.CLOSED)
+
+    @invariant()
+    def every_attempt_ends_once(self) -> None:
+        in_flight = sum(len(f) for f in self.flights.values())
+        assert self.sent == self.ended + in_flight
+
+
+HedgedRequestsOnOnePool.TestCase.settings = settings(max_examples=int(os.environ.get('HYPOTHESIS_EXAMPLES', 150)), stateful_step_count=60, deadline=None)
+TestHedgedRequestsOnOnePool = HedgedRequestsOnOnePool.TestCase
