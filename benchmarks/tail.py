@@ -91,6 +91,7 @@ class Run:
 
     latencies: list[float] = field(default_factory=list)
     on_backup: int = 0  # answered by the backup (a hedge won, or the pool moved)
+    hedges: int = 0  # hedge attempts, as the client reports them (the servers' count is the figure)
     errors: int = 0
     primary: Counts = field(default_factory=lambda: Counts(0, 0))
     backup: Counts = field(default_factory=lambda: Counts(0, 0))
@@ -110,6 +111,7 @@ class Run:
             "extra_share": (sent - n) / n if n else math.nan,
             "held": self.primary.held,
             "on_backup": self.on_backup,
+            "hedges": self.hedges,
             "errors": self.errors,
             "primary_requests": self.primary.requests,
             "backup_requests": self.backup.requests,
@@ -191,8 +193,18 @@ def note(run: Run, response: httpx.Response | None, elapsed: float, backup_url: 
         return
     run.latencies.append(elapsed)
     result = response.extensions.get("failover")
-    if result is not None and result.domain == backup_url:
-        run.on_backup += 1
+    if result is not None:
+        run.on_backup += answered_by(result) == backup_url
+        run.hedges += sum(a.hedge for a in result.attempts)
+
+
+def answered_by(result: Any) -> str | None:
+    """The domain whose answer the client returned: a race's winner, else the result's domain.
+
+    (``FailoverResult.domain`` names the first attempt's domain when a hedge won, at d3f7736.)
+    """
+    won = [a.domain for a in result.attempts if a.race == "won"]
+    return str(won[0]) if won else result.domain
 
 
 async def async_get(client: httpx.AsyncClient, url: str) -> tuple[httpx.Response | None, float]:
@@ -330,7 +342,8 @@ def table(mode: str, figures: dict[str, dict[str, float]], sizes: Sizes) -> h.Ta
         f"Tail, {mode}: {sizes.requests:,} GETs, {sizes.slow_share:.0%} of the primary's answers "
         f"held {sizes.slow_seconds:g} s",
         ["variant", "p50", "p99", "p99.9", "max", "p99.9 vs no hedging", "p50 vs no hedging",
-         "extra requests (server-counted)", "answered by the backup", "held answers / primary requests"],
+         "extra requests (server-counted)", "hedges (client-reported)", "answered by the backup",
+         "held answers / primary requests"],
     )
     for label in labels:
         f = figures[label]
@@ -341,6 +354,7 @@ def table(mode: str, figures: dict[str, dict[str, float]], sizes: Sizes) -> h.Ta
             "1x" if label == labels[0] else f"{ratio:,.1f}x lower" if label == REFERENCE else f"**{ratio:,.1f}x lower**",
             "-" if label == labels[0] else f"{(f['p50'] / base['p50'] - 1) * 100:+.1f} %",
             f"{int(f['extra']):,} ({f['extra_share']:.2%})",
+            f"{int(f['hedges']):,}",
             f"{int(f['on_backup']):,}",
             f"{int(f['held']):,} / {int(f['primary_requests']):,}",
         ])

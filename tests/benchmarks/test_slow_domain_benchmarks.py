@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from benchmarks import slow_primary, tail
+from pytest_failover import SlowCalls
 
 
 def test_the_tail_benchmark_runs_every_mode_and_counts_at_the_servers() -> None:
@@ -22,20 +23,22 @@ def test_the_tail_benchmark_runs_every_mode_and_counts_at_the_servers() -> None:
             assert f["errors"] == 0 and f["n"] == sizes.requests, (mode, label, f)
             assert f["extra"] >= 0 and f["primary_requests"] >= 1, (mode, label, f)
         plain = next(iter(figures.values()))
-        assert plain["extra"] == 0 and plain["primary_requests"] == sizes.requests, plain
+        assert plain["extra"] == 0 and plain["hedges"] == 0 and plain["primary_requests"] == sizes.requests, plain
         assert figures[tail.REFERENCE]["held"] == 0
     assert "p99.9" in report.markdown()
 
 
 def test_the_slow_primary_benchmark_counts_the_requests_before_traffic_moves() -> None:
-    """Without SlowCalls nothing moves off the slow primary; every variant is bounded in count."""
+    """Without SlowCalls nothing moves off the slow primary; with it, a sequential client moves
+    after minimum_calls slow answers; every variant is bounded in count."""
     sizes = replace(slow_primary.QUICK, primary_seconds=0.1, threshold=0.05, baseline=4, limit=12,
                     after=5, concurrency=2, max_seconds=30.0)
     report = slow_primary.measure(sizes)
     rows = {k: v for k, v in report.data.items() if k != "sizes"}
     assert len(rows) == 3
-    baseline = next(iter(rows.values()))
+    baseline, sequential, _ = rows.values()
     assert baseline["before_move"] is None and baseline["primary_requests"] == sizes.baseline
+    assert sequential["before_move"] == sequential["primary_requests"] == SlowCalls(threshold=1).minimum_calls
     for label, f in rows.items():
         assert f["errors"] == 0, (label, f)
         assert f["requests"] <= sizes.limit + sizes.after + sizes.concurrency, (label, f)
