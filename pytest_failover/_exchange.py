@@ -215,6 +215,7 @@ class Exchange:
     """One logical request through the failover loop: everything but the I/O."""
 
     __slots__ = (
+        "_answered_by",
         "_clock",
         "_finished",
         "_flying",
@@ -275,6 +276,7 @@ class Exchange:
         read = pool_core.read_limit if self.plan.may_resend or pool_core.app_check else 0
         self.body_limit = max(read, pool_core.stale_limit) if stale else read
         self._flying: list[Flight] = []  # the attempts on the wire
+        self._answered_by = ""  # the domain of the response kept
         self.response: httpx.Response | None = None
         self.error: httpx.TransportError | None = None
         self.stop: Stop | None = None
@@ -393,6 +395,7 @@ class Exchange:
     def on_response(self, flight: Flight, response: httpx.Response) -> None:
         outcome = classify_response(response, self.policy)
         self.response = response
+        self._answered_by = flight.attempt.domain.url  # not the last record: a cut loser's may follow
         self.error = None
         self._record(flight, outcome, response.status_code)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and response.is_stream_consumed:
@@ -476,7 +479,7 @@ class Exchange:
             last = self.plan.last_outcome
             assert last is not None
             outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
-            domain = records[-1].domain
+            domain = self._answered_by
             self._end(outcome, domain=domain, status=response.status_code, error_type=last.error_type)
             response.extensions["failover"] = new_tuple(FailoverResult, (pool, domain, records, outcome, False, False))
             if self._owner._sticky:

@@ -4,11 +4,19 @@
 when a hedge is due, what an arrival means, which answer stands, and who is
 cut off once one wins. The two loops below only wait and send:
 
-- async (:func:`async_race`): each attempt is a task in an anyio task group;
-  the loop waits on a memory channel for the first arrival or the hedge delay,
-  whichever comes first. Once an answer wins, the group is cancelled: a loser's
+- asyncio (:func:`async_race`): the attempt goes out from the request's own task,
+  as an unhedged one does, and a timer (``loop.call_later``) starts each hedge as
+  a task when it is due. An answer that wins ends the race: a hedge that wins
+  interrupts the request's task the way ``asyncio.timeout`` does (``cancel``,
+  then ``uncancel``), and the attempt that wins cancels the hedges. A loser's
   ``_send`` closes whatever it received, so its connection goes back closed,
-  never half-read.
+  never half-read. Spawning a task for the attempt instead, and waiting on a
+  channel (the trio path below) cost 650,000 instructions a request, 28 % of a
+  bare httpx loopback GET, against about 10,000 for the timer (callgrind,
+  side by side) when no hedge is due, the common case.
+- trio (:func:`anyio_race`): each attempt is a task in an anyio task group; the
+  loop waits on a memory channel for the first arrival or the hedge delay,
+  whichever comes first; once an answer wins, the group is cancelled.
 - sync (:class:`ThreadRace`): a blocked ``recv`` cannot be interrupted from its
   own thread, so the attempts of a hedgeable request go out from a small bounded
   thread pool (``Hedging.threads`` per transport) while the calling thread waits
@@ -22,6 +30,7 @@ breaker counts nothing for a cancelled attempt.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextvars
 import math
@@ -35,7 +44,7 @@ if TYPE_CHECKING:
     from ._exchange import Exchange, Flight
     from ._transport import AsyncFailoverTransport, FailoverTransport
 
-__all__ = ["Race", "ThreadRace", "async_race"]
+__all__ = ["Race", "ThreadRace", "anyio_race", "async_race"]
 
 
 class Race:
@@ -104,16 +113,94 @@ class Race:
 
 # -- async ----------------------------------------------------------------------------------
 
+Arrival = tuple["Flight", httpx.Response | None, httpx.TransportError | None]
+
 
 async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, first: Attempt) -> httpx.Response | None:
-    """Run ``first`` and its hedges as tasks; the answer that won (or the last
-    retryable one), or None when every attempt failed."""
+    """Send ``first`` from this task and its hedges as tasks when due; the answer that
+    won (or the last retryable one), or None when every attempt failed."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no asyncio loop: trio
+        task = None
+    if task is None:
+        return await anyio_race(transport, exchange, first)
+    loop = asyncio.get_running_loop()
+    race = Race(exchange)
+    flight = race.launch(first)
+    hedges: dict[Flight, asyncio.Task[Arrival]] = {}
+    timer: asyncio.TimerHandle | None = None
+    sending = True  # this task is inside the first attempt's _send
+    interrupted = False  # ... and a hedge that won cancelled it there
+
+    async def send_hedge(hedge: Flight) -> Arrival:
+        try:
+            arrival: Arrival = (hedge, await transport._send(exchange, hedge), None)
+        except httpx.TransportError as exc:
+            arrival = (hedge, None, exc)
+        if hedge in race.flying:  # not cut off meanwhile
+            superseded = race.arrived(*arrival)
+            if superseded is not None:
+                await superseded.aclose()
+            if race.exchange.plan.done and sending:
+                nonlocal interrupted
+                interrupted = True
+                task.cancel()  # the first attempt lost: interrupt it (see asyncio.timeout)
+        return arrival
+
+    def due() -> None:
+        nonlocal timer
+        timer = None
+        if race.over:
+            return
+        attempt = race.hedge()
+        if attempt is not None:
+            hedge = race.launch(attempt)
+            hedges[hedge] = loop.create_task(send_hedge(hedge))
+        schedule()
+
+    def schedule() -> None:
+        nonlocal timer
+        wait = race.wait()
+        if wait is not None:
+            timer = loop.call_later(wait, due)
+
+    schedule()
+    try:
+        try:
+            response: httpx.Response | None = await transport._send(exchange, flight)
+            error: httpx.TransportError | None = None
+        except httpx.TransportError as exc:
+            response, error = None, exc
+        except asyncio.CancelledError:
+            if not interrupted or task.uncancel() > 0:
+                raise  # cancelled from outside: the transport abandons the request
+            response = error = None  # a hedge won (and was reported); this attempt is cut
+        finally:
+            sending = False
+            if timer is not None:
+                timer.cancel()
+        if not interrupted:
+            superseded = race.arrived(flight, response, error)
+            if superseded is not None:
+                await superseded.aclose()
+        while not race.over:  # the first attempt failed: the hedges in flight may still answer
+            await asyncio.wait([hedges[f] for f in race.flying], return_when=asyncio.FIRST_COMPLETED)
+        race.cut_losers()
+    finally:
+        for hedge_task in hedges.values():  # the losers, or all of them when we are cancelled
+            hedge_task.cancel()
+    return race.answer
+
+
+async def anyio_race(transport: AsyncFailoverTransport, exchange: Exchange, first: Attempt) -> httpx.Response | None:
+    """Run ``first`` and its hedges as tasks of a task group (any event loop anyio
+    runs); the answer that won (or the last retryable one), or None when every
+    attempt failed."""
     import anyio  # httpx's own dependency; imported only when a request may hedge
 
     race = Race(exchange)
-    send, receive = anyio.create_memory_object_stream[
-        tuple["Flight", httpx.Response | None, httpx.TransportError | None]
-    ](math.inf)
+    send, receive = anyio.create_memory_object_stream[Arrival](math.inf)
 
     async def run(flight: Flight) -> None:
         try:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections import Counter
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -61,7 +64,7 @@ def test_a_slow_primary_is_hedged_to_the_backup_and_the_loser_is_cancelled(
     elapsed = time.monotonic() - started
     assert view.status_code == 200 and view.headers["X-Served-By"] == "b"
     assert elapsed < 0.6, elapsed  # not the primary's 1 s
-    assert view.failover is not None
+    assert view.failover is not None and view.failover.domain == b.url()  # the winner, not the last record
     first, second = sorted(view.failover.attempts, key=lambda r: r.number)
     assert (first.domain, first.hedge, first.race, first.error_type) == (a.url(), False, "cancelled", "cancelled")
     assert (second.domain, second.hedge, second.race, second.error_type) == (b.url(), True, "won", None)
@@ -249,3 +252,68 @@ def test_a_hedge_has_its_own_span_and_the_hedges_metric_says_how_it_ended(
     assert len(cancelled) == 1 and (cancelled[0].attributes or {})["failover.domain"] == a.url()
     outcomes = {attrs["failover.hedge.outcome"]: p.value for attrs, p in otel.points("failover.hedges")}
     assert outcomes == {"won": 1}
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("winner", ["hedge", "first"])
+def test_the_race_under_asyncio_and_trio(backend: str, winner: str, servers: dict[str, LoopbackServer]) -> None:
+    """Both async race loops: the hedge wins over a slow primary, or the primary wins
+    over a slower hedge; either way the loser is cut and each server saw one attempt."""
+    a, b = servers["a"], servers["b"]
+
+    async def main() -> httpx.Response:
+        transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05))
+        async with httpx.AsyncClient(transport=transport) as client:
+            await client.get(a.url(), extensions={"failover": {"hedge": False}})
+            a.reset_records()
+            a.set(delay=0.5 if winner == "hedge" else 0.1)
+            b.set(delay=0.0 if winner == "hedge" else 0.5)
+            return await client.get(a.url() + "/x")
+
+    started = time.monotonic()
+    response = anyio.run(main, backend=backend)
+    assert time.monotonic() - started < 0.45
+    served = "b" if winner == "hedge" else "a"
+    assert response.headers["X-Served-By"] == served
+    assert result_of(response).domain == (b.url() if winner == "hedge" else a.url())
+    races = {r.domain: r.race for r in result_of(response).attempts}
+    loser = a.url() if winner == "hedge" else b.url()
+    assert races == {(b.url() if winner == "hedge" else a.url()): "won", loser: "cancelled"}
+    assert a.total == 1 and b.total == 1
+
+
+def test_a_dozen_threads_share_a_hedging_transport_without_a_failure(servers: dict[str, LoopbackServer]) -> None:
+    """12 threads x 15 requests on one sync transport while the primary turns slow and
+    back: every request is answered (hedged when the pool has threads for it, else
+    sent from its own thread), and every hedging thread is back when it is closed."""
+    a, b = servers["a"], servers["b"]
+    transport = FailoverTransport(
+        [Pool("api", [a.url(), b.url()])], hedged(hedging=Hedging(delay=0.02, max_ratio=0.5, threads=6))
+    )
+    failures: list[BaseException] = []
+    served: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def user(n: int) -> None:
+        for i in range(15):
+            try:
+                r = client.get(a.url() + f"/{n}/{i}")
+                with lock:
+                    served[r.headers["X-Served-By"]] += 1
+            except BaseException as exc:
+                with lock:
+                    failures.append(exc)
+
+    with httpx.Client(transport=transport, timeout=5) as client:
+        threads = [threading.Thread(target=user, args=(n,)) for n in range(12)]
+        for t in threads:
+            t.start()
+        for flip in range(6):
+            a.set(delay=0.1 if flip % 2 == 0 else 0.0)
+            time.sleep(0.1)
+        a.set()
+        for t in threads:
+            t.join(30)
+    assert not failures, failures[:3]
+    assert sum(served.values()) == 12 * 15 and served["b"] >= 1
+    assert not [t for t in threading.enumerate() if t.name.startswith("failover-hedge")]
