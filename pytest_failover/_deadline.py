@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import socket
 import sys
 import threading
@@ -41,6 +42,8 @@ from typing import Any
 import httpx
 
 __all__ = ["GRACE", "async_limit", "watchdog"]
+
+logger = logging.getLogger("pytest_failover")
 
 # The guard fires this long after the attempt's time: httpx's own timeouts, set to the
 # same time, go first and name the phase (``connect_timeout``, ``read_timeout``); the
@@ -97,7 +100,8 @@ class _Watchdog:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._armed: dict[int, tuple[float, socket.socket]] = {}
+        # ticket -> (when, the socket to cut or the callable to call then)
+        self._armed: dict[int, tuple[float, socket.socket | Callable[[], object]]] = {}
         self._cut: set[int] = set()  # tickets whose socket was shut down
         self._tickets = itertools.count()
         self._wake = threading.Event()
@@ -115,8 +119,17 @@ class _Watchdog:
         sock = get_extra_info("socket") if get_extra_info is not None else None
         if not isinstance(sock, socket.socket):
             return None
+        return self._arm(at, sock)
+
+    def call_at(self, at: float, action: Callable[[], object]) -> int:
+        """Call ``action`` from the watchdog's thread at ``at`` unless disarmed first
+        (a sync hedge that is due: ``action`` only hands it to a sending thread, as
+        nothing may hold this thread up). The ticket to disarm with."""
+        return self._arm(at, action)
+
+    def _arm(self, at: float, target: socket.socket | Callable[[], object]) -> int:
         ticket = next(self._tickets)
-        self._armed[ticket] = (at, sock)
+        self._armed[ticket] = (at, target)
         self._armed_lately = True
         if at >= self._wakes_at:
             return ticket  # the thread looks before it is due
@@ -148,7 +161,7 @@ class _Watchdog:
                 self._armed_lately = False
                 busy_at = now
             earliest = float("inf")
-            for ticket, (at, sock) in list(self._armed.items()):
+            for ticket, (at, target) in list(self._armed.items()):
                 if at > now:
                     earliest = min(earliest, at)
                     continue
@@ -156,8 +169,14 @@ class _Watchdog:
                 if self._armed.pop(ticket, None) is None:
                     self._cut.discard(ticket)  # disarmed in time after all
                     continue
+                if not isinstance(target, socket.socket):
+                    try:
+                        target()
+                    except Exception:  # a bug there must not stop every deadline
+                        logger.exception("failover: a timed action failed")
+                    continue
                 with contextlib.suppress(OSError):  # already closed: nothing to interrupt
-                    sock.shutdown(socket.SHUT_RDWR)
+                    target.shutdown(socket.SHUT_RDWR)
             # Nothing armed: keep looking every MAX_SLEEP for a while (a client that
             # arms and disarms in turn would otherwise wake the thread every time).
             idle = earliest == float("inf") and now - busy_at > self.IDLE_AFTER

@@ -254,24 +254,37 @@ def test_a_hedge_has_its_own_span_and_the_hedges_metric_says_how_it_ended(
     assert outcomes == {"won": 1}
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend", ["asyncio", "trio", "threads"])
 @pytest.mark.parametrize("winner", ["hedge", "first"])
-def test_the_race_under_asyncio_and_trio(backend: str, winner: str, servers: dict[str, LoopbackServer]) -> None:
-    """Both async race loops: the hedge wins over a slow primary, or the primary wins
-    over a slower hedge; either way the loser is cut and each server saw one attempt."""
+def test_the_race_under_asyncio_trio_and_threads(
+    backend: str, winner: str, servers: dict[str, LoopbackServer]
+) -> None:
+    """Every race loop: the hedge wins over a slow primary (a sync primary is cut by
+    its socket), or the primary wins over a slower hedge; either way the loser is cut
+    at once and each server saw one attempt."""
     a, b = servers["a"], servers["b"]
+
+    def set_up() -> None:
+        a.reset_records()
+        a.set(delay=0.5 if winner == "hedge" else 0.1)
+        b.set(delay=0.0 if winner == "hedge" else 0.5)
+
+    def sync() -> httpx.Response:
+        transport = FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05))
+        with httpx.Client(transport=transport) as client:
+            warm(client, a.url(), 1)
+            set_up()
+            return client.get(a.url() + "/x")
 
     async def main() -> httpx.Response:
         transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05))
         async with httpx.AsyncClient(transport=transport) as client:
             await client.get(a.url(), extensions={"failover": {"hedge": False}})
-            a.reset_records()
-            a.set(delay=0.5 if winner == "hedge" else 0.1)
-            b.set(delay=0.0 if winner == "hedge" else 0.5)
+            set_up()
             return await client.get(a.url() + "/x")
 
     started = time.monotonic()
-    response = anyio.run(main, backend=backend)
+    response = sync() if backend == "threads" else anyio.run(main, backend=backend)
     assert time.monotonic() - started < 0.45
     served = "b" if winner == "hedge" else "a"
     assert response.headers["X-Served-By"] == served
