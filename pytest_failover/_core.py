@@ -74,6 +74,18 @@ a domain this request already tried waits a full-jitter backoff (lengthened by
 that server's capped ``Retry-After``), so returns to a struggling server are
 spread out. A :class:`ScheduleTable` is followed as written.
 
+Hedging (``Policy.hedging``, see ``_slowness.py`` and ``_race.py``): while a
+hedgeable request (idempotent, replayable, not turned off) has attempts in
+flight, :meth:`RequestPlan.hedge` may add one, to the first domain of its order
+that it has not tried and that is admissible without a probe (HEALTHY or
+SUSPECT: never an open domain, never a due probe), if the pool's throttle has a
+token, at most ``max_extra`` per request. A hedge costs no retry budget and no
+schedule attempt. Attempts in flight are recorded by number; once one answers,
+the others are cancelled (:meth:`RequestPlan.cancel`): their breakers count
+nothing, a probe's lease is released. Slow calls (``Policy.slow_calls``): every
+recorded attempt enters its domain's window; when the slow share reaches the
+rate the breaker opens (``slow_calls``), and a probe that answers slowly fails.
+
 The first attempt is never delayed. Time and randomness are arguments. The
 pool's lock is held only while deciding and recording, never during I/O, so a
 slow domain never blocks requests to another.
