@@ -553,6 +553,8 @@ class RequestPlan:
                 if early:
                     self._early_allowed = False
                 self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
+            if core.slow_calls is not None:
+                core.slow_calls[domain].began((id(self), len(self.records) + 1), now + delay)
         attempt = new_tuple(Attempt, (len(self.records) + 1, domain, delay, timeout, probe, tuple(events), False))
         self._flights[attempt.number] = (attempt, breaker, now + delay)
         self.tried.append(domain)
@@ -600,8 +602,10 @@ class RequestPlan:
             assert core.throttle is not None
             if not core.throttle.take():
                 return HedgeThrottled(pool=self.pool, domain=domain)
+            number = len(self.records) + len(self._flights) + 1
+            if core.slow_calls is not None:
+                core.slow_calls[domain].began((id(self), number), now)
         self._hedges += 1
-        number = len(self.records) + len(self._flights) + 1
         attempt = new_tuple(Attempt, (number, domain, 0.0, timeout, False, (), True))
         if self.raced is None:
             self.raced = set()
@@ -789,7 +793,7 @@ class RequestPlan:
         slow = window.is_slow(duration)
         if slow:
             events.append(SlowCall(pool=self.pool, domain=attempt.domain))
-        if window.add(now, duration) and not attempt.probe:
+        if window.add(now, duration, (id(self), attempt.number)) and not attempt.probe:
             transition = self.core.breakers[attempt.domain].eject(now)
             self._add_transition(events, attempt.domain, transition, _SLOW)
         return slow
@@ -818,8 +822,11 @@ class RequestPlan:
         core = self.core
         with core.lock:
             self._add_transition(events, attempt.domain, breaker.abandon(now, probe=attempt.probe))
-            if core.slow_calls is not None and core.slow_calls[attempt.domain].is_slow(elapsed):
-                self._slow_call(attempt, now, elapsed, events)
+            if core.slow_calls is not None:
+                if core.slow_calls[attempt.domain].is_slow(elapsed):
+                    self._slow_call(attempt, now, elapsed, events)
+                else:
+                    core.slow_calls[attempt.domain].forget((id(self), attempt.number))
         return tuple(events)
 
     def abandon(self, now: float) -> tuple[Event, ...]:
@@ -832,6 +839,8 @@ class RequestPlan:
             self.tried.remove(attempt.domain)
             with self.core.lock:
                 self._add_transition(events, attempt.domain, breaker.abandon(now, probe=attempt.probe))
+                if self.core.slow_calls is not None:
+                    self.core.slow_calls[attempt.domain].forget((id(self), attempt.number))
         return tuple(events)
 
     def _note_serving(self, domain: Domain, events: list[Event]) -> None:

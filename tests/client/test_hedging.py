@@ -330,3 +330,19 @@ def test_a_dozen_threads_share_a_hedging_transport_without_a_failure(servers: di
     assert not failures, failures[:3]
     assert sum(served.values()) == 12 * 15 and served["b"] >= 1
     assert not [t for t in threading.enumerate() if t.name.startswith("failover-hedge")]
+
+
+def test_calls_in_flight_past_the_threshold_count_as_slow() -> None:
+    """Ten concurrent calls stuck on a slow domain eject it when the first ends."""
+    from pytest_failover._slowness import SlowCallWindow
+
+    window = SlowCallWindow(SlowCalls(threshold=0.5, rate=0.5, minimum_calls=10))
+    for call in range(10):
+        window.began(call, 100.0)
+    assert window.add(100.6, 0.6, 0)  # one ended, nine in flight for 0.6 s: ten slow calls
+    window.began("fast", 200.0)
+    window.began("slow", 200.0)
+    assert not window.add(200.1, 0.1, "fast")  # the other is 0.1 s in: not slow yet
+    assert window.counts == (1, 0)
+    window.forget("slow")
+    assert not window.add(201.0, 0.05, "new") and window.counts == (2, 0)

@@ -64,7 +64,7 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
         self.core = FailoverCore([Pool("api", DOMAINS[:n])], policy, random=lambda: 0.5)
         self.pool = self.core.pools["api"]
         self.breaker_state = {d.url: BreakerState.CLOSED for d in self.pool.order}
-        self.calls_since_open: Counter[str] = Counter()  # calls since the last ejection
+        self.sent_to: Counter[str] = Counter()  # attempts sent to each domain
 
     def _events(self, events: tuple[object, ...], probe: bool = False) -> None:
         """Follow the breakers; ``probe``: the events of a probe's outcome (a slow probe
@@ -75,9 +75,8 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
                 assert event.before is self.breaker_state[url], "transitions skip a state"
                 self.breaker_state[url] = event.after
                 if event.reason == "slow_calls" and event.before is BreakerState.CLOSED and not probe:
-                    # the window starts afresh at each ejection
-                    assert self.calls_since_open[url] >= MINIMUM_CALLS, "ejected before minimum_calls"
-                    self.calls_since_open[url] = 0
+                    # a window counts calls that ended and calls in flight: all were sent
+                    assert self.sent_to[url] >= MINIMUM_CALLS, "ejected before minimum_calls"
 
     @rule(method=st.sampled_from(["GET", "GET", "POST"]), hedge=st.sampled_from([True, True, False]))
     def begin(self, method: str, hedge: bool) -> None:
@@ -104,6 +103,7 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
             self.hedgeable_begun += 1
         self.flights[plan][decision.number] = decision
         self.sent += 1
+        self.sent_to[decision.domain.url] += 1
 
     @precondition(lambda self: any(self.flights[p] for p in self.plans))
     @rule(pick=st.integers(0, 50))
@@ -122,6 +122,7 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
         assert sum(a.hedge for a in self.flights[plan].values()) < self.max_extra
         self.flights[plan][decision.number] = decision
         self.sent += 1
+        self.sent_to[decision.domain.url] += 1
         self.hedges += 1
 
     @precondition(lambda self: any(self.flights[p] for p in self.plans))
@@ -136,7 +137,6 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
         plan = flying[pick % len(flying)]
         numbers = sorted(self.flights[plan])
         attempt = self.flights[plan].pop(numbers[which % len(numbers)])
-        self.calls_since_open[attempt.domain.url] += 1
         self._events(plan.record(OUTCOMES[result], self.now, duration, attempt), probe=attempt.probe)
         self.ended += 1
         if plan.done:  # the winner: the transports cut the others off
