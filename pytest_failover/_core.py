@@ -440,6 +440,7 @@ class RequestPlan:
         "_next_wait",
         "_orders",
         "_random",
+        "_throttled",
         "_waited",
         "core",
         "deadline_at",
@@ -495,6 +496,7 @@ class RequestPlan:
         # May it hedge (``Policy.hedging``)? Only what could be sent twice.
         self.hedgeable = hedge and core.hedging is not None and idempotent and replayable
         self._hedges = 0  # hedges sent
+        self._throttled = False  # a hedge of this request was held back by the throttle
         self.raced: set[int] | None = None  # numbers of the attempts that ran beside another
         self._failed_on: tuple[Domain, str] | None = None
         self.done = False  # an attempt ended the request (a success or an answer)
@@ -600,7 +602,10 @@ class RequestPlan:
             if timeout < MIN_ATTEMPT_TIME:
                 return None
             assert core.throttle is not None
-            if not core.throttle.take():
+            if not core.throttle.take():  # said once per request; it may try again later
+                if self._throttled:
+                    return None
+                self._throttled = True
                 return HedgeThrottled(pool=self.pool, domain=domain)
             number = len(self.records) + len(self._flights) + 1
             if core.slow_calls is not None:

@@ -19,7 +19,7 @@ import yaml
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics import MeterProvider
 
-    from pytest_failover import Domain, Pool
+    from pytest_failover import Pool
 
 AGENT_EXE = Path(sys.executable).with_name("failover-agent")
 
@@ -131,9 +131,7 @@ def client_workload() -> Iterator[str]:
             with contextlib.suppress(FailoverError):
                 client.get(f"{pool.domains[0].url}/work")
 
-    # A second reader on the same registry (one target_info is enough) for the stand-in below.
-    stand_in = MeterProvider(metric_readers=[PrometheusMetricReader(disable_target_info=True, registry=registry)])
-    record_hedging_and_slow_calls(stand_in, pool)
+    hedge_and_slow_down(meter_provider, pool)
 
     def render() -> bytes:
         return generate_latest(registry)
@@ -148,41 +146,44 @@ def client_workload() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-        stand_in.shutdown(timeout_millis=1000)
         meter_provider.shutdown(timeout_millis=1000)
 
 
-def record_hedging_and_slow_calls(meter_provider: MeterProvider, pool: Pool) -> None:
-    """Stand-in for the client's hedging and slow-call telemetry (issue 11), not emitted yet.
+def hedge_and_slow_down(meter_provider: MeterProvider, pool: Pool) -> None:
+    """Hedged, slow traffic through the real client, on ``pool``'s two domains (an
+    in-process inner transport: the primary answers in 50 ms, the backup as told).
 
-    The counters, names, attributes and meter (the client's scope, version and
-    schema) are the ones semconv gives the client; replace this with hedged,
-    slow traffic through ``Policy(hedging=..., slow_calls=...)`` once the client
-    records them. One hedge of each outcome to the backup, slow calls and a
-    slow-call breaker opening on the primary.
+    The pool's hedge throttle earns half a hedge per request, so every other request
+    hedges: throttled, won (the backup answers first), throttled, lost (the backup
+    answers 503), throttled, cancelled (the backup is slower), and the seventh slow
+    call on the primary opens its breaker with ``failover.reason = "slow_calls"``.
     """
-    from opentelemetry import metrics
+    from pytest_failover import FailoverTransport, Hedging, Policy, SlowCalls
 
-    from pytest_failover import __version__, semconv
+    primary = pool.domains[0]
+    backup_delay, backup_status = 0.0, 200
 
-    meter = metrics.get_meter(semconv.CLIENT_SCOPE, __version__, meter_provider=meter_provider,
-                              schema_url=semconv.SCHEMA_URL)
-    primary, backup = pool.domains[0], pool.domains[1]
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == primary.host:
+            time.sleep(0.05)
+            return httpx.Response(200)
+        time.sleep(backup_delay)
+        return httpx.Response(backup_status)
 
-    def where(domain: Domain) -> dict[str, str]:
-        return {semconv.FAILOVER_POOL: pool.name, semconv.FAILOVER_DOMAIN: domain.url,
-                semconv.SERVER_ADDRESS: domain.host}
-
-    hedges = meter.create_counter(semconv.FAILOVER_HEDGES, unit=semconv.UNIT_HEDGE)
-    for outcome in semconv.HEDGE_OUTCOMES:
-        hedges.add(1, {**where(backup), semconv.FAILOVER_HEDGE_OUTCOME: outcome})
-    meter.create_counter(semconv.FAILOVER_SLOW_CALLS, unit=semconv.UNIT_CALL).add(10, where(primary))
-    meter.create_counter(semconv.FAILOVER_BREAKER_TRANSITIONS, unit=semconv.UNIT_TRANSITION).add(1, {
-        **where(primary),
-        semconv.FAILOVER_BREAKER_FROM: semconv.BREAKER_CLOSED,
-        semconv.FAILOVER_BREAKER_TO: semconv.BREAKER_OPEN,
-        semconv.FAILOVER_REASON: semconv.BREAKER_REASON_SLOW_CALLS,
-    })
+    policy = Policy(
+        hedging=Hedging(delay=0.01, max_ratio=0.5),
+        slow_calls=SlowCalls(threshold=0.02, minimum_calls=6),
+        sticky=False,
+        breaker_cooldown=60.0,
+    )
+    transport = FailoverTransport(
+        [pool], policy=policy, transport=httpx.MockTransport(handler), meter_provider=meter_provider
+    )
+    with httpx.Client(transport=transport) as client:
+        for backup_delay, backup_status in [(0.0, 200), (0.0, 200), (0.0, 200), (0.0, 503), (0.0, 200), (0.2, 200), (0.0, 200)]:  # noqa: B007 - the handler reads them
+            client.get(f"{primary.url}/slow")
+    if transport.state().pools[pool.name].domains[0].breaker != "open":
+        raise AssertionError(f"slow calls did not open {primary.url}: {transport.state()}")
 
 
 @contextlib.contextmanager

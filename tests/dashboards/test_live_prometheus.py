@@ -32,8 +32,7 @@ DATA_DEADLINE = 50.0
 
 # Metrics the demo never produces (no retry budget is ever exhausted, nothing is
 # hedged or slow): they must come from the client workload instead, through the
-# same exporter. Hedges and slow calls are recorded there by a stand-in until the
-# client emits them (see _stack.record_hedging_and_slow_calls).
+# same exporter (hedged, slow traffic: _stack.hedge_and_slow_down).
 WORKLOAD_ONLY = {
     semconv.METRICS[name].prometheus
     for name in (semconv.FAILOVER_RETRY_BUDGET_REJECTIONS, semconv.FAILOVER_HEDGES, semconv.FAILOVER_SLOW_CALLS)
