@@ -63,19 +63,19 @@ class Server:
 
 
 @contextmanager
-def server(ports: int = 1, *, status_503: int = 0, max_seconds: float = 900.0) -> Iterator[Server]:
-    """Start the fast loopback server in another process; stop it on exit."""
+def child(module: str, *args: str, what: str) -> Iterator[tuple[subprocess.Popen[str], Any]]:
+    """Run ``python -m module args`` (a benchmark's servers): it prints ``{"ports": ...}``
+    once listening (yielded with the process) and exits when its stdin closes, which
+    happens on exit here."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks._server", "--ports", str(ports),
-         "--status-503", str(status_503), "--max-seconds", str(max_seconds)],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-m", module, *args], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         if not line:
-            raise RuntimeError("benchmark server did not start")
-        yield Server(proc, json.loads(line)["ports"])
+            raise RuntimeError(f"{what} did not start")
+        yield proc, json.loads(line)["ports"]
     finally:
         if proc.stdin is not None:
             proc.stdin.close()
@@ -84,6 +84,14 @@ def server(ports: int = 1, *, status_503: int = 0, max_seconds: float = 900.0) -
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+@contextmanager
+def server(ports: int = 1, *, status_503: int = 0, max_seconds: float = 900.0) -> Iterator[Server]:
+    """Start the fast loopback server in another process; stop it on exit."""
+    args = ("--ports", str(ports), "--status-503", str(status_503), "--max-seconds", str(max_seconds))
+    with child("benchmarks._server", *args, what="benchmark server") as (proc, ports_bound):
+        yield Server(proc, ports_bound)
 
 
 def closed_port() -> int:

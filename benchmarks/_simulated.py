@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks._harness import ROOT
+from benchmarks import _harness as h
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,25 +84,9 @@ def simulated(
     hosts: list[str], *, base_latency: float, max_seconds: float = 1800.0
 ) -> Iterator[Simulated]:
     """Start fake domains ``hosts`` in a child process; stop it on exit."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks._simulated", "--base-latency", str(base_latency),
-         "--max-seconds", str(max_seconds), *hosts],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the simulated domains did not start")
-        yield Simulated(proc, json.loads(line)["ports"])
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    args = ("--base-latency", str(base_latency), "--max-seconds", str(max_seconds), *hosts)
+    with h.child("benchmarks._simulated", *args, what="the simulated domains") as (proc, ports):
+        yield Simulated(proc, ports)
 
 
 # ---------------------------------------------------------------- the child
