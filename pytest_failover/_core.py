@@ -805,8 +805,9 @@ class RequestPlan:
 
     def cancel(self, attempt: Attempt, now: float, elapsed: float) -> tuple[Event, ...]:
         """Another attempt won while ``attempt`` was in flight: it is cut off. Its
-        domain's breaker counts nothing (a probe's lease is released), but a call
-        already slower than the slow-call threshold counts as a slow call."""
+        domain's breaker counts nothing (a probe's lease is released), but the time
+        it ran enters its domain's latency window (a lower bound of its answer's),
+        and a call already slower than the slow-call threshold counts as a slow call."""
         attempt, breaker, _ = self._flights.pop(self._number(attempt))
         self.records.append(
             new_tuple(
@@ -827,6 +828,11 @@ class RequestPlan:
         core = self.core
         with core.lock:
             self._add_transition(events, attempt.domain, breaker.abandon(now, probe=attempt.probe))
+            if core.latency is not None:
+                # It took at least this long. Left out, the window would see only the
+                # answers that beat their hedge, and the adaptive delay would sink
+                # under load until most requests hedged.
+                core.latency[attempt.domain].add(elapsed)
             if core.slow_calls is not None:
                 if core.slow_calls[attempt.domain].is_slow(elapsed):
                     self._slow_call(attempt, now, elapsed, events)

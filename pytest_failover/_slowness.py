@@ -6,7 +6,10 @@ Rules and theory of operation
 *Hedging* ("The Tail at Scale"; ``Policy.hedging``) needs, per domain, the
 latency at a percentile over a bounded window: :class:`LatencyWindow` keeps the
 durations of the domain's last ``LATENCY_SAMPLES`` answers (failures say nothing
-about how fast the domain answers) in arrival order and sorted, so adding one is
+about how fast the domain answers; an attempt cut off because its hedge won counts
+with the time it ran, a lower bound of its answer's: left out, the window would
+keep only the answers that beat their hedges, and the delay would sink) in arrival
+order and sorted, so adding one is
 two ``bisect`` operations on a short list and the percentile is an index. Until
 it holds ``MIN_SAMPLES`` answers it has no opinion, and the hedge waits
 ``UNKNOWN_DELAY``.

@@ -346,3 +346,37 @@ def test_calls_in_flight_past_the_threshold_count_as_slow() -> None:
     assert window.counts == (1, 0)
     window.forget("slow")
     assert not window.add(201.0, 0.05, "new") and window.counts == (2, 0)
+
+
+def test_the_adaptive_delay_does_not_sink_when_hedges_win() -> None:
+    """A primary attempt cut because its hedge won enters the latency window with the
+    time it ran: the window keeps seeing the slow answers, not only those that beat
+    their hedges (else the delay would fall until every request hedged)."""
+    from pytest_failover._classify import Outcome, OutcomeKind
+    from pytest_failover._core import FailoverCore, RequestOptions
+    from pytest_failover._decisions import Attempt
+
+    ok = Outcome(kind=OutcomeKind.SUCCESS, status=200)
+    core = FailoverCore(
+        [Pool("api", ["https://a.example", "https://b.example"])],
+        Policy(hedging=Hedging(percentile=0.9, max_ratio=1.0)),
+    )
+    pool = core.pools["api"]
+    primary = pool.order[0]
+    now = 0.0
+    for _ in range(20):  # fast answers: a delay of a millisecond
+        plan = core.begin(pool, "GET", httpx.Headers(), RequestOptions(), True, None, now)
+        attempt = plan.next(now)
+        assert isinstance(attempt, Attempt)
+        plan.record(ok, now + 0.001, 0.001, attempt)
+        now += 1.0
+    assert pool.hedge_delay(primary) == pytest.approx(0.001)
+    for _ in range(10):  # the primary slows down: each hedge wins, the primary is cut at 50 ms
+        plan = core.begin(pool, "GET", httpx.Headers(), RequestOptions(), True, None, now)
+        first = plan.next(now)
+        hedge = plan.hedge(now + 0.001)
+        assert isinstance(first, Attempt) and isinstance(hedge, Attempt)
+        plan.record(ok, now + 0.05, 0.049, hedge)
+        plan.cancel(first, now + 0.05, elapsed=0.05)
+        now += 1.0
+    assert pool.hedge_delay(primary) == pytest.approx(0.05)
