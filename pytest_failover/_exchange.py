@@ -366,10 +366,6 @@ class Exchange:
             self.trace.attempt_cancelled(attempt, flight.span)
             self.trace.events(events)
 
-    @property
-    def flying(self) -> tuple[Flight, ...]:
-        return tuple(self._flying)
-
     def reading(self, response: httpx.Response) -> Reading:
         """How much of the body to read before the outcome is known: all of it when
         its declared length fits the limit (one ``read()``, as httpx does it), none
