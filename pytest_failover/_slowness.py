@@ -21,8 +21,8 @@ pool's hedges are at most ``max_ratio`` of its hedgeable requests, and after a
 quiet spell a burst of slow answers may be hedged a few at a time. A burst of 20
 was tried: in the tail benchmark's 50-task run the hedges it let through together
 each closed a connection (a cut HTTP/1.1 attempt's connection cannot be reused), the
-new connections slowed the next requests past the delay, and p50 rose from 2-3 ms to
-15-25 ms in two runs; with 5 it stayed at 2.3-2.4 ms.
+new connections slowed the next requests past the delay, and p50 rose to 15-25 ms
+(one run; a second, on a disturbed machine, 60-71 ms) where 5 gave 2.3 ms.
 
 *Slow-call ejection* (resilience4j's ``slowCallRateThreshold``;
 ``Policy.slow_calls``) counts, per domain, the calls of the last ``window``
