@@ -138,10 +138,7 @@ async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
     interrupted = False  # ... and a hedge that won cancelled it there
 
     async def send_hedge(hedge: Flight) -> Arrival:
-        try:
-            arrival: Arrival = (hedge, await transport._send(exchange, hedge), None)
-        except httpx.TransportError as exc:
-            arrival = (hedge, None, exc)
+        arrival = await _async_sent(transport, exchange, hedge)
         if hedge in race.flying:  # not cut off meanwhile
             superseded = race.arrived(*arrival)
             if superseded is not None:
@@ -197,6 +194,14 @@ async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
     return race.answer
 
 
+async def _async_sent(transport: AsyncFailoverTransport, exchange: Exchange, flight: Flight) -> Arrival:
+    """Send ``flight``: it, with its response or the transport error it ended with."""
+    try:
+        return flight, await transport._send(exchange, flight), None
+    except httpx.TransportError as exc:
+        return flight, None, exc
+
+
 async def anyio_race(transport: AsyncFailoverTransport, exchange: Exchange, first: Attempt) -> httpx.Response | None:
     """Run ``first`` and its hedges as tasks of a task group (any event loop anyio
     runs); the answer that won (or the last retryable one), or None when every
@@ -207,12 +212,7 @@ async def anyio_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
     send, receive = anyio.create_memory_object_stream[Arrival](math.inf)
 
     async def run(flight: Flight) -> None:
-        try:
-            response = await transport._send(exchange, flight)
-        except httpx.TransportError as exc:
-            send.send_nowait((flight, None, exc))
-        else:
-            send.send_nowait((flight, response, None))
+        send.send_nowait(await _async_sent(transport, exchange, flight))
 
     with send, receive:
         async with anyio.create_task_group() as group:
@@ -292,11 +292,7 @@ class ThreadRace:
                     arm()  # the next hedge, if another may follow
                 if hedge is None:
                     return
-                try:
-                    response: httpx.Response | None = transport._send(exchange, hedge)
-                    error: httpx.TransportError | None = None
-                except httpx.TransportError as exc:
-                    response, error = None, exc
+                response, error = _sent(transport, exchange, hedge)
                 with lock:
                     if hedge not in race.flying:  # cut off meanwhile: nobody wants it
                         if response is not None:
@@ -317,11 +313,7 @@ class ThreadRace:
 
         with lock:
             arm()
-        try:
-            response: httpx.Response | None = transport._send(exchange, flight)
-            error: httpx.TransportError | None = None
-        except httpx.TransportError as exc:
-            response, error = None, exc
+        response, error = _sent(transport, exchange, flight)
         with lock:
             for ticket in timer:
                 watchdog.disarm(ticket)
@@ -432,6 +424,16 @@ class ThreadRace:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=False)
+
+
+def _sent(
+    transport: FailoverTransport, exchange: Exchange, flight: Flight
+) -> tuple[httpx.Response | None, httpx.TransportError | None]:
+    """Send ``flight``: its response, or the transport error it ended with."""
+    try:
+        return transport._send(exchange, flight), None
+    except httpx.TransportError as exc:
+        return None, exc
 
 
 def _close_result(future: concurrent.futures.Future[httpx.Response]) -> None:
