@@ -763,7 +763,8 @@ class RequestPlan:
                 transition = breaker.success(now, started=sent_at, probe=attempt.probe)
                 if core.latency is not None:
                     core.latency[attempt.domain].add(duration)
-                self._add_transition(events, attempt.domain, transition)
+                if transition is not None:  # rare: the common success changes nothing
+                    self._add_transition(events, attempt.domain, transition)
             if budget is not None:
                 if not outcome.retryable:
                     budget.refund()
