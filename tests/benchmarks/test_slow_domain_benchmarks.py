@@ -20,10 +20,13 @@ def test_the_tail_benchmark_runs_every_mode_and_counts_at_the_servers() -> None:
         figures = report.data[mode]
         assert len(figures) == len(tail.variants(sizes)), figures
         for label, f in figures.items():
-            assert f["errors"] == 0 and f["n"] == sizes.requests, (mode, label, f)
+            # The paced mode skips a request due while `concurrency` are in flight (open
+            # loop, as _drive.steady says); the sequential ones send them all.
+            sent = sizes.requests if "concurrent" not in mode else f["n"]
+            assert f["errors"] == 0 and sizes.requests // 2 <= f["n"] == sent, (mode, label, f)
             assert f["extra"] >= 0 and f["primary_requests"] >= 1, (mode, label, f)
         plain = next(iter(figures.values()))
-        assert plain["extra"] == 0 and plain["hedges"] == 0 and plain["primary_requests"] == sizes.requests, plain
+        assert plain["extra"] == 0 and plain["hedges"] == 0 and plain["primary_requests"] == plain["n"], plain
         assert figures[tail.REFERENCE]["held"] == 0
     assert "p99.9" in report.markdown()
 
