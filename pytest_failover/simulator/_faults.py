@@ -264,7 +264,8 @@ class Answer:
 
     Wait ``delay`` seconds (or, with ``hold``, until the client or the simulator
     hangs up), then write ``status`` (or the handler's answer when ``None``);
-    with ``reset``, cut the connection with a TCP RST halfway through the body;
+    with ``reset``, cut the connection with a TCP RST halfway through the body (halfway
+    through the head of an answer without a body);
     with ``trickle``, send the head at once and the body a byte every ``trickle`` s.
     """
 

@@ -335,8 +335,10 @@ class Servers:
         )
         head, body = frame(request.method, status, headers, body, close=close)
         if plan.reset:
-            conn.sock.sendall(head + body[: len(body) // 2])
-            time.sleep(0.005)  # let the head leave before the reset
+            # Half the body, or half the head of an answer without one (a 204): either way
+            # the client sees the connection reset, never a complete answer.
+            conn.sock.sendall(head + body[: len(body) // 2] if body else head[: len(head) // 2])
+            time.sleep(0.005)  # let the bytes leave before the reset
             conn.close(reset=True)
             return False
         if plan.trickle is not None:

@@ -108,6 +108,24 @@ def test_reset_is_a_tcp_reset(api: FakeDomains) -> None:
     assert received.startswith(b"HTTP/1.1 200")
 
 
+def test_reset_cuts_the_head_of_an_answer_without_a_body(api: FakeDomains) -> None:
+    """A HEAD (or 204) answer has no body to cut: the reset comes halfway through its head,
+    so no client ever reads it as a complete answer."""
+    api.fail("api.example.com", faults.reset())
+    with socket.create_connection(("api.example.com", 80), timeout=5) as sock:
+        sock.sendall(b"HEAD / HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+        received = b""
+        with pytest.raises(ConnectionResetError):
+            for _ in range(100):  # bounded: the reset comes within a few reads
+                chunk = sock.recv(65536)
+                assert chunk, "the connection was closed (FIN) instead of reset"
+                received += chunk
+    assert received.startswith(b"HTTP/1.1 200") or received == b""
+    assert b"\r\n\r\n" not in received  # never the whole head
+    with httpx.Client(timeout=5.0) as client, pytest.raises(httpx.TransportError):
+        client.head(URL)
+
+
 # -- fault changes and pooled connections
 
 

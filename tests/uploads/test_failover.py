@@ -74,13 +74,6 @@ def test_an_upload_survives_the_primary_failing_mid_upload(
     primary_failed = [
         a for a in uploads.telemetry.attempts(domain=f"https://{PRIMARY}") if a.method == "PATCH" and a.failed
     ]
-    if isinstance(fault, faults.Reset) and not primary_failed:
-        # reset() sends an answer's head and half its body, then a RST ~5 ms later. A
-        # PATCH's 204 has no body: a client that did not reuse the connection before the
-        # RST came (a loaded machine) saw every chunk acknowledged, rightly. Then the
-        # primary has it all, and nothing was sent twice.
-        assert {r.host for r in patches} == {PRIMARY} and received == SIZE
-        return
     assert primary_failed
     # the upload went on, and finished, on the backup
     assert patches[-1].host == BACKUP
