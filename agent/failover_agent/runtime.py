@@ -31,7 +31,7 @@ from .control_writer import ControlWriter
 from .metrics import origin_attributes
 from .schedule import Check, CheckGroup, group_by_interval
 from .state import AgentState, DomainStatus, PoolStatus
-from .wire import ssl_context
+from .wire import ProbeTransport, ssl_context
 
 if TYPE_CHECKING:
     from .runner import Agent
@@ -50,7 +50,10 @@ class Runtime:
         self.context: ssl.SSLContext = ssl_context(str(config.ca_file) if config.ca_file else None)
         self.state = AgentState(location=config.location)
         self.prober = DomainProber(self.context)
-        self.http = httpx.AsyncClient(verify=self.context, trust_env=False)
+        # the readiness checks' requests (CORS preflight, health answer) go over the probes'
+        # own wire too: an httpx default transport would import httpcore, anyio (and trio when
+        # installed) for a few requests per backup and interval
+        self.http = httpx.AsyncClient(transport=ProbeTransport(self.context), trust_env=False)
         self.pool_probers: dict[str, PoolProber] = {}
         self.groups: list[CheckGroup] = []
         for pool in config.pools:
