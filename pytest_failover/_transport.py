@@ -9,10 +9,11 @@ I/O happens: sending, reading, sleeping, closing, and bounding an attempt's time
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import httpx
 
@@ -128,6 +129,35 @@ class _FailoverBase:
         if self._shared is not None:
             self._shared.control_applied(doc.version)
 
+    # -- one state, several front-ends (``sharing``) --------------------------------------
+
+    def _share(self, source: _FailoverBase) -> None:
+        """Serve from ``source``'s state instead of new state: the same core (breakers,
+        budget, serving domain, control), telemetry, stale cache, sticky files, fallback,
+        clock and shared health. Only the front-end built with ``shared=`` closes that."""
+        asynchronous = isinstance(self, httpx.AsyncBaseTransport)
+        shared = source._shared
+        if shared is not None and shared.asynchronous:
+            raise TypeError(
+                f"{type(self).__name__}.sharing: this state's shared health is AsyncRedisHealth, whose "
+                "tasks live in one event loop, so no other front-end may share it; build the shared "
+                "state with RedisHealth on a sync front-end (FailoverTransport or FailoverAdapter, "
+                "shared=RedisHealth(url)): its threads serve sync and async sharers in any thread and loop"
+            )
+        fallback = source._fallback
+        if not asynchronous and fallback is not None and _is_async(fallback):
+            raise TypeError(
+                f"{type(self).__name__}.sharing: the shared fallback is async and this front-end is "
+                "sync; give the first front-end a sync fallback (async front-ends take one too)"
+            )
+        self._core = source._core
+        self._fallback = fallback
+        self._clock = source._clock
+        self._telemetry = source._telemetry
+        self._stale = source._stale
+        self._sticky = source._sticky
+        self._shared = shared
+
     def _begin(self, request: httpx.Request) -> Exchange | None:
         options = RequestOptions.from_extensions(request.extensions)
         route = self._core.route(request.url, options)
@@ -172,6 +202,20 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         self._redis: RedisHealth | None = shared
         threads = [pc.policy.hedging.threads for pc in self._core.pools.values() if pc.policy.hedging is not None]
         self._hedgers = ThreadRace(max(threads)) if threads else None
+
+    @classmethod
+    def sharing(cls, other: FrontEnd, transport: httpx.BaseTransport | None = None) -> FailoverTransport:
+        """A transport over ``other``'s state (any failover front-end: a transport, a
+        requests adapter, an aiohttp middleware): one set of breakers, budget, serving
+        domain, control document, stale cache and telemetry for both. It sends through
+        its own ``transport`` (``httpx.HTTPTransport()`` by default)."""
+        self = cls.__new__(cls)
+        self._share(_state_of(other, f"{cls.__name__}.sharing"))
+        self._transport = transport if transport is not None else httpx.HTTPTransport()
+        self._redis = None  # shared health is closed by the front-end built with it
+        threads = [pc.policy.hedging.threads for pc in self._core.pools.values() if pc.policy.hedging is not None]
+        self._hedgers = ThreadRace(max(threads)) if threads else None  # each sync front-end its own
+        return self
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         exchange = self._begin(request)
@@ -292,6 +336,16 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
         self._redis: AsyncRedisHealth | None = shared
 
+    @classmethod
+    def sharing(cls, other: FrontEnd, transport: httpx.AsyncBaseTransport | None = None) -> AsyncFailoverTransport:
+        """The async twin of :meth:`FailoverTransport.sharing` (``httpx.AsyncHTTPTransport()``
+        by default); the state may be used from any thread and event loop at once."""
+        self = cls.__new__(cls)
+        self._share(_state_of(other, f"{cls.__name__}.sharing"))
+        self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
+        self._redis = None  # never AsyncRedisHealth (see _share); RedisHealth needs no start
+        return self
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._redis is not None and not self._redis.started:
             self._redis.start()  # its tasks live in this event loop
@@ -378,3 +432,49 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         await self._transport.aclose()
         if self._redis is not None:
             await self._redis.aclose()
+
+
+# -- one state, several front-ends (``sharing``) ------------------------------------------
+
+
+class _FrontEnd:
+    """A front-end over a failover transport (the requests adapter, the aiohttp
+    middleware): its state, ``state()`` and ``apply_control()`` are its transport's."""
+
+    _transport: _FailoverBase
+
+    def state(self) -> TransportState:
+        """A snapshot of every pool: breakers, enabled domains, serving domain, budget;
+        and shared health, if configured."""
+        return self._transport.state()
+
+    def apply_control(self, doc: ControlDocument) -> None:
+        """Apply a verified control document (``FailoverTransport.apply_control``)."""
+        self._transport.apply_control(doc)
+
+
+# What ``sharing`` takes: any failover front-end, whose state the new one serves from.
+FrontEnd: TypeAlias = "_FailoverBase | _FrontEnd"
+
+
+def _state_of(other: object, caller: str) -> _FailoverBase:
+    """The transport holding ``other``'s state; a TypeError naming ``caller`` for anything else."""
+    if isinstance(other, _FailoverBase):
+        return other
+    if isinstance(other, _FrontEnd):
+        return other._transport
+    hint = (
+        "; pass the failover transport the client was built with"
+        if isinstance(other, (httpx.Client, httpx.AsyncClient))
+        else ""
+    )
+    raise TypeError(
+        f"{caller}: takes the failover front-end whose state to share (a FailoverTransport, "
+        f"AsyncFailoverTransport, FailoverAdapter or FailoverMiddleware), got {type(other).__name__}{hint}"
+    )
+
+
+def _is_async(fallback: Fallback) -> bool:
+    """Is ``fallback`` a coroutine function (or an object whose ``__call__`` is one)?"""
+    call = type(fallback).__call__  # a function's is never async; an object's may be
+    return inspect.iscoroutinefunction(fallback) or inspect.iscoroutinefunction(call)

@@ -57,7 +57,7 @@ from .. import _exceptions
 from .._core import RequestOptions
 from .._deadline import async_limit
 from .._exchange import FailoverResult, Fallback
-from .._transport import AsyncFailoverTransport
+from .._transport import AsyncFailoverTransport, FrontEnd, _FrontEnd, _state_of
 from ._errors import carried, last_cause
 from ._options import current_extensions
 from ._urls import decoded as _decoded
@@ -69,8 +69,6 @@ if TYPE_CHECKING:
 
     from .._policy import Policy
     from .._pool import Pool
-    from .._snapshot import TransportState
-    from ..control import ControlDocument
     from ..shared import AsyncRedisHealth
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
@@ -91,8 +89,10 @@ class CircuitOpenError(aiohttp.ClientConnectionError, _exceptions.CircuitOpenErr
 _KINDS = (AllDomainsFailed, CircuitOpenError)
 
 
-class FailoverMiddleware:
+class FailoverMiddleware(_FrontEnd):
     """An aiohttp client middleware that fails over between the domains of its pools."""
+
+    _transport: AsyncFailoverTransport
 
     def __init__(
         self,
@@ -117,16 +117,20 @@ class FailoverMiddleware:
         )
         self._core = self._transport._core
 
-    def state(self) -> TransportState:
-        """A snapshot of every pool: breakers, enabled domains, serving domain, budget."""
-        return self._transport.state()
-
-    def apply_control(self, doc: ControlDocument) -> None:
-        """Apply a verified control document (``FailoverTransport.apply_control``)."""
-        self._transport.apply_control(doc)
+    @classmethod
+    def sharing(cls, other: FrontEnd) -> FailoverMiddleware:
+        """A middleware over ``other``'s state (any failover front-end: an httpx transport,
+        a requests adapter, another middleware): one set of breakers, budget, serving
+        domain, control document, stale cache and telemetry for all of them."""
+        state = _state_of(other, f"{cls.__name__}.sharing")
+        self = cls.__new__(cls)
+        self._transport = AsyncFailoverTransport.sharing(state, _HandlerIO())
+        self._core = self._transport._core
+        return self
 
     async def aclose(self) -> None:
-        """Stop shared health's tasks, if any (the session's own connections are its own)."""
+        """Stop shared health's tasks, if any (the session's own connections are its own); a
+        middleware built with ``sharing`` leaves them to the front-end built with ``shared=``."""
         await self._transport.aclose()
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:

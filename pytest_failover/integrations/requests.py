@@ -58,7 +58,7 @@ import httpx
 from .. import _exceptions
 from .._core import RequestOptions
 from .._exchange import FailoverResult, Fallback
-from .._transport import FailoverTransport
+from .._transport import FailoverTransport, FrontEnd, _FrontEnd, _state_of
 from ._errors import carried, last_cause
 from ._options import current_extensions
 from ._urls import decoded as _decoded
@@ -70,8 +70,6 @@ if TYPE_CHECKING:
 
     from .._policy import Policy
     from .._pool import Pool
-    from .._snapshot import TransportState
-    from ..control import ControlDocument
     from ..shared import RedisHealth
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverAdapter"]
@@ -93,12 +91,14 @@ class CircuitOpenError(requests.exceptions.ConnectionError, _exceptions.CircuitO
 _KINDS = (AllDomainsFailed, CircuitOpenError)
 
 
-class FailoverAdapter(HTTPAdapter):
+class FailoverAdapter(HTTPAdapter, _FrontEnd):
     """A ``requests`` adapter that fails over between the domains of its pools.
 
     ``adapter=`` wraps your own ``HTTPAdapter`` (pool sizes, TLS, retries for other
     hosts); its connection pools are shared, its ``Retry`` is off inside the pools.
     """
+
+    _transport: FailoverTransport
 
     def __init__(
         self,
@@ -112,12 +112,7 @@ class FailoverAdapter(HTTPAdapter):
         shared: RedisHealth | None = None,
         adapter: HTTPAdapter | None = None,
     ) -> None:
-        super().__init__()  # requests' default: Retry(0, read=False)
-        if adapter is not None and not isinstance(adapter, HTTPAdapter):
-            raise TypeError(f"adapter= must be a requests.adapters.HTTPAdapter, got {type(adapter).__name__}")
-        self._wrapped = adapter
-        self._passthrough = adapter.send if adapter is not None else super().send
-        self._io = _AdapterIO(_without_retries(adapter).send if adapter is not None else super().send)
+        self._wrap(adapter)
         self._transport = FailoverTransport(
             pools,
             policy,
@@ -130,13 +125,27 @@ class FailoverAdapter(HTTPAdapter):
         )
         self._core = self._transport._core
 
-    def state(self) -> TransportState:
-        """A snapshot of every pool: breakers, enabled domains, serving domain, budget."""
-        return self._transport.state()
+    @classmethod
+    def sharing(cls, other: FrontEnd, *, adapter: HTTPAdapter | None = None) -> FailoverAdapter:
+        """An adapter over ``other``'s state (any failover front-end: an httpx transport,
+        another adapter, an aiohttp middleware): one set of breakers, budget, serving
+        domain, control document, stale cache and telemetry for all of them.
+        ``adapter=`` as for the constructor."""
+        state = _state_of(other, f"{cls.__name__}.sharing")
+        self = cls.__new__(cls)
+        self._wrap(adapter)
+        self._transport = FailoverTransport.sharing(state, self._io)
+        self._core = self._transport._core
+        return self
 
-    def apply_control(self, doc: ControlDocument) -> None:
-        """Apply a verified control document (``FailoverTransport.apply_control``)."""
-        self._transport.apply_control(doc)
+    def _wrap(self, adapter: HTTPAdapter | None) -> None:
+        """requests' own set-up, and the sends of the wrapped adapter (or of this one)."""
+        super().__init__()  # requests' default: Retry(0, read=False)
+        if adapter is not None and not isinstance(adapter, HTTPAdapter):
+            raise TypeError(f"adapter= must be a requests.adapters.HTTPAdapter, got {type(adapter).__name__}")
+        self._wrapped = adapter
+        self._passthrough = adapter.send if adapter is not None else super().send
+        self._io = _AdapterIO(_without_retries(adapter).send if adapter is not None else super().send)
 
     def send(
         self,

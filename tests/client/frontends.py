@@ -1,6 +1,7 @@
 """One failover client of any front-end behind one blocking call surface, for shared test bodies.
 
-``Harness(kind, pools, policy, ...)`` builds the client of ``kind``:
+``Harness(kind, pools, policy, ...)`` builds the client of ``kind`` (over the state of
+the front-end ``share`` instead, if given: its ``sharing`` constructor):
 
 - ``sync``: ``httpx.Client`` over ``FailoverTransport``;
 - ``async``: ``httpx.AsyncClient`` over ``AsyncFailoverTransport`` (its own event loop);
@@ -63,25 +64,37 @@ class Harness:
         policy: Policy | None,
         *,
         trust: trustme.CA | None = None,
+        share: Any = None,
         **kwargs: Any,
     ) -> None:
         self.kind = kind
         self.loop: asyncio.AbstractEventLoop | None = None
         self._closing: list[Any] = []
+        self._closed = False
         self._verify: str | bool = True  # requests: per request, as REQUESTS_CA_BUNDLE would beat a session's
         context = None
         if trust is not None:
             context = ssl.create_default_context()
             trust.configure_trust(context)
         if kind == "sync":
-            self.transport: Any = FailoverTransport(pools, policy, httpx.HTTPTransport(verify=context or True), **kwargs)
+            inner = httpx.HTTPTransport(verify=context or True)
+            self.transport: Any = (
+                FailoverTransport(pools, policy, inner, **kwargs)
+                if share is None
+                else FailoverTransport.sharing(share, inner)
+            )
             self._client: Any = httpx.Client(transport=self.transport)
         elif kind == "async":
             self.loop = asyncio.new_event_loop()
-            self.transport = AsyncFailoverTransport(pools, policy, httpx.AsyncHTTPTransport(verify=context or True), **kwargs)
+            ainner = httpx.AsyncHTTPTransport(verify=context or True)
+            self.transport = (
+                AsyncFailoverTransport(pools, policy, ainner, **kwargs)
+                if share is None
+                else AsyncFailoverTransport.sharing(share, ainner)
+            )
             self._client = httpx.AsyncClient(transport=self.transport)
         elif kind == "requests":
-            self.transport = FailoverAdapter(pools, policy, **kwargs)
+            self.transport = FailoverAdapter(pools, policy, **kwargs) if share is None else FailoverAdapter.sharing(share)
             session = requests.Session()
             session.mount("http://", self.transport)
             session.mount("https://", self.transport)
@@ -94,7 +107,9 @@ class Harness:
             self._client = session
         elif kind == "aiohttp":
             self.loop = asyncio.new_event_loop()
-            self.transport = FailoverMiddleware(pools, policy, **kwargs)
+            self.transport = (
+                FailoverMiddleware(pools, policy, **kwargs) if share is None else FailoverMiddleware.sharing(share)
+            )
 
             async def start() -> aiohttp.ClientSession:
                 connector = aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver(), ssl=context or True)
@@ -181,6 +196,9 @@ class Harness:
         return self.loop.run_until_complete(send())
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if self.loop is not None:
             self.loop.run_until_complete(self._client.aclose() if self.kind == "async" else self._client.close())
             self.loop.close()
