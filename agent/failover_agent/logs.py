@@ -9,7 +9,7 @@ from .console import LiveReporter, Reporter
 
 __all__ = ["QUIET_LOGGERS", "setup_logging"]
 
-QUIET_LOGGERS = ("apscheduler", "aiohttp.access", "httpx", "httpcore")
+QUIET_LOGGERS = ("apscheduler", "httpx", "httpcore")
 """Libraries whose INFO lines would drown the agent's own: WARNING and above only."""
 
 

@@ -64,7 +64,16 @@ from pytest_failover.semconv import (
     PROMETHEUS_TARGET_INFO,
 )
 
-__all__ = ["CARDINALITY_LIMIT", "PrometheusTextReader", "cardinality_limits", "release_freed_memory"]
+__all__ = [
+    "CARDINALITY_LIMIT",
+    "PROMETHEUS_CONTENT_TYPE",
+    "PrometheusTextReader",
+    "cardinality_limits",
+    "release_freed_memory",
+]
+
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The media type of the text exposition format this module renders."""
 
 # Series per metric stream before the SDK folds the rest into one overflow series. The
 # SDK's default (2,000) is below what 1,000 domains produce (domain x phase, domain x

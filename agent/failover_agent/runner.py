@@ -39,9 +39,8 @@ from .state import AgentState
 from .telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
     from .checks.result import ProbeResult
+    from .server import AgentServer
 
 __all__ = ["Agent", "ResultKey", "ResultListener"]
 
@@ -78,7 +77,7 @@ class Agent:
         self._runtime: Runtime | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._groups: dict[str, CheckGroup] = {}  # the scheduled ones, by job id
-        self._server: web.AppRunner | None = None
+        self._server: AgentServer | None = None
         self.address: tuple[str, int] | None = None
         self.running = False
         self._stopping = False

@@ -30,7 +30,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from aiohttp import web
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from pytest_failover import Domain
@@ -39,7 +38,9 @@ from pytest_failover.semconv import FAILOVER_CONTROL_QUORUM_UP, PROBE_LOCATION, 
 
 from ..config import AgentConfig, PoolConfig, QuorumConfig
 from ..control_writer import ControlWriter
+from ..listener import Listener, Request, Response, json_response, split_listen
 from ..metrics import AgentMetrics
+from ..prometheus_text import PROMETHEUS_CONTENT_TYPE
 from ..state import AgentState, DomainStatus, PoolStatus
 from ..telemetry import Telemetry
 from .prometheus import PrometheusQuery, QueryAnswer, QuorumSourceError
@@ -172,29 +173,25 @@ class QuorumPublisher:
         await self.source.aclose()
 
 
-def _app(publisher: QuorumPublisher, telemetry: Telemetry, started: float) -> web.Application:
+def _listener(publisher: QuorumPublisher, telemetry: Telemetry, started: float) -> Listener:
     assert publisher.config.control is not None
 
-    async def metrics(_: web.Request) -> web.Response:
-        body = b"".join(await asyncio.to_thread(telemetry.prometheus_chunks))
-        return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+    async def metrics(_: Request) -> Response:
+        chunks = await asyncio.to_thread(telemetry.prometheus_chunks)
+        return Response(200, chunks, PROMETHEUS_CONTENT_TYPE)
 
-    async def healthz(_: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "uptime": round(time.time() - started, 3),
-                                  "location": publisher.config.location,
-                                  "prometheus": publisher.source_state or "not asked yet"})
+    async def healthz(_: Request) -> Response:
+        return json_response({"status": "ok", "uptime": round(time.time() - started, 3),
+                              "location": publisher.config.location,
+                              "prometheus": publisher.source_state or "not asked yet"})
 
-    async def control(_: web.Request) -> web.Response:
+    async def control(_: Request) -> Response:
         doc = publisher.document()
         if doc is None:
-            return web.json_response({"error": "no control document yet"}, status=503)
-        return web.Response(body=doc, content_type="application/json", headers={"Cache-Control": "no-store"})
+            return json_response({"error": "no control document yet"}, 503)
+        return Response(200, doc, "application/json", {"Cache-Control": "no-store"})
 
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get(publisher.config.control.path, control)
-    return app
+    return Listener({"/metrics": metrics, "/healthz": healthz, publisher.config.control.path: control})
 
 
 async def serve_quorum(
@@ -210,16 +207,11 @@ async def serve_quorum(
     telemetry = Telemetry(location=config.location, otlp=config.exporters.otlp,
                           service_name="failover-agent-quorum")
     publisher = QuorumPublisher(config, telemetry)
-    address = listen or config.exporters.prometheus.listen
-    host, _, port = address.rpartition(":")
-    runner = web.AppRunner(_app(publisher, telemetry, time.time()), access_log=None, handle_signals=False)
-    await runner.setup()
+    listener = _listener(publisher, telemetry, time.time())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     try:
-        site = web.TCPSite(runner, host.strip("[]"), int(port), reuse_address=True)
-        await site.start()
-        bound = runner.addresses[0]
+        bound = await listener.start(*split_listen(listen or config.exporters.prometheus.listen))
         log.info("quorum publisher at location %r: %s every %g s (%d location(s) for %d s), "
                  "listening on http://%s:%d", config.location, config.control.quorum.prometheus_url
                  if config.control.quorum else "?", config.control.interval,
@@ -244,7 +236,7 @@ async def serve_quorum(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await publisher.aclose()
-        await runner.cleanup()
+        await listener.aclose()
         await asyncio.to_thread(telemetry.shutdown, 5.0)
         log.info("quorum publisher stopped")
     return 0
