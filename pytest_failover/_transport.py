@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
+import random as _random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeAlias
@@ -63,9 +64,17 @@ class _FailoverBase:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        random: Callable[[], float] = _random.random,
         shared: RedisHealth | AsyncRedisHealth | None = None,
     ) -> None:
-        self._core = FailoverCore(pools if isinstance(pools, Sequence) else [pools], policy, region=region)
+        self._core = FailoverCore(
+            pools if isinstance(pools, Sequence) else [pools],
+            policy,
+            region=region,
+            random=random,
+            wall_clock=wall_clock,
+        )
         self._fallback = fallback
         self._clock = clock
         self._telemetry = Telemetry(tracer_provider, meter_provider)
@@ -172,7 +181,10 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
 
     ``FailoverTransport(pools, policy=None, transport=None)`` wraps
     ``httpx.HTTPTransport()`` by default. Requests to hosts outside every pool
-    pass straight through.
+    pass straight through. The core's inputs can be injected, for tests:
+    ``clock`` (monotonic seconds: breakers, backoff, deadlines), ``wall_clock``
+    (Unix time, read only for pools with ``time_orders``) and ``random`` (a
+    float in [0, 1): jitter and weight draws).
     """
 
     def __init__(
@@ -186,6 +198,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        random: Callable[[], float] = _random.random,
         shared: RedisHealth | None = None,
     ) -> None:
         super().__init__(
@@ -196,6 +210,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
             clock=clock,
+            wall_clock=wall_clock,
+            random=random,
             shared=shared,
         )
         self._transport = transport if transport is not None else httpx.HTTPTransport()
@@ -321,6 +337,8 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        random: Callable[[], float] = _random.random,
         shared: AsyncRedisHealth | None = None,
     ) -> None:
         super().__init__(
@@ -331,6 +349,8 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
             clock=clock,
+            wall_clock=wall_clock,
+            random=random,
             shared=shared,
         )
         self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()

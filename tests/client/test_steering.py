@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import random
@@ -18,7 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_failover import ExponentialBackoff, Policy, Pool, ScheduleTable, Step, TimeOrder
+from pytest_failover import (
+    AsyncFailoverTransport,
+    ExponentialBackoff,
+    FailoverTransport,
+    Policy,
+    Pool,
+    ScheduleTable,
+    Step,
+    TimeOrder,
+)
 from pytest_failover._classify import Outcome, OutcomeKind
 from pytest_failover._core import FailoverCore, RequestOptions, RequestPlan
 from pytest_failover._decisions import Attempt, Stop, Switch
@@ -488,3 +498,30 @@ def test_weights_and_affinity_over_real_sockets(make_client: Any, servers: dict[
     gateways = {u: "ab"[rendezvous_rank(u, [a.url(), b.url()])[0]] for u in canary_users[1:]}
     assert {u: served(u) for u in canary_users[1:]} == gateways
     assert [served(u) for u in users if first[u] != "c"] == [first[u] for u in users if first[u] != "c"]
+
+
+def test_the_transports_take_the_cores_wall_clock_and_random_source(servers: dict[str, LoopbackServer]) -> None:
+    """Time windows and weight draws through both httpx transports over loopback, with
+    the Unix time and the draw injected as for the core (a night at 23:00 Shanghai)."""
+    a, b, c = servers["a"], servers["b"], servers["c"]
+    windows = [TimeOrder(start="22:00", end="06:00", tz="Asia/Shanghai", order=[c.url()])]
+    night = Pool("api", [a.url(), b.url(), c.url()], time_orders=windows)
+    canary = Pool("api", [a.url(), b.url(), c.url()], weights={b.url(): 5})
+
+    def served_sync(pool: Pool, **inputs: Callable[[], float]) -> set[str]:
+        with httpx.Client(transport=FailoverTransport([pool], fast(), **inputs)) as client:
+            return {str(client.get(a.url() + "/v1/me").headers["x-served-by"]) for _ in range(5)}
+
+    async def served_async(pool: Pool, **inputs: Callable[[], float]) -> set[str]:
+        async with httpx.AsyncClient(transport=AsyncFailoverTransport([pool], fast(), **inputs)) as client:
+            return {str((await client.get(a.url() + "/v1/me")).headers["x-served-by"]) for _ in range(5)}
+
+    cases: list[tuple[Pool, dict[str, Callable[[], float]], set[str]]] = [
+        (night, {"wall_clock": lambda: at(23, 0)}, {"c"}),
+        (night, {"wall_clock": lambda: at(10, 0)}, {"a"}),
+        (canary, {"random": lambda: 0.01}, {"b"}),  # a draw under 5 %: the canary
+        (canary, {"random": lambda: 0.99}, {"a"}),
+    ]
+    for pool, inputs, expected in cases:
+        assert served_sync(pool, **inputs) == expected, inputs
+        assert asyncio.run(served_async(pool, **inputs)) == expected, inputs
