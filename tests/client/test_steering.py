@@ -508,20 +508,30 @@ def test_the_transports_take_the_cores_wall_clock_and_random_source(servers: dic
     night = Pool("api", [a.url(), b.url(), c.url()], time_orders=windows)
     canary = Pool("api", [a.url(), b.url(), c.url()], weights={b.url(): 5})
 
-    def served_sync(pool: Pool, **inputs: Callable[[], float]) -> set[str]:
-        with httpx.Client(transport=FailoverTransport([pool], fast(), **inputs)) as client:
+    Clock = Callable[[], float]
+
+    def served_sync(pool: Pool, wall_clock: Clock, draw: Clock) -> set[str]:
+        transport = FailoverTransport([pool], fast(), wall_clock=wall_clock, random=draw)
+        with httpx.Client(transport=transport) as client:
             return {str(client.get(a.url() + "/v1/me").headers["x-served-by"]) for _ in range(5)}
 
-    async def served_async(pool: Pool, **inputs: Callable[[], float]) -> set[str]:
-        async with httpx.AsyncClient(transport=AsyncFailoverTransport([pool], fast(), **inputs)) as client:
+    async def served_async(pool: Pool, wall_clock: Clock, draw: Clock) -> set[str]:
+        transport = AsyncFailoverTransport([pool], fast(), wall_clock=wall_clock, random=draw)
+        async with httpx.AsyncClient(transport=transport) as client:
             return {str((await client.get(a.url() + "/v1/me")).headers["x-served-by"]) for _ in range(5)}
 
-    cases: list[tuple[Pool, dict[str, Callable[[], float]], set[str]]] = [
-        (night, {"wall_clock": lambda: at(23, 0)}, {"c"}),
-        (night, {"wall_clock": lambda: at(10, 0)}, {"a"}),
-        (canary, {"random": lambda: 0.01}, {"b"}),  # a draw under 5 %: the canary
-        (canary, {"random": lambda: 0.99}, {"a"}),
+    def noon() -> float:
+        return at(12, 0)
+
+    def middle() -> float:
+        return 0.5
+
+    cases: list[tuple[Pool, Clock, Clock, set[str]]] = [
+        (night, lambda: at(23, 0), middle, {"c"}),
+        (night, lambda: at(10, 0), middle, {"a"}),
+        (canary, noon, lambda: 0.01, {"b"}),  # a draw under 5 %: the canary
+        (canary, noon, lambda: 0.99, {"a"}),
     ]
-    for pool, inputs, expected in cases:
-        assert served_sync(pool, **inputs) == expected, inputs
-        assert asyncio.run(served_async(pool, **inputs)) == expected, inputs
+    for pool, wall_clock, draw, expected in cases:
+        assert served_sync(pool, wall_clock, draw) == expected, (pool, expected)
+        assert asyncio.run(served_async(pool, wall_clock, draw)) == expected, (pool, expected)
