@@ -127,6 +127,28 @@ def test_the_entry_point_is_the_shim_and_the_shim_is_the_group() -> None:
     assert getattr(importlib.import_module(module), attr) is main
 
 
+_PROBE_IMPORTS = (
+    "import sys, httpx, failover_agent.cli; "
+    "print(sorted(m for m in ('rich', 'pygments', 'httpx._main') if sys.modules.get(m)), "
+    "type(httpx.main).__name__)"
+)
+
+
+@pytest.mark.parametrize(
+    ("first", "loaded", "cli_type"),
+    [("failover_agent.__main__", "[]", "function"),  # httpx's stand-in for a missing CLI
+     ("httpx", "['httpx._main', 'pygments', 'rich']", "Command")],  # the click command
+    ids=["agent-process", "httpx-imported-first"],
+)
+def test_the_agent_process_skips_httpx_command_line(first: str, loaded: str, cli_type: str) -> None:
+    """Entering through the console script's module, the agent never loads httpx's command
+    line (nor rich and pygments, which only it needs with ``--plain``); a process that
+    imported httpx before keeps httpx as it is."""
+    out = subprocess.run([sys.executable, "-c", f"import {first}; " + _PROBE_IMPORTS],
+                         capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    assert " ".join(out[:-1]) == loaded and out[-1] == cli_type
+
+
 @pytest.mark.parametrize(
     ("blocked", "args"),
     [("click", ["--help"]), ("apscheduler", ["run", "agent.toml"])],
