@@ -28,6 +28,7 @@ from pytest_failover import (
     ControlError,
     FailoverResult,
     FailoverTransport,
+    Hedging,
     Policy,
     Pool,
     faults,
@@ -125,6 +126,31 @@ def test_closing_a_sharer_leaves_the_others_working(
     for client in clients[1:]:
         client.close()  # its session and front-end
     assert info(clients[0].request("GET", f"http://{PRIMARY}/x")).domain == f"http://{PRIMARY}"
+
+
+# What a front-end keeps of its own: its I/O (the inner transport; a sync one's hedging threads).
+OWN = {"_transport", "_redis", "_hedgers"}
+
+
+def test_a_sharer_holds_every_piece_of_state_its_source_holds() -> None:
+    """Whatever a transport's constructor keeps (core, telemetry, stale cache, sticky files,
+    fallback, clock, shared health, and anything added later) is the very same object in
+    every kind of sharer; only the I/O is its own."""
+    source = FailoverTransport([Pool("api", ["http://a.test", "http://b.test"])], Policy(hedging=Hedging(delay=0.1)))
+    state = {name: value for name, value in vars(source).items() if name not in OWN}
+    assert {"_core", "_telemetry", "_stale"} <= state.keys()
+    sync = [FailoverTransport.sharing(source), FailoverAdapter.sharing(source)._transport]
+    asynchronous = [AsyncFailoverTransport.sharing(source), FailoverMiddleware.sharing(source)._transport]
+    for sharer in [*sync, *asynchronous]:
+        held = vars(sharer)
+        assert all(held.get(name, source) is value for name, value in state.items()), type(sharer).__name__
+        assert held["_transport"] is not source._transport and held["_redis"] is None
+    for transport in sync:
+        assert transport._hedgers is not None and transport._hedgers is not source._hedgers
+        transport.close()
+    for twin in asynchronous:
+        asyncio.run(twin.aclose())
+    source.close()
 
 
 def test_stale_copies_and_telemetry_are_shared(servers: dict[str, LoopbackServer]) -> None:
