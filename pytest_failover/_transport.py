@@ -216,8 +216,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         )
         self._transport = transport if transport is not None else httpx.HTTPTransport()
         self._redis: RedisHealth | None = shared
-        threads = [pc.policy.hedging.threads for pc in self._core.pools.values() if pc.policy.hedging is not None]
-        self._hedgers = ThreadRace(max(threads)) if threads else None
+        self._hedgers = self._thread_race()
 
     @classmethod
     def sharing(cls, other: FrontEnd, transport: httpx.BaseTransport | None = None) -> FailoverTransport:
@@ -229,9 +228,14 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         self._share(_state_of(other, f"{cls.__name__}.sharing"))
         self._transport = transport if transport is not None else httpx.HTTPTransport()
         self._redis = None  # shared health is closed by the front-end built with it
-        threads = [pc.policy.hedging.threads for pc in self._core.pools.values() if pc.policy.hedging is not None]
-        self._hedgers = ThreadRace(max(threads)) if threads else None  # each sync front-end its own
+        self._hedgers = self._thread_race()  # each sync front-end its own
         return self
+
+    def _thread_race(self) -> ThreadRace | None:
+        """The hedging threads of this front-end (``Hedging.threads``: the largest of
+        its pools' policies), or None when no pool hedges."""
+        threads = [pc.policy.hedging.threads for pc in self._core.pools.values() if pc.policy.hedging is not None]
+        return ThreadRace(max(threads)) if threads else None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         exchange = self._begin(request)
