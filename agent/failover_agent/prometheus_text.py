@@ -161,11 +161,8 @@ class PrometheusTextReader(MetricReader):
         self._latest: MetricsData | None = None
         self._lock = threading.Lock()
         self._label_keys: dict[str, str] = {}
-        # The label text of each series, by the identity of its attributes: the SDK keeps one
-        # attributes mapping per series for the series' life. Entries live from one render to
-        # the next (holding the mapping, so its id cannot be reused meanwhile).
-        self._known_labels: dict[int, tuple[Mapping[str, Any], str]] = {}
-        self._seen_labels: dict[int, tuple[Mapping[str, Any], str]] = {}
+        # The label text of a series is built anew at each render (about 3 us a series, 35 ms
+        # a scrape at 1,000 domains): a cache of it by series was 3.2 MiB of the agent's memory.
 
     def _receive_metrics(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> None:
         self._latest = metrics_data
@@ -198,7 +195,6 @@ class PrometheusTextReader(MetricReader):
                     batch, filled = [], 0
             if batch:
                 chunks.append(b"".join(batch))
-            self._known_labels, self._seen_labels = self._seen_labels, {}
         del data, batch
         release_freed_memory()
         return chunks
@@ -212,27 +208,26 @@ class PrometheusTextReader(MetricReader):
         return out
 
     def _series(self, attributes: Mapping[str, Any] | None, scope: Mapping[str, str]) -> str:
-        """The label text of one series (known from the last render if the series was in it)."""
+        """The label text of one series."""
         if not attributes:
             return self._label_text(scope)
-        key = id(attributes)
-        known = self._known_labels.get(key)
-        if known is not None and known[0] is attributes:
-            text = known[1]
-        else:
-            text = self._label_text(self._labels(attributes, scope))
-        self._seen_labels[key] = (attributes, text)
-        return text
+        return self._label_text(self._labels(attributes, scope))
 
     def _labels(self, attributes: Mapping[str, Any], scope: Mapping[str, str]) -> dict[str, str]:
-        labels: dict[str, str] = dict(scope)
+        labels: dict[str, str] = dict(scope) if scope else {}
+        keys = self._label_keys
         for key, value in attributes.items():
-            labels[self._key(key)] = value if isinstance(value, str) else dumps(value, default=str)
+            name = keys.get(key)
+            if name is None:
+                name = self._key(key)
+            # str and int (not bool: JSON's true/false) need no encoder
+            labels[name] = value if isinstance(value, str) else (
+                str(value) if type(value) is int else dumps(value, default=str))
         return labels
 
     @staticmethod
     def _label_text(labels: Mapping[str, str]) -> str:
-        return ",".join(f'{k}="{_escape_value(v)}"' for k, v in sorted(labels.items()) if v != "")
+        return ",".join([f'{k}="{_escape_value(v)}"' for k, v in sorted(labels.items()) if v != ""])
 
     def _text(self, data: MetricsData) -> Iterator[bytes]:
         families: dict[str, _Family] = {}
