@@ -50,6 +50,22 @@ def test_counts_ring_reuses_slots_and_drops_older_results() -> None:
     assert list(counts.slots()) == [((T0 + 180) // 60, 1, 1)]
 
 
+def test_counts_ring_moving_on_forgets_only_what_left_the_window() -> None:
+    """Moving to a later slot drops the slots that fell out of the ring and keeps the rest;
+    a late result within the ring still counts in its own slot."""
+    counts = Counts(3, 60.0)
+    counts.add(T0, ok=1)
+    counts.add(T0 + 60, ok=0)
+    counts.add(T0 + 240, ok=1)  # minute 4: minutes 0 and 1 leave the ring, 2 and 3 had nothing
+    counts.add(T0 + 150, ok=0)  # minute 2, late but inside the ring
+    first = int(T0 // 60)
+    assert list(counts.slots()) == [(first + 2, 0, 1), (first + 4, 1, 1)]
+    assert counts.ratio(T0 + 240, 3) == pytest.approx(1 / 2)
+    assert counts.ratio(T0 + 180, 2) == 0.0  # seen from minute 3: only minute 2 is in its window
+    counts.add(T0 + 10_000, ok=1)  # far later: the whole ring starts afresh
+    assert list(counts.slots()) == [(int((T0 + 10_000) // 60), 1, 1)]
+
+
 def test_series_uptime_windows_and_streaks() -> None:
     """1 h, 24 h and 7 d uptime, and "down since" the first failure of the current streak."""
     s = Series()

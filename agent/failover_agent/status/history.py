@@ -10,7 +10,7 @@ grow with time or probe rate. Per check (a pool probe or a domain probe) it keep
   the 23 before it, "7 d" the current hour and the 167 before it;
 - whether it is up and since when (the first result of the current streak).
 
-About 5 KB per check, whatever the interval. :class:`~failover_agent.status.store.HistoryFile`
+About 4.5 KB per check, whatever the interval. :class:`~failover_agent.status.store.HistoryFile`
 makes it survive restarts.
 """
 
@@ -47,49 +47,65 @@ class Sample:
 
 
 class Counts:
-    """Successes and totals per time slot of ``width`` seconds, in a ring of ``slots``."""
+    """Successes and totals per time slot of ``width`` seconds, in a ring of ``slots``.
 
-    __slots__ = ("_ok", "_stamps", "_total", "width")
+    The ring holds the latest slot seen and the ``slots - 1`` before it: slot ``stamp`` (whole
+    widths since 1970) lives at ``stamp % slots``. Moving on to a later slot zeroes the ones
+    skipped, so no slot needs to remember its stamp (two arrays, not three: 1 KB less per
+    check, 1.5 MiB at 1,000 domains)."""
+
+    __slots__ = ("_last", "_ok", "_total", "width")
 
     def __init__(self, slots: int, width: float) -> None:
         self.width = width
-        self._stamps = array("i", [-1]) * slots  # minutes and hours since 1970 fit in 32 bits
+        self._last = -1  # the latest stamp counted (-1: none yet)
         self._ok = array("I", [0]) * slots
         self._total = array("I", [0]) * slots
 
     def add(self, at: float, ok: int, total: int = 1) -> None:
         """Count ``total`` results at ``at``, ``ok`` of them successes (older than the ring: dropped)."""
         stamp = int(at // self.width)
-        i = stamp % len(self._stamps)
-        held = self._stamps[i]
-        if held != stamp:
-            if held > stamp:
-                return
-            self._stamps[i], self._ok[i], self._total[i] = stamp, 0, 0
+        size = len(self._total)
+        if stamp > self._last:
+            self._advance(stamp, size)
+        elif stamp <= self._last - size:
+            return
+        i = stamp % size
         self._ok[i] += ok
         self._total[i] += total
+
+    def _advance(self, stamp: int, size: int) -> None:
+        """Make ``stamp`` the latest slot: zero the slots between the old latest and it."""
+        if self._last < 0 or stamp - self._last >= size:
+            self._ok[:] = array("I", [0]) * size
+            self._total[:] = array("I", [0]) * size
+        else:
+            for skipped in range(self._last + 1, stamp + 1):
+                self._ok[skipped % size] = self._total[skipped % size] = 0
+        self._last = stamp
 
     def ratio(self, now: float, slots: int) -> float | None:
         """Successes / total over the current slot and the ``slots - 1`` before it (None: no result)."""
         last = int(now // self.width)
-        first = last - slots + 1
+        size = len(self._total)
+        first = max(last - slots + 1, self._last - size + 1)
         ok = total = 0
-        for i, stamp in enumerate(self._stamps):
-            if first <= stamp <= last:
-                ok += self._ok[i]
-                total += self._total[i]
+        for stamp in range(first, min(last, self._last) + 1):
+            ok += self._ok[stamp % size]
+            total += self._total[stamp % size]
         return None if total == 0 else ok / total
 
     def copy(self) -> Counts:
         twin = Counts.__new__(Counts)
-        twin.width, twin._stamps, twin._ok, twin._total = self.width, self._stamps[:], self._ok[:], self._total[:]
+        twin.width, twin._last, twin._ok, twin._total = self.width, self._last, self._ok[:], self._total[:]
         return twin
 
     def slots(self) -> Iterator[tuple[int, int, int]]:
-        """``(stamp, ok, total)`` of every used slot."""
-        for i, stamp in enumerate(self._stamps):
-            if stamp >= 0:
-                yield stamp, self._ok[i], self._total[i]
+        """``(stamp, ok, total)`` of every slot holding a result, oldest first."""
+        size = len(self._total)
+        for stamp in range(max(0, self._last - size + 1), self._last + 1):
+            if self._total[stamp % size]:
+                yield stamp, self._ok[stamp % size], self._total[stamp % size]
 
 
 class Series:
