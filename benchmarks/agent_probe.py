@@ -24,6 +24,10 @@ Part C, the ``/metrics`` renderer: the agent's hand-written reader
 (``opentelemetry-exporter-prometheus`` + ``prometheus_client.generate_latest``), both on one
 MeterProvider holding the agent metrics of 1,000 domains, in this process: CPU per render,
 bytes, and the peak of Python allocations during a render.
+
+Part D, the RSS floor: a fresh interpreter imports what the agent imports, group by group in
+the agent's order, reading its RSS after each; then what the imports the agent dropped
+(aiohttp's web server, httpx's command line, httpcore) would add.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -350,6 +355,58 @@ def compare_renderers(domains: int, renders: int) -> dict[str, dict[str, float]]
     return out
 
 
+# ---------------------------------------------------------------- the RSS floor, import by import
+
+FLOOR_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ssl", ("ssl",)),
+    ("asyncio", ("asyncio",)),
+    ("h11 (the probes' wire and the listener)", ("h11",)),
+    ("click", ("click",)),
+    ("httpx, without its command line (as the agent's entry imports it)", ("httpx",)),
+    ("pydantic", ("pydantic",)),
+    ("the library and the agent's configuration models", ("pytest_failover", "failover_agent.config")),
+    ("OpenTelemetry SDK (metrics, traces)", ("opentelemetry.sdk.metrics", "opentelemetry.sdk.trace")),
+    ("APScheduler", ("apscheduler.schedulers.asyncio",)),
+    ("prometheus_client (through the exporter's naming rules)", ("opentelemetry.exporter.prometheus",)),
+    ("the agent's own modules", ("failover_agent.cli", "failover_agent.service", "failover_agent.server")),
+    # not imported by the agent any more: what each would add on top
+    ("(not imported) httpx's command line: rich, pygments", ("httpx._main",)),
+    ("(not imported) aiohttp.web, the former listener", ("aiohttp.web",)),
+    ("(not imported) httpcore with anyio and trio, the former readiness client's", ("httpcore", "trio")),
+)
+_FLOOR_SCRIPT = """
+import gc, importlib, json, sys
+steps = json.loads(sys.argv[1])
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * {page}
+sys.modules["httpx._main"] = None  # what failover_agent.__main__.skip_httpx_command_line does first
+out = [["the interpreter", rss()]]
+for label, modules in steps:
+    if label.startswith("(not imported) httpx"):
+        del sys.modules["httpx._main"]
+    for module in modules:
+        importlib.import_module(module)
+    gc.collect()
+    out.append([label, rss()])
+print(json.dumps(out))
+"""
+
+
+def import_floor() -> list[tuple[str, float]]:
+    """RSS added by each group of the agent's imports, in the order the agent imports them,
+    in a fresh interpreter that enters as the agent's console script does (so httpx skips its
+    command line); then what the imports the agent dropped would add. MiB per step."""
+    import os
+
+    script = _FLOOR_SCRIPT.format(page=os.sysconf("SC_PAGE_SIZE"))
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(FLOOR_STEPS)], capture_output=True,
+                          text=True, timeout=120, check=True, cwd=h.ROOT)
+    points = json.loads(done.stdout)
+    steps = [(points[0][0], points[0][1] / 2**20)]
+    steps += [(label, (now - before) / 2**20) for (_, before), (label, now) in pairwise(points)]
+    return steps
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -391,6 +448,7 @@ def run(opts: Options) -> h.Report:
                 results[label] = {"error": str(exc)}
 
     renderers = compare_renderers(domains, renders=opts.pick(5, 20))
+    floor = import_floor()
 
     table_a = h.Table(
         f"Agent: CPU per probe (burst of {burst_probes} probes, {concurrency} concurrent, fresh connection each)",
@@ -458,7 +516,18 @@ def run(opts: Options) -> h.Report:
     table_c.notes.append("The official exporter writes every label of a family on every series (most of them "
                          "empty), hence the larger body; both carry the same series and values "
                          "(tests/agent/test_agent_prometheus_text.py).")
-    report.tables += [table_a, table_b, table_c]
-    report.data = {**{name: res for name, res in results.items()}, "renderers": renderers}
+    table_d = h.Table("Agent: its RSS floor, import by import (a fresh interpreter, in the agent's order)",
+                      ["step", "RSS added", "RSS so far"])
+    so_far = 0.0
+    for label, added in floor:
+        if not label.startswith("(not imported)"):
+            so_far += added
+        table_d.rows.append([label, f"{added:.1f} MiB", "" if label.startswith("(") else f"{so_far:.1f} MiB"])
+    table_d.notes.append("Each step is what its imports add on top of the steps before it (shared dependencies "
+                         "count where first imported). The last rows are what the agent no longer imports would "
+                         "add on top of all the rest.")
+    report.tables += [table_a, table_b, table_c, table_d]
+    report.data = {**{name: res for name, res in results.items()}, "renderers": renderers,
+                   "import_floor": floor}
     report.seconds = time.monotonic() - started
     return report

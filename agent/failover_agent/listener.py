@@ -2,10 +2,10 @@
 
 Why hand-written: the agent serves a handful of ``GET`` routes (``/metrics``, ``/healthz``,
 ``/status.json``, the control document, the status page's files) and nothing else. With
-aiohttp's web server doing it, importing ``aiohttp.web`` alone added **9.9 MiB** of RSS to
-an agent whose whole floor was 62 MiB (measured one import at a time, after everything the
-agent imports before it; see the agent section of docs/benchmarks.md), against an issue-14
-target of 60 MiB at 1,000 domains. h11, which the probes already speak
+aiohttp's web server doing it, importing ``aiohttp.web`` added **10 MiB** of RSS on top of
+everything else the agent imports (part D of ``python -m benchmarks agent``), and the agent
+on 2 domains went from 62 to 52 MiB when this module replaced it (2026-12-01), against an
+issue-14 target of 60 MiB at 1,000 domains. h11, which the probes already speak
 (:mod:`failover_agent.wire`), does the parsing and the framing; this module only reads,
 routes and writes. aiohttp stays the library's optional extra for its client middleware.
 
