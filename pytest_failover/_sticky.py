@@ -13,7 +13,20 @@ Loading never raises and never blocks:
   nesting, a wrong shape or type) is ignored with exactly one warning on the
   ``pytest_failover`` logger. A missing file is normal and silent.
 
-Writing is atomic and leaves nothing behind for long:
+Writing is atomic, coalesced, and off the event loop where asked:
+
+- ``save(mapping)`` writes in the calling thread (a sync front-end's request waits for
+  it); ``save(mapping, wait=False)`` hands the write to the process's sticky writer
+  thread and returns at once (an async front-end's request: an ``fsync`` takes
+  milliseconds on a real disk, 1 to 15 ms on the CI's ext4, seconds on a busy one, and
+  the loop must not wait). Both go through one rule: a write writes the newest mapping
+  asked for, one write per file at a time, so a burst of changes while a write is
+  under way costs one more write, not one each.
+- ``flush()`` waits for a background write (``AsyncFailoverTransport.aclose`` does, from
+  a worker thread); at interpreter exit an ``atexit`` hook waits for every pending one
+  (10 s at most).
+
+Writing leaves nothing behind for long:
 
 - the mapping goes to ``.<basename>.failover-<random>.tmp`` in the target's folder,
   is ``fsync``-ed, then ``os.replace``-d over the target (and the folder is ``fsync``-ed,
@@ -28,10 +41,12 @@ Writing is atomic and leaves nothing behind for long:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
 import os
+import queue
 import re
 import secrets
 import stat
@@ -66,8 +81,12 @@ class StickyFile:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        self._lock = threading.Lock()
-        self._saved: dict[str, str] = {}
+        self._lock = threading.Lock()  # guards the fields below; never held across I/O
+        self._io = threading.Lock()  # one write at a time
+        self._saved: dict[str, str] = {}  # what the file holds
+        self._wanted: dict[str, str] = {}  # what it should hold (a new dict at each change)
+        self._idle = threading.Event()  # clear while a background write is pending
+        self._idle.set()
 
     @property
     def _prefix(self) -> str:
@@ -88,7 +107,7 @@ class StickyFile:
             logger.warning("ignoring sticky-domain file %s: %s", self.path, exc)
             return {}
         with self._lock:
-            self._saved = dict(pools)
+            self._saved = self._wanted = dict(pools)
         return dict(pools)
 
     def _read(self) -> bytes | None:
@@ -168,30 +187,68 @@ class StickyFile:
             except OSError:
                 continue  # gone already, or not ours to remove
 
-    def save(self, serving: Mapping[str, str]) -> None:
-        """Write the mapping if it changed; errors are logged, never raised."""
+    def save(self, serving: Mapping[str, str], *, wait: bool = True) -> None:
+        """Make the file hold ``serving`` merged over the mapping asked for so far, if that
+        changes anything; errors are logged, never raised. ``wait=False``: the process's
+        sticky writer thread writes it and this returns at once (for an event loop)."""
         with self._lock:
-            merged = {**self._saved, **serving}
-            if merged == self._saved:
+            merged = {**self._wanted, **serving}
+            pending = not self._idle.is_set()
+            if merged == self._wanted and (merged == self._saved or (pending and not wait)):
+                return  # written, or about to be
+            self._wanted = merged
+            if not wait:
+                if not pending:
+                    self._idle.clear()
+                    _writer.submit(self)
                 return
-            data = json.dumps({"version": 1, "pools": merged}, sort_keys=True).encode("utf-8")
-            if len(data) > MAX_BYTES:
-                logger.warning(
-                    "could not persist sticky domains to %s: %d bytes is over %d",
-                    self.path,
-                    len(data),
-                    MAX_BYTES,
-                )
-                return
-            folder = self._folder()
-            tmp = os.path.join(folder, f"{self._prefix}{secrets.token_hex(8)}.tmp")
-            try:
-                self._write(tmp, data)
-            except OSError as exc:
-                logger.warning("could not persist sticky domains to %s: %s", self.path, exc)
-                return
-            self._saved = merged
-            _fsync_folder(folder)
+        self._write_wanted(background=False)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for a background write; True if none is pending."""
+        return self._idle.wait(timeout)
+
+    def _write_behind(self) -> None:
+        """The writer thread's turn for this file."""
+        try:
+            self._write_wanted(background=True)
+        finally:  # even after something unexpected: later saves submit it again
+            self._idle.set()
+
+    def _write_wanted(self, *, background: bool) -> None:
+        """Write the newest mapping asked for until the file holds it (one attempt per
+        mapping: a failed one waits for the next ``save``)."""
+        with self._io:
+            tried: dict[str, str] | None = None
+            while True:
+                with self._lock:
+                    wanted = self._wanted
+                    if wanted == self._saved or wanted is tried:
+                        if background:
+                            self._idle.set()  # under the lock: a save from now on submits it again
+                        return
+                if self._commit(wanted):
+                    with self._lock:
+                        self._saved = wanted
+                tried = wanted
+
+    def _commit(self, pools: dict[str, str]) -> bool:
+        """Write ``pools`` to the file atomically; False (and one warning) if it failed."""
+        data = json.dumps({"version": 1, "pools": pools}, sort_keys=True).encode("utf-8")
+        if len(data) > MAX_BYTES:
+            logger.warning(
+                "could not persist sticky domains to %s: %d bytes is over %d", self.path, len(data), MAX_BYTES
+            )
+            return False
+        folder = self._folder()
+        tmp = os.path.join(folder, f"{self._prefix}{secrets.token_hex(8)}.tmp")
+        try:
+            self._write(tmp, data)
+        except OSError as exc:
+            logger.warning("could not persist sticky domains to %s: %s", self.path, exc)
+            return False
+        _fsync_folder(folder)
+        return True
 
     def _write(self, tmp: str, data: bytes) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC | _O_BINARY, 0o600)
@@ -208,6 +265,51 @@ class StickyFile:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+
+
+class _Writer:
+    """The process's one sticky writer: a daemon thread writing the files handed to it,
+    in turn. Handing one over is a queue put (microseconds); the thread starts with the
+    first (a few milliseconds, once per process, again in a forked child) and, at
+    interpreter exit, what was handed over is written first (``atexit``, 10 s at most)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[StickyFile | threading.Event] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, sticky: StickyFile) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():  # first, or in a forked child
+                if self._thread is None:
+                    atexit.register(self.drain, 10.0)
+                self._thread = threading.Thread(target=self._run, name="pytest-failover sticky writer", daemon=True)
+                self._thread.start()
+        self._queue.put(sticky)
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until everything handed over so far is written; False after ``timeout``."""
+        with self._lock:
+            running = self._thread is not None and self._thread.is_alive()
+        if not running:
+            return True
+        marker = threading.Event()
+        self._queue.put(marker)
+        return marker.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, threading.Event):
+                item.set()
+            else:
+                try:
+                    item._write_behind()
+                except Exception:  # a bug, not the disk (that is logged and survived): keep writing
+                    logger.exception("sticky writer: writing %s failed", item.path)
+
+
+_writer = _Writer()
 
 
 def _fsync_folder(folder: str) -> None:

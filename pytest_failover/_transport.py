@@ -86,13 +86,18 @@ class _FailoverBase:
         self._restore_sticky()
         self._shared = shared
         if shared is not None:
-            asynchronous = isinstance(self, httpx.AsyncBaseTransport)
-            if getattr(shared, "asynchronous", None) is not asynchronous:
+            kind = getattr(shared, "asynchronous", None)  # RedisHealth False, AsyncRedisHealth True
+            if isinstance(self, httpx.AsyncBaseTransport) and kind is None:
                 raise TypeError(
-                    f"{type(self).__name__}(shared=...) takes "
-                    f"{'AsyncRedisHealth' if asynchronous else 'RedisHealth'}, got {type(shared).__name__}"
+                    f"{type(self).__name__}(shared=...) takes RedisHealth or AsyncRedisHealth, got {type(shared).__name__}"
+                )
+            if not isinstance(self, httpx.AsyncBaseTransport) and kind is not False:
+                raise TypeError(
+                    f"{type(self).__name__}(shared=...) takes RedisHealth, got {type(shared).__name__}"
+                    + (" (its tasks need an event loop; RedisHealth serves every front-end)" if kind else "")
                 )
             shared.bind(self._core, clock=clock, telemetry=self._telemetry, meter_provider=meter_provider)
+            shared.acquire(self)  # closed when the last front-end using it is
 
     def _restore_sticky(self) -> None:
         files: dict[str, StickyFile] = {}
@@ -120,7 +125,8 @@ class _FailoverBase:
         sticky = self._sticky.get(pool_core.name)
         serving = pool_core.serving
         if sticky is not None and serving is not None:
-            sticky.save({pool_core.name: serving.url})
+            # an event loop never waits for the disk: a thread writes it (see StickyFile.save)
+            sticky.save({pool_core.name: serving.url}, wait=not isinstance(self, httpx.AsyncBaseTransport))
 
     def state(self) -> TransportState:
         """A snapshot of every pool: breakers, enabled domains, serving domain, budget;
@@ -143,15 +149,15 @@ class _FailoverBase:
     def _share(self, source: _FailoverBase) -> None:
         """Serve from ``source``'s state instead of new state: the same core (breakers,
         budget, serving domain, control), telemetry, stale cache, sticky files, fallback,
-        clock and shared health. Only the front-end built with ``shared=`` closes that."""
+        clock and shared health, which stays open until the last of its front-ends closes."""
         asynchronous = isinstance(self, httpx.AsyncBaseTransport)
         shared = source._shared
         if shared is not None and shared.asynchronous:
             raise TypeError(
                 f"{type(self).__name__}.sharing: this state's shared health is AsyncRedisHealth, whose "
-                "tasks live in one event loop, so no other front-end may share it; build the shared "
-                "state with RedisHealth on a sync front-end (FailoverTransport or FailoverAdapter, "
-                "shared=RedisHealth(url)): its threads serve sync and async sharers in any thread and loop"
+                "tasks live in one event loop, so no other front-end may share it; build the state "
+                "with shared=RedisHealth(url) instead (every front-end takes it, async ones too): its "
+                "threads serve sharers of every kind, in any thread and event loop"
             )
         fallback = source._fallback
         if not asynchronous and fallback is not None and _is_async(fallback):
@@ -166,6 +172,8 @@ class _FailoverBase:
         self._stale = source._stale
         self._sticky = source._sticky
         self._shared = shared
+        if shared is not None:
+            shared.acquire(self)
 
     def _begin(self, request: httpx.Request) -> Exchange | None:
         options = RequestOptions.from_extensions(request.extensions)
@@ -322,8 +330,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         if self._hedgers is not None:
             self._hedgers.close()
         self._transport.close()
-        if self._redis is not None:
-            self._redis.close()
+        if self._shared is not None and self._shared.release(self):  # the last of its front-ends
+            self._shared.close()
 
 
 class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
@@ -371,8 +379,8 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         return self
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._redis is not None and not self._redis.started:
-            self._redis.start()  # its tasks live in this event loop
+        if self._shared is not None and not self._shared.started:
+            self._shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         exchange = self._begin(request)
         if exchange is None:
             return await self._transport.handle_async_request(request)
@@ -453,9 +461,14 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         return buffer.complete(response)
 
     async def aclose(self) -> None:
+        if self._sticky:  # its pending writes are on disk once it is closed
+            import anyio  # httpx's own dependency
+
+            for sticky in set(self._sticky.values()):
+                await anyio.to_thread.run_sync(sticky.flush)
         await self._transport.aclose()
-        if self._redis is not None:
-            await self._redis.aclose()
+        if self._shared is not None and self._shared.release(self):  # the last of its front-ends
+            await self._shared.aclose()
 
 
 # -- one state, several front-ends (``sharing``) ------------------------------------------

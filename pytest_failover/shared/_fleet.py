@@ -21,6 +21,7 @@ import secrets
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +96,9 @@ class Fleet:
         # fleet leases this process holds: (pool name, domain URL) -> key
         self._held: dict[tuple[str, str], str] = {}
         self._said_once = False
+        self._next_sweep = -math.inf
+        # the front-ends serving from this binding (the one built with it and its sharers)
+        self._users: weakref.WeakSet[object] = weakref.WeakSet()
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -125,6 +129,22 @@ class Fleet:
             for domain in pool_core.order:
                 self._targets[(pool_core.name, domain.url)] = (pool_core, domain)
             pool_core.lease = functools.partial(self.lease, pool_core)
+
+    def acquire(self, user: object) -> None:
+        """``user``, a front-end, serves from this binding (the transport built with it,
+        and every front-end that shares its state): the binding stays open until the
+        last of them is closed (or garbage-collected unclosed)."""
+        with self._state_lock:
+            self._users.add(user)
+
+    def release(self, user: object) -> bool:
+        """``user`` is closed: True if it was the last user, and the caller then closes
+        the binding. Releasing a user twice, or one never acquired, is False."""
+        with self._state_lock:
+            if user not in self._users:
+                return False
+            self._users.discard(user)
+            return not self._users
 
     def post(self, commands: list[Command]) -> None:
         """Hand commands to the shell's publisher (the shells replace this)."""
@@ -296,9 +316,13 @@ class Fleet:
                 breaker.release_remote(math.inf)
         self._note(pool_core, domain, transition)
 
-    def sweep(self) -> None:
-        """Forget other processes' leases that expired without a word from them."""
+    def sweep(self, *, every: float = 0.0) -> None:
+        """Forget other processes' leases that expired without a word from them (not
+        again within ``every`` seconds: the listener calls it after each message)."""
         now = self._clock()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + every
         for pool_core in self._pools():
             with pool_core.lock:
                 for breaker in pool_core.breakers.values():

@@ -5,10 +5,18 @@ local domains once, then apply every message and forget expired leases; on any
 failure: local-only, then reconnect with redis-py's jittered exponential backoff) and
 a *publisher* (drains the queue of commands the transport's events became, one
 pipeline each, dropped while disconnected). ``RedisHealth`` runs them on two daemon
-threads, ``AsyncRedisHealth`` as two asyncio tasks started by the transport's first
-request. Both take the probe lease with a small synchronous client whose every
+threads, and serves front-ends of every kind (sync, asyncio, trio; any thread and
+event loop, at once); ``AsyncRedisHealth`` runs them as two asyncio tasks started by
+its transport's first request, in that request's loop, and so serves that one
+front-end. Both take the probe lease with a small synchronous client whose every
 operation is bounded by ``timeout`` (50 ms): the one Redis call on a request's path,
 made once per due domain and cooldown, never while disconnected.
+
+What an event loop running a front-end over ``RedisHealth`` waits for: ``post`` (a
+``SimpleQueue.put``), the probe lease (as with ``AsyncRedisHealth``), and a pool's
+lock while the listener thread applies a message under it (a breaker update, no I/O).
+Everything else (reading, decoding, publishing, reconnecting) is on the threads; the
+loop's ``aclose`` stops them from a worker thread.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import logging
 import math
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -123,9 +132,12 @@ class _RedisShell(Fleet):
 
 
 class RedisHealth(_RedisShell):
-    """Shared domain health for :class:`~pytest_failover.FailoverTransport` (and the
-    requests adapter), through the Redis at ``url``: breaker openings and closings, the
-    pool's serving domain, one probe per fleet, the control version.
+    """Shared domain health for any front-end (:class:`~pytest_failover.FailoverTransport`,
+    :class:`~pytest_failover.AsyncFailoverTransport`, the requests adapter, the aiohttp
+    middleware, and every front-end sharing their state), through the Redis at ``url``:
+    breaker openings and closings, the pool's serving domain, one probe per fleet, the
+    control version. Its two threads start with the transport built with it and stop
+    when the last front-end using it is closed.
 
     ``prefix`` names every key and the channel (one per fleet); ``timeout`` bounds the
     probe lease, the only Redis call a request may make; ``io_timeout`` bounds the
@@ -134,6 +146,7 @@ class RedisHealth(_RedisShell):
     whoever can write there can open the breakers of your domains."""
 
     asynchronous = False
+    started = True  # its threads start when a transport binds it
 
     def _init_shell(self) -> None:
         self._queue: queue.SimpleQueue[list[Command] | None] = queue.SimpleQueue()
@@ -150,14 +163,26 @@ class RedisHealth(_RedisShell):
     def post(self, commands: list[Command]) -> None:
         self._queue.put(commands)
 
+    def start(self) -> None:
+        """Nothing to start: the threads run from the moment a transport binds it."""
+
     def close(self) -> None:
-        """Stop the threads and close the connections (the transport's ``close()`` does it)."""
+        """Stop the threads and close the connections (closing the last front-end that
+        uses it does it). Waits for the threads: at most ``io_timeout`` + 1 s each,
+        typically one listener tick (0.25 s)."""
         self._stop.set()
         self._queue.put(None)
         for thread in self._threads:
             thread.join(self.io_timeout + 1.0)
         self._close_lease_client()
         self.close_state()
+
+    async def aclose(self) -> None:
+        """:meth:`close` in a worker thread (asyncio or trio): the loop never waits for
+        the threads to stop."""
+        import anyio  # httpx's own dependency
+
+        await anyio.to_thread.run_sync(self.close)
 
     def _client(self) -> redis.Redis:
         return redis.Redis.from_url(self.url, retry=Retry(NoBackoff(), 0), **self._options(self.io_timeout))
@@ -177,7 +202,11 @@ class RedisHealth(_RedisShell):
                     message = pubsub.get_message(timeout=_TICK)
                     if message is not None and message.get("type") == "message":
                         self.apply(message["data"])
-                    self.sweep()
+                        # a buffered message is returned without releasing the GIL: hand it
+                        # to the other threads (an event loop's) between messages, or a flood
+                        # holds them off for the interpreter's switch interval (5 ms) each time
+                        time.sleep(0)
+                    self.sweep(every=_TICK)
                     if self.state != "connected":  # the lease found Redis slow: is it back?
                         self._quick().ping()
                         self.connected()
@@ -211,16 +240,19 @@ class RedisHealth(_RedisShell):
 
 
 class AsyncRedisHealth(_RedisShell):
-    """The :class:`RedisHealth` twin for :class:`~pytest_failover.AsyncFailoverTransport`
-    (and the aiohttp middleware), on redis-py's asyncio client. Its tasks start with the
+    """The :class:`RedisHealth` twin for one :class:`~pytest_failover.AsyncFailoverTransport`
+    (or aiohttp middleware), on redis-py's asyncio client. Its tasks start with the
     transport's first request, in that request's event loop (asyncio only: under trio
-    the transport stays local-only, and says so once)."""
+    the transport stays local-only, and says so once). Its queue and tasks belong to
+    that loop, so a state bound to it cannot be shared with other front-ends: use
+    :class:`RedisHealth` for that (any front-end, any thread and loop)."""
 
     asynchronous = True
 
     def _init_shell(self) -> None:
         self._queue: asyncio.Queue[list[Command]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.started = False
 
     def start(self) -> None:
@@ -233,12 +265,25 @@ class AsyncRedisHealth(_RedisShell):
         except RuntimeError:
             logger.warning("shared health %s: needs an asyncio event loop; local-only", self.shown_url)
             return
+        self._loop = loop
         self._queue = asyncio.Queue()
         self._tasks = [loop.create_task(self._listen()), loop.create_task(self._publish())]
 
     def post(self, commands: list[Command]) -> None:
         if self._queue is not None:
             self._queue.put_nowait(commands)
+
+    def close(self) -> None:
+        """Stop from any thread without waiting: the tasks are cancelled in their loop
+        (their connections close as they end); prefer ``aclose()`` in that loop."""
+        tasks, self._tasks = self._tasks, []
+        loop = self._loop
+        for task in tasks:
+            if loop is not None:
+                with contextlib.suppress(RuntimeError):  # that loop is closed: its tasks are gone
+                    loop.call_soon_threadsafe(task.cancel)
+        self._close_lease_client()
+        self.close_state()
 
     async def aclose(self) -> None:
         """Cancel the tasks and close the connections (the transport's ``aclose()`` does it)."""
@@ -271,7 +316,10 @@ class AsyncRedisHealth(_RedisShell):
                     message = await pubsub.get_message(timeout=_TICK)
                     if message is not None and message.get("type") == "message":
                         self.apply(message["data"])
-                    self.sweep()
+                        # redis-py returns a buffered message without suspending: let the
+                        # loop's other tasks run between messages (a flood must not starve them)
+                        await asyncio.sleep(0)
+                    self.sweep(every=_TICK)
                     if self.state != "connected":  # the lease found Redis slow: is it back?
                         await asyncio.wait_for(client.ping(), self.timeout)
                         self.connected()

@@ -176,6 +176,144 @@ def test_a_failed_write_leaves_no_temporary_file_and_is_retried(
     assert json.loads(path.read_text())["pools"] == {"api": "https://api2.example.com"}
 
 
+# -- off the event loop: a background writer, coalesced ------------------------------------
+
+SLOW = 0.3  # seconds a slow disk's fsync takes, in these tests
+
+
+def slow_fsync(monkeypatch: pytest.MonkeyPatch, calls: list[str]) -> None:
+    """Every ``os.fsync`` takes ``SLOW`` seconds; ``calls`` gets the name of each caller's thread."""
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        calls.append(threading.current_thread().name)
+        time.sleep(SLOW)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_a_background_save_returns_at_once_and_a_burst_costs_one_more_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``save(wait=False)`` returns before the slow write; saves during it are coalesced
+    into one write of the newest mapping; ``flush`` waits for it; a ``save`` that waits,
+    during a background write, returns once the file holds its mapping too."""
+    path = tmp_path / "sticky.json"
+    sticky = StickyFile(path)
+    calls: list[str] = []
+    slow_fsync(monkeypatch, calls)
+    replaced: list[str] = []
+    real_replace = os.replace
+
+    def replace(src: str, dst: str) -> None:
+        replaced.append(json.loads(Path(src).read_text())["pools"]["api"])
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    started = time.monotonic()
+    sticky.save({"api": "https://api1.example.com"}, wait=False)
+    assert time.monotonic() - started < SLOW / 3
+    while not calls and time.monotonic() - started < 5:  # the first write is under way
+        time.sleep(0.001)
+    for n in (2, 3, 4):
+        sticky.save({"api": f"https://api{n}.example.com"}, wait=False)
+    assert sticky.flush(10)
+    assert replaced == ["https://api1.example.com", "https://api4.example.com"]
+    assert json.loads(path.read_text())["pools"] == {"api": "https://api4.example.com"}
+    assert calls and set(calls) == {"pytest-failover sticky writer"}
+    calls.clear()
+    sticky.save({"api": "https://api5.example.com"}, wait=False)
+    while not calls and time.monotonic() - started < 5:  # that write is under way
+        time.sleep(0.001)
+    sticky.save({"cdn": "https://cdn1.example.com"})  # waits: the file holds both when it returns
+    assert json.loads(path.read_text())["pools"] == {"api": "https://api5.example.com", "cdn": "https://cdn1.example.com"}
+    assert sticky.flush(0)
+
+
+def test_a_slow_disk_does_not_stall_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The primary fails, the async transport moves to the backup and persists it; with an
+    fsync of 0.3 s, another task on the loop still ticks every few milliseconds. The same
+    probe run around an inline save on the loop sees the stall (the probe can fail)."""
+    import asyncio
+
+    import httpx
+
+    from pytest_failover import AsyncFailoverTransport, Policy, Pool
+
+    primary, backup = "http://a.test", "http://b.test"
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "a.test":
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(200, text=str(request.url.host))
+
+    path = tmp_path / "sticky.json"
+    policy = Policy(sticky_path=str(path), breaker_threshold=1)
+    calls: list[str] = []
+    slow_fsync(monkeypatch, calls)
+
+    async def longest_stall(during: Callable[[], object]) -> float:
+        """The longest gap between ticks of a 5 ms ticker while ``during`` runs (and 0.1 s after)."""
+        gaps: list[float] = []
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.005)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0.02)
+        result = during()
+        if asyncio.iscoroutine(result):
+            await result
+        await asyncio.sleep(0.1)
+        done.set()
+        await task
+        return max(gaps)
+
+    async def scenario() -> tuple[float, float, str]:
+        transport = AsyncFailoverTransport([Pool("api", [primary, backup])], policy, httpx.MockTransport(handle))
+        async with httpx.AsyncClient(transport=transport) as client:
+
+            async def request() -> None:
+                assert (await client.get(f"{primary}/x")).text == "b.test"
+
+            stall = await longest_stall(request)
+            assert calls, "the write did not happen yet: the test proved nothing"
+        on_disk = json.loads(path.read_text())["pools"]["api"]  # the client closed the transport: flushed
+        inline = await longest_stall(lambda: StickyFile(tmp_path / "inline.json").save({"api": backup}))
+        return stall, inline, on_disk
+
+    stall, inline, on_disk = asyncio.run(scenario())
+    assert stall < SLOW / 3, stall
+    assert inline >= SLOW, inline
+    assert on_disk == backup
+    assert "pytest-failover sticky writer" in calls
+
+
+_EXITS_AT_ONCE = """
+import os, sys, time
+from pytest_failover._sticky import StickyFile
+
+real_fsync = os.fsync
+os.fsync = lambda fd: (time.sleep(0.3), real_fsync(fd))[1]
+StickyFile(sys.argv[1]).save({"api": "https://api2.example.com"}, wait=False)
+"""
+
+
+def test_a_pending_background_write_completes_before_the_interpreter_exits(tmp_path: Path) -> None:
+    """The writer thread is not a daemon: a process that exits right after handing over a
+    slow write still leaves the file written."""
+    path = tmp_path / "sticky.json"
+    subprocess.run([sys.executable, "-c", _EXITS_AT_ONCE, str(path)], check=True, timeout=30)
+    assert json.loads(path.read_text())["pools"] == {"api": "https://api2.example.com"}
+
+
 # -- hostile files: ignored with one warning, promptly --------------------------------
 
 

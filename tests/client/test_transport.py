@@ -303,6 +303,9 @@ def test_sticky_domain_survives_a_restart_and_a_corrupt_file_is_ignored(
     a.set(status=503)
     first = make_client([Pool("api", [a.url(), b.url()])], fast(sticky_path=str(path)))
     first.request("GET", a.url())
+    deadline = time.monotonic() + 5  # an async front-end's request hands the write to a thread
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
     assert json.loads(path.read_text())["pools"] == {"api": b.url()}
     a.set()
     a.reset_records()
