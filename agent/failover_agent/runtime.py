@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from pytest_failover import Domain
+from pytest_failover import Domain, Policy
 from pytest_failover.semconv import (
     AGENT_CHECK,
     BREAKER_CLOSED,
@@ -56,6 +56,8 @@ class Runtime:
         self.http = httpx.AsyncClient(transport=ProbeTransport(self.context), trust_env=False)
         self.pool_probers: dict[str, PoolProber] = {}
         self.groups: list[CheckGroup] = []
+        # pools with equal policy settings share one Policy (a frozen value): 1 KB a pool
+        policies: dict[str, Policy] = {}
         for pool in config.pools:
             primary = pool.primary(config.region)
             self.state.pools[pool.name] = PoolStatus(
@@ -65,12 +67,17 @@ class Runtime:
                 self.state.domains[(pool.name, url)] = DomainStatus(
                     pool.name, url, Domain.parse(url).host, is_primary=url == primary
                 )
+            settings = pool.policy.model_dump_json()
+            policy = policies.get(settings)
+            if policy is None:
+                policy = policies[settings] = pool.policy.to_policy()
             self.pool_probers[pool.name] = PoolProber(
                 pool,
                 region=config.region,
                 context=self.context,
                 tracer_provider=agent.telemetry.client_tracer_provider,
                 meter_provider=agent.telemetry.client_meter_provider,
+                policy=policy,
             )
             self.groups += group_by_interval(pool.name, self._pool_checks(pool, primary))
         self.control: ControlWriter | None = None

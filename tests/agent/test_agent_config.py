@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from failover_agent.config import ConfigError, load_config, parse_config
 from failover_agent.runner import Agent
+from failover_agent.runtime import Runtime
 
 from pytest_failover import ExponentialBackoff, Policy, ScheduleTable
 
@@ -209,3 +210,23 @@ def test_scope_labels_on_metrics_are_off_unless_the_file_turns_them_on() -> None
             assert agent.telemetry.prometheus.scope_info is expected
         finally:
             agent.telemetry.shutdown()
+
+
+async def test_pools_with_equal_policies_share_one_policy() -> None:
+    """The runtime builds one library Policy per distinct [pools.policy] and gives it to every
+    pool that has those settings; a pool with other settings gets its own."""
+    config = parse_config({"pools": [
+        {"name": "a", "domains": ["http://127.0.0.1:8080", "http://127.0.0.1:8081"]},
+        {"name": "b", "domains": ["http://127.0.0.1:8082", "http://127.0.0.1:8083"]},
+        {"name": "c", "domains": ["http://127.0.0.1:8084"], "policy": {"deadline": 3.0}},
+    ]})
+    agent = Agent(config)
+    runtime = Runtime(agent, config)
+    try:
+        a, b, c = (runtime.pool_probers[name].policy for name in "abc")
+        assert a is b and a == config.pools[0].policy.to_policy()
+        assert c is not a and c.deadline == 3.0
+        assert runtime.pool_probers["c"].transport is not runtime.pool_probers["a"].transport
+    finally:
+        await runtime.aclose()
+        agent.telemetry.shutdown()

@@ -21,6 +21,7 @@ from pytest_failover import (
     CircuitOpenError,
     FailoverError,
     FailoverResult,
+    Policy,
     error_type_of,
 )
 
@@ -43,10 +44,13 @@ class PoolProber:
         context: ssl.SSLContext,
         tracer_provider: TracerProvider,
         meter_provider: MeterProvider,
+        policy: Policy | None = None,
     ) -> None:
+        """``policy``: the library's Policy of ``cfg.policy``, if the caller built it already
+        (a frozen value, so pools with equal policies may share one)."""
         self.cfg = cfg
         self.pool = cfg.to_pool()
-        self.policy = cfg.policy.to_policy()
+        self.policy = cfg.policy.to_policy() if policy is None else policy
         self.url = self.pool.order(region)[0].url + cfg.probe.path
         self.transport = AsyncFailoverTransport(
             [self.pool],
