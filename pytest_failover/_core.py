@@ -602,7 +602,7 @@ class RequestPlan:
             if timeout < MIN_ATTEMPT_TIME:
                 return None
             assert core.throttle is not None
-            if not core.throttle.take():  # said once per request; it may try again later
+            if not core.throttle.take(now, again=self._throttled):  # said once; it may try again later
                 if self._throttled:
                     return None
                 self._throttled = True
