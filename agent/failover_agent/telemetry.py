@@ -536,6 +536,9 @@ class _LabelledMeter:
     def __init__(self, inner: metrics_api.Meter, extra: Mapping[str, Any]) -> None:
         self._inner = inner
         self._extra = extra
+        # The SDK hands every creator of an instrument the same instrument (by name, kind,
+        # unit); its wrapper is shared likewise (500 pool probes' transports, 500 wrappers each)
+        self._sync: dict[int, tuple[Any, _Sync]] = {}
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -550,7 +553,11 @@ class _LabelledMeter:
                 elif "callbacks" in kwargs:
                     kwargs["callbacks"] = _wrap_callbacks(kwargs["callbacks"], self._extra)
                 return attr(*args, **kwargs)
-            return _Sync(attr(*args, **kwargs), self._extra)
+            instrument = attr(*args, **kwargs)
+            known = self._sync.get(id(instrument))
+            if known is None or known[0] is not instrument:
+                known = self._sync[id(instrument)] = (instrument, _Sync(instrument, self._extra))
+            return known[1]
 
         return create
 
@@ -561,6 +568,7 @@ class LabelledMeterProvider(metrics_api.MeterProvider):
     def __init__(self, inner: metrics_api.MeterProvider, extra: Mapping[str, Any]) -> None:
         self._inner = inner
         self._extra = dict(extra)
+        self._meters: dict[tuple[str, str | None, str | None], tuple[Any, _LabelledMeter]] = {}
 
     def get_meter(
         self,
@@ -570,4 +578,11 @@ class LabelledMeterProvider(metrics_api.MeterProvider):
         attributes: Any = None,
     ) -> metrics_api.Meter:
         meter = self._inner.get_meter(name, version, schema_url, attributes)
-        return _LabelledMeter(meter, self._extra)  # type: ignore[return-value]
+        # _LabelledMeter is a Meter by delegation (__getattr__), not by inheritance
+        if attributes:  # a meter with attributes is its own scope: not shared
+            return _LabelledMeter(meter, self._extra)  # type: ignore[return-value]
+        key = (name, version, schema_url)
+        known = self._meters.get(key)
+        if known is None or known[0] is not meter:  # the SDK's meters are shared by scope too
+            known = self._meters[key] = (meter, _LabelledMeter(meter, self._extra))
+        return known[1]  # type: ignore[return-value]

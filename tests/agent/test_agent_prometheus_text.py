@@ -227,3 +227,24 @@ def test_the_agent_s_views_shape_the_failover_client_s_metrics() -> None:
         ("failover_pool", "api"), ("server_address", "api.example.com"), ("server_port", "443"),
         ("http_request_method", "GET"), ("probe_location", "lab")}))] == 1
     assert not {k for k in _labels_of(text) if k.startswith("otel_scope_")}
+
+
+def test_clients_of_one_labelled_provider_share_their_meter_and_instruments() -> None:
+    """Many failover clients on the agent's client meter provider (one per pool) get one
+    labelled meter per scope and one wrapper per instrument, whose records still carry the
+    location and add up in one series."""
+    telemetry = Telemetry(location="lab")
+    assert telemetry.prometheus is not None
+    provider = telemetry.client_meter_provider
+    first, second = ClientTelemetry(meter_provider=provider), ClientTelemetry(meter_provider=provider)
+    assert provider.get_meter("x") is provider.get_meter("x") and provider.get_meter("x") is not provider.get_meter("y")
+    assert first.attempt_duration is second.attempt_duration
+    attrs: dict[str, str | int] = {"failover.pool": "api", "server.address": "api.example.com",
+                                   "server.port": 443, "http.request.method": "GET"}
+    first.attempt_duration.record(0.2, attrs)
+    second.attempt_duration.record(0.3, attrs)
+    samples = _series(telemetry.prometheus.render().decode())
+    telemetry.shutdown()
+    labels = frozenset({("failover_pool", "api"), ("server_address", "api.example.com"), ("server_port", "443"),
+                        ("http_request_method", "GET"), ("probe_location", "lab")})
+    assert samples[("http_client_request_duration_seconds_count", labels)] == 2
