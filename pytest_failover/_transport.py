@@ -223,7 +223,6 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             shared=shared,
         )
         self._transport = transport if transport is not None else httpx.HTTPTransport()
-        self._redis: RedisHealth | None = shared
         self._hedgers = self._thread_race()
 
     @classmethod
@@ -235,7 +234,6 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         self = cls.__new__(cls)
         self._share(_state_of(other, f"{cls.__name__}.sharing"))
         self._transport = transport if transport is not None else httpx.HTTPTransport()
-        self._redis = None  # shared health is closed by the front-end built with it
         self._hedgers = self._thread_race()  # each sync front-end its own
         return self
 
@@ -351,7 +349,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         random: Callable[[], float] = _random.random,
-        shared: AsyncRedisHealth | None = None,
+        shared: RedisHealth | AsyncRedisHealth | None = None,
     ) -> None:
         super().__init__(
             pools,
@@ -366,7 +364,6 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             shared=shared,
         )
         self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
-        self._redis: AsyncRedisHealth | None = shared
 
     @classmethod
     def sharing(cls, other: FrontEnd, transport: httpx.AsyncBaseTransport | None = None) -> AsyncFailoverTransport:
@@ -375,7 +372,6 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         self = cls.__new__(cls)
         self._share(_state_of(other, f"{cls.__name__}.sharing"))
         self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
-        self._redis = None  # never AsyncRedisHealth (see _share); RedisHealth needs no start
         return self
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

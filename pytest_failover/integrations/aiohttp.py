@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
     from .._policy import Policy
     from .._pool import Pool
-    from ..shared import AsyncRedisHealth
+    from ..shared import AsyncRedisHealth, RedisHealth
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
 
@@ -103,7 +103,7 @@ class FailoverMiddleware(_FrontEnd):
         fallback: Fallback | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
-        shared: AsyncRedisHealth | None = None,
+        shared: RedisHealth | AsyncRedisHealth | None = None,
     ) -> None:
         self._transport = AsyncFailoverTransport(
             pools,
@@ -129,8 +129,8 @@ class FailoverMiddleware(_FrontEnd):
         return self
 
     async def aclose(self) -> None:
-        """Stop shared health's tasks, if any (the session's own connections are its own); a
-        middleware built with ``sharing`` leaves them to the front-end built with ``shared=``."""
+        """Let go of shared health, if any: it stops with the last front-end using it
+        (the session's own connections are its own)."""
         await self._transport.aclose()
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:

@@ -129,7 +129,7 @@ def test_closing_a_sharer_leaves_the_others_working(
 
 
 # What a front-end keeps of its own: its I/O (the inner transport; a sync one's hedging threads).
-OWN = {"_transport", "_redis", "_hedgers"}
+OWN = {"_transport", "_hedgers"}
 
 
 def test_a_sharer_holds_every_piece_of_state_its_source_holds() -> None:
@@ -144,7 +144,7 @@ def test_a_sharer_holds_every_piece_of_state_its_source_holds() -> None:
     for sharer in [*sync, *asynchronous]:
         held = vars(sharer)
         assert all(held.get(name, source) is value for name, value in state.items()), type(sharer).__name__
-        assert held["_transport"] is not source._transport and held["_redis"] is None
+        assert held["_transport"] is not source._transport
     for transport in sync:
         assert transport._hedgers is not None and transport._hedgers is not source._hedgers
         transport.close()

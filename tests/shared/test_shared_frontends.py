@@ -86,7 +86,7 @@ def test_an_async_transport_owns_redis_health_and_shares_it_across_loops(
     domains = Domains()
     owner = AsyncFailoverTransport(
         [Pool("api", [A, B])], POLICY, domains.asynchronous(),
-        shared=RedisHealth(redis_server.url, prefix=prefix),  # type: ignore[arg-type]  # until the constructor's annotation takes RedisHealth too
+        shared=RedisHealth(redis_server.url, prefix=prefix),
     )
     sharer = AsyncFailoverTransport.sharing(owner, domains.asynchronous())
     other = FailoverTransport(
@@ -130,7 +130,7 @@ def test_construction_names_what_each_kind_of_front_end_takes(redis_server: Redi
     with pytest.raises(TypeError, match=r"takes RedisHealth, got AsyncRedisHealth \(its tasks need an event loop"):
         FailoverTransport([Pool("api", [A, B])], shared=AsyncRedisHealth(redis_server.url))  # type: ignore[arg-type]  # the error under test
     health = RedisHealth(redis_server.url, prefix=prefix)
-    middleware = FailoverMiddleware([Pool("api", [A, B])], shared=health)  # type: ignore[arg-type]  # until its annotation takes RedisHealth too
+    middleware = FailoverMiddleware([Pool("api", [A, B])], shared=health)
     wait_for(lambda: health.state == "connected", "connected")
     asyncio.run(middleware.aclose())
     assert health.state == "closed"
@@ -187,7 +187,7 @@ def test_closing_an_async_owner_stops_redis_health_off_the_loop(
     """RedisHealth.close waits for its threads (a listener tick, 0.25 s, typically); the
     async transport's aclose runs it in a worker thread: another task keeps ticking."""
     health = RedisHealth(redis_server.url, prefix=prefix)
-    owner = AsyncFailoverTransport([Pool("api", [A, B])], POLICY, Domains().asynchronous(), shared=health)  # type: ignore[arg-type]  # until the constructor's annotation takes RedisHealth too
+    owner = AsyncFailoverTransport([Pool("api", [A, B])], POLICY, Domains().asynchronous(), shared=health)
     connected(owner)
     real_close = RedisHealth.close
     took: list[float] = []
@@ -231,7 +231,7 @@ def test_a_flood_of_messages_does_not_starve_the_event_loop(
         return httpx.Response(200)
 
     async def flooded() -> float:
-        owner = AsyncFailoverTransport([Pool("api", [A, B])], POLICY, httpx.MockTransport(handle), shared=health)  # type: ignore[arg-type]  # RedisHealth: until the constructor's annotation takes it
+        owner = AsyncFailoverTransport([Pool("api", [A, B])], POLICY, httpx.MockTransport(handle), shared=health)
         await owner.handle_async_request(httpx.Request("GET", f"{A}/x"))  # starts AsyncRedisHealth's tasks
         deadline = time.monotonic() + 5
         while health.state != "connected":
