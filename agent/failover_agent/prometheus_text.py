@@ -9,8 +9,8 @@ this reader renders in 252 ms of CPU, a 2.61 MiB body, 6.4 MiB peak Python alloc
 official exporter with ``generate_latest`` in 791 ms (3.1x), 3.26 MiB, 11.1 MiB. At one
 scrape per 15 s that is 1.7 % of a core against 5.3 %, so the hand-written renderer stays.
 Rerun once this reader stopped caching each series' label text (3.2 MiB of the agent's
-memory at 1,000 domains; 2026-12-01 17:16 UTC, a slower machine that hour): 381 ms, 5.6 MiB
-peak, against the official exporter's 934 ms (2.5x), 11.2 MiB. This reader collects the same ``MetricsData``
+memory at 1,000 domains; 2026-12-01 17:25 UTC, a busier machine that hour): 390 ms, 5.6 MiB
+peak, against the official exporter's 936 ms (2.4x), 11.2 MiB. This reader collects the same ``MetricsData``
 and writes the text exposition directly, with the exporter's naming rules (sanitised names, the unit suffix,
 ``_total`` for monotonic sums, cumulative non-monotonic sums as gauges, histograms as
 ``_bucket``/``_count``/``_sum``, the ``target_info`` metric and the ``otel_scope_name``
