@@ -13,7 +13,7 @@ What it does, and what a client sees:
 
 - persistent connections (HTTP/1.1 keep-alive, HTTP/1.0 closes), pipelined requests in
   order; an idle connection is closed after :data:`KEEPALIVE_TIMEOUT`, one that stalls in
-  the middle of a request after :data:`READ_TIMEOUT`;
+  the middle of a request, or stops reading its answer, after :data:`READ_TIMEOUT`;
 - routes are exact paths plus path prefixes (``/assets/``); the path is matched
   percent-decoded, without its query, like aiohttp's router;
 - ``HEAD`` is answered wherever ``GET`` is (the head only, with the body's length);
@@ -65,7 +65,8 @@ log = logging.getLogger("failover_agent.listener")
 KEEPALIVE_TIMEOUT = 75.0
 """Seconds an idle persistent connection is kept open (aiohttp's default too)."""
 READ_TIMEOUT = 30.0
-"""Seconds a connection may stall in the middle of a request (its head or its body)."""
+"""Seconds a connection may stall in the middle of a request (its head or its body), or
+while its answer is being written (a client that stops reading)."""
 MAX_HEAD = 16 * 1024
 """Bytes of a request head (line and headers) still incomplete after which it is refused with
 ``431`` (h11 enforces it; a head that arrives whole in one read of 64 KiB is parsed)."""
@@ -154,6 +155,11 @@ class Listener:
         self._closing = False
         self.addresses: list[tuple[str, int]] = []
 
+    @property
+    def open_connections(self) -> int:
+        """Connections being served (idle ones included)."""
+        return len(self._connections)
+
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on ``host:port`` (port 0: a free one); return the first bound address."""
         self._server = await asyncio.start_server(
@@ -212,7 +218,9 @@ class Listener:
                     await self._send(conn, writer, _plain(status, {"Connection": "close"}), head_only=False)
                     await _linger(reader, writer)
         except (OSError, TimeoutError):
-            pass  # the peer went away or stalled mid-request
+            # the peer went away, or stalled mid-request or mid-answer: nothing more is owed,
+            # and closing would wait for unsent bytes a stalled reader never takes
+            writer.transport.abort()
         except asyncio.CancelledError:
             pass  # aclose() ends the connection: nothing awaits this task's outcome
         finally:
@@ -292,6 +300,12 @@ class Listener:
             chunks.reverse()  # popped from the end: each piece is dropped once written
             while chunks:
                 writer.write(conn.send(h11.Data(data=chunks.pop())) or b"")
-                await writer.drain()
+                await _drain(writer)
         writer.write(conn.send(h11.EndOfMessage()) or b"")
+        await _drain(writer)
+
+
+async def _drain(writer: asyncio.StreamWriter) -> None:
+    """Wait until the client takes what was written (TimeoutError if it stalls)."""
+    async with asyncio.timeout(READ_TIMEOUT):
         await writer.drain()

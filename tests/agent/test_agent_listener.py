@@ -4,7 +4,9 @@ keep-alive, bad requests and shutdown, over real loopback sockets."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 from collections.abc import AsyncIterator
 
 import httpx
@@ -20,6 +22,7 @@ from failover_agent.listener import (
 )
 
 Served = tuple[Listener, str, list[Request], asyncio.Event]
+BIG_MIB = 32
 
 
 @pytest.fixture
@@ -42,11 +45,14 @@ async def served() -> AsyncIterator[Served]:
         await gate.wait()
         return json_response({"done": True})
 
+    async def big(_: Request) -> Response:
+        return Response(200, [b"x" * (1 << 20) for _ in range(BIG_MIB)], "text/plain")
+
     async def asset(request: Request) -> Response:
         seen.append(request)
         return Response(200, request.path.encode())
 
-    server = Listener({"/hello": hello, "/chunks": chunks, "/broken": broken, "/slow": slow},
+    server = Listener({"/hello": hello, "/chunks": chunks, "/broken": broken, "/slow": slow, "/big": big},
                       {"/assets/": asset})
     host, port = await server.start("127.0.0.1", 0)
     try:
@@ -144,6 +150,29 @@ async def test_idle_connection_is_closed(served: Served, monkeypatch: pytest.Mon
     monkeypatch.setattr(listener_module, "READ_TIMEOUT", 0.2)
     assert await raw(url, b"") == b""
     assert await raw(url, b"GET /hello HTTP/1.1\r\nHo") == b""
+
+
+async def test_a_client_that_stops_reading_is_dropped(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that asks for a large answer and stops reading is cut off after the read
+    timeout, and its connection does not linger in the listener."""
+    server, url, _, _ = served
+    monkeypatch.setattr(listener_module, "READ_TIMEOUT", 0.3)
+    host, _, port = url.removeprefix("http://").rpartition(":")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.sleep(1.5)  # not reading: the server's writes stall
+    received = 0
+    with contextlib.suppress(ConnectionResetError):
+        async with asyncio.timeout(10):
+            while chunk := await reader.read(1 << 20):
+                received += len(chunk)
+    writer.close()
+    assert received < BIG_MIB << 20  # cut off: the whole answer never came
+    assert server.open_connections == 0
 
 
 async def test_shutdown_lets_a_request_in_progress_finish(served: Served) -> None:
