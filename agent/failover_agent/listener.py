@@ -222,12 +222,15 @@ class Listener:
             # and closing would wait for unsent bytes a stalled reader never takes
             writer.transport.abort()
         except asyncio.CancelledError:
-            pass  # aclose() ends the connection: nothing awaits this task's outcome
+            writer.transport.abort()  # aclose() ends it; nothing awaits this task's outcome
         finally:
             self._connections.discard(task)
             writer.close()
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                await writer.wait_closed()
+            try:  # a client that reads nothing more would hold a graceful close for ever
+                async with asyncio.timeout(LINGER_TIMEOUT):
+                    await writer.wait_closed()
+            except (OSError, TimeoutError, asyncio.CancelledError):
+                writer.transport.abort()
 
     async def _next_event(self, conn: h11.Connection, reader: asyncio.StreamReader,
                           idle_timeout: float) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:

@@ -175,6 +175,27 @@ async def test_a_client_that_stops_reading_is_dropped(served: Served, monkeypatc
     assert server.open_connections == 0
 
 
+async def test_shutdown_does_not_wait_for_a_client_that_stopped_reading(
+    served: Served, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``aclose`` ends, after its grace period, even while an answer is stuck on a client
+    that reads nothing."""
+    server, url, _, _ = served
+    monkeypatch.setattr(listener_module, "SHUTDOWN_GRACE", 0.3)
+    host, _, port = url.removeprefix("http://").rpartition(":")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+    _, writer = await asyncio.open_connection(sock=sock)
+    writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.sleep(0.5)  # the answer is stuck in the server's writes
+    async with asyncio.timeout(5):
+        await server.aclose()
+    writer.close()
+    assert server.open_connections == 0
+
+
 async def test_shutdown_lets_a_request_in_progress_finish(served: Served) -> None:
     """``aclose`` stops accepting at once, closes idle connections, and lets a request in
     progress get its answer."""
