@@ -179,12 +179,14 @@ def test_the_adaptive_delay_follows_the_primarys_latency(servers: dict[str, Loop
             client.get(a.url())
         fast = core.hedge_delay(primary)
         assert fast < 0.05, fast  # loopback answers: milliseconds
-        a.set(delay=0.08)
-        for _ in range(40):
+        a.set(delay=0.15)
+        for _ in range(30):  # the top 30 of 50 answers: the p90 is a slow one
             client.get(a.url(), extensions={"failover": {"hedge": False}})
         slow = core.hedge_delay(primary)
-        assert 0.08 <= slow < 0.5, slow
-        a.set(delay=0.04)  # far slower than the fast delay, faster than the slow one
+        assert 0.15 <= slow < 0.6, slow
+        # slower than the fast delay, and 90 ms faster than the slow one (a loaded
+        # machine's lag stays well inside that)
+        a.set(delay=0.06)
         seen = b.total
         r = client.get(a.url())
         assert r.headers["X-Served-By"] == "a" and b.total == seen
