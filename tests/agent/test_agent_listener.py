@@ -152,11 +152,9 @@ async def test_idle_connection_is_closed(served: Served, monkeypatch: pytest.Mon
     assert await raw(url, b"GET /hello HTTP/1.1\r\nHo") == b""
 
 
-async def test_a_client_that_stops_reading_is_dropped(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A client that asks for a large answer and stops reading is cut off after the read
-    timeout, and its connection does not linger in the listener."""
-    server, url, _, _ = served
-    monkeypatch.setattr(listener_module, "READ_TIMEOUT", 0.3)
+async def _asks_for_big_and_reads_slowly(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection with a tiny receive buffer that has asked for the large answer (and
+    reads nothing until the caller does): the server's writes stall on it."""
     host, _, port = url.removeprefix("http://").rpartition(":")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -164,6 +162,15 @@ async def test_a_client_that_stops_reading_is_dropped(served: Served, monkeypatc
     await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
     reader, writer = await asyncio.open_connection(sock=sock)
     writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    return reader, writer
+
+
+async def test_a_client_that_stops_reading_is_dropped(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that asks for a large answer and stops reading is cut off after the read
+    timeout, and its connection does not linger in the listener."""
+    server, url, _, _ = served
+    monkeypatch.setattr(listener_module, "READ_TIMEOUT", 0.3)
+    reader, writer = await _asks_for_big_and_reads_slowly(url)
     await asyncio.sleep(1.5)  # not reading: the server's writes stall
     received = 0
     with contextlib.suppress(ConnectionResetError):
@@ -182,13 +189,7 @@ async def test_shutdown_does_not_wait_for_a_client_that_stopped_reading(
     that reads nothing."""
     server, url, _, _ = served
     monkeypatch.setattr(listener_module, "SHUTDOWN_GRACE", 0.3)
-    host, _, port = url.removeprefix("http://").rpartition(":")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
-    _, writer = await asyncio.open_connection(sock=sock)
-    writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    _, writer = await _asks_for_big_and_reads_slowly(url)
     await asyncio.sleep(0.5)  # the answer is stuck in the server's writes
     async with asyncio.timeout(5):
         await server.aclose()
