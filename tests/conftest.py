@@ -17,6 +17,16 @@ pytest_plugins = ["pytester"]
 
 IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
+ALONE = (
+    "alone: times several processes against a bound with little slack; `make pytest` runs "
+    "these after the rest, by themselves (beside another test worker, a fleet of 4 processes "
+    "once paid 8 attempts against the bound of 7 it pays 4-7 alone)"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", ALONE)
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from benchmarks._redis_server import RedisServer
 from benchmarks.fleet import THRESHOLD, fleet
+
+pytestmark = pytest.mark.alone  # see tests/conftest.py: run by themselves, after the rest
 
 COOLDOWN = 0.5
 
