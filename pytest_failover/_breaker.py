@@ -171,7 +171,9 @@ class Breaker:
 
     # -- questions (no state change) -------------------------------------------------
 
-    def standing(self, now: float, *, sticky: bool) -> Standing:
+    # The pool's choice and record call these three for every request, positionally:
+    # on CPython 3.11 a call with keywords skips the interpreter's specialised call.
+    def standing(self, now: float, sticky: bool) -> Standing:
         """How the pool's choice sees this domain at ``now``."""
         if self.leased:
             return Standing.PROBING
@@ -210,7 +212,7 @@ class Breaker:
             return self._move(BreakerState.HALF_OPEN, now)
         return None  # a failback probe of a suspect domain: the breaker stays closed
 
-    def success(self, now: float, *, started: float, probe: bool) -> BreakerTransition | None:
+    def success(self, now: float, started: float, probe: bool) -> BreakerTransition | None:
         if self.failed_at is None and self.state is _CLOSED and not probe:
             self.failures = 0  # a healthy domain stays healthy: the common case, first
             return None
@@ -228,7 +230,7 @@ class Breaker:
             return None
         return self._move(BreakerState.CLOSED, now)
 
-    def failure(self, now: float, *, started: float, probe: bool) -> BreakerTransition | None:
+    def failure(self, now: float, started: float, probe: bool) -> BreakerTransition | None:
         if probe:
             self.leased = False
         elif self.state is not BreakerState.CLOSED or started < self.recovered_at:

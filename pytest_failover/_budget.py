@@ -51,4 +51,5 @@ class TokenBucket:
 
     def refund(self) -> None:
         """An attempt succeeded."""
-        self.tokens = min(self.max_tokens, self.tokens + self.ratio)
+        if self.tokens < self.max_tokens:  # full, as it mostly is: nothing to do
+            self.tokens = min(self.max_tokens, self.tokens + self.ratio)

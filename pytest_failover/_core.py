@@ -316,9 +316,7 @@ class PoolCore:
             return base, base, unsteered
         return self._walk(order), base, why
 
-    def choose(
-        self, now: float, tried: Sequence[Domain], members: Members, *, early: bool = True
-    ) -> Choice | None:
+    def choose(self, now: float, tried: Sequence[Domain], members: Members, early: bool = True) -> Choice | None:
         """Which domain next, walking ``members`` (the request's order), for a request
         that already tried ``tried`` (the module's rule; the caller holds the lock)."""
         best: tuple[tuple[bool, bool, int], Domain, Breaker, Standing] | None = None
@@ -328,7 +326,7 @@ class PoolCore:
         for position, domain, breaker in members:
             if disabled and domain in disabled:
                 continue
-            standing = breaker.standing(now, sticky=sticky)
+            standing = breaker.standing(now, sticky)
             if not standing.admissible:
                 if standing.early and early:
                     # untried first, then the one whose cooldown ends first
@@ -428,36 +426,25 @@ class PoolCore:
 
 
 class RequestPlan:
-    """The decisions for one logical request. Not shared between threads."""
+    """The decisions for one logical request. Not shared between threads.
 
-    __slots__ = (
-        "_counted",
-        "_early_allowed",
-        "_failed_on",
-        "_flights",
-        "_hedges",
-        "_initial",
-        "_next_wait",
-        "_orders",
-        "_random",
-        "_throttled",
-        "_waited",
-        "core",
-        "deadline_at",
-        "done",
-        "hedgeable",
-        "idempotent",
-        "last_outcome",
-        "may_resend",
-        "method",
-        "pinned",
-        "policy",
-        "raced",
-        "records",
-        "replayable",
-        "started_at",
-        "tried",
-    )
+    What a request changes only when it retries, waits or hedges starts as a class
+    attribute, so a request answered at its first attempt never writes it. (No
+    ``__slots__``, so the defaults can live here: a plan's construction went from
+    101 to 60 opcodes; see the happy-path note in docs/benchmarks.md.)
+    """
+
+    last_outcome: Outcome | None = None  # of the latest attempt
+    done = False  # an attempt ended the request (a success or an answer)
+    _counted = 0  # attempts that count against the schedule (not transparent)
+    _early_allowed = True  # one early probe per request
+    _waited = 0.0  # seconds spent waiting for another request's probe
+    _next_wait = _FIRST_WAIT
+    _hedges = 0  # hedges sent
+    _throttled = False  # a hedge of this request was held back by the throttle
+    raced: set[int] | None = None  # numbers of the attempts that ran beside another
+    _failed_on: tuple[Domain, str] | None = None  # the domain and error that moved it
+    _initial: tuple[Domain, ...] = ()  # a table's domains by rank, at the start
 
     def __init__(
         self,
@@ -473,34 +460,24 @@ class RequestPlan:
     ) -> None:
         self.core = core
         self._orders = orders  # the order the first attempt walks, the one after, why
-        self.policy = core.policy
+        self.policy = policy = core.policy
         self.method = method
         self.idempotent = idempotent
         self.replayable = replayable
         self.pinned = pinned
         self.started_at = now
-        self.deadline_at = now + self.policy.deadline
+        self.deadline_at = now + policy.deadline
         self._random = random
         self.records: list[AttemptRecord] = []
         self.tried: list[Domain] = []
         # the attempts in flight, by number: each one's decision, its domain's breaker,
         # and when it was sent (more than one only while a hedge races it)
         self._flights: dict[int, tuple[Attempt, Breaker, float]] = {}
-        self.last_outcome: Outcome | None = None  # of the latest attempt
-        self._counted = 0  # attempts that count against the schedule (not transparent)
-        self._early_allowed = True  # one early probe per request
-        self._waited = 0.0  # seconds spent waiting for another request's probe
-        self._next_wait = _FIRST_WAIT
-        # Could this request be sent again after its bytes left?
-        self.may_resend = idempotent and replayable and core.max_attempts > 1
-        # May it hedge (``Policy.hedging``)? Only what could be sent twice.
-        self.hedgeable = hedge and core.hedging is not None and idempotent and replayable
-        self._hedges = 0  # hedges sent
-        self._throttled = False  # a hedge of this request was held back by the throttle
-        self.raced: set[int] | None = None  # numbers of the attempts that ran beside another
-        self._failed_on: tuple[Domain, str] | None = None
-        self.done = False  # an attempt ended the request (a success or an answer)
-        self._initial: tuple[Domain, ...] = ()
+        # Could this request be sent again after its bytes left? May it hedge
+        # (``Policy.hedging``: only what could be sent twice)?
+        resendable = idempotent and replayable
+        self.may_resend = resendable and core.max_attempts > 1
+        self.hedgeable = resendable and hedge and core.hedging is not None
         if core.table is not None and pinned is None:
             with core.lock:
                 self._initial = tuple(core.admissible(now, orders))
@@ -544,7 +521,7 @@ class RequestPlan:
             counted = self._counted
             while True:
                 decision = self._decide(now, events)
-                if isinstance(decision, (Stop, Wait)):
+                if not isinstance(decision, tuple):  # Stop or Wait
                     return decision
                 (domain, breaker, probe, early), delay, timeout = decision
                 if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
@@ -557,8 +534,9 @@ class RequestPlan:
                 self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
             if core.slow_calls is not None:
                 core.slow_calls[domain].began((id(self), len(self.records) + 1), now + delay)
-        attempt = new_tuple(Attempt, (len(self.records) + 1, domain, delay, timeout, probe, tuple(events), False))
-        self._flights[attempt.number] = (attempt, breaker, now + delay)
+        number = len(self.records) + 1
+        attempt = new_tuple(Attempt, (number, domain, delay, timeout, probe, tuple(events) if events else (), False))
+        self._flights[number] = (attempt, breaker, now + delay)
         self.tried.append(domain)
         return attempt
 
@@ -592,7 +570,7 @@ class RequestPlan:
             return None
         core = self.core
         with core.lock:
-            choice = core.choose(now, self.tried, self._orders[1], early=False)
+            choice = core.choose(now, self.tried, self._orders[1], False)
             if choice is None:
                 return None
             domain, breaker, probe, _ = choice
@@ -684,7 +662,7 @@ class RequestPlan:
             named = core.admit(self._initial[step.domain % len(self._initial)], now)
             if named is not None:
                 return named
-        return core.choose(now, self.tried, members, early=self._early_allowed)
+        return core.choose(now, self.tried, members, self._early_allowed)
 
     def _goes_at_once(self, choice: Choice) -> bool:
         """Does this retry skip the backoff? With backoff schedules, moving on to a
@@ -727,54 +705,40 @@ class RequestPlan:
         """Report what an attempt in flight did (``attempt``: which one, when a hedge
         races it); returns the events it caused."""
         flights = self._flights
-        if attempt is not None and attempt.number in flights:
-            attempt, breaker, sent_at = flights.pop(attempt.number)
-        else:
-            attempt, breaker, sent_at = flights.pop(self._number(attempt))
-        raced = self.raced is not None and attempt.number in self.raced
-        race = None if not raced else semconv.HEDGE_LOST if outcome.retryable else semconv.HEDGE_WON
-        self.records.append(
-            new_tuple(
-                AttemptRecord,
-                (
-                    attempt.number,
-                    attempt.domain.url,
-                    outcome.error_type,
-                    outcome.status,
-                    duration,
-                    outcome.sent,
-                    attempt.hedge,
-                    race,
-                ),
-            )
-        )
+        number = attempt.number if attempt is not None and attempt.number in flights else self._number(attempt)
+        attempt, breaker, sent_at = flights.pop(number)
+        domain = attempt.domain
+        raced = self.raced
+        race = None if raced is None or number not in raced else semconv.HEDGE_LOST if outcome.retryable else semconv.HEDGE_WON
+        record = (number, domain.url, outcome.error_type, outcome.status, duration, outcome.sent, attempt.hedge, race)
+        self.records.append(new_tuple(AttemptRecord, record))
         self.last_outcome = outcome
         events: list[Event] = []
         core = self.core
-        budget = core.budget
         with core.lock:
             slow = False if core.slow_calls is None else self._slow_call(attempt, now, duration, events)
             if outcome.failed or (slow and attempt.probe):  # a slow probe fails
-                transition = breaker.failure(now, started=sent_at, probe=attempt.probe)
+                transition = breaker.failure(now, sent_at, attempt.probe)
                 if outcome.failed:
-                    self._failed_on = (attempt.domain, outcome.error_type or "failure")
-                self._add_transition(events, attempt.domain, transition, None if outcome.failed else _SLOW)
+                    self._failed_on = (domain, outcome.error_type or "failure")
+                self._add_transition(events, domain, transition, None if outcome.failed else _SLOW)
             else:  # the domain answered: healthy, even when it asks to slow down
-                transition = breaker.success(now, started=sent_at, probe=attempt.probe)
+                transition = breaker.success(now, sent_at, attempt.probe)
                 if core.latency is not None:
-                    core.latency[attempt.domain].add(duration)
+                    core.latency[domain].add(duration)
                 if transition is not None:  # rare: the common success changes nothing
-                    self._add_transition(events, attempt.domain, transition)
+                    self._add_transition(events, domain, transition)
+            budget = core.budget
             if budget is not None:
                 if not outcome.retryable:
                     budget.refund()
-                elif attempt.number > 1 and outcome.sent and not attempt.hedge:
+                elif number > 1 and outcome.sent and not attempt.hedge:
                     budget.charge()  # a failed retry: the only thing the budget charges
             if not outcome.retryable:
                 self.done = True
-                if core.serving is not attempt.domain:
-                    self._note_serving(attempt.domain, events)
-        return tuple(events)
+                if core.serving is not domain:
+                    self._note_serving(domain, events)
+        return tuple(events) if events else ()
 
     def _number(self, attempt: Attempt | None) -> int:
         """The number of the attempt in flight that ``attempt`` names (None: the only one)."""

@@ -167,7 +167,7 @@ class Ending(enum.Enum):
 RESPONSE = Ending.RESPONSE
 
 
-def ending(*, answered: bool, stale: bool, fallback: bool) -> Ending:
+def ending(answered: bool, stale: bool, fallback: bool) -> Ending:
     """The end of a request: the answer if there is one, else a stale copy, else
     the fallback, else the error. Only a request that would raise is rescued."""
     if answered:

@@ -212,30 +212,19 @@ class Flight:
 
 
 class Exchange:
-    """One logical request through the failover loop: everything but the I/O."""
+    """One logical request through the failover loop: everything but the I/O.
 
-    __slots__ = (
-        "_answered_by",
-        "_clock",
-        "_finished",
-        "_flying",
-        "_origin",
-        "_original",
-        "_owner",
-        "_stale",
-        "_tracked",
-        "body_limit",
-        "error",
-        "original_url",
-        "plan",
-        "policy",
-        "pool_core",
-        "request",
-        "response",
-        "started_at",
-        "stop",
-        "trace",
-    )
+    What only a retry, a failure or an unreplayable body sets starts as a class
+    attribute (as in :class:`~pytest_failover._core.RequestPlan`), so a request
+    answered at its first attempt never writes it.
+    """
+
+    _tracked: TrackedStream | None = None  # an unreplayable body, watched
+    _answered_by = ""  # the domain of the response kept
+    response: httpx.Response | None = None
+    error: httpx.TransportError | None = None
+    stop: Stop | None = None
+    _finished = False
 
     def __init__(
         self,
@@ -248,55 +237,51 @@ class Exchange:
     ) -> None:
         self._owner = owner
         self._origin = origin  # the pool domain the request's URL points at, if any
-        self._clock = owner._clock
+        self._clock = clock = owner._clock
         self.request = request
         self.pool_core = pool_core
         self.policy = policy = pool_core.policy
-        self.original_url = request.url
+        self.original_url = url = request.url
+        method = request.method
         stream = request.stream
         replayable = isinstance(stream, httpx.ByteStream)
-        self._tracked: TrackedStream | None = None
         if not replayable:
             self._tracked = TrackedStream(stream)
             request.stream = self._tracked
-        self.started_at = self._clock()
-        self.plan = owner._core.begin(
-            pool_core, request.method, request.headers, options, replayable, pinned, self.started_at
-        )
-        self.trace: RequestTrace | None = owner._telemetry.start(pool_core.name, request.method, request.url)
-        if self.trace is not None and self.plan.steering is not None:
-            self.trace.steered(self.plan.steering)
+        self.started_at = now = clock()
+        self.plan = plan = owner._core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
+        self.trace: RequestTrace | None = owner._telemetry.start(pool_core.name, method, url)
+        if self.trace is not None and plan.steering is not None:
+            self.trace.steered(plan.steering)
         # How much of a 2xx body is read before the outcome is known: all of a small
         # one, for the app-error check, the stale cache, and so that a re-sendable
         # request whose connection breaks mid-body fails over.
-        stale = policy.stale_on_failure and self.plan.method == "GET"
+        stale = policy.stale_on_failure and plan.method == "GET"
         self._stale = stale
         # The stale cache keys on the request as the caller made it, before rewrites.
-        self._original = httpx.Request(request.method, request.url, headers=request.headers) if stale else request
-        read = pool_core.read_limit if self.plan.may_resend or pool_core.app_check else 0
+        self._original = httpx.Request(method, url, headers=request.headers) if stale else request
+        read = pool_core.read_limit if plan.may_resend or pool_core.app_check else 0
         self.body_limit = max(read, pool_core.stale_limit) if stale else read
         self._flying: list[Flight] = []  # the attempts on the wire
-        self._answered_by = ""  # the domain of the response kept
-        self.response: httpx.Response | None = None
-        self.error: httpx.TransportError | None = None
-        self.stop: Stop | None = None
-        self._finished = False
 
     # -- the loop's steps ------------------------------------------------------------
 
     def next_step(self) -> Attempt | Wait | None:
         """The next attempt, or a wait for another request's probe; None to finish."""
-        if self.plan.done:  # answered: nothing left to decide
+        plan = self.plan
+        if plan.done:  # answered: nothing left to decide
             self.stop = DONE
             return None
-        decision = self.plan.next(self._clock())
-        if self.trace is not None and decision.events:
+        decision = plan.next(self._clock())
+        if decision.events and self.trace is not None:
             self.trace.events(decision.events)
+        if isinstance(decision, Attempt):
+            if decision.number > 1:
+                self._log_retry(decision)
+            return decision
         if isinstance(decision, Stop):
             self.stop = decision
             return None
-        if isinstance(decision, Attempt) and decision.number > 1:
-            self._log_retry(decision)
         return decision
 
     def prepare(self, attempt: Attempt) -> Flight:
@@ -311,8 +296,10 @@ class Exchange:
             request.headers["Host"] = domain.netloc
         timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
         limit = attempt.timeout
-        values = timeouts.values()
-        within = len(timeouts) == 4 and None not in values and max(values) <= limit
+        try:  # httpx's four timeouts, each set and within the attempt's time (the usual)
+            within = len(timeouts) == 4 and max(timeouts.values()) <= limit
+        except TypeError:  # one is None: no limit
+            within = False
         if not within:  # cap each of httpx's timeouts at the attempt's time
             capped = {
                 key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
@@ -393,7 +380,7 @@ class Exchange:
         self.response = response
         self._answered_by = flight.attempt.domain.url  # not the last record: a cut loser's may follow
         self.error = None
-        self._record(flight, outcome, response.status_code)
+        self._record(flight, outcome, response.status_code, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and response.is_stream_consumed:
             self._owner._stale.store(
                 self.pool_core.name,
@@ -410,14 +397,8 @@ class Exchange:
         self.error = exc
         self._record(flight, outcome, None, exc)
 
-    def _record(
-        self, flight: Flight, outcome: Outcome, status: int | None, exception: BaseException | None = None
-    ) -> None:
-        flying = self._flying
-        if len(flying) == 1:
-            flying.clear()
-        else:
-            flying.remove(flight)
+    def _record(self, flight: Flight, outcome: Outcome, status: int | None, exception: BaseException | None) -> None:
+        self._flying.remove(flight)
         attempt = flight.attempt
         now = self._clock()
         duration = now - flight.started
@@ -425,9 +406,10 @@ class Exchange:
         shared = self._owner._shared
         if shared is not None and (events or attempt.probe or outcome.failed):  # news for the fleet
             shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, failed=outcome.failed)
-        if self.trace is None:
+        trace = self.trace
+        if trace is None:
             return
-        self.trace.attempt_ended(
+        trace.attempt_ended(
             attempt,
             flight.span,
             race=self.plan.records[-1].race,
@@ -438,7 +420,7 @@ class Exchange:
             exception=exception,
         )
         if events:
-            self.trace.events(events)
+            trace.events(events)
 
     def _log_retry(self, attempt: Attempt) -> None:
         last = self.plan.records[-1]
@@ -461,22 +443,19 @@ class Exchange:
         """The response to return, a fallback's (possibly awaitable) response, or raise."""
         stop = self.stop
         assert stop is not None
-        records = tuple(self.plan.records)
+        plan = self.plan
+        records = tuple(plan.records)
         pool = self.pool_core.name
         response = self.response
         stale = None if response is not None or not self._stale else self._stale_response()
-        decided = ending(
-            answered=response is not None,
-            stale=stale is not None,
-            fallback=self._owner._fallback is not None,
-        )
+        decided = ending(response is not None, stale is not None, self._owner._fallback is not None)
         if decided is RESPONSE:
             assert response is not None
-            last = self.plan.last_outcome
+            last = plan.last_outcome
             assert last is not None
             outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
             domain = self._answered_by
-            self._end(outcome, domain=domain, status=response.status_code, error_type=last.error_type)
+            self._end(outcome, domain, response.status_code, last.error_type)
             response.extensions["failover"] = new_tuple(FailoverResult, (pool, domain, records, outcome, False, False))
             if self._owner._sticky:
                 self._owner._persist_sticky(self.pool_core)
@@ -485,14 +464,14 @@ class Exchange:
         error_type = semconv.OUTCOME_CIRCUIT_OPEN if not records else (records[-1].error_type or stop.reason)
         if decided is Ending.STALE:
             assert stale is not None
-            self._end(semconv.OUTCOME_STALE, domain=None, status=stale.status_code, error_type=error_type)
+            self._end(semconv.OUTCOME_STALE, None, stale.status_code, error_type)
             stale.extensions["failover"] = FailoverResult(pool, None, records, semconv.OUTCOME_STALE, stale=True)
             return stale
         if decided is Ending.FALLBACK:
-            self._end(semconv.OUTCOME_FALLBACK, domain=None, status=None, error_type=error_type)
+            self._end(semconv.OUTCOME_FALLBACK, None, None, error_type)
             return self._fallback(error, records)
         outcome = semconv.OUTCOME_CIRCUIT_OPEN if isinstance(error, CircuitOpenError) else semconv.OUTCOME_FAILURE
-        self._end(outcome, domain=None, status=None, error_type=error_type)
+        self._end(outcome, None, None, error_type)
         raise error
 
     def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> FailoverError:
@@ -541,7 +520,7 @@ class Exchange:
 
         return mark(result)
 
-    def _end(self, outcome: str, *, domain: str | None, status: int | None, error_type: str | None) -> None:
+    def _end(self, outcome: str, domain: str | None, status: int | None, error_type: str | None) -> None:
         self._finished = True
         if self.trace is None:
             return
@@ -575,4 +554,4 @@ class Exchange:
                 self.trace.attempt_abandoned(flight.span)
             self.trace.events(events)
         self._flying.clear()
-        self._end(semconv.OUTCOME_FAILURE, domain=None, status=None, error_type=semconv.ERROR_CANCELLED)
+        self._end(semconv.OUTCOME_FAILURE, None, None, semconv.ERROR_CANCELLED)
