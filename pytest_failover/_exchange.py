@@ -186,7 +186,8 @@ class Flight:
     """One attempt on the wire: its decision, the request it sends, when it started
     and when it is out of time, its span, and the context it runs in (``quiet``:
     instrumentation-httpx stays silent, as the attempt's span is ours; None without
-    telemetry). The transports send a flight inside :meth:`entered`."""
+    telemetry). With telemetry the transports send a flight between :meth:`enter`
+    and :meth:`leave`; without, they skip both calls (no context to enter)."""
 
     __slots__ = ("attempt", "deadline", "quiet", "request", "span", "started")
 
@@ -200,31 +201,24 @@ class Flight:
         self.span = span
         self.quiet = quiet
 
-    def enter(self) -> object | None:
+    def enter(self) -> object:
         """Run in the flight's context (in the thread or task that sends it); the token
         to :meth:`leave` with."""
-        return None if self.quiet is None else otel_context.attach(self.quiet)
+        return otel_context.attach(self.quiet)
 
     @staticmethod
-    def leave(token: object | None) -> None:
-        if token is not None:
-            otel_context.detach(token)  # type: ignore[arg-type]  # the Token attach() gave
+    def leave(token: object) -> None:
+        otel_context.detach(token)  # type: ignore[arg-type]  # the Token attach() gave
 
 
 class Exchange:
     """One logical request through the failover loop: everything but the I/O.
 
-    What only a retry, a failure or an unreplayable body sets starts as a class
-    attribute (as in :class:`~pytest_failover._core.RequestPlan`), so a request
-    answered at its first attempt never writes it.
+    What only an unreplayable body sets starts as a class attribute (as in
+    :class:`~pytest_failover._core.RequestPlan`).
     """
 
     _tracked: TrackedStream | None = None  # an unreplayable body, watched
-    _answered_by = ""  # the domain of the response kept
-    response: httpx.Response | None = None
-    error: httpx.TransportError | None = None
-    stop: Stop | None = None
-    _finished = False
 
     def __init__(
         self,
@@ -262,7 +256,12 @@ class Exchange:
         self._original = httpx.Request(method, url, headers=request.headers) if stale else request
         read = pool_core.read_limit if plan.may_resend or pool_core.app_check else 0
         self.body_limit = max(read, pool_core.stale_limit) if stale else read
-        self._flying: list[Flight] = []  # the attempts on the wire
+        self._spans: list[Flight] = []  # the attempts on the wire whose spans are open
+        self._answered_by = ""  # the domain of the response kept
+        self.response: httpx.Response | None = None
+        self.error: httpx.TransportError | None = None
+        self.stop: Stop | None = None
+        self._finished = False
 
     # -- the loop's steps ------------------------------------------------------------
 
@@ -307,11 +306,11 @@ class Exchange:
             }
             request.extensions = {**request.extensions, "timeout": capped}
         trace = self.trace
-        span = quiet = None
-        if trace is not None:
-            span, quiet = trace.attempt_started(attempt, request)
+        if trace is None:
+            return Flight(attempt, request, self._clock(), None, None)
+        span, quiet = trace.attempt_started(attempt, request)
         flight = Flight(attempt, request, self._clock(), span, quiet)
-        self._flying.append(flight)
+        self._spans.append(flight)
         return flight
 
     def _copy(self) -> httpx.Request:
@@ -342,7 +341,6 @@ class Exchange:
     def cancel(self, flight: Flight) -> None:
         """Another attempt won while ``flight`` was on the wire: it is cut off (the
         transport closes its connection), and counted as cancelled."""
-        self._flying.remove(flight)
         now = self._clock()
         attempt = flight.attempt
         events = self.plan.cancel(attempt, now, now - flight.started)
@@ -350,6 +348,7 @@ class Exchange:
         if shared is not None and (events or attempt.probe):
             shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, abandoned=True)
         if self.trace is not None:
+            self._spans.remove(flight)
             self.trace.attempt_cancelled(attempt, flight.span)
             self.trace.events(events)
 
@@ -398,7 +397,6 @@ class Exchange:
         self._record(flight, outcome, None, exc)
 
     def _record(self, flight: Flight, outcome: Outcome, status: int | None, exception: BaseException | None) -> None:
-        self._flying.remove(flight)
         attempt = flight.attempt
         now = self._clock()
         duration = now - flight.started
@@ -409,6 +407,7 @@ class Exchange:
         trace = self.trace
         if trace is None:
             return
+        self._spans.remove(flight)
         trace.attempt_ended(
             attempt,
             flight.span,
@@ -550,8 +549,8 @@ class Exchange:
                         self.pool_core, attempt.domain, attempt.probe, events if i == 0 else (), abandoned=True
                     )
         if self.trace is not None:
-            for flight in self._flying:
+            for flight in self._spans:
                 self.trace.attempt_abandoned(flight.span)
             self.trace.events(events)
-        self._flying.clear()
+        self._spans.clear()
         self._end(semconv.OUTCOME_FAILURE, None, None, semconv.ERROR_CANCELLED)

@@ -361,7 +361,7 @@ class ThreadRace:
         transports whose sockets :func:`socket_of` cannot find); the answer that won (or
         the last retryable one), or None when every attempt failed."""
         if not self._reserve(2):  # no room for the attempt and a hedge: send it from here
-            return transport._send_one(exchange, first)
+            return transport._attempt(exchange, first, False)
         race = Race(exchange)
         futures: dict[concurrent.futures.Future[httpx.Response], Flight] = {}
 

@@ -265,14 +265,11 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             exchange.abandon()
             raise
 
-    def _attempt(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
-        """Send one attempt (and its hedges, if it may hedge); report the outcome. The
-        answer to return, or None when every attempt failed."""
-        if self._hedgers is not None and exchange.plan.hedgeable and exchange.hedge_delay() is not None:
+    def _attempt(self, exchange: Exchange, attempt: Attempt, hedge: bool = True) -> httpx.Response | None:
+        """Send one attempt (and its hedges, if it may hedge and ``hedge``); report the
+        outcome. The answer to return, or None when every attempt failed."""
+        if hedge and self._hedgers is not None and exchange.plan.hedgeable and exchange.hedge_delay() is not None:
             return self._hedgers.race(self, exchange, attempt)
-        return self._send_one(exchange, attempt)
-
-    def _send_one(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
         flight = exchange.prepare(attempt)
         try:
             response = self._send(exchange, flight)
@@ -285,7 +282,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
     def _send(self, exchange: Exchange, flight: Flight) -> httpx.Response:
         """Send one attempt and read what the exchange needs of its body, all within
         the attempt's time (raises the attempt's ``httpx.TransportError``)."""
-        token = flight.enter()
+        token = flight.enter() if flight.quiet is not None else None
         response: httpx.Response | None = None
         cut = False  # the watchdog shut the socket: the attempt ran out of time
         try:
@@ -309,7 +306,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
                 raise exchange.timed_out(flight.attempt, exc) from exc
             raise
         finally:
-            flight.leave(token)
+            if token is not None:
+                flight.leave(token)
         return response
 
     @staticmethod
@@ -417,7 +415,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
     async def _send(self, exchange: Exchange, flight: Flight) -> httpx.Response:
         """Send one attempt and read what the exchange needs of its body, all within
         the attempt's time (raises the attempt's ``httpx.TransportError``)."""
-        token = flight.enter()
+        token = flight.enter() if flight.quiet is not None else None
         response: httpx.Response | None = None
         try:
             async with async_limit(flight.attempt.timeout + GRACE):
@@ -441,7 +439,8 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
                     await response.aclose()
             raise
         finally:
-            flight.leave(token)
+            if token is not None:
+                flight.leave(token)
         return response
 
     @staticmethod
