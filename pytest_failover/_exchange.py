@@ -214,11 +214,18 @@ class Flight:
 class Exchange:
     """One logical request through the failover loop: everything but the I/O.
 
-    What only an unreplayable body sets starts as a class attribute (as in
-    :class:`~pytest_failover._core.RequestPlan`).
+    What a request sets before it reads it, or only on a rare path, starts as a class
+    attribute (as in :class:`~pytest_failover._core.RequestPlan`): a request answered
+    at its first attempt writes each of these at most once and never reads a default.
     """
 
     _tracked: TrackedStream | None = None  # an unreplayable body, watched
+    _spans: list[Flight]  # with telemetry only: the attempts on the wire whose spans are open
+    _answered_by = ""  # the domain of the response kept
+    response: httpx.Response | None = None
+    error: httpx.TransportError | None = None
+    stop: Stop | None = None
+    _finished = False  # the request's telemetry has ended (read by abandon only)
 
     def __init__(
         self,
@@ -245,8 +252,10 @@ class Exchange:
         self.started_at = now = clock()
         self.plan = plan = owner._core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
         self.trace: RequestTrace | None = owner._telemetry.start(pool_core.name, method, url)
-        if self.trace is not None and plan.steering is not None:
-            self.trace.steered(plan.steering)
+        if self.trace is not None:
+            self._spans = []
+            if plan.steering is not None:
+                self.trace.steered(plan.steering)
         # How much of a 2xx body is read before the outcome is known: all of a small
         # one, for the app-error check, the stale cache, and so that a re-sendable
         # request whose connection breaks mid-body fails over.
@@ -256,12 +265,6 @@ class Exchange:
         self._original = httpx.Request(method, url, headers=request.headers) if stale else request
         read = pool_core.read_limit if plan.may_resend or pool_core.app_check else 0
         self.body_limit = max(read, pool_core.stale_limit) if stale else read
-        self._spans: list[Flight] = []  # the attempts on the wire whose spans are open
-        self._answered_by = ""  # the domain of the response kept
-        self.response: httpx.Response | None = None
-        self.error: httpx.TransportError | None = None
-        self.stop: Stop | None = None
-        self._finished = False
 
     # -- the loop's steps ------------------------------------------------------------
 
@@ -295,10 +298,11 @@ class Exchange:
             request.headers["Host"] = domain.netloc
         timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
         limit = attempt.timeout
-        try:  # httpx's four timeouts, each set and within the attempt's time (the usual)
-            within = len(timeouts) == 4 and max(timeouts.values()) <= limit
-        except TypeError:  # one is None: no limit
-            within = False
+        within = len(timeouts) == 4  # httpx's four, each set and within the attempt's time
+        for value in timeouts.values():
+            if value is None or value > limit:
+                within = False
+                break
         if not within:  # cap each of httpx's timeouts at the attempt's time
             capped = {
                 key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
@@ -552,5 +556,5 @@ class Exchange:
             for flight in self._spans:
                 self.trace.attempt_abandoned(flight.span)
             self.trace.events(events)
-        self._spans.clear()
+            self._spans.clear()
         self._end(semconv.OUTCOME_FAILURE, None, None, semconv.ERROR_CANCELLED)
