@@ -268,8 +268,10 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
     def _attempt(self, exchange: Exchange, attempt: Attempt, hedge: bool = True) -> httpx.Response | None:
         """Send one attempt (and its hedges, if it may hedge and ``hedge``); report the
         outcome. The answer to return, or None when every attempt failed."""
-        if hedge and self._hedgers is not None and exchange.plan.hedgeable and exchange.hedge_delay() is not None:
-            return self._hedgers.race(self, exchange, attempt)
+        if hedge and self._hedgers is not None and exchange.plan.hedgeable:
+            delay = exchange.hedge_delay()
+            if delay is not None:
+                return self._hedgers.race(self, exchange, attempt, delay)
         flight = exchange.prepare(attempt)
         try:
             response = self._send(exchange, flight)
