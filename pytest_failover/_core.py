@@ -351,13 +351,15 @@ class PoolCore:
 
     def hedge_delay(self, domain: Domain) -> float:
         """How long a request on ``domain`` waits for an answer before it hedges: the
-        fixed delay, or the domain's latency at the percentile (the caller holds the lock)."""
+        fixed delay, or the domain's latency at the percentile (read under the lock,
+        which the caller must not hold)."""
         hedging = self.hedging
         assert hedging is not None
         if hedging.delay is not None:
             return hedging.delay
         assert self.latency is not None
-        observed = self.latency[domain].percentile(hedging.percentile)
+        with self.lock:
+            observed = self.latency[domain].percentile(hedging.percentile)
         return UNKNOWN_DELAY if observed is None else observed
 
     def early_probe_at(self) -> float | None:
@@ -548,8 +550,7 @@ class RequestPlan:
         if not self._may_hedge():
             return None
         first, _, _ = next(iter(self._flights.values()))
-        with self.core.lock:
-            return self.core.hedge_delay(first.domain)
+        return self.core.hedge_delay(first.domain)
 
     def _may_hedge(self) -> bool:
         hedging = self.core.hedging

@@ -131,7 +131,8 @@ class HedgeThrottle:
     def earn(self) -> None:
         """A hedgeable request began."""
         self.requests += 1
-        self.tokens = min(HEDGE_BURST, self.tokens + self.ratio)
+        if self.tokens < HEDGE_BURST:  # saved up in full, as on a quiet pool: nothing to add
+            self.tokens = min(HEDGE_BURST, self.tokens + self.ratio)
 
     def take(self, now: float, *, again: bool = False) -> bool:
         """May a hedge go now? Takes its token if so. ``again``: this request was
