@@ -706,7 +706,9 @@ class RequestPlan:
         """Report what an attempt in flight did (``attempt``: which one, when a hedge
         races it); returns the events it caused."""
         flights = self._flights
-        number = attempt.number if attempt is not None and attempt.number in flights else self._number(attempt)
+        number = 0 if attempt is None else attempt.number  # attempts count from 1
+        if number not in flights:
+            number = self._number(attempt)
         attempt, breaker, sent_at = flights.pop(number)
         domain = attempt.domain
         raced = self.raced

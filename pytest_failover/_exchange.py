@@ -192,12 +192,12 @@ class Flight:
     __slots__ = ("attempt", "deadline", "quiet", "request", "span", "started")
 
     def __init__(
-        self, attempt: Attempt, request: httpx.Request, started: float, span: Any, quiet: Any
+        self, attempt: Attempt, request: httpx.Request, started: float, deadline: float, span: Any, quiet: Any
     ) -> None:
         self.attempt = attempt
         self.request = request
         self.started = started
-        self.deadline = started + attempt.timeout  # when the attempt is out of time
+        self.deadline = deadline  # when the attempt is out of time: started + its timeout
         self.span = span
         self.quiet = quiet
 
@@ -275,7 +275,7 @@ class Exchange:
             self.stop = DONE
             return None
         decision = plan.next(self._clock())
-        if decision.events and self.trace is not None:
+        if self.trace is not None and decision.events:
             self.trace.events(decision.events)
         if isinstance(decision, Attempt):
             if decision.number > 1:
@@ -310,10 +310,11 @@ class Exchange:
             }
             request.extensions = {**request.extensions, "timeout": capped}
         trace = self.trace
+        started = self._clock()
         if trace is None:
-            return Flight(attempt, request, self._clock(), None, None)
+            return Flight(attempt, request, started, started + limit, None, None)
         span, quiet = trace.attempt_started(attempt, request)
-        flight = Flight(attempt, request, self._clock(), span, quiet)
+        flight = Flight(attempt, request, started, started + limit, span, quiet)
         self._spans.append(flight)
         return flight
 

@@ -250,7 +250,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         try:
             response: httpx.Response | None = None
             while (step := exchange.next_step()) is not None:
-                if step.delay > 0:
+                if step.delay > 0.0:
                     time.sleep(step.delay)
                 if isinstance(step, Wait):
                     continue
@@ -383,7 +383,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         try:
             response: httpx.Response | None = None
             while (step := exchange.next_step()) is not None:
-                if step.delay > 0:
+                if step.delay > 0.0:
                     import anyio  # httpx's own dependency; imported only when a wait is due
 
                     await anyio.sleep(step.delay)
