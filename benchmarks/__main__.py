@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import shlex
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks import _harness as h
 from benchmarks._options import Options
@@ -35,7 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help="override each benchmark's time bound")
     parser.add_argument("--profile", action="store_true", help="add cProfile listings of our variants")
     parser.add_argument("--output", type=Path, help="also write the Markdown report to this file")
+    parser.add_argument("--processes", type=int, default=1, metavar="N",
+                        help="run each benchmark in N fresh processes, one after the other, and add a "
+                             "table of the paired ratios across them (runs differ by more than their "
+                             "rounds do: hash seeds, memory layout, the machine's state)")
     args = parser.parse_args(argv)
+    if args.processes < 1:
+        parser.error("--processes must be at least 1")
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
@@ -55,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         module = importlib.import_module(BENCHMARKS[name])
         print(f"... running {name}", file=sys.stderr, flush=True)
-        report = module.run(opts)
+        if args.processes > 1:
+            report = _in_processes(name, args, args.processes)
+        else:
+            report = module.run(opts)
         text = report.markdown()
         print(text, flush=True)
         parts.append(text)
@@ -64,6 +77,57 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         args.output.write_text("\n".join(parts))
     return 0
+
+
+def _in_processes(name: str, args: argparse.Namespace, count: int) -> h.Report:
+    """``name`` run ``count`` times, each in a fresh ``python -m benchmarks`` process: every
+    run's report, and before them the paired ratios of each variant across the runs."""
+    started = time.monotonic()
+    command = [sys.executable, "-m", "benchmarks", name]
+    for flag, value in (("--rounds", args.rounds), ("--seconds", args.seconds)):
+        if value is not None:
+            command += [flag, str(value)]
+    if args.long:
+        command.append("--long")
+    runs: list[dict[str, Any]] = []
+    for i in range(count):
+        print(f"... {name}: process {i + 1} of {count}", file=sys.stderr, flush=True)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=h.ROOT)
+        runs.append(json.loads((h.RESULTS / f"{name}.json").read_text()))
+    report = h.Report(name)
+    table = across([run["data"] for run in runs])
+    if table is not None:
+        report.tables.append(table)
+    report.extra += [f"\n#### {name}, process {i + 1} of {count}\n\n{run['markdown']}" for i, run in enumerate(runs)]
+    report.data = {"processes": [run["data"] for run in runs]}
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def across(datas: list[dict[str, Any]]) -> h.Table | None:
+    """The paired ratios of every variant in each run, and their median over the runs (None
+    when the benchmark reports no paired ratio)."""
+    variants = [k for k, v in datas[0].items() if isinstance(v, dict) and "wall_paired_ratio" in v]
+    if not variants:
+        return None
+    table = h.Table(
+        f"Across {len(datas)} processes: paired wall ratio vs the baseline, per process",
+        ["variant", "**median over the processes**", "each process", "CPU ratio (paired), median"],
+    )
+    for variant in variants:
+        walls = [d[variant]["wall_paired_ratio"] for d in datas if variant in d]
+        cpus = [d[variant]["cpu_paired_ratio"] for d in datas if variant in d]
+        table.rows.append([
+            variant,
+            f"**{statistics.median(walls):.3f}x**",
+            ", ".join(f"{w:.3f}x" for w in walls),
+            f"{statistics.median(cpus):.3f}x",
+        ])
+    table.notes.append(
+        "Each process pairs its own rounds; the processes are not paired, and differ by more than "
+        "their rounds do, so the median over processes is the figure to quote."
+    )
+    return table
 
 
 if __name__ == "__main__":
