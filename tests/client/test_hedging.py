@@ -297,6 +297,39 @@ def test_the_race_under_asyncio_trio_and_threads(
     assert a.total == 1 and b.total == 1
 
 
+def test_a_hedge_due_while_every_hedging_thread_is_busy_goes_a_delay_later(
+    servers: dict[str, LoopbackServer],
+) -> None:
+    """``Hedging(threads=1)``, two requests at once on a primary that answers in 1 s: both
+    hedges are due at 20 ms; the first takes the one thread (the backup holds it 0.2 s),
+    so the second is postponed a delay at a time until the thread is free, and then goes.
+    Both are answered by the backup; without the postponement the second would wait for
+    the primary."""
+    a, b = servers["a"], servers["b"]
+    transport = FailoverTransport(
+        [Pool("api", [a.url(), b.url()])], hedged(hedging=Hedging(delay=0.02, max_ratio=1.0, threads=1))
+    )
+    results: dict[int, httpx.Response] = {}
+
+    def send(i: int) -> None:
+        results[i] = client.get(a.url() + f"/{i}")
+
+    with httpx.Client(transport=transport, timeout=5) as client:
+        a.set(delay=1.0)
+        b.set(delay=0.2)
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+    assert sorted(results) == [0, 1]
+    assert [results[i].headers["X-Served-By"] for i in (0, 1)] == ["b", "b"]
+    for response in results.values():
+        won = [r for r in result_of(response).attempts if r.race == "won"]
+        assert [(r.domain, r.hedge) for r in won] == [(b.url(), True)]
+    assert b.counts["GET"] == 2  # one hedge each, none lost to the throttle or the pool
+
+
 def test_a_dozen_threads_share_a_hedging_transport_without_a_failure(servers: dict[str, LoopbackServer]) -> None:
     """12 threads x 15 requests on one sync transport while the primary turns slow and
     back: every request is answered (hedged when the pool has threads for it, else
