@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="add cProfile listings of our variants")
     parser.add_argument("--output", type=Path, help="also write the Markdown report to this file")
     parser.add_argument("--processes", type=int, default=1, metavar="N",
-                        help="run each benchmark in N fresh processes, one after the other, and add a "
-                             "table of the paired ratios across them (runs differ by more than their "
-                             "rounds do: hash seeds, memory layout, the machine's state)")
+                        help="run each benchmark in N fresh processes, one after the other, and add "
+                             "each variant's paired ratio in every process and their median (one run's "
+                             "figure is one draw of the machine's state)")
     args = parser.parse_args(argv)
     if args.processes < 1:
         parser.error("--processes must be at least 1")
@@ -87,8 +87,9 @@ def _in_processes(name: str, args: argparse.Namespace, count: int) -> h.Report:
     for flag, value in (("--rounds", args.rounds), ("--seconds", args.seconds)):
         if value is not None:
             command += [flag, str(value)]
-    if args.long:
-        command.append("--long")
+    for flag, on in (("--long", args.long), ("--profile", args.profile)):
+        if on:
+            command.append(flag)
     runs: list[dict[str, Any]] = []
     for i in range(count):
         print(f"... {name}: process {i + 1} of {count}", file=sys.stderr, flush=True)
@@ -124,8 +125,8 @@ def across(datas: list[dict[str, Any]]) -> h.Table | None:
             f"{statistics.median(cpus):.3f}x",
         ])
     table.notes.append(
-        "Each process pairs its own rounds; the processes are not paired, and differ by more than "
-        "their rounds do, so the median over processes is the figure to quote."
+        "Each process pairs its own rounds; the processes are not paired with each other, so their "
+        "median is the figure to quote, and their spread says how far one run's figure can be trusted."
     )
     return table
 
