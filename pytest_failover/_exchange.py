@@ -427,6 +427,8 @@ class Exchange:
             trace.events(events)
 
     def _log_retry(self, attempt: Attempt) -> None:
+        if not logger.isEnabledFor(logging.WARNING):  # nobody listens: not even the redaction
+            return
         last = self.plan.records[-1]
         logger.warning(
             "pool %s: %s %s attempt %d on %s failed (%s); attempt %d on %s in %.3f s",

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_failover import ExponentialBackoff, Policy, Pool, RetryBudget, ScheduleTable, Step
-from pytest_failover._pool import Domain
+from pytest_failover._pool import _REWRITES_KEPT, Domain
 
 
 def test_domain_normalises_case_trailing_dot_and_default_port() -> None:
@@ -83,6 +83,30 @@ def test_rewrite_keeps_path_and_query_and_never_produces_double_slash(
     assert not out.raw_path.startswith(b"//")
     assert out.query == url.query
     assert out.path.lstrip("/") == url.path.lstrip("/")
+
+
+def test_a_remembered_rewrite_is_the_rewrite_of_that_very_url_and_the_memory_is_bounded() -> None:
+    target = Domain.parse("https://api2.example.com")
+    urls = [
+        "https://api.example.com/v1/rooms",
+        "https://api.example.com/v1/rooms?page=2",
+        "https://api.example.com/v1/rooms#top",
+        "https://user:secret@api.example.com/v1/rooms",
+        "https://api.example.com:8443/v1/rooms",
+    ]
+    first = [target.rewrite(httpx.URL(u)) for u in urls]
+    again = [target.rewrite(httpx.URL(u)) for u in urls]  # new URL objects, the same strings
+    assert [str(u) for u in first] == [
+        "https://api2.example.com/v1/rooms",
+        "https://api2.example.com/v1/rooms?page=2",
+        "https://api2.example.com/v1/rooms#top",
+        "https://user:secret@api2.example.com/v1/rooms",
+        "https://api2.example.com/v1/rooms",
+    ]
+    assert all(a is b for a, b in zip(first, again, strict=True))  # remembered, not parsed again
+    for n in range(3 * _REWRITES_KEPT):
+        assert target.rewrite(httpx.URL(f"https://api.example.com/v1/item/{n}")).path == f"/v1/item/{n}"
+    assert len(target._rewrites) <= _REWRITES_KEPT
 
 
 def test_agora_policy_is_the_seed_schedule() -> None:
