@@ -7,6 +7,8 @@ its own ``httpx.Client`` (built once, outside the timing):
 - ``httpx_retries.RetryTransport`` (default ``Retry()``)
 - ``FailoverTransport`` with no OpenTelemetry SDK installed (the API's no-op providers)
 - the same with ``Policy(hedging=Hedging(delay=1.0))``: hedging configured, never triggered
+- the same with the request's URL on another domain of the pool (``127.0.0.2``, never
+  connected to): every request is moved to the serving one, as once a pool has failed over
 - ``opentelemetry-instrumentation-httpx`` (``instrument_client``) with the SDK:
   ``TracerProvider`` + ``BatchSpanProcessor`` and ``MeterProvider`` +
   ``PeriodicExportingMetricReader``, exporting to counting exporters
@@ -31,6 +33,7 @@ from benchmarks._options import Options
 NAME = "happy_path"
 BASELINE = "bare httpx.Client"
 HEDGING = "FailoverTransport, Hedging(delay=1.0), no SDK"
+MOVED = "FailoverTransport, URL on another domain (moved), no SDK"
 
 
 def _failover() -> Any:
@@ -61,6 +64,7 @@ def run(opts: Options) -> h.Report:
         url = srv.url() + "/v1/ping"
         backup = f"http://127.0.0.1:{h.closed_port()}"
         clients: dict[str, httpx.Client] = {}
+        urls: dict[str, str] = {}  # a variant's own URL, if not ``url``
         sdks: dict[str, Any] = {}
         spans_expected: dict[str, int] = {}
 
@@ -75,6 +79,12 @@ def run(opts: Options) -> h.Report:
             clients[HEDGING] = httpx.Client(
                 transport=pf.FailoverTransport([pool], pf.Policy(hedging=pf.Hedging(delay=1.0)))
             )
+            # served by the first domain, asked of the second: what a failed-over pool pays
+            other = srv.url().replace("127.0.0.1", "127.0.0.2")
+            clients[MOVED] = httpx.Client(
+                transport=pf.FailoverTransport([pf.Pool("bench", [srv.url(), other])])
+            )
+            urls[MOVED] = other + "/v1/ping"
         otel_name = "opentelemetry-instrumentation-httpx + SDK"
         sdks[otel_name] = make_sdk()
         otel_client = httpx.Client()
@@ -101,11 +111,12 @@ def run(opts: Options) -> h.Report:
         def runner(name: str) -> Callable[[int], None]:
             client = clients[name]
             sdk = sdks.get(name)
+            target = urls.get(name, url)
 
             def go(n: int) -> None:
                 get = client.get
                 for _ in range(n):
-                    response = get(url)
+                    response = get(target)
                     if response.status_code != 200:
                         raise RuntimeError(f"{name}: status {response.status_code}")
                 requests_made[name] += n
