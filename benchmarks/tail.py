@@ -19,18 +19,23 @@ Modes:
   noise from this shared machine hits all of them alike;
 - async, ``concurrency`` concurrent tasks: each variant's requests start at ``rate`` a
   second (open loop, at most ``concurrency`` in flight: a held answer holds a task, the
-  others go on) with a fresh transport, in a rotated order, ``repeats`` times; the figures
-  are medians over repeats. The rate keeps the client's one core about half busy: as one
+  others go on), ``repeats`` times with a fresh transport; a run is sent in ``blocks``
+  parts, the variants taking turns part by part (rotated order), and the figures are
+  medians over repeats. (Run whole, one variant after another, the variants' p50 moved
+  by up to 24 % from one 25 s run to the next with the machine.) The rate keeps the client's one core under half busy: as one
   burst of 5,000 over 50 tasks, the client itself was the tail (a bare httpx client on a
   healthy domain: p50 105 ms, p99.9 2 s, all of it queueing for the CPU), which no hedge
-  can cut;
+  can cut. At 300 a second an async httpx request took 1.7 to 2.5 ms of this machine's
+  CPU, so the client was 50 to 74 % busy, and a run now and then *collapsed* for every
+  variant, a bare client included (p50 115 ms: all 50 tasks busy, the open loop skipping);
+  at 200 a second (40 to 56 % busy) none of 12 runs did;
 - sync (``FailoverTransport`` under ``httpx.Client``), sequential, in rounds as above.
 
 Latency is timed around ``client.get`` in the client. Requests are counted by the servers
 on arrival (a cancelled hedge loser counts): *extra* is what the servers received beyond
 one request per logical request.
 
-Run: ``python -m benchmarks tail`` (about 3 minutes) or ``python -m benchmarks.tail --quick``
+Run: ``python -m benchmarks tail`` (about 6 minutes) or ``python -m benchmarks.tail --quick``
 (500 requests and held answers of 0.1 s, for a smoke test).
 """
 
@@ -65,9 +70,10 @@ LIMITS = httpx.Limits(max_connections=400, max_keepalive_connections=400)
 class Sizes:
     requests: int = 5000
     concurrency: int = 50
-    rate: float = 300.0  # requests per second started over the concurrent tasks
+    rate: float = 200.0  # requests per second started over the concurrent tasks (see the docstring)
     chunk: int = 250
     repeats: int = 2
+    blocks: int = 5  # the concurrent mode's parts per run, the variants taking turns
     slow_share: float = 0.01
     slow_seconds: float = 1.0
     fixed_delay: float = 0.010
@@ -78,7 +84,7 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = Sizes(requests=500, concurrency=10, rate=250.0, chunk=100, repeats=1, slow_seconds=0.1, max_seconds=120.0)
+QUICK = Sizes(requests=500, concurrency=10, rate=250.0, chunk=100, repeats=1, blocks=2, slow_seconds=0.1, max_seconds=120.0)
 
 
 # ---------------------------------------------------------------- figures
@@ -309,26 +315,41 @@ async def concurrent_async(
     sim: Simulated, pairs: Sequence[Pair], sizes: Sizes, deadline: float
 ) -> dict[str, list[Run]]:
     """Each variant: ``repeats`` runs of ``requests`` started at ``rate`` a second, at most
-    ``concurrency`` in flight, fresh transport each."""
+    ``concurrency`` in flight, a fresh transport each. A run is sent in ``blocks`` parts,
+    the variants taking turns part by part (rotated order), so that the machine's drift
+    reaches all of them alike, as the sequential modes' rounds do."""
     runs: dict[str, list[Run]] = {p.variant.label: [] for p in pairs}
-    for order in rotations(pairs, sizes.repeats):
-        for pair in order:
-            run = Run()
-            url, backup = sim.url(pair.primary) + PATH, sim.url(pair.backup)
-            if not pair.variant.reference:  # every burst sees the same sequence of held answers
+    part = math.ceil(sizes.requests / sizes.blocks)
+    for _ in range(sizes.repeats):
+        current = {p.variant.label: Run() for p in pairs}
+        before: dict[str, tuple[Counts, Counts]] = {}
+        clients: dict[str, httpx.AsyncClient] = {}
+        for pair in pairs:
+            if not pair.variant.reference:  # every run sees the same sequence of held answers
                 slow(sim, pair.primary, sizes)
-            before = _counts_of(sim, pair)
-            async with async_client(sim, pair.primary, pair.backup, pair.variant.policy) as client:
+            before[pair.variant.label] = _counts_of(sim, pair)
+            clients[pair.variant.label] = async_client(sim, pair.primary, pair.backup, pair.variant.policy)
+        try:
+            for order in rotations(pairs, sizes.blocks):
+                for pair in order:
+                    run, client = current[pair.variant.label], clients[pair.variant.label]
+                    url, backup = sim.url(pair.primary) + PATH, sim.url(pair.backup)
 
-                async def op(_: int, client: httpx.AsyncClient = client, run: Run = run,
-                             url: str = url, backup: str = backup) -> bool:
-                    note(run, *await async_get(client, url), backup)
-                    return True
+                    async def op(_: int, client: httpx.AsyncClient = client, run: Run = run,
+                                 url: str = url, backup: str = backup) -> bool:
+                        note(run, *await async_get(client, url), backup)
+                        return True
 
-                seconds = min(sizes.requests / sizes.rate, max(1.0, deadline - time.monotonic()))
-                await _drive.steady(op, rate=sizes.rate, seconds=seconds, max_in_flight=sizes.concurrency)
+                    left = sizes.requests - len(run.latencies) - run.errors
+                    seconds = min(min(part, left) / sizes.rate, max(1.0, deadline - time.monotonic()))
+                    await _drive.steady(op, rate=sizes.rate, seconds=seconds, max_in_flight=sizes.concurrency)
+        finally:
+            for client in clients.values():
+                await client.aclose()
+        for pair in pairs:
+            run, (was_primary, was_backup) = current[pair.variant.label], before[pair.variant.label]
             after = _counts_of(sim, pair)
-            run.primary, run.backup = _delta(after[0], before[0]), _delta(after[1], before[1])
+            run.primary, run.backup = _delta(after[0], was_primary), _delta(after[1], was_backup)
             runs[pair.variant.label].append(run)
         if time.monotonic() > deadline:
             break
