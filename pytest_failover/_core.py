@@ -739,7 +739,9 @@ class RequestPlan:
                     budget.charge()  # a failed retry: the only thing the budget charges
             if not outcome.retryable:
                 self.done = True
-                if core.serving is not domain:
+                # A hedge that won moves the pool only if this request saw a failure: one
+                # slow answer raced says nothing about where the pool's traffic goes.
+                if core.serving is not domain and (not attempt.hedge or self._failed_on is not None):
                     self._note_serving(domain, events)
         return tuple(events) if events else ()
 

@@ -256,6 +256,76 @@ def test_a_hedge_has_its_own_span_and_the_hedges_metric_says_how_it_ended(
     assert outcomes == {"won": 1}
 
 
+def _three_gets(kind: str, pools: list[Pool], policy: Policy, otel: Otel, urls: list[str],
+                between: Any) -> tuple[list[str], FailoverTransport | AsyncFailoverTransport]:
+    """GET each URL in turn (sync or async) through one transport; ``between(response)``
+    runs after each; the servers that answered, and the transport."""
+    served: list[str] = []
+    if kind == "sync":
+        sync = FailoverTransport(pools, policy, **otel.kwargs)
+        with httpx.Client(transport=sync) as client:
+            for url in urls:
+                response = client.get(url)
+                served.append(response.headers["X-Served-By"])
+                between(response)
+        return served, sync
+    transport = AsyncFailoverTransport(pools, policy, **otel.kwargs)
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=transport) as client:
+            for url in urls:
+                response = await client.get(url)
+                served.append(response.headers["X-Served-By"])
+                between(response)
+
+    asyncio.run(main())
+    return served, transport
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_hedge_that_wins_does_not_move_the_pool(kind: str, servers: dict[str, LoopbackServer], otel: Otel) -> None:
+    """One slow answer raced and won by the backup says nothing about where the pool's
+    traffic goes: no switch is reported (twice, there and back) and the pool keeps its
+    serving domain."""
+    a, b = servers["a"], servers["b"]
+
+    def between(response: httpx.Response) -> None:
+        a.set(delay=0.3 if response.url.path == "/warm" else 0.0)
+
+    served, transport = _three_gets(
+        kind, [Pool("api", [a.url(), b.url()])], Policy(hedging=Hedging(delay=0.05, max_ratio=1.0)), otel,
+        [a.url() + "/warm", a.url() + "/slow", a.url() + "/after"], between,
+    )  # fmt: skip
+    assert served == ["a", "b", "a"]  # the hedge won the slow one
+    assert otel.points("failover.switches") == []
+    assert transport.state().pools["api"].sticky == a.url()
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_hedge_that_wins_after_the_first_attempt_failed_moves_the_pool(
+    kind: str, servers: dict[str, LoopbackServer], otel: Otel
+) -> None:
+    """The primary answered 503 while the hedge was on its way: that is a failover, and
+    the sticky pool stays on the backup."""
+    a, b = servers["a"], servers["b"]
+
+    def between(response: httpx.Response) -> None:
+        if response.url.path == "/warm":
+            a.set(delay=0.2, status=503)
+            b.set(delay=0.4)
+        else:
+            b.set()
+
+    served, transport = _three_gets(
+        kind, [Pool("api", [a.url(), b.url()])], Policy(hedging=Hedging(delay=0.05, max_ratio=1.0)), otel,
+        [a.url() + "/warm", a.url() + "/failing", a.url() + "/after"], between,
+    )  # fmt: skip
+    assert served == ["a", "b", "b"]
+    [(attrs, point)] = otel.points("failover.switches")
+    assert (attrs["failover.to"], attrs["failover.reason"], point.value) == (b.url(), "503", 1)
+    assert transport.state().pools["api"].sticky == b.url()
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio", "threads"])
 @pytest.mark.parametrize("winner", ["hedge", "first"])
 def test_the_race_under_asyncio_trio_and_threads(
