@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ._exchange import Exchange, Flight
     from ._transport import AsyncFailoverTransport, FailoverTransport
 
-__all__ = ["Race", "ThreadRace", "anyio_race", "async_race", "cuttable", "socket_of"]
+__all__ = ["Race", "ThreadRace", "anyio_race", "async_race", "cut_request", "cuttable"]
 
 
 class Race:
@@ -247,7 +247,7 @@ class ThreadRace:
 
     A blocked ``recv`` cannot be left from its own thread, so when a hedge wins
     the attempt it raced is cut from outside: its socket is shut down
-    (:func:`socket_of`), and its ``_send`` fails at once. Sending every attempt
+    (:func:`cut_request`), and its ``_send`` fails at once. Sending every attempt
     of a hedgeable request from the pool instead, while the calling thread
     waited, cost 27-35 % of the median loopback request in the tail benchmark
     (a thread hand-off each). The race itself (:class:`_Hedges`) begins only
@@ -303,7 +303,7 @@ class ThreadRace:
 
     def _pooled(self, transport: FailoverTransport, exchange: Exchange, first: Attempt) -> httpx.Response | None:
         """Run ``first`` and its hedges from the pool while this thread waits (for inner
-        transports whose sockets :func:`socket_of` cannot find); the answer that won (or
+        transports whose sockets :func:`cut_request` cannot find); the answer that won (or
         the last retryable one), or None when every attempt failed."""
         if not self._reserve(2):  # no room for the attempt and a hedge: send it from here
             return transport._attempt(exchange, first, False)
@@ -506,31 +506,54 @@ def _close_result(future: concurrent.futures.Future[httpx.Response]) -> None:
 
 def _cut(transport: httpx.BaseTransport, flight: Flight) -> None:
     """Shut the socket of an attempt that lost, so its thread stops waiting now."""
-    sock = socket_of(transport, flight.request)
-    if sock is not None:
-        with contextlib.suppress(OSError):  # already closed
-            sock.shutdown(socket.SHUT_RDWR)
+    cut_request(transport, flight.request)
 
 
 def cuttable(transport: httpx.BaseTransport) -> bool:
-    """Can :func:`socket_of` find the sockets of this inner transport's requests?"""
-    return isinstance(getattr(getattr(transport, "_pool", None), "_requests", None), list)
+    """Can :func:`cut_request` find the sockets of this inner transport's requests?"""
+    pool = getattr(transport, "_pool", None)
+    return isinstance(getattr(pool, "_requests", None), list) and hasattr(pool, "_optional_thread_lock")
 
 
-def socket_of(transport: httpx.BaseTransport, request: httpx.Request) -> socket.socket | None:
-    """The socket an ``httpx.HTTPTransport`` is using for ``request`` right now, or None.
+def cut_request(transport: httpx.BaseTransport, request: httpx.Request) -> bool:
+    """Shut down the socket an ``httpx.HTTPTransport`` is using for ``request`` right
+    now; False when the request is not on the wire any more (or never was).
 
-    httpcore gives no handle on it before the response headers arrive (the
+    httpcore gives no handle on the socket before the response headers arrive (the
     ``network_stream`` extension comes with the response), so this reads its
     connection pool's list of requests (httpcore 1.x: ``ConnectionPool._requests``,
     each with the ``request`` it carries, whose ``extensions`` are the httpx
-    request's own dict, and the ``connection`` serving it). With another inner
-    transport, or another httpcore, it finds nothing: the loser then runs to its
-    end in its thread, bounded by its attempt's time, and is closed there.
+    request's own dict, and the ``connection`` serving it), under the pool's own
+    lock (``_optional_thread_lock``), which every hand-over of a connection takes.
+    A request whose response was just closed is still in that list for a moment
+    while its connection is already idle (httpcore closes the stream first), and
+    another request, of this thread or another, may be given the connection then:
+    so an idle connection, or one that now serves another request, is not cut
+    (it was: the next request on it failed, its domain turned suspect, and a sticky
+    pool left a healthy primary for a cooldown). With another inner transport, or
+    another httpcore, it finds nothing: the loser then runs to its end in its
+    thread, bounded by its attempt's time, and is closed there.
     """
-    pending = getattr(getattr(transport, "_pool", None), "_requests", None)
-    if not isinstance(pending, list):
-        return None
+    pool = getattr(transport, "_pool", None)
+    pending = getattr(pool, "_requests", None)
+    lock = getattr(pool, "_optional_thread_lock", None)
+    if not isinstance(pending, list) or lock is None:
+        return False
+    with lock:
+        serving = [getattr(q, "connection", None) for q in pending if q.request.extensions is request.extensions]
+        connection = serving[0] if serving else None
+        if connection is None or connection.is_idle():
+            return False  # waiting for a connection, or done with it
+        if any(q.connection is connection and q.request.extensions is not request.extensions for q in pending):
+            return False  # handed on to another request
+        stream = getattr(getattr(connection, "_connection", None), "_network_stream", None)
+        get_extra_info = getattr(stream, "get_extra_info", None)
+        sock = get_extra_info("socket") if get_extra_info is not None else None
+        if not isinstance(sock, socket.socket):
+            return False
+        with contextlib.suppress(OSError):  # already closed
+            sock.shutdown(socket.SHUT_RDWR)  # under the lock: nobody takes the connection meanwhile
+        return True
     for queued in list(pending):
         if getattr(getattr(queued, "request", None), "extensions", None) is not request.extensions:
             continue
