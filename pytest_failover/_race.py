@@ -540,11 +540,11 @@ def cut_request(transport: httpx.BaseTransport, request: httpx.Request) -> bool:
     if not isinstance(pending, list) or lock is None:
         return False
     with lock:
-        serving = [getattr(q, "connection", None) for q in pending if q.request.extensions is request.extensions]
-        connection = serving[0] if serving else None
+        mine = [q for q in pending if _carries(q, request)]
+        connection = getattr(mine[0], "connection", None) if mine else None
         if connection is None or connection.is_idle():
             return False  # waiting for a connection, or done with it
-        if any(q.connection is connection and q.request.extensions is not request.extensions for q in pending):
+        if any(getattr(q, "connection", None) is connection and not _carries(q, request) for q in pending):
             return False  # handed on to another request
         stream = getattr(getattr(connection, "_connection", None), "_network_stream", None)
         get_extra_info = getattr(stream, "get_extra_info", None)
@@ -554,11 +554,8 @@ def cut_request(transport: httpx.BaseTransport, request: httpx.Request) -> bool:
         with contextlib.suppress(OSError):  # already closed
             sock.shutdown(socket.SHUT_RDWR)  # under the lock: nobody takes the connection meanwhile
         return True
-    for queued in list(pending):
-        if getattr(getattr(queued, "request", None), "extensions", None) is not request.extensions:
-            continue
-        connection = getattr(getattr(queued, "connection", None), "_connection", None)
-        get_extra_info = getattr(getattr(connection, "_network_stream", None), "get_extra_info", None)
-        sock = get_extra_info("socket") if get_extra_info is not None else None
-        return sock if isinstance(sock, socket.socket) else None
-    return None
+
+
+def _carries(queued: object, request: httpx.Request) -> bool:
+    """Is this entry of httpcore's pool list the one sending ``request``?"""
+    return getattr(getattr(queued, "request", None), "extensions", None) is request.extensions
