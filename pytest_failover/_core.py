@@ -93,6 +93,7 @@ slow domain never blocks requests to another.
 
 from __future__ import annotations
 
+import math
 import random as _random
 import threading
 import time as _time
@@ -259,6 +260,7 @@ class PoolCore:
         self.slow_calls = {d: SlowCallWindow(slow_calls) for d in pool.domains} if slow_calls is not None else None
         self.disabled: frozenset[Domain] = frozenset()
         self.serving: Domain | None = None
+        self.serving_since = -math.inf  # when ``serving`` last changed (monotonic seconds)
         self.lock = threading.Lock()
         # Shared health (``pytest_failover.shared``): the fleet's probe lease, asked
         # under the lock before a probe is sent; False means another process holds it
@@ -401,7 +403,7 @@ class PoolCore:
         """Resume on ``domain`` after a restart: the domains ahead of it count as
         suspect for one cooldown, then the client fails back (one probe)."""
         with self.lock:
-            self.serving = domain
+            self.serving, self.serving_since = domain, now
             for ahead in self.order[: self.position[domain]]:
                 self.breakers[ahead].suspect_since(now)
 
@@ -739,10 +741,16 @@ class RequestPlan:
                     budget.charge()  # a failed retry: the only thing the budget charges
             if not outcome.retryable:
                 self.done = True
-                # A hedge that won moves the pool only if this request saw a failure: one
-                # slow answer raced says nothing about where the pool's traffic goes.
-                if core.serving is not domain and (not attempt.hedge or self._failed_on is not None):
-                    self._note_serving(domain, events)
+                # What moves the pool: an answer to an attempt sent since it last moved (one
+                # sent before is old news: under concurrency it would move the pool back and
+                # forth), and not a hedge that won alone (one slow answer raced says nothing
+                # about where the pool's traffic goes).
+                if (
+                    core.serving is not domain
+                    and sent_at >= core.serving_since
+                    and (not attempt.hedge or self._failed_on is not None)
+                ):
+                    self._note_serving(domain, now, events)
         return tuple(events) if events else ()
 
     def _number(self, attempt: Attempt | None) -> int:
@@ -824,13 +832,13 @@ class RequestPlan:
                     self.core.slow_calls[attempt.domain].forget((id(self), attempt.number))
         return tuple(events)
 
-    def _note_serving(self, domain: Domain, events: list[Event]) -> None:
+    def _note_serving(self, domain: Domain, now: float, events: list[Event]) -> None:
         core = self.core
         if self._orders[2] is not None and self._orders[2] != _steering.TIME_ORDER:
             # a steered request says nothing about where the pool's traffic goes
             return
         before = core.serving
-        core.serving = domain
+        core.serving, core.serving_since = domain, now
         if before is None or before is domain or before == domain:
             return
         if self._failed_on is not None and self._failed_on[0] == before:

@@ -154,6 +154,28 @@ def test_after_cooldown_one_request_probes_the_primary_and_fails_back() -> None:
     assert switch and switch[0].reason == "failback" and switch[0].after.host == "a.example"
 
 
+def test_an_answer_sent_before_the_pool_moved_does_not_move_it_back() -> None:
+    """Under concurrency a request already on the primary when another's failure there
+    moved the pool answers late: old news, no switch back (and none forth again with the
+    next request), so ``failover.switches`` counts the moves the traffic made."""
+    c = core()  # sticky, as by default
+    run(plan(c, 0.0), [OK])  # the first answer sets the serving domain: a
+    late = plan(c, 1.0)
+    assert attempt(late, 1.0).domain.host == "a.example"  # on the wire since 1.0
+    failing = plan(c, 1.1)
+    assert attempt(failing, 1.1).domain.host == "a.example"
+    failing.record(UNAVAILABLE, 1.2, duration=0.1)
+    assert attempt(failing, 1.2).domain.host == "b.example"
+    moved = failing.record(OK, 1.3, duration=0.1)
+    assert [(e.after.host, e.reason) for e in moved if isinstance(e, Switch)] == [("b.example", "503")]
+    old_news = late.record(OK, 1.4, duration=0.4)
+    assert not [e for e in old_news if isinstance(e, Switch)]
+    assert c.pools["api"].serving is not None and c.pools["api"].serving.host == "b.example"
+    after = plan(c, 1.5)
+    assert attempt(after, 1.5).domain.host == "b.example"  # a is suspect: the pool stays
+    assert not [e for e in after.record(OK, 1.6, duration=0.1) if isinstance(e, Switch)]
+
+
 def test_all_open_keeps_one_early_probe_per_domain_and_the_rest_wait_for_them() -> None:
     """Every domain open: the one whose cooldown ends first is probed at once, one
     probe per domain in flight; other requests wait for the probes, and stop before
