@@ -4,7 +4,7 @@ never one its request has let go (a real ``httpx.HTTPTransport`` over loopback).
 httpcore closes a response's connection stream (the connection is idle, and may be
 handed to the next request) before it drops the request from its pool's list; a hedge
 that won cuts its loser in that window now and then. These tests build that window
-by hand: the connection stream read and closed, the pool's entry still there.
+by hand (`_let_go`): the connection stream read and closed, the pool's entry still there.
 """
 
 from __future__ import annotations
@@ -35,12 +35,16 @@ def _connection_stream(response: httpx.Response) -> Any:
     return stream._httpcore_stream._stream
 
 
-def _let_go_of_connection(response: httpx.Response) -> None:
-    """Read the body and close the connection's stream only: the connection is idle
-    (kept alive), and the pool still lists the request, as in httpcore's close."""
+def _let_go(inner: httpx.HTTPTransport, url: str) -> tuple[httpx.Request, httpx.Response]:
+    """A request whose body was read and whose connection's stream only was closed:
+    the connection is idle (kept alive), and the pool still lists the request, as in
+    the middle of httpcore's close."""
+    request = httpx.Request("GET", url + "/first")
+    response = inner.handle_request(request)
     stream = _connection_stream(response)
     assert b"".join(stream) == b'{"ok": true}'
     stream.close()
+    return request, response
 
 
 def test_a_request_waiting_for_its_answer_is_cut(inner: httpx.HTTPTransport, servers: dict[str, LoopbackServer]) -> None:
@@ -71,9 +75,7 @@ def test_a_request_whose_connection_is_idle_is_not_cut(
     inner: httpx.HTTPTransport, servers: dict[str, LoopbackServer]
 ) -> None:
     url = servers["a"].url()
-    first = httpx.Request("GET", url + "/first")
-    response = inner.handle_request(first)
-    _let_go_of_connection(response)
+    first, response = _let_go(inner, url)
     assert not cut_request(inner, first)
     response.close()  # the pool forgets the request now
     again = inner.handle_request(httpx.Request("GET", url + "/again"))  # on the same, uncut, connection
@@ -85,9 +87,7 @@ def test_a_connection_handed_to_another_request_is_not_cut(
     inner: httpx.HTTPTransport, servers: dict[str, LoopbackServer]
 ) -> None:
     url = servers["a"].url()
-    first = httpx.Request("GET", url + "/first")
-    response = inner.handle_request(first)
-    _let_go_of_connection(response)
+    first, response = _let_go(inner, url)
     second = inner.handle_request(httpx.Request("GET", url + "/second"))  # given the idle connection
     assert _connection_stream(second)._connection is _connection_stream(response)._connection
     assert not cut_request(inner, first)
