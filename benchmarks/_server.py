@@ -3,7 +3,8 @@
 It answers every request with ``200`` and a two-byte JSON body (or ``503`` on the
 ports listed in ``--status-503``), keeps connections alive unless the client asks
 for ``Connection: close``, and counts the requests it answered. ``GET /__count``
-returns that count (not counted itself). It listens only on 127.0.0.1, prints
+returns that count (not counted itself); ``GET /v1/chunked`` answers the same body
+without a length (``Transfer-Encoding: chunked``). It listens only on 127.0.0.1, prints
 ``{"ports": [...]}`` on one line once it is ready, and exits when its standard
 input closes (the parent went away) or after ``--max-seconds``.
 
@@ -23,11 +24,13 @@ import threading
 
 _COUNT = 0
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
 _FAIL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
 
 
 class _Http(asyncio.Protocol):
-    """Minimal HTTP/1.1: request line + headers, optional Content-Length body."""
+    """Minimal HTTP/1.1: request line + headers, optional Content-Length body. Answers
+    ``{}`` (``GET /v1/chunked``: the same, chunked, as servers that stream do)."""
 
     def __init__(self, status_line: bytes) -> None:
         self.status_line = status_line
@@ -66,6 +69,9 @@ class _Http(asyncio.Protocol):
                     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                     + str(len(body)).encode() + b"\r\n\r\n" + body
                 )
+            elif head.startswith(b"get /v1/chunked "):  # the same answer, without a length
+                _COUNT += 1
+                self.transport.write(_CHUNKED)
             else:
                 _COUNT += 1
                 self.transport.write(

@@ -9,6 +9,8 @@ its own ``httpx.Client`` (built once, outside the timing):
 - the same with ``Policy(hedging=Hedging(delay=1.0))``: hedging configured, never triggered
 - the same with the request's URL on another domain of the pool (``127.0.0.2``, never
   connected to): every request is moved to the serving one, as once a pool has failed over
+- bare httpx and ``FailoverTransport`` on the same answer sent chunked (no
+  ``Content-Length``: the transport reads it chunk by chunk, up to its limit)
 - ``opentelemetry-instrumentation-httpx`` (``instrument_client``) with the SDK:
   ``TracerProvider`` + ``BatchSpanProcessor`` and ``MeterProvider`` +
   ``PeriodicExportingMetricReader``, exporting to counting exporters
@@ -34,6 +36,8 @@ NAME = "happy_path"
 BASELINE = "bare httpx.Client"
 HEDGING = "FailoverTransport, Hedging(delay=1.0), no SDK"
 MOVED = "FailoverTransport, URL on another domain (moved), no SDK"
+CHUNKED_BARE = "bare httpx.Client, chunked answer"
+CHUNKED = "FailoverTransport, chunked answer, no SDK"
 
 
 def _failover() -> Any:
@@ -85,6 +89,10 @@ def run(opts: Options) -> h.Report:
                 transport=pf.FailoverTransport([pf.Pool("bench", [srv.url(), other])])
             )
             urls[MOVED] = other + "/v1/ping"
+            # the same answer without a Content-Length, as servers that stream send it
+            clients[CHUNKED_BARE] = httpx.Client()
+            clients[CHUNKED] = httpx.Client(transport=pf.FailoverTransport([pool]))
+            urls[CHUNKED_BARE] = urls[CHUNKED] = srv.url() + "/v1/chunked"
         otel_name = "opentelemetry-instrumentation-httpx + SDK"
         sdks[otel_name] = make_sdk()
         otel_client = httpx.Client()
@@ -179,6 +187,13 @@ def run(opts: Options) -> h.Report:
                       "wall_paired_ratio": pr.median, "wall_paired_p25": pr.p25, "wall_paired_p75": pr.p75,
                       "cpu_median_s": cst.median, "cpu_paired_ratio": cpr.median, "cpu_ratio_of_medians": cst.median / base_cpu_median,
                       "wall_samples_s": wall[name], "cpu_samples_s": cpu[name]}
+    if CHUNKED in wall:
+        chunked = h.paired_ratios(wall[CHUNKED], wall[CHUNKED_BARE])
+        table.notes.append(
+            f"Chunked answers (no Content-Length), FailoverTransport against bare httpx on the same answer: "
+            f"**{chunked.median:.3f}x** paired ({chunked.p25:.2f} - {chunked.p75:.2f})."
+        )
+        data["chunked_paired_ratio"] = chunked.median
     if pf is None:
         table.notes.append("FailoverTransport rows missing: `pytest_failover.FailoverTransport` is not importable yet.")
     table.notes.append(

@@ -106,12 +106,13 @@ class TrackedStream(httpx.SyncByteStream, httpx.AsyncByteStream):
 
 
 class _Continued(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body whose first chunks were already read: those, then the rest, untouched."""
+    """A body whose first chunks were already read: those, then the rest, untouched
+    (``rest`` iterates ``stream``, the body as the inner transport gave it)."""
 
-    def __init__(self, prefix: list[bytes], rest: Any, original: httpx.Response) -> None:
+    def __init__(self, prefix: list[bytes], rest: Any, stream: httpx.SyncByteStream | httpx.AsyncByteStream) -> None:
         self._prefix = prefix
         self._rest = rest
-        self._original = original
+        self._stream = stream
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self._prefix
@@ -124,10 +125,12 @@ class _Continued(httpx.SyncByteStream, httpx.AsyncByteStream):
             yield chunk
 
     def close(self) -> None:
-        self._original.close()
+        if isinstance(self._stream, httpx.SyncByteStream):
+            self._stream.close()
 
     async def aclose(self) -> None:
-        await self._original.aclose()
+        if isinstance(self._stream, httpx.AsyncByteStream):
+            await self._stream.aclose()
 
 
 class Reading(enum.Enum):
@@ -142,6 +145,31 @@ class Reading(enum.Enum):
 READ_NONE = Reading.NONE
 READ_WHOLE = Reading.WHOLE
 READ_BOUNDED = Reading.BOUNDED
+
+
+# httpx keeps a response's headers as (key, lowercased key, value) byte triples.
+_HEADERS_LISTED = isinstance(getattr(httpx.Headers({"a": "b"}), "_list", None), list)
+
+
+def _declared_length(headers: httpx.Headers) -> int | None:
+    """The body length ``headers`` declare: None when they declare none, or a value
+    that is not a plain number, or two values (h11 refuses a conflicting pair).
+
+    Every request reads it, so this scans httpx's own list of byte triples (while
+    httpx keeps one): 0.23 µs against 1.9 µs for ``headers.get``, which encodes the
+    key and decodes each match (timeit), and 5,700 of the 83,000 instructions the
+    transport added to a request (callgrind, in process, side by side).
+    """
+    if not _HEADERS_LISTED:
+        value = headers.get("Content-Length")
+        return int(value) if value is not None and value.isdigit() else None
+    found: bytes | None = None
+    for _, key, value in headers._list:
+        if key == b"content-length":
+            if found is not None:
+                return None
+            found = value
+    return int(found) if found is not None and found.isdigit() else None
 
 
 class BodyBuffer:
@@ -168,18 +196,20 @@ class BodyBuffer:
         return self._size > self.limit
 
     def complete(self, response: httpx.Response) -> httpx.Response:
-        whole = _rebuilt(response, httpx.ByteStream(b"".join(self._chunks)))
-        whole.read()
-        return whole
+        """``response`` with the body read into memory (the caller closed its stream).
+        The same response, its stream replaced: a new ``httpx.Response`` cost 87,000
+        instructions, as much again as the transport adds to a whole request
+        (callgrind, in process)."""
+        response.stream = httpx.ByteStream(b"".join(self._chunks))
+        response.read()
+        return response
 
-    def continued(self, response: httpx.Response, rest: Any) -> httpx.Response:
-        return _rebuilt(response, _Continued(self._chunks, rest, response))
-
-
-def _rebuilt(response: httpx.Response, stream: httpx.SyncByteStream | httpx.AsyncByteStream) -> httpx.Response:
-    return httpx.Response(
-        response.status_code, headers=response.headers, stream=stream, extensions=response.extensions
-    )
+    def continued(
+        self, response: httpx.Response, rest: Any, stream: httpx.SyncByteStream | httpx.AsyncByteStream
+    ) -> httpx.Response:
+        """``response`` streaming the chunks read so far, then ``rest`` of ``stream``."""
+        response.stream = _Continued(self._chunks, rest, stream)
+        return response
 
 
 class Flight:
@@ -365,10 +395,10 @@ class Exchange:
         limit = self.body_limit
         if limit == 0 or not 200 <= response.status_code < 300:
             return READ_NONE
-        declared = response.headers.get("Content-Length")
-        if declared is None or not declared.isdigit():
+        declared = _declared_length(response.headers)
+        if declared is None:
             return READ_BOUNDED
-        return READ_WHOLE if int(declared) <= limit else READ_NONE
+        return READ_WHOLE if declared <= limit else READ_NONE
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
         """The error for an attempt cut at its time limit."""

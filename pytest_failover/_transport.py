@@ -320,8 +320,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         rest = iter(stream)
         for chunk in rest:
             if buffer.add(chunk):
-                return buffer.continued(response, rest)
-        response.close()
+                return buffer.continued(response, rest, stream)
+        stream.close()
         return buffer.complete(response)
 
     def close(self) -> None:
@@ -453,8 +453,8 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         rest = stream.__aiter__()
         async for chunk in rest:
             if buffer.add(chunk):
-                return buffer.continued(response, rest)
-        await response.aclose()
+                return buffer.continued(response, rest, stream)
+        await stream.aclose()
         return buffer.complete(response)
 
     async def aclose(self) -> None:

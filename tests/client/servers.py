@@ -41,6 +41,7 @@ class LoopbackServer:
         self.behaviour = Behaviour()
         self.seen: list[tuple[str, str, dict[str, str], bytes]] = []
         self.counts: Counter[str] = Counter()
+        self.accepted = 0  # connections accepted
         self.scheme = "https" if ssl_context else "http"
         self._ssl = ssl_context
         self._loop = asyncio.new_event_loop()
@@ -59,6 +60,8 @@ class LoopbackServer:
         self._loop.run_forever()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with self.lock:
+            self.accepted += 1
         try:
             while True:
                 try:

@@ -14,7 +14,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 import pytest_failover
-from pytest_failover import ExponentialBackoff, Policy, Pool
+from pytest_failover import ExponentialBackoff, FailoverTransport, Policy, Pool
 from pytest_failover.integrations import failover_options
 from pytest_failover.integrations.requests import FailoverAdapter
 
@@ -38,6 +38,51 @@ def test_a_body_past_the_read_limit_without_a_length_reaches_the_caller_whole(
     small = b'{"small": true}'
     a.set(body=small, chunked=True)
     assert client.request("GET", a.url() + "/file").content == small  # under the limit: read whole
+
+
+def test_chunked_bodies_read_within_the_limit_or_past_it_keep_their_connection(
+    make_client: Any, servers: Servers
+) -> None:
+    """A body without a length, read in the transport (within the limit) or by the caller
+    (past it), hands its connection back for the next request: one connection serves all."""
+    a = servers["a"]
+    client = make_client([Pool("api", [a.url()])], fast(read_body_max_bytes=100 << 10))
+    small, big = b'{"small": true}', bytes(range(256)) * 1200
+    accepted = a.accepted
+    for body in (small, big, small, big):
+        a.set(body=body, chunked=True)
+        assert client.request("GET", a.url() + "/file").content == body
+    assert a.accepted == accepted + 1
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_chunked_body_past_the_limit_closed_early_frees_its_connection(kind: str, servers: Servers) -> None:
+    """Streamed past the read limit and closed after one chunk, the response gives its
+    connection back: the next request on a one-connection pool is not left waiting."""
+    import asyncio
+
+    from pytest_failover import AsyncFailoverTransport
+
+    a = servers["a"]
+    a.set(body=bytes(range(256)) * 1200, chunked=True)
+    pools, policy = [Pool("api", [a.url()])], fast(read_body_max_bytes=100 << 10)
+    limits, timeout = httpx.Limits(max_connections=1), httpx.Timeout(2.0, pool=0.5)
+    if kind == "sync":
+        inner = httpx.HTTPTransport(limits=limits)
+        with httpx.Client(transport=FailoverTransport(pools, policy, inner), timeout=timeout) as client:
+            with client.stream("GET", a.url() + "/file") as response:
+                first = next(response.iter_raw())
+            assert first and client.get(a.url() + "/again").status_code == 200
+        return
+
+    async def main() -> None:
+        inner = httpx.AsyncHTTPTransport(limits=limits)
+        async with httpx.AsyncClient(transport=AsyncFailoverTransport(pools, policy, inner), timeout=timeout) as client:
+            async with client.stream("GET", a.url() + "/file") as response:
+                first = await response.aiter_raw().__anext__()
+            assert first and (await client.get(a.url() + "/again")).status_code == 200
+
+    asyncio.run(main())
 
 
 def test_requests_own_retry_is_off_inside_the_pools_and_kept_for_other_hosts(servers: Servers) -> None:
