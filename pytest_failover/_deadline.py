@@ -101,7 +101,7 @@ class _Watchdog:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         # ticket -> (when, the socket to cut or the callable to call then)
-        self._armed: dict[int, tuple[float, socket.socket | Callable[[], object]]] = {}
+        self._armed: dict[int, tuple[float, httpx.Response | Callable[[], object]]] = {}
         self._cut: set[int] = set()  # tickets whose socket was shut down
         self._tickets = itertools.count()
         self._wake = threading.Event()
@@ -111,15 +111,13 @@ class _Watchdog:
         self.looks = 0  # how often the thread has looked at the armed attempts
         self._armed_lately = False  # set by arm(), cleared by the thread
 
-    def arm(self, at: float, response: httpx.Response) -> int | None:
+    def arm(self, at: float, response: httpx.Response) -> int:
         """Cut ``response``'s socket at ``at`` (monotonic seconds) unless disarmed
-        first; the ticket to disarm with. None: the response has no socket (an
-        in-process transport), so nothing can block on one."""
-        get_extra_info = getattr(response.extensions.get("network_stream"), "get_extra_info", None)
-        sock = get_extra_info("socket") if get_extra_info is not None else None
-        if not isinstance(sock, socket.socket):
-            return None
-        return self._arm(at, sock)
+        first; the ticket to disarm with. The socket is looked up only when the time
+        has passed, which almost no attempt lets happen: looking it up at every arm
+        was 330 of the 800 ns an arm and disarm cost (timeit). A response without one
+        (an in-process transport) has nothing to cut, and is never cut."""
+        return self._arm(at, response)
 
     def call_at(self, at: float, action: Callable[[], object]) -> int:
         """Call ``action`` from the watchdog's thread at ``at`` unless disarmed first
@@ -127,7 +125,7 @@ class _Watchdog:
         nothing may hold this thread up). The ticket to disarm with."""
         return self._arm(at, action)
 
-    def _arm(self, at: float, target: socket.socket | Callable[[], object]) -> int:
+    def _arm(self, at: float, target: httpx.Response | Callable[[], object]) -> int:
         ticket = next(self._tickets)
         self._armed[ticket] = (at, target)
         self._armed_lately = True
@@ -169,14 +167,18 @@ class _Watchdog:
                 if self._armed.pop(ticket, None) is None:
                     self._cut.discard(ticket)  # disarmed in time after all
                     continue
-                if not isinstance(target, socket.socket):
+                if not isinstance(target, httpx.Response):
                     try:
                         target()
                     except Exception:  # a bug there must not stop every deadline
                         logger.exception("failover: a timed action failed")
                     continue
+                sock = _socket_of(target)
+                if sock is None:
+                    self._cut.discard(ticket)  # nothing to cut: it runs its course
+                    continue
                 with contextlib.suppress(OSError):  # already closed: nothing to interrupt
-                    target.shutdown(socket.SHUT_RDWR)
+                    sock.shutdown(socket.SHUT_RDWR)
             # Nothing armed: keep looking every MAX_SLEEP for a while (a client that
             # arms and disarms in turn would otherwise wake the thread every time).
             idle = earliest == float("inf") and now - busy_at > self.IDLE_AFTER
@@ -188,6 +190,13 @@ class _Watchdog:
             if self._armed and min(at for at, _ in list(self._armed.values())) < self._wakes_at:
                 continue  # armed while we looked: look again
             self._wake.wait(sleep)
+
+
+def _socket_of(response: httpx.Response) -> socket.socket | None:
+    """The socket under ``response`` (httpcore's ``network_stream`` extension), if any."""
+    get_extra_info = getattr(response.extensions.get("network_stream"), "get_extra_info", None)
+    sock = get_extra_info("socket") if get_extra_info is not None else None
+    return sock if isinstance(sock, socket.socket) else None
 
 
 watchdog = _Watchdog()

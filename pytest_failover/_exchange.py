@@ -9,7 +9,7 @@ stale copy, the fallback, or the error). The transports' two loops in
 
 from __future__ import annotations
 
-import enum
+import datetime
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -39,16 +39,13 @@ if TYPE_CHECKING:
     from ._transport import _FailoverBase
 
 __all__ = [
-    "READ_BOUNDED",
-    "READ_NONE",
-    "READ_WHOLE",
     "BodyBuffer",
     "Exchange",
     "FailoverResult",
     "Fallback",
     "Flight",
-    "Reading",
     "TrackedStream",
+    "in_memory",
 ]
 
 logger = logging.getLogger("pytest_failover")
@@ -133,20 +130,6 @@ class _Continued(httpx.SyncByteStream, httpx.AsyncByteStream):
             await self._stream.aclose()
 
 
-class Reading(enum.Enum):
-    """How much of a response body the transport reads before returning it."""
-
-    NONE = "none"  # hand it over unread
-    WHOLE = "whole"  # its declared length fits: read it all
-    BOUNDED = "bounded"  # no declared length: read up to the limit, stream the rest
-
-
-# The readings as module globals, for the loops: see _breaker._CLOSED.
-READ_NONE = Reading.NONE
-READ_WHOLE = Reading.WHOLE
-READ_BOUNDED = Reading.BOUNDED
-
-
 # httpx keeps a response's headers as (key, lowercased key, value) byte triples.
 _HEADERS_LISTED = isinstance(getattr(httpx.Headers({"a": "b"}), "_list", None), list)
 
@@ -172,20 +155,36 @@ def _declared_length(headers: httpx.Headers) -> int | None:
     return int(found) if found is not None and found.isdigit() else None
 
 
+class _InMemory(httpx.ByteStream):
+    """The raw bytes of a body the transport read (see :meth:`BodyBuffer.complete`)."""
+
+
+def in_memory(response: httpx.Response) -> bool:
+    """Is ``response``'s body in memory: read by the transport, or made from bytes?"""
+    return response.is_stream_consumed or isinstance(response.stream, _InMemory)
+
+
 class BodyBuffer:
     """Reads a response body into memory, but never more than ``limit`` bytes.
 
     Feed it raw chunks; when the body ends within the limit, :meth:`complete`
     gives a response whose content is in memory (a mid-body failure could still
-    fail over, and the stale cache may store it). Past the limit,
-    :meth:`continued` gives a response that streams the chunks already read and
-    then the rest, untouched and uncached.
+    fail over, the stale cache may store it, the app-error check may read it).
+    Past the limit, :meth:`continued` gives a response that streams the chunks
+    already read and then the rest, untouched and uncached.
+
+    Either way the caller gets a response as httpx would hand it over unread:
+    its raw bytes can still be streamed (``iter_raw``), and its ``elapsed`` is
+    set once the body is in (httpx sets it as it closes the stream it reads,
+    which it never does for a body read already).
     """
 
-    __slots__ = ("_chunks", "_size", "limit")
+    __slots__ = ("_chunks", "_clock", "_size", "_started", "limit")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, started: float, clock: Callable[[], float]) -> None:
         self.limit = limit
+        self._started = started  # when the request began (``elapsed`` counts from there)
+        self._clock = clock
         self._chunks: list[bytes] = []
         self._size = 0
 
@@ -196,12 +195,14 @@ class BodyBuffer:
         return self._size > self.limit
 
     def complete(self, response: httpx.Response) -> httpx.Response:
-        """``response`` with the body read into memory (the caller closed its stream).
-        The same response, its stream replaced: a new ``httpx.Response`` cost 87,000
-        instructions, as much again as the transport adds to a whole request
-        (callgrind, in process)."""
-        response.stream = httpx.ByteStream(b"".join(self._chunks))
+        """``response`` with the body in memory (the caller closed its stream): decoded
+        into ``content``, the raw bytes left to stream again. The same response, its
+        stream replaced: a new ``httpx.Response`` cost 87,000 instructions, as much
+        again as the transport adds to a whole request (callgrind, in process)."""
+        response.stream = _InMemory(b"".join(self._chunks))
         response.read()
+        response.elapsed = datetime.timedelta(seconds=self._clock() - self._started)
+        response.is_stream_consumed = response.is_closed = False  # as if unread: iter_raw() works
         return response
 
     def continued(
@@ -387,18 +388,19 @@ class Exchange:
             self.trace.attempt_cancelled(attempt, flight.span)
             self.trace.events(events)
 
-    def reading(self, response: httpx.Response) -> Reading:
-        """How much of the body to read before the outcome is known: all of it when
-        its declared length fits the limit (one ``read()``, as httpx does it), none
-        when it is over, or the body is not a 2xx, and up to the limit, chunk by
-        chunk, when it declares no length."""
+    def reads_body(self, response: httpx.Response) -> bool:
+        """Is the body read (up to :attr:`body_limit`, into :meth:`buffer`) before the
+        outcome is known? Not when the limit is 0, the answer is not a 2xx, or it
+        declares a length over the limit: then it is handed over unread."""
         limit = self.body_limit
         if limit == 0 or not 200 <= response.status_code < 300:
-            return READ_NONE
+            return False
         declared = _declared_length(response.headers)
-        if declared is None:
-            return READ_BOUNDED
-        return READ_WHOLE if declared <= limit else READ_NONE
+        return declared is None or declared <= limit
+
+    def buffer(self) -> BodyBuffer:
+        """Where the transport reads a body (see :meth:`reads_body`)."""
+        return BodyBuffer(self.body_limit, self.started_at, self._clock)
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
         """The error for an attempt cut at its time limit."""
@@ -415,7 +417,7 @@ class Exchange:
         self._answered_by = flight.attempt.domain.url  # not the last record: a cut loser's may follow
         self.error = None
         self._record(flight, outcome, response.status_code, None)
-        if self._stale and outcome.kind is OutcomeKind.SUCCESS and response.is_stream_consumed:
+        if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._owner._stale.store(
                 self.pool_core.name,
                 self._original,
@@ -502,7 +504,7 @@ class Exchange:
             assert stale is not None
             self._end(semconv.OUTCOME_STALE, None, stale.status_code, error_type)
             stale.extensions["failover"] = FailoverResult(pool, None, records, semconv.OUTCOME_STALE, stale=True)
-            return stale
+            return self._timed(stale)
         if decided is Ending.FALLBACK:
             self._end(semconv.OUTCOME_FALLBACK, None, None, error_type)
             return self._fallback(error, records)
@@ -547,14 +549,21 @@ class Exchange:
         info = FailoverResult(self.pool_core.name, None, records, semconv.OUTCOME_FALLBACK, fallback=True)
         if isinstance(result, httpx.Response):
             result.extensions["failover"] = info
-            return result
+            return self._timed(result)
 
         async def mark(pending: Awaitable[httpx.Response]) -> httpx.Response:
             response = await pending
             response.extensions["failover"] = info
-            return response
+            return self._timed(response)
 
         return mark(result)
+
+    def _timed(self, response: httpx.Response) -> httpx.Response:
+        """``response`` (a stale copy, a fallback's), with its ``elapsed`` (the whole
+        request) when its body is in already (see :class:`BodyBuffer`)."""
+        if response.is_closed:
+            response.elapsed = datetime.timedelta(seconds=self._clock() - self.started_at)
+        return response
 
     def _end(self, outcome: str, domain: str | None, status: int | None, error_type: str | None) -> None:
         self._finished = True

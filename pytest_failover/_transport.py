@@ -22,9 +22,6 @@ from ._core import FailoverCore, PoolCore, RequestOptions
 from ._deadline import GRACE, async_limit, watchdog
 from ._decisions import Attempt, Wait
 from ._exchange import (
-    READ_BOUNDED,
-    READ_NONE,
-    READ_WHOLE,
     BodyBuffer,
     Exchange,
     FailoverResult,
@@ -289,18 +286,14 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         cut = False  # the watchdog shut the socket: the attempt ran out of time
         try:
             response = self._transport.handle_request(flight.request)
-            reading = exchange.reading(response)
-            if reading is not READ_NONE:
+            if exchange.reads_body(response):
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
                 # bound each operation; from here on the watchdog bounds the whole read.
                 ticket = watchdog.arm(flight.deadline + GRACE, response)
                 try:
-                    if reading is READ_WHOLE:
-                        response.read()
-                    else:
-                        response = self._read(response, exchange.body_limit)
+                    response = self._read(response, exchange.buffer())
                 finally:
-                    cut = ticket is not None and watchdog.disarm(ticket)
+                    cut = watchdog.disarm(ticket)
         except httpx.TransportError as exc:
             if response is not None:
                 response.close()
@@ -313,8 +306,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         return response
 
     @staticmethod
-    def _read(response: httpx.Response, limit: int) -> httpx.Response:
-        buffer = BodyBuffer(limit)
+    def _read(response: httpx.Response, buffer: BodyBuffer) -> httpx.Response:
         stream = response.stream
         assert isinstance(stream, httpx.SyncByteStream)
         rest = iter(stream)
@@ -422,11 +414,8 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         try:
             async with async_limit(flight.attempt.timeout + GRACE):
                 response = await self._transport.handle_async_request(flight.request)
-                reading = exchange.reading(response)
-                if reading is READ_WHOLE:
-                    await response.aread()
-                elif reading is READ_BOUNDED:
-                    response = await self._read(response, exchange.body_limit)
+                if exchange.reads_body(response):
+                    response = await self._read(response, exchange.buffer())
         except (httpx.TransportError, TimeoutError) as exc:
             if response is not None:
                 await response.aclose()
@@ -446,8 +435,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         return response
 
     @staticmethod
-    async def _read(response: httpx.Response, limit: int) -> httpx.Response:
-        buffer = BodyBuffer(limit)
+    async def _read(response: httpx.Response, buffer: BodyBuffer) -> httpx.Response:
         stream = response.stream
         assert isinstance(stream, httpx.AsyncByteStream)
         rest = stream.__aiter__()

@@ -56,7 +56,7 @@ import httpx
 from .. import _exceptions
 from .._core import RequestOptions
 from .._deadline import async_limit
-from .._exchange import FailoverResult, Fallback
+from .._exchange import FailoverResult, Fallback, in_memory
 from .._transport import AsyncFailoverTransport, FrontEnd, _FrontEnd, _state_of
 from ._errors import carried, last_cause
 from ._options import current_extensions
@@ -270,8 +270,8 @@ async def _native(response: httpx.Response, request: ClientRequest) -> ClientRes
         native = await _built(response, request)
     else:
         native = body.response
-        if response.is_stream_consumed:  # read by the exchange: the body is in memory
-            native._body = response.content  # (read() already set it, unless the body was chunked)
+        if in_memory(response):  # read by the exchange
+            native._body = response.content
         elif response.stream is not body:  # partly read (over the read limit): give it back
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)  # the one way to push bytes back

@@ -57,7 +57,7 @@ import httpx
 
 from .. import _exceptions
 from .._core import RequestOptions
-from .._exchange import FailoverResult, Fallback
+from .._exchange import FailoverResult, Fallback, in_memory
 from .._transport import FailoverTransport, FrontEnd, _FrontEnd, _state_of
 from ._errors import carried, last_cause
 from ._options import current_extensions
@@ -375,7 +375,7 @@ def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapte
         native.encoding = get_encoding_from_headers(native.headers)
         native._content = response.read()
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
-    elif response.is_stream_consumed:  # read by the exchange: the body is in memory
+    elif in_memory(response):  # read by the exchange
         native._content = response.content
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
     elif not isinstance(response.stream, _Body):  # partly read (over the read limit): the rest streams

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import threading
@@ -411,3 +412,92 @@ def test_a_cancelled_request_counts_nothing_against_the_domain(servers: Servers)
     asyncio.run(main())
     [domain] = transport.state().pools["api"].domains
     assert (domain.breaker, domain.consecutive_failures, domain.can_request) == ("closed", 0, True)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_elapsed_is_set_however_the_response_was_made(kind: str, servers: Servers) -> None:
+    """``response.elapsed`` works as with bare httpx: for a body the transport read
+    (sized, chunked, looked at by the app-error check), one handed over unread, a
+    stale copy and a fallback's response."""
+    import asyncio
+
+    from pytest_failover import AsyncFailoverTransport
+
+    a = servers["a"]
+    dead = f"http://127.0.0.1:{closed_port()}"
+
+    def fallback(request: httpx.Request, error: FailoverError) -> httpx.Response:
+        return httpx.Response(200, json={"from": "fallback"})
+
+    cases: list[tuple[str, list[Pool], Policy, dict[str, Any]]] = [
+        ("sized", [Pool("api", [a.url()])], fast(), {}),
+        ("chunked", [Pool("api", [a.url()])], fast(), {"chunked": True}),
+        ("app check", [Pool("api", [a.url()])], fast(is_app_error=lambda r: r.json().get("ok") is not True), {}),
+        ("unread", [Pool("api", [a.url()])], fast(read_body=False), {}),
+        ("fallback", [Pool("api", [dead])], fast(), {}),
+    ]
+    elapsed: dict[str, datetime.timedelta] = {}
+
+    async def run_async() -> None:
+        for name, pools, policy, behaviour in cases:
+            a.set(**behaviour)
+            async with httpx.AsyncClient(transport=AsyncFailoverTransport(pools, policy, fallback=fallback)) as client:
+                elapsed[name] = (await client.get(pools[0].domains[0].url + "/x")).elapsed
+        a.set()
+        async with httpx.AsyncClient(transport=AsyncFailoverTransport([Pool("api", [a.url()])], fast(stale_on_failure=True))) as client:
+            await client.get(a.url() + "/x")
+            a.set(reset=True)
+            stale = await client.get(a.url() + "/x")
+            assert stale.extensions["failover"].outcome == "stale"
+            elapsed["stale"] = stale.elapsed
+
+    if kind == "async":
+        asyncio.run(run_async())
+    else:
+        for name, pools, policy, behaviour in cases:
+            a.set(**behaviour)
+            with httpx.Client(transport=FailoverTransport(pools, policy, fallback=fallback)) as client:
+                elapsed[name] = client.get(pools[0].domains[0].url + "/x").elapsed
+        a.set()
+        with httpx.Client(transport=FailoverTransport([Pool("api", [a.url()])], fast(stale_on_failure=True))) as client:
+            client.get(a.url() + "/x")
+            a.set(reset=True)
+            stale = client.get(a.url() + "/x")
+            assert stale.extensions["failover"].outcome == "stale"
+            elapsed["stale"] = stale.elapsed
+    assert sorted(elapsed) == ["app check", "chunked", "fallback", "sized", "stale", "unread"]
+    assert all(datetime.timedelta(0) < value < datetime.timedelta(seconds=5) for value in elapsed.values()), elapsed
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_body_read_by_the_transport_still_streams_raw(kind: str, chunked: bool, servers: Servers) -> None:
+    """The transport reads a small body before the caller sees it, yet the caller gets
+    what bare httpx gives from ``client.stream``: the raw bytes (still compressed),
+    the decoded content, and ``elapsed``."""
+    import asyncio
+    import gzip
+
+    from pytest_failover import AsyncFailoverTransport
+
+    a = servers["a"]
+    text = b'{"rooms": ["a", "b"]}'
+    a.set(body=gzip.compress(text), headers={"Content-Encoding": "gzip"}, chunked=chunked)
+    pools = [Pool("api", [a.url()])]
+    if kind == "sync":
+        with httpx.Client(transport=FailoverTransport(pools, fast())) as client:
+            with client.stream("GET", a.url() + "/rooms") as response:
+                raw = b"".join(response.iter_raw())
+            elapsed = response.elapsed
+            plain = client.get(a.url() + "/rooms")
+    else:
+
+        async def main() -> tuple[bytes, datetime.timedelta, httpx.Response]:
+            async with httpx.AsyncClient(transport=AsyncFailoverTransport(pools, fast())) as client:
+                async with client.stream("GET", a.url() + "/rooms") as response:
+                    raw = b"".join([chunk async for chunk in response.aiter_raw()])
+                return raw, response.elapsed, await client.get(a.url() + "/rooms")
+
+        raw, elapsed, plain = asyncio.run(main())
+    assert gzip.decompress(raw) == text and elapsed > datetime.timedelta(0)
+    assert plain.content == text and plain.extensions["failover"].outcome == "success"

@@ -56,7 +56,6 @@ def test_a_later_attempt_with_an_earlier_deadline_is_cut_on_time(
         dog.arm(time.monotonic() + 30.0, _response(far))  # the thread now sleeps MAX_SLEEP
         time.sleep(0.05)
         ticket = dog.arm(time.monotonic() + 0.05, _response(pair[0]))
-        assert ticket is not None
         assert _wait_cut(pair[0], 1.0) < 0.05 + 0.03
         assert dog.disarm(ticket) is True
     finally:
@@ -67,7 +66,6 @@ def test_a_later_attempt_with_an_earlier_deadline_is_cut_on_time(
 def test_a_disarmed_attempt_is_never_cut(pair: tuple[socket.socket, socket.socket]) -> None:
     dog = _Watchdog()
     ticket = dog.arm(time.monotonic() + 0.05, _response(pair[0]))
-    assert ticket is not None
     assert dog.disarm(ticket) is False
     time.sleep(0.15)
     pair[1].sendall(b"x")
@@ -83,10 +81,19 @@ def test_many_far_deadlines_let_the_thread_sleep(pair: tuple[socket.socket, sock
     started = time.monotonic()
     while time.monotonic() - started < 0.6:
         ticket = dog.arm(time.monotonic() + 30.0, _response(pair[0]))
-        assert ticket is not None
         assert dog.disarm(ticket) is False
     assert 1 <= dog.looks <= 0.6 / _Watchdog.MAX_SLEEP + 2
 
 
-def test_a_response_without_a_socket_is_not_armed() -> None:
-    assert _Watchdog().arm(time.monotonic() + 1.0, httpx.Response(200)) is None
+def test_a_response_without_a_socket_is_never_cut(pair: tuple[socket.socket, socket.socket]) -> None:
+    """An in-process transport's response has no socket: its time passes, and the
+    watchdog neither reports a cut nor stops cutting the sockets of others."""
+    dog = _Watchdog()
+    ticket = dog.arm(time.monotonic() + 0.02, httpx.Response(200))
+    started = time.monotonic()
+    while dog.looks < 2 and time.monotonic() - started < 2.0:  # it looked after the deadline
+        time.sleep(0.02)
+    time.sleep(0.05)
+    assert dog.disarm(ticket) is False
+    cut = dog.arm(time.monotonic() + 0.02, _response(pair[0]))
+    assert _wait_cut(pair[0], 1.0) < 0.5 and dog.disarm(cut) is True
