@@ -173,16 +173,18 @@ class BodyBuffer:
     Past the limit, :meth:`continued` gives a response that streams the chunks
     already read and then the rest, untouched and uncached.
 
-    Either way the caller gets a response as httpx would hand it over unread:
-    its raw bytes can still be streamed (``iter_raw``), and its ``elapsed`` is
-    set once the body is in (httpx sets it as it closes the stream it reads,
-    which it never does for a body read already).
+    Either way the caller gets a response as httpx would hand it over: unread, so
+    that the client decodes the bytes as they came and sets ``elapsed`` as it closes
+    the stream. An exchange that looks at the body (``load``) has it read here; the
+    raw bytes can still be streamed then (``iter_raw``), and ``elapsed`` is set once
+    the body is in (httpx never sets it for a body read already).
     """
 
-    __slots__ = ("_chunks", "_clock", "_size", "_started", "limit")
+    __slots__ = ("_chunks", "_clock", "_size", "_started", "limit", "load")
 
-    def __init__(self, limit: int, started: float, clock: Callable[[], float]) -> None:
+    def __init__(self, limit: int, started: float, clock: Callable[[], float], load: bool) -> None:
         self.limit = limit
+        self.load = load  # the exchange looks at the body: the app-error check, the stale cache
         self._started = started  # when the request began (``elapsed`` counts from there)
         self._clock = clock
         self._chunks: list[bytes] = []
@@ -195,14 +197,16 @@ class BodyBuffer:
         return self._size > self.limit
 
     def complete(self, response: httpx.Response) -> httpx.Response:
-        """``response`` with the body in memory (the caller closed its stream): decoded
-        into ``content``, the raw bytes left to stream again. The same response, its
-        stream replaced: a new ``httpx.Response`` cost 87,000 instructions, as much
-        again as the transport adds to a whole request (callgrind, in process)."""
+        """``response`` with the body in memory (the caller closed its stream). The same
+        response, its stream replaced: a new ``httpx.Response`` cost 87,000
+        instructions, as much again as the transport adds to a whole request
+        (callgrind, in process). Left unread without ``load``; with it, decoded into
+        ``content``, the raw bytes left to stream again."""
         response.stream = _InMemory(b"".join(self._chunks))
-        response.read()
-        response.elapsed = datetime.timedelta(seconds=self._clock() - self._started)
-        response.is_stream_consumed = response.is_closed = False  # as if unread: iter_raw() works
+        if self.load:
+            response.read()
+            response.elapsed = datetime.timedelta(seconds=self._clock() - self._started)
+            response.is_stream_consumed = response.is_closed = False  # as if unread: iter_raw() works
         return response
 
     def continued(
@@ -296,6 +300,7 @@ class Exchange:
         self._original = httpx.Request(method, url, headers=request.headers) if stale else request
         read = pool_core.read_limit if plan.may_resend or pool_core.app_check else 0
         self.body_limit = max(read, pool_core.stale_limit) if stale else read
+        self._loads = stale or pool_core.app_check
 
     # -- the loop's steps ------------------------------------------------------------
 
@@ -400,7 +405,7 @@ class Exchange:
 
     def buffer(self) -> BodyBuffer:
         """Where the transport reads a body (see :meth:`reads_body`)."""
-        return BodyBuffer(self.body_limit, self.started_at, self._clock)
+        return BodyBuffer(self.body_limit, self.started_at, self._clock, self._loads)
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
         """The error for an attempt cut at its time limit."""

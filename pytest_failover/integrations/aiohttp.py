@@ -271,7 +271,7 @@ async def _native(response: httpx.Response, request: ClientRequest) -> ClientRes
     else:
         native = body.response
         if in_memory(response):  # read by the exchange
-            native._body = response.content
+            native._body = response.read()
         elif response.stream is not body:  # partly read (over the read limit): give it back
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)  # the one way to push bytes back

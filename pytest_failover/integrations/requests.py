@@ -376,7 +376,7 @@ def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapte
         native._content = response.read()
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
     elif in_memory(response):  # read by the exchange
-        native._content = response.content
+        native._content = response.read()
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
     elif not isinstance(response.stream, _Body):  # partly read (over the read limit): the rest streams
         native.raw = _Rest(response)

@@ -471,10 +471,13 @@ def test_elapsed_is_set_however_the_response_was_made(kind: str, servers: Server
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 @pytest.mark.parametrize("chunked", [False, True])
-def test_a_body_read_by_the_transport_still_streams_raw(kind: str, chunked: bool, servers: Servers) -> None:
+@pytest.mark.parametrize("looked_at", [False, True])
+def test_a_body_read_by_the_transport_still_streams_raw(
+    kind: str, chunked: bool, looked_at: bool, servers: Servers
+) -> None:
     """The transport reads a small body before the caller sees it, yet the caller gets
     what bare httpx gives from ``client.stream``: the raw bytes (still compressed),
-    the decoded content, and ``elapsed``."""
+    the decoded content, and ``elapsed``; also when the app-error check looked at it."""
     import asyncio
     import gzip
 
@@ -484,8 +487,9 @@ def test_a_body_read_by_the_transport_still_streams_raw(kind: str, chunked: bool
     text = b'{"rooms": ["a", "b"]}'
     a.set(body=gzip.compress(text), headers={"Content-Encoding": "gzip"}, chunked=chunked)
     pools = [Pool("api", [a.url()])]
+    policy = fast(is_app_error=lambda r: "rooms" not in r.json()) if looked_at else fast()
     if kind == "sync":
-        with httpx.Client(transport=FailoverTransport(pools, fast())) as client:
+        with httpx.Client(transport=FailoverTransport(pools, policy)) as client:
             with client.stream("GET", a.url() + "/rooms") as response:
                 raw = b"".join(response.iter_raw())
             elapsed = response.elapsed
@@ -493,7 +497,7 @@ def test_a_body_read_by_the_transport_still_streams_raw(kind: str, chunked: bool
     else:
 
         async def main() -> tuple[bytes, datetime.timedelta, httpx.Response]:
-            async with httpx.AsyncClient(transport=AsyncFailoverTransport(pools, fast())) as client:
+            async with httpx.AsyncClient(transport=AsyncFailoverTransport(pools, policy)) as client:
                 async with client.stream("GET", a.url() + "/rooms") as response:
                     raw = b"".join([chunk async for chunk in response.aiter_raw()])
                 return raw, response.elapsed, await client.get(a.url() + "/rooms")
@@ -501,3 +505,5 @@ def test_a_body_read_by_the_transport_still_streams_raw(kind: str, chunked: bool
         raw, elapsed, plain = asyncio.run(main())
     assert gzip.decompress(raw) == text and elapsed > datetime.timedelta(0)
     assert plain.content == text and plain.extensions["failover"].outcome == "success"
+    if not looked_at:  # read and closed by the client, as bare httpx's (a body looked at is read already)
+        assert plain.is_stream_consumed and plain.is_closed
