@@ -396,9 +396,10 @@ class Exchange:
     def reads_body(self, response: httpx.Response) -> bool:
         """Is the body read (up to :attr:`body_limit`, into :meth:`buffer`) before the
         outcome is known? Not when the limit is 0, the answer is not a 2xx, or it
-        declares a length over the limit: then it is handed over unread."""
+        declares a length over the limit: then it is handed over unread. Nor when the
+        inner transport read it already (an in-process one): nothing is left to break."""
         limit = self.body_limit
-        if limit == 0 or not 200 <= response.status_code < 300:
+        if limit == 0 or not 200 <= response.status_code < 300 or response.is_stream_consumed:
             return False
         declared = _declared_length(response.headers)
         return declared is None or declared <= limit
