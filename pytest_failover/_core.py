@@ -781,11 +781,12 @@ class RequestPlan:
             self._add_transition(events, attempt.domain, transition, _SLOW)
         return slow
 
-    def cancel(self, attempt: Attempt, now: float, elapsed: float) -> tuple[Event, ...]:
-        """Another attempt won while ``attempt`` was in flight: it is cut off. Its
-        domain's breaker counts nothing (a probe's lease is released), but the time
-        it ran enters its domain's latency window (a lower bound of its answer's),
-        and a call already slower than the slow-call threshold counts as a slow call."""
+    def cancel(self, attempt: Attempt, now: float, elapsed: float, sent: bool = True) -> tuple[Event, ...]:
+        """Another attempt won while ``attempt`` was in flight: it is cut off (``sent``:
+        after it was handed to the network, so bytes may have left). Its domain's
+        breaker counts nothing (a probe's lease is released), but the time it ran
+        enters its domain's latency window (a lower bound of its answer's), and a call
+        already slower than the slow-call threshold counts as a slow call."""
         attempt, breaker, _ = self._flights.pop(self._number(attempt))
         self.records.append(
             new_tuple(
@@ -796,7 +797,7 @@ class RequestPlan:
                     semconv.ERROR_CANCELLED,
                     None,
                     elapsed,
-                    True,
+                    sent,
                     attempt.hedge,
                     semconv.HEDGE_CANCELLED,
                 ),

@@ -41,6 +41,8 @@ new_tuple = tuple.__new__
 class AttemptRecord(NamedTuple):
     """What one attempt did: kept on results and errors, reported in telemetry.
 
+    ``sent``: bytes of the request may have reached the domain (for a cancelled
+    attempt: it had been handed to the network when it was cut).
     ``hedge``: it was a hedge (sent while an earlier attempt was in flight).
     ``race``: for an attempt that was in flight beside another, how it ended:
     ``won`` (its answer was returned), ``lost`` (it ended, failing, while the

@@ -224,7 +224,7 @@ class Flight:
     telemetry). With telemetry the transports send a flight between :meth:`enter`
     and :meth:`leave`; without, they skip both calls (no context to enter)."""
 
-    __slots__ = ("attempt", "deadline", "quiet", "request", "span", "started")
+    __slots__ = ("attempt", "deadline", "quiet", "request", "sending", "span", "started")
 
     def __init__(
         self, attempt: Attempt, request: httpx.Request, started: float, deadline: float, span: Any, quiet: Any
@@ -235,6 +235,7 @@ class Flight:
         self.deadline = deadline  # when the attempt is out of time: started + its timeout
         self.span = span
         self.quiet = quiet
+        self.sending = False  # handed to the inner transport (set by the transport's send)
 
     def enter(self) -> object:
         """Run in the flight's context (in the thread or task that sends it); the token
@@ -384,7 +385,7 @@ class Exchange:
         transport closes its connection), and counted as cancelled."""
         now = self._clock()
         attempt = flight.attempt
-        events = self.plan.cancel(attempt, now, now - flight.started)
+        events = self.plan.cancel(attempt, now, now - flight.started, sent=flight.sending)
         shared = self._owner._shared
         if shared is not None and (events or attempt.probe):
             shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, abandoned=True)

@@ -285,6 +285,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         response: httpx.Response | None = None
         cut = False  # the watchdog shut the socket: the attempt ran out of time
         try:
+            flight.sending = True
             response = self._transport.handle_request(flight.request)
             if exchange.reads_body(response):
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
@@ -413,6 +414,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         response: httpx.Response | None = None
         try:
             async with async_limit(flight.attempt.timeout + GRACE):
+                flight.sending = True
                 response = await self._transport.handle_async_request(flight.request)
                 if exchange.reads_body(response):
                     response = await self._read(response, exchange.buffer())

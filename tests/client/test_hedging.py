@@ -23,6 +23,7 @@ from pytest_failover import (
     Pool,
     SlowCalls,
 )
+from pytest_failover._decisions import Attempt
 
 from .servers import LoopbackServer
 from .test_telemetry import Otel, otel
@@ -68,6 +69,7 @@ def test_a_slow_primary_is_hedged_to_the_backup_and_the_loser_is_cancelled(
     first, second = sorted(view.failover.attempts, key=lambda r: r.number)
     assert (first.domain, first.hedge, first.race, first.error_type) == (a.url(), False, "cancelled", "cancelled")
     assert (second.domain, second.hedge, second.race, second.error_type) == (b.url(), True, "won", None)
+    assert first.sent  # it was on the wire when it was cut
     assert a.counts["GET"] == 2 and b.counts["GET"] == 1  # the warm-up, the slow one; the hedge
 
 
@@ -485,3 +487,28 @@ def test_the_adaptive_delay_does_not_sink_when_hedges_win() -> None:
         plan.cancel(first, now + 0.05, elapsed=0.05)
         now += 1.0
     assert pool.hedge_delay(primary) == pytest.approx(0.05)
+
+
+def test_a_hedge_cut_before_it_reached_the_network_is_not_reported_sent() -> None:
+    """A hedge cut before its send began (its thread or task had not started) says so:
+    ``sent=False``, as the network never saw it; one cut on the wire says ``sent=True``."""
+    transport = FailoverTransport(
+        [Pool("api", ["http://a.test", "http://b.test"])],
+        hedged(delay=0.01),
+        httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})),
+    )
+    for on_wire in (False, True):
+        exchange = transport._begin(httpx.Request("GET", "http://a.test/x"))
+        assert exchange is not None
+        first = exchange.next_step()
+        assert isinstance(first, Attempt)
+        winner = exchange.prepare(first)
+        exchange.plan.core.throttle.earn()  # type: ignore[union-attr]  # the pool hedges: it has a throttle
+        hedge = exchange.hedge()
+        assert hedge is not None
+        loser = exchange.prepare(hedge)
+        loser.sending = on_wire
+        exchange.on_response(winner, httpx.Response(200, json={"ok": True}))
+        exchange.cancel(loser)
+        (record,) = [r for r in exchange.plan.records if r.race == "cancelled"]
+        assert (record.domain, record.sent) == ("http://b.test", on_wire)
