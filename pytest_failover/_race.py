@@ -99,9 +99,14 @@ class Race:
     def arrived(
         self, flight: Flight, response: httpx.Response | None, error: httpx.TransportError | None
     ) -> httpx.Response | None:
-        """An attempt ended: report it. Returns an earlier answer it supersedes, for the
-        loop to close."""
+        """An attempt ended: report it. Returns an answer for the loop to close: an
+        earlier one it supersedes, or its own when another had won meanwhile (between
+        that win and the cut of the losers): the race is over, so it is cut too, and
+        the winner's answer stays the request's."""
         self.flying.remove(flight)
+        if self.exchange.plan.done:
+            self.exchange.cancel(flight)
+            return response
         if error is not None:
             self.exchange.on_error(flight, error)
         else:

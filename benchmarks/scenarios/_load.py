@@ -96,7 +96,9 @@ def _host(url: str) -> str:
 
 
 def _attempts(records: Sequence[AttemptRecord]) -> tuple[str, ...]:
-    return tuple(_host(r.domain) for r in records)
+    """The hosts of the attempts that reached the network (a hedge cut before it was
+    handed over is reported, ``sent=False``, but never left)."""
+    return tuple(_host(r.domain) for r in records if r.sent or r.race != "cancelled")
 
 
 def _from_answer(rid: str, side: str, start: float, end: float, answer: Answer) -> Sample:

@@ -38,11 +38,13 @@ from ._timeline import Record
 __all__ = ["Outcome", "Seen", "max_in_window", "percentile", "summarize"]
 
 # Attempts the server may never have read: the connection went away under them, as each
-# counting layer names it (httpx's exceptions; urllib3's reason under requests; aiohttp's).
+# counting layer names it (httpx's exceptions; urllib3's reason under requests; aiohttp's),
+# or the client cut them in flight (a hedge's loser, cancelled in its task).
 LOST_WITH_CONNECTION = frozenset({
     "RemoteProtocolError", "ReadError", "WriteError", "CloseError",  # httpx
     "ProtocolError",  # urllib3: "Connection aborted."
     "ServerDisconnectedError", "ClientOSError",  # aiohttp
+    "CancelledError",  # asyncio
 })  # fmt: skip
 
 

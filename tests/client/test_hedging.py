@@ -512,3 +512,39 @@ def test_a_hedge_cut_before_it_reached_the_network_is_not_reported_sent() -> Non
         exchange.cancel(loser)
         (record,) = [r for r in exchange.plan.records if r.race == "cancelled"]
         assert (record.domain, record.sent) == ("http://b.test", on_wire)
+
+
+@pytest.mark.parametrize("late", ["error", "answer"])
+def test_an_attempt_that_ends_after_another_won_does_not_undo_the_win(late: str) -> None:
+    """Between a win and the cut of the losers, a loser may still end (the sync race's
+    threads, the async race's close of a superseded answer): it is cut too, and the
+    winner's answer stays the request's. Its error used to replace the answer, and the
+    request failed with ``AllDomainsFailed(done)`` while holding a 200."""
+    from pytest_failover._race import Race
+
+    transport = FailoverTransport(
+        [Pool("api", ["http://a.test", "http://b.test"])],
+        hedged(delay=0.01),
+        httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})),
+    )
+    exchange = transport._begin(httpx.Request("GET", "http://a.test/x"))
+    assert exchange is not None
+    first = exchange.next_step()
+    assert isinstance(first, Attempt)
+    race = Race(exchange)
+    primary = race.launch(first)
+    exchange.plan.core.throttle.earn()  # type: ignore[union-attr]  # the pool hedges: it has a throttle
+    hedge = race.hedge()
+    assert hedge is not None
+    backup = race.launch(hedge)
+    won = httpx.Response(200, json={"won": True})
+    assert race.arrived(backup, won, None) is None and exchange.plan.done
+    late_answer = httpx.Response(200, json={"late": True}) if late == "answer" else None
+    error = httpx.ReadError("cut", request=primary.request) if late == "error" else None
+    assert race.arrived(primary, late_answer, error) is late_answer  # for the loop to close
+    assert race.answer is won and race.cut_losers() == []
+    assert exchange.next_step() is None  # answered: the loop ends
+    result = exchange.finish()
+    assert result is won
+    races = {r.domain: (r.race, r.error_type) for r in result.extensions["failover"].attempts}
+    assert races == {"http://b.test": ("won", None), "http://a.test": ("cancelled", "cancelled")}
