@@ -83,11 +83,15 @@ async def serve(
         reloads.add(task)
         task.add_done_callback(reloads.discard)
 
-    await agent.start()
+    # Before the start, which logs "agent started": a stop signal from then on (a
+    # supervisor's, a test's) stops the agent cleanly. Installed after it, one that came
+    # in between raised KeyboardInterrupt in the loop, and the threads the start had
+    # begun kept the process from exiting.
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_stop, sig.name)
     if hasattr(signal, "SIGHUP"):
         loop.add_signal_handler(signal.SIGHUP, on_hangup)
+    await agent.start()
     watcher = None
     if watch and config_path is not None:
         watcher = loop.create_task(watch_file(config_path, reload))

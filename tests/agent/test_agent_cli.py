@@ -119,6 +119,38 @@ def test_run_with_a_positional_file_starts_and_stops(tmp_path: Path) -> None:
     assert "Traceback" not in text
 
 
+_STOP_AT_START = """
+import asyncio, logging, os, signal, sys
+from failover_agent.config import parse_config
+from failover_agent.console import LogReporter
+from failover_agent.service import serve
+
+class StopAtStart(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("agent started"):
+            os.kill(os.getpid(), signal.SIGINT)  # the instant the agent says it started
+
+logging.basicConfig(level=logging.INFO, stream=sys.stdout)
+logging.getLogger("failover_agent").addHandler(StopAtStart())
+config = parse_config({
+    "location": "stop-at-start",
+    "pools": [{"name": "api", "domains": ["http://127.0.0.1:9"]}],
+    "exporters": {"prometheus": {"listen": "127.0.0.1:0"}},
+})
+print("exit", asyncio.run(serve(config, config_path=None, reporter=LogReporter())), flush=True)
+"""
+
+
+def test_a_stop_signal_right_after_the_start_stops_the_agent_cleanly(tmp_path: Path) -> None:
+    """A SIGINT the moment "agent started" is logged (a supervisor's, a test's) stops it
+    like any other: the handlers are in place before the start. Installed after it, such
+    a signal raised KeyboardInterrupt, and the threads the start had begun could keep the
+    process from exiting."""
+    done = subprocess.run([sys.executable, "-c", _STOP_AT_START], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0 and "exit 0" in done.stdout, done.stdout + done.stderr
+    assert "SIGINT received: stopping" in done.stdout and "Traceback" not in done.stderr
+
+
 def test_the_entry_point_is_the_shim_and_the_shim_is_the_group() -> None:
     """pyproject's console script enters through failover_agent.__main__, whose ``main`` is the
     click group itself when the extra is installed."""
