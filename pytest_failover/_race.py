@@ -151,8 +151,8 @@ async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
             superseded = race.arrived(*arrival)
             if superseded is not None:
                 await superseded.aclose()
-            if race.exchange.plan.done and sending:
-                nonlocal interrupted
+            nonlocal interrupted
+            if race.exchange.plan.done and sending and not interrupted:  # once: see uncancel() below
                 interrupted = True
                 task.cancel()  # the first attempt lost: interrupt it (see asyncio.timeout)
         return arrival
