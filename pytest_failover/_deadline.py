@@ -45,9 +45,13 @@ __all__ = ["GRACE", "async_limit", "watchdog"]
 
 logger = logging.getLogger("pytest_failover")
 
-# The guard fires this long after the attempt's time: httpx's own timeouts, set to the
-# same time, go first and name the phase (``connect_timeout``, ``read_timeout``); the
-# guard only stops what they cannot, such as a body trickled a byte at a time.
+# An async attempt's guard, which spans the connect, fires this long after the attempt's
+# time: httpx's own timeouts, set to the same time, go first and name the phase
+# (``connect_timeout``, ``read_timeout``; a connect that timed out was not sent), and the
+# guard only stops what they cannot, such as a body trickled a byte at a time. The sync
+# watchdog guards only the body, where no phase is left to name: it fires at the time
+# itself. (Moving the async guard to the time itself once the headers are in costs
+# ``asyncio.Timeout.reschedule``: 3.0 us a request, as much again as the guard, timeit.)
 GRACE = 0.02
 
 

@@ -289,8 +289,10 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             response = self._transport.handle_request(flight.request)
             if exchange.reads_body(response):
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
-                # bound each operation; from here on the watchdog bounds the whole read.
-                ticket = watchdog.arm(flight.deadline + GRACE, response)
+                # bound each operation; from here on the watchdog bounds the whole read,
+                # at the attempt's time itself: no phase is left for httpx to name (a
+                # read timeout is a read timeout), so no GRACE.
+                ticket = watchdog.arm(flight.deadline, response)
                 try:
                     response = self._read(response, exchange.buffer())
                 finally:
