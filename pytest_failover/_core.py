@@ -77,8 +77,8 @@ spread out. A :class:`ScheduleTable` is followed as written.
 Hedging (``Policy.hedging``, see ``_slowness.py`` and ``_race.py``): while a
 hedgeable request (idempotent, replayable, not turned off) has attempts in
 flight, :meth:`RequestPlan.hedge` may add one, to the first domain of its order
-that it has not tried and that is admissible without a probe (HEALTHY or
-SUSPECT: never an open domain, never a due probe), if the pool's throttle has a
+that it has not tried, if that one is HEALTHY (never an open domain, never a due
+probe, never a suspect one: it failed within its cooldown), if the pool's throttle has a
 token, at most ``max_extra`` per request. A hedge costs no retry budget and no
 schedule attempt. Attempts in flight are recorded by number; once one answers,
 the others are cancelled (:meth:`RequestPlan.cancel`): their breakers count
@@ -381,6 +381,19 @@ class PoolCore:
             self.breakers[d].leased for d in self.order if d not in self.disabled and d not in besides
         )
 
+    def spares(self, domain: Domain) -> bool:
+        """May slow calls take ``domain`` out? Only while another enabled domain's
+        breaker is closed. Slowness is relative: when every other domain is open or
+        disabled, slow answers beat none, and when every domain is slow at once the
+        client itself is often the slow part (an event loop with more tasks than it
+        can serve times every answer late; 200 such tasks ejected a healthy backup
+        and failed users). Envoy's outlier detection caps its ejections the same way
+        (``max_ejection_percent``). The caller holds the lock."""
+        return any(
+            other != domain and other not in self.disabled and self.breakers[other].state is BreakerState.CLOSED
+            for other in self.order
+        )
+
     def admit(self, domain: Domain, now: float) -> Choice | None:
         """``domain`` as the next attempt's target, if it is enabled and admissible."""
         standing = self.standing(domain, now)
@@ -566,9 +579,14 @@ class RequestPlan:
 
     def hedge(self, now: float) -> Attempt | HedgeThrottled | None:
         """A hedge while the attempts in flight have not answered: to the next domain
-        this request has not tried that is admissible without a probe (never an open
-        domain, never one whose probe is due), if the throttle lets it go. None when
-        no domain fits, or time is short."""
+        this request has not tried that is healthy (never an open domain, never one
+        whose probe is due, never a suspect one), if the throttle lets it go. None when
+        no domain fits, or time is short.
+
+        A suspect domain failed within its cooldown, and traffic returns to it through
+        one probe: hedges sent there would be the failback herd that rule prevents
+        (with 200 tasks served by the backup after the primary refused, 7 hedges a
+        cooldown went to the dead primary)."""
         if not self._may_hedge():
             return None
         core = self.core
@@ -577,8 +595,8 @@ class RequestPlan:
             if choice is None:
                 return None
             domain, breaker, probe, _ = choice
-            if probe or domain in self.tried:
-                return None
+            if probe or domain in self.tried or breaker.standing(now, core.policy.sticky).suspect:
+                return None  # (the choice ranks a healthy untried domain before a suspect one)
             timeout = self._timeout(now)
             if timeout < MIN_ATTEMPT_TIME:
                 return None
@@ -776,7 +794,8 @@ class RequestPlan:
         slow = window.is_slow(duration)
         if slow:
             events.append(SlowCall(pool=self.pool, domain=attempt.domain))
-        if window.add(now, duration, (id(self), attempt.number)) and not attempt.probe:
+        rate_reached = window.add(now, duration, (id(self), attempt.number))
+        if rate_reached and not attempt.probe and self.core.spares(attempt.domain):
             transition = self.core.breakers[attempt.domain].eject(now)
             self._add_transition(events, attempt.domain, transition, _SLOW)
         return slow

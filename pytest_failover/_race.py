@@ -317,6 +317,7 @@ class ThreadRace:
 
         def launch(attempt: Attempt) -> None:  # on a thread reserved for it
             flight = race.launch(attempt)
+            flight.sending = True  # its thread sends it even if it is cut first (see Exchange.cancel)
             futures[self._submit(transport, exchange, flight)] = flight
 
         spare = True  # the second thread reserved above, for the first hedge
@@ -437,6 +438,12 @@ class _Hedges:
             with self.lock:
                 attempt = None if race.over else race.hedge()
                 hedge = None if attempt is None else race.launch(attempt)
+                if hedge is not None:
+                    # From here on it is sent, even if cut first: said under the race's
+                    # lock, which the cut takes, so the cut reports it sent (marked in
+                    # _send, a cut in between reported sent=False for an attempt the
+                    # network then saw).
+                    hedge.sending = True
                 self.arm()  # the next hedge, if another may follow
             if hedge is None:
                 return

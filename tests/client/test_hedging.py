@@ -239,6 +239,78 @@ def test_slow_calls_eject_the_domain_and_it_recovers_through_one_probe(
     assert slow >= 4
 
 
+def test_slow_calls_never_eject_the_last_working_domain(servers: dict[str, LoopbackServer]) -> None:
+    """When every domain is slow (or the client itself is: an overloaded event loop
+    times every answer late), slow calls take out at most all but one: slow answers
+    beat none. Both breakers used to open, and every request then failed with
+    ``CircuitOpenError`` although both domains answered."""
+    a, b = servers["a"], servers["b"]
+    policy = Policy(
+        slow_calls=SlowCalls(threshold=0.05, rate=0.5, minimum_calls=3, window=30.0),
+        breaker_cooldown=30.0,
+        sticky=False,
+    )
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], policy)
+    a.set(delay=0.08)
+    b.set(delay=0.08)
+    with httpx.Client(transport=transport) as client:
+        statuses = [client.get(a.url()).status_code for _ in range(10)]
+    assert statuses == [200] * 10
+    breakers = [d.breaker for d in transport.state().pools["api"].domains]
+    assert breakers == ["open", "closed"]  # the primary was ejected, the backup kept
+
+
+def test_a_hedge_never_goes_to_a_suspect_domain(servers: dict[str, LoopbackServer]) -> None:
+    """A sticky pool that moved to the backup after one failure of the primary keeps
+    its hedges off the primary for the cooldown: the primary failed, and traffic goes
+    back there through one probe. Hedges used to go there, past the single-probe rule
+    (with 200 tasks, 7 a cooldown reached a dead primary)."""
+    a, b = servers["a"], servers["b"]
+    policy = Policy(
+        schedule=ExponentialBackoff(base=0.001, cap=0.01, max_attempts=3),
+        hedging=Hedging(delay=0.02, max_ratio=1.0),
+        breaker_cooldown=30.0,
+    )
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], policy)
+    with httpx.Client(transport=transport) as client:
+        warm(client, a.url(), 3)
+        a.set(status=503)
+        assert result_of(client.get(a.url())).domain == b.url()  # moved: the primary is suspect
+        a.set()
+        b.set(delay=0.1)  # the backup is slow now: each request would hedge
+        before = a.total
+        for _ in range(3):
+            assert result_of(client.get(a.url())).domain == b.url()
+    assert a.total == before  # no hedge reached the suspect primary
+
+
+def test_a_sync_hedge_cut_before_its_send_began_is_reported_as_the_network_saw_it(
+    servers: dict[str, LoopbackServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync hedge launched just as the attempt it races answered is cut before its
+    thread reached the network; its thread still sends it, and its record says so
+    (``sent=True``): it said ``sent=False`` for a request the backup then received."""
+    a, b = servers["a"], servers["b"]
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.02))
+    send = FailoverTransport._send
+
+    def late_hedge(self: FailoverTransport, exchange: Any, flight: Any) -> httpx.Response:
+        if flight.attempt.hedge:
+            time.sleep(0.15)  # its thread is held up: the primary answers meanwhile
+        return send(self, exchange, flight)
+
+    monkeypatch.setattr(FailoverTransport, "_send", late_hedge)
+    with httpx.Client(transport=transport) as client:
+        warm(client, a.url(), 1)
+        a.set(delay=0.06)
+        before = b.total
+        result = result_of(client.get(a.url()))
+        time.sleep(0.3)  # the hedge's thread goes on to the network
+    (hedge,) = [r for r in result.attempts if r.hedge]
+    assert (hedge.race, b.total - before) == ("cancelled", 1)
+    assert hedge.sent
+
+
 def test_a_hedge_has_its_own_span_and_the_hedges_metric_says_how_it_ended(
     servers: dict[str, LoopbackServer], otel: Otel
 ) -> None:

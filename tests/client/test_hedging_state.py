@@ -4,11 +4,12 @@ Many plans share one pool with ``Policy(hedging=..., slow_calls=...)``: each rul
 begins a request, sends its next attempt, hedges one with attempts in flight,
 reports one attempt's outcome and duration (a winner cuts the others off, as the
 transports do), abandons a request, or moves the clock. The invariants are the
-promises of issue #11: a hedge goes only to an admissible domain without a probe,
-never twice to one domain, never for a request that cannot be sent twice, at most
+promises of issue #11: a hedge goes only to a healthy domain (never an open or
+suspect one, never as a probe), never twice to one domain, never for a request that cannot be sent twice, at most
 ``max_extra`` per request; the pool's hedges stay within ``max_ratio`` of its
 hedgeable requests; leases match the probes in flight; breakers move only through
-their events, and slow calls open one only with ``minimum_calls`` calls seen.
+their events, and slow calls open one only with ``minimum_calls`` calls seen, and
+never the last closed one.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
                 if event.reason == "slow_calls" and event.before is BreakerState.CLOSED and not probe:
                     # a window counts calls that ended and calls in flight: all were sent
                     assert self.sent_to[url] >= MINIMUM_CALLS, "ejected before minimum_calls"
+                    # and never the last closed domain: slow answers beat none
+                    closed = [d for d, state in self.breaker_state.items() if state is BreakerState.CLOSED]
+                    assert closed, "slow calls ejected the last closed domain"
 
     @rule(method=st.sampled_from(["GET", "GET", "POST"]), hedge=st.sampled_from([True, True, False]))
     def begin(self, method: str, hedge: bool) -> None:
@@ -117,7 +121,8 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
             return
         assert decision.hedge and not decision.probe
         assert plan.method != "POST", "a request that cannot be sent twice was hedged"
-        assert standings[decision.domain] in (Standing.HEALTHY, Standing.SUSPECT), standings[decision.domain]
+        # never a suspect domain: it failed within its cooldown, and one probe brings it back
+        assert standings[decision.domain] is Standing.HEALTHY, standings[decision.domain]
         assert decision.domain not in in_flight, "a hedge to a domain this request has in flight"
         assert sum(a.hedge for a in self.flights[plan].values()) < self.max_extra
         self.flights[plan][decision.number] = decision
