@@ -2,7 +2,12 @@
 
 - ``ours``: ``FailoverTransport`` / ``AsyncFailoverTransport`` with the default ``Policy()``
   (only the time constants a scenario must scale, such as ``breaker_cooldown``, changed);
-- ``requests+aiohttp``: the same policy through the front-ends of issue 12, the
+- ``ours+hedging``: the same with issue 11's tools on, as a user turns them on:
+  ``Hedging()`` (adaptive delay) and ``SlowCalls(threshold=0.5)``. Under these loads it
+  found hedges sent to a suspect domain (past the single-probe rule), slow calls that
+  ejected a healthy backup when the event loop itself was the slow part, and a sync
+  hedge reported unsent that the network saw;
+- ``requests+aiohttp``: the same policy as ``ours`` through the front-ends of issue 12, the
   ``requests`` adapter on the thread side and the aiohttp middleware on the task side
   (``_frontends``);
 - ``seed``: our transports with the seed schedule,
@@ -18,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from pytest_failover import Policy
+from pytest_failover import Hedging, Policy, SlowCalls
 
 from ._frontends import FRONTENDS
 from ._httpx import HTTPX, ShardedTransport
@@ -30,8 +35,12 @@ __all__ = ["FRONTENDS_KEY", "OURS", "TARGETED", "Client", "ShardedTransport", "c
 
 OURS = "ours"
 FRONTENDS_KEY = "requests+aiohttp"
+HEDGING_KEY = "ours+hedging"
 #: The clients the issues' targets are for (the others are the comparison).
-TARGETED = (OURS, FRONTENDS_KEY)
+TARGETED = (OURS, FRONTENDS_KEY, HEDGING_KEY)
+#: What ``ours+hedging`` adds to the default policy: issue 11's tools, as a user turns them on.
+HEDGING = Hedging()
+SLOW_CALLS = SlowCalls(threshold=0.5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +85,11 @@ def clients(*, cooldown: float, deadline: float | None = None) -> tuple[Client, 
     shown = ", ".join(f"{k}={v:g}" for k, v in extra.items())
     return (
         Client(OURS, f"ours: Policy({shown})", ours),
+        Client(
+            HEDGING_KEY,
+            f"ours+hedging: Policy({shown}, hedging=Hedging(), slow_calls=SlowCalls(threshold=0.5))",
+            replace(ours, hedging=HEDGING, slow_calls=SLOW_CALLS),
+        ),
         Client(
             FRONTENDS_KEY,
             f"requests+aiohttp: Policy({shown}) through FailoverAdapter (threads) and FailoverMiddleware (tasks)",

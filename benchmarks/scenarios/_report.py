@@ -120,7 +120,7 @@ TARGETS = (
 
 def targets_table(rows: Sequence[Row]) -> h.Table:
     columns = [f"{head}: {client}" for client in TARGETED for head in ("worst", "met")]
-    table = h.Table("Targets for our clients (issues #9 and #12)", ["scenario", "target", *columns])
+    table = h.Table("Targets for our clients (issues #9, #11 and #12)", ["scenario", "target", *columns])
     for target in TARGETS:
         scoped = rows if target.scenario != "every scenario" else [
             Row("every scenario", r.variant, r.client, r.outcome) for r in rows

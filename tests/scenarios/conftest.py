@@ -1,8 +1,9 @@
 """Fixtures of the availability scenarios: fake domains per process, the targeted clients, small sizes.
 
 Every scenario test runs once per client the targets are for (``TARGETED``): our httpx
-transports, and the same policy through the requests adapter (threads) and the aiohttp
-middleware (tasks). The fake servers are shared by all of them.
+transports, the same with hedging and slow calls on, and the default policy through the
+requests adapter (threads) and the aiohttp middleware (tasks). The fake servers are
+shared by all of them.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def env(_domains: FakeDomains) -> Iterator[Env]:
 
 @pytest.fixture(scope="session", params=TARGETED)
 def key(request: pytest.FixtureRequest) -> str:
-    """The key of the client under test (``ours``, ``requests+aiohttp``)."""
+    """The key of the client under test (``ours``, ``ours+hedging``, ``requests+aiohttp``)."""
     value: str = request.param
     return value
 
