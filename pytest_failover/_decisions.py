@@ -160,7 +160,7 @@ class Ending(enum.Enum):
     """How a logical request ends, once the plan has stopped."""
 
     RESPONSE = "response"  # the last answer is returned (a success, an answer, or a final 5xx)
-    STALE = "stale"  # every attempt failed: a stored response is served, marked stale
+    STALE = "stale"  # every attempt failed (or ended in a server error): a stored response, marked stale
     FALLBACK = "fallback"  # every attempt failed: the user's fallback answers
     RAISE = "raise"  # every attempt failed: AllDomainsFailed or CircuitOpenError
 
@@ -168,14 +168,27 @@ class Ending(enum.Enum):
 # Read by every request, as a module global: see _breaker._CLOSED.
 RESPONSE = Ending.RESPONSE
 
+# The final answers a stored response may replace: RFC 5861 section 4 counts as an error
+# "any situation that would result in a 500, 502, 503, or 504 HTTP response status code
+# being returned", besides a request that got no answer at all.
+STALE_IF_ERROR = frozenset({500, 502, 503, 504})
 
-def ending(answered: bool, stale: bool, fallback: bool) -> Ending:
-    """The end of a request: the answer if there is one, else a stale copy, else
-    the fallback, else the error. Only a request that would raise is rescued."""
-    if answered:
-        return RESPONSE
-    if stale:
+
+def stale_may_answer(status: int | None) -> bool:
+    """May a stored response replace this end of the request (``status``: the final
+    answer's, None when there is none)?"""
+    return status is None or status in STALE_IF_ERROR
+
+
+def ending(status: int | None, stale: bool, fallback: bool) -> Ending:
+    """The end of a request: a stale copy (``stale``: one is servable) when there is no
+    answer or the answer is a server error (:func:`stale_may_answer`); else the answer if
+    there is one; else the fallback; else the error. The fallback rescues only a request
+    that would raise: a final 5xx is an answer the caller may read."""
+    if stale and stale_may_answer(status):
         return Ending.STALE
+    if status is not None:
+        return RESPONSE
     if fallback:
         return Ending.FALLBACK
     return Ending.RAISE

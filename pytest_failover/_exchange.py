@@ -30,6 +30,7 @@ from ._decisions import (
     Wait,
     ending,
     new_tuple,
+    stale_may_answer,
 )
 from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
 from ._telemetry import RequestTrace, redact_url
@@ -492,8 +493,9 @@ class Exchange:
         records = tuple(plan.records)
         pool = self.pool_core.name
         response = self.response
-        stale = None if response is not None or not self._stale else self._stale_response()
-        decided = ending(response is not None, stale is not None, self._owner._fallback is not None)
+        status = None if response is None else response.status_code
+        stale = self._stale_response() if self._stale and stale_may_answer(status) else None
+        decided = ending(status, stale is not None, self._owner._fallback is not None)
         if decided is RESPONSE:
             assert response is not None
             last = plan.last_outcome

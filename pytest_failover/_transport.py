@@ -255,6 +255,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
                     response.close()  # a retryable answer we are moving past
                 response = self._attempt(exchange, step)
             result = exchange.finish()
+            if response is not None and result is not response:
+                response.close()  # a final server error a stored copy answers instead
             if not isinstance(result, httpx.Response):
                 raise TypeError("FailoverTransport: the fallback returned an awaitable; use a sync fallback")
             return result
@@ -388,6 +390,8 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
                     await response.aclose()  # a retryable answer we are moving past
                 response = await self._attempt(exchange, step)
             result = exchange.finish()
+            if response is not None and result is not response:
+                await response.aclose()  # a final server error a stored copy answers instead
             if not isinstance(result, httpx.Response):  # an async fallback
                 result = await result
             return result

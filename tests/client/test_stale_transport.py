@@ -45,6 +45,30 @@ def test_a_shareable_answer_is_served_stale_to_the_same_credentials_only(
         client.request("GET", a.url() + "/rooms", headers={"Authorization": "Bearer token-b"})
 
 
+def test_a_final_server_error_is_answered_by_the_stored_copy(make_client: Any, servers: Servers) -> None:
+    """RFC 5861 counts a 500, 502, 503 or 504 as an error: when every domain answers one,
+    the stored copy is served instead (it used to return the 503). Other final answers
+    (a 404) are the server's word and are returned; so is a 5xx with nothing stored."""
+    a, b = servers["a"], servers["b"]
+    for server in (a, b):
+        server.set(body=b'{"rooms": [1]}', headers={"Cache-Control": "public, max-age=0, stale-if-error=60"})
+    # breakers that stay closed: every request meets the servers' answers, not an open circuit
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(stale_on_failure=True, breaker_threshold=1000))
+    assert client.request("GET", a.url() + "/rooms").status_code == 200
+    for status in (500, 502, 503, 504):
+        a.set(status=status)
+        b.set(status=status)
+        stale = client.request("GET", a.url() + "/rooms")
+        assert (stale.status_code, stale.headers["X-Failover-Stale"], stale.json()) == (200, "1", {"rooms": [1]})
+        assert stale.failover is not None and (stale.failover.stale, stale.failover.outcome) == (True, "stale")
+    a.set(status=404)
+    b.set(status=404)
+    assert client.request("GET", a.url() + "/rooms").status_code == 404
+    a.set(status=503)
+    b.set(status=503)
+    assert client.request("GET", a.url() + "/never-stored").status_code == 503
+
+
 def test_vary_selects_which_stored_answer_may_be_served(make_client: Any, servers: Servers) -> None:
     """An answer that varies on ``Accept-Language`` is not served to another language."""
     a = servers["a"]
