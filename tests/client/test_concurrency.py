@@ -14,6 +14,7 @@ import pytest
 from benchmarks.scenarios._clients import ShardedTransport  # httpcore#1035: see its docstring
 from pytest_failover import (
     AsyncFailoverTransport,
+    ControlDocument,
     ExponentialBackoff,
     FailoverError,
     FailoverResult,
@@ -137,3 +138,74 @@ def test_16_threads_share_one_sync_transport(flapping: tuple[LoopbackServer, Loo
     assert not errors, errors
     check(records, posts, a, b)
     assert records
+
+
+def test_a_control_document_applied_under_traffic_holds_for_every_later_attempt(
+    servers: dict[str, LoopbackServer],
+) -> None:
+    """100 tasks and 8 threads on one state (``sharing``) while a signed document
+    disables the primary, then enables it again: no attempt of a request that began
+    after the first ``apply_control`` returned reaches the primary until the second one,
+    no request fails (the backups answer), and traffic returns to the primary after."""
+    a, b, c = servers["a"], servers["b"], servers["c"]
+    key = b"k" * 32
+    pools = [Pool("api", [a.url(), b.url(), c.url()])]
+    async_transport = AsyncFailoverTransport(pools, POLICY, ShardedTransport(4))
+    sync_transport = FailoverTransport.sharing(async_transport)
+    # (began, ended, domains attempted), per request; the phases' bounds, once known
+    seen: list[tuple[float, float, tuple[str, ...]]] = []
+    failures: list[BaseException] = []
+    bounds: dict[str, float] = {}
+    ends = time.monotonic() + 1.5
+
+    def doc(version: int, disabled: list[str]) -> ControlDocument:
+        signed = ControlDocument.sign(version=version, pools={"api": disabled}, expires_in=60, hmac_key=key)
+        return ControlDocument.parse(signed, hmac_key=key)
+
+    def control() -> None:
+        time.sleep(0.4)
+        sync_transport.apply_control(doc(1, [a.url()]))
+        bounds["disabled"] = time.monotonic()
+        time.sleep(0.5)
+        bounds["enabling"] = time.monotonic()
+        async_transport.apply_control(doc(2, []))
+        bounds["enabled"] = time.monotonic()
+
+    def note(began: float, result: FailoverResult) -> None:
+        seen.append((began, time.monotonic(), tuple(r.domain for r in result.attempts)))
+
+    def thread_worker() -> None:
+        with httpx.Client(transport=sync_transport) as client:
+            while time.monotonic() < ends:
+                began = time.monotonic()
+                try:
+                    note(began, client.get(a.url() + "/rooms").extensions["failover"])
+                except BaseException as exc:  # every domain but one stays healthy: nothing may fail
+                    failures.append(exc)
+
+    async def task_worker(client: httpx.AsyncClient) -> None:
+        while time.monotonic() < ends:
+            began = time.monotonic()
+            try:
+                note(began, (await client.get(a.url() + "/rooms")).extensions["failover"])
+            except Exception as exc:
+                failures.append(exc)
+            await asyncio.sleep(0.005)
+
+    async def tasks() -> None:
+        async with httpx.AsyncClient(transport=async_transport) as client:
+            await asyncio.gather(*(task_worker(client) for _ in range(100)))
+
+    threads = [threading.Thread(target=thread_worker) for _ in range(8)]
+    threads.append(threading.Thread(target=control))
+    for thread in threads:
+        thread.start()
+    asyncio.run(tasks())
+    for thread in threads:
+        thread.join(30)
+    assert not failures, failures[:3]
+    while_disabled = [s for s in seen if bounds["disabled"] < s[0] and s[1] < bounds["enabling"]]
+    leaked = [s for s in while_disabled if a.url() in s[2]]
+    assert while_disabled and not leaked, f"{len(leaked)} of {len(while_disabled)} reached the disabled primary"
+    after = [s for s in seen if s[0] > bounds["enabled"] + 0.1]
+    assert after and all(s[2] == (a.url(),) for s in after), "traffic did not return to the primary"
