@@ -191,7 +191,7 @@ class RedisHealth(_RedisShell):
         failures = 0
         while not self._stop.is_set():
             client = self._client()
-            pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+            pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call, unused-ignore]  # redis-py before 8.2 leaves it unannotated
             with self._failing(pubsub, client):
                 pubsub.subscribe(self.keys.channel)
                 self.catch_up(client.mget(self.catch_up_keys()))
@@ -327,7 +327,7 @@ class AsyncRedisHealth(_RedisShell):
                 self.lost(exc)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # redis-py before 8.2 leaves it unannotated
                     await client.aclose()
             failures += 1
             await asyncio.sleep(self._backoff.compute(failures))
