@@ -150,7 +150,7 @@ def test_a_control_document_applied_under_traffic_holds_for_every_later_attempt(
     a, b, c = servers["a"], servers["b"], servers["c"]
     key = b"k" * 32
     pools = [Pool("api", [a.url(), b.url(), c.url()])]
-    async_transport = AsyncFailoverTransport(pools, POLICY, ShardedTransport(4))
+    async_transport = AsyncFailoverTransport(pools, POLICY, ShardedTransport(10))
     sync_transport = FailoverTransport.sharing(async_transport)
     # (began, ended, domains attempted), per request; the phases' bounds, once known
     seen: list[tuple[float, float, tuple[str, ...]]] = []
@@ -174,14 +174,18 @@ def test_a_control_document_applied_under_traffic_holds_for_every_later_attempt(
     def note(began: float, result: FailoverResult) -> None:
         seen.append((began, time.monotonic(), tuple(r.domain for r in result.attempts)))
 
+    # One client for every thread: closing a client closes its transport, even under
+    # another thread's request (a client per thread, closed as each finished, cut the
+    # sockets of the others: EBADF)
+    sync_client = httpx.Client(transport=sync_transport, timeout=30)
+
     def thread_worker() -> None:
-        with httpx.Client(transport=sync_transport) as client:
-            while time.monotonic() < ends:
-                began = time.monotonic()
-                try:
-                    note(began, client.get(a.url() + "/rooms").extensions["failover"])
-                except BaseException as exc:  # every domain but one stays healthy: nothing may fail
-                    failures.append(exc)
+        while time.monotonic() < ends:
+            began = time.monotonic()
+            try:
+                note(began, sync_client.get(a.url() + "/rooms").extensions["failover"])
+            except BaseException as exc:  # every domain stays healthy: nothing may fail
+                failures.append(exc)
 
     async def task_worker(client: httpx.AsyncClient) -> None:
         while time.monotonic() < ends:
@@ -193,7 +197,7 @@ def test_a_control_document_applied_under_traffic_holds_for_every_later_attempt(
             await asyncio.sleep(0.005)
 
     async def tasks() -> None:
-        async with httpx.AsyncClient(transport=async_transport) as client:
+        async with httpx.AsyncClient(transport=async_transport, timeout=30) as client:
             await asyncio.gather(*(task_worker(client) for _ in range(100)))
 
     threads = [threading.Thread(target=thread_worker) for _ in range(8)]
@@ -203,9 +207,11 @@ def test_a_control_document_applied_under_traffic_holds_for_every_later_attempt(
     asyncio.run(tasks())
     for thread in threads:
         thread.join(30)
+    sync_client.close()
     assert not failures, failures[:3]
     while_disabled = [s for s in seen if bounds["disabled"] < s[0] and s[1] < bounds["enabling"]]
     leaked = [s for s in while_disabled if a.url() in s[2]]
     assert while_disabled and not leaked, f"{len(leaked)} of {len(while_disabled)} reached the disabled primary"
     after = [s for s in seen if s[0] > bounds["enabled"] + 0.1]
-    assert after and all(s[2] == (a.url(),) for s in after), "traffic did not return to the primary"
+    on_primary = sum(s[2] == (a.url(),) for s in after)
+    assert after and on_primary == len(after), f"{on_primary} of {len(after)} back on the primary"

@@ -115,16 +115,17 @@ def test_no_user_ever_gets_another_users_answer_under_concurrency(flipping: Fake
         token, path = draw.choice(USERS), draw.choice(sorted(PATHS))
         return token, path, {"Authorization": f"Bearer {token}"}
 
+    sync_client = httpx.Client(transport=sync_transport)  # one for every thread: closing it closes the transport
+
     def thread_worker(n: int) -> None:
         draw = random.Random(n)
         try:
-            with httpx.Client(transport=sync_transport) as client:
-                while time.monotonic() < ends:
-                    token, path, headers = request_of(draw)
-                    try:
-                        tally.answer(token, path, client.get(f"http://{HOSTS[0]}{path}", headers=headers))
-                    except FailoverError as exc:
-                        tally.error(exc)
+            while time.monotonic() < ends:
+                token, path, headers = request_of(draw)
+                try:
+                    tally.answer(token, path, sync_client.get(f"http://{HOSTS[0]}{path}", headers=headers))
+                except FailoverError as exc:
+                    tally.error(exc)
         except BaseException as exc:  # anything else is a bug
             errors.append(exc)
 
@@ -148,6 +149,7 @@ def test_no_user_ever_gets_another_users_answer_under_concurrency(flipping: Fake
     asyncio.run(tasks())
     for thread in threads:
         thread.join(30)
+    sync_client.close()
     assert not errors, errors
     assert not tally.leaks, tally.leaks[:5]
     # the run meant something: answers of both kinds, and stale copies served in outages
