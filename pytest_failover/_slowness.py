@@ -47,7 +47,8 @@ them ends, not after the next ten were sent there as well (19 primary requests
 against 10 in the slow-primary benchmark's concurrent run).
 :meth:`SlowCallWindow.add` says when the share of slow calls reaches ``rate``
 with at least ``minimum_calls`` calls: the pool then opens the domain's breaker
-(``failover.reason = "slow_calls"``) and starts the window afresh, and the
+(``failover.reason = "slow_calls"``), unless no other domain's breaker is closed
+(``PoolCore.spares``: slow answers beat none), and starts the window afresh; the
 domain comes back through the breaker's single probe. A probe that answers
 slowly counts as a failed probe, so a domain that is still slow stays out.
 
