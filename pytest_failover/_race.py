@@ -37,6 +37,7 @@ import math
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import httpx
@@ -141,7 +142,6 @@ async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
     race = Race(exchange)
     flight = race.launch(first)
     hedges: dict[Flight, asyncio.Task[Arrival]] = {}
-    timer: asyncio.TimerHandle | None = None
     sending = True  # this task is inside the first attempt's _send
     interrupted = False  # ... and a hedge that won cancelled it there
 
@@ -157,24 +157,11 @@ async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
                 task.cancel()  # the first attempt lost: interrupt it (see asyncio.timeout)
         return arrival
 
-    def due() -> None:
-        nonlocal timer
-        timer = None
-        if race.over:
-            return
-        attempt = race.hedge()
-        if attempt is not None:
-            hedge = race.launch(attempt)
-            hedges[hedge] = loop.create_task(send_hedge(hedge))
-        schedule()
+    def launch(hedge: Flight) -> None:
+        hedges[hedge] = loop.create_task(send_hedge(hedge))
 
-    def schedule() -> None:
-        nonlocal timer
-        wait = race.wait()
-        if wait is not None:
-            timer = loop.call_later(wait, due)
-
-    schedule()
+    timer = _AsyncHedgeTimer(loop, race, launch)
+    timer.arm()
     try:
         try:
             response: httpx.Response | None = await transport._send(exchange, flight)
@@ -187,8 +174,7 @@ async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
             response = error = None  # a hedge won (and was reported); this attempt is cut
         finally:
             sending = False
-            if timer is not None:
-                timer.cancel()
+            timer.stop()
         if not interrupted:
             superseded = race.arrived(flight, response, error)
             if superseded is not None:
@@ -200,6 +186,44 @@ async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
         for hedge_task in hedges.values():  # the losers, or all of them when we are cancelled
             hedge_task.cancel()
     return race.answer
+
+
+class _AsyncHedgeTimer:
+    """Starts the hedges of one asyncio race as they fall due, on a loop timer.
+
+    An object rather than two closures that arm each other: those were a reference
+    cycle, which kept each hedgeable request's race, exchange, plan and timer (21
+    objects) for the cyclic GC and sent some of them to its oldest generation. The
+    timer refers to this object only while it is armed."""
+
+    __slots__ = ("_handle", "_launch", "_loop", "_race")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, race: Race, launch: Callable[[Flight], None]) -> None:
+        self._loop = loop
+        self._race = race
+        self._launch = launch  # puts a hedge on the wire (as a task)
+        self._handle: asyncio.TimerHandle | None = None
+
+    def arm(self) -> None:
+        """Wake when the next hedge is due, if another may follow."""
+        wait = self._race.wait()
+        if wait is not None:
+            self._handle = self._loop.call_later(wait, self._due)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _due(self) -> None:
+        self._handle = None
+        race = self._race
+        if race.over:
+            return
+        attempt = race.hedge()
+        if attempt is not None:
+            self._launch(race.launch(attempt))
+        self.arm()
 
 
 async def _async_sent(transport: AsyncFailoverTransport, exchange: Exchange, flight: Flight) -> Arrival:

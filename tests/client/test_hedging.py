@@ -620,3 +620,38 @@ def test_an_attempt_that_ends_after_another_won_does_not_undo_the_win(late: str)
     assert result is won
     races = {r.domain: (r.race, r.error_type) for r in result.extensions["failover"].attempts}
     assert races == {"http://b.test": ("won", None), "http://a.test": ("cancelled", "cancelled")}
+
+
+def test_a_hedgeable_async_request_leaves_no_reference_cycle() -> None:
+    """Refcounting frees what a hedgeable request built: two closures of the race that
+    armed each other kept each request's race, exchange and plan for the cyclic GC
+    (21 objects a request, some of them reaching its oldest generation)."""
+    import gc
+
+    from pytest_failover._exchange import Exchange
+    from pytest_failover._race import Race
+
+    transport = AsyncFailoverTransport(
+        [Pool("api", ["http://a.test", "http://b.test"])],
+        hedged(delay=1.0),
+        httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})),
+    )
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=transport) as client:
+            for _ in range(20):
+                assert (await client.get("http://a.test/x")).status_code == 200
+
+    asyncio.run(main())  # warm: imports, the loop's first objects
+    gc.collect()
+    gc.disable()
+    try:
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        asyncio.run(main())
+        gc.collect()
+        kept = [o for o in gc.garbage if isinstance(o, (Exchange, Race))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert kept == []
