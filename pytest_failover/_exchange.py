@@ -519,7 +519,12 @@ class Exchange:
             return self._fallback(error, records)
         outcome = semconv.OUTCOME_CIRCUIT_OPEN if isinstance(error, CircuitOpenError) else semconv.OUTCOME_FAILURE
         self._end(outcome, None, None, error_type)
-        raise error
+        try:
+            raise error
+        finally:
+            # Its traceback holds this frame: kept as a local, the error made a cycle that
+            # left each failed request (121 objects) to the cyclic GC.
+            del error
 
     def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> FailoverError:
         pool = self.pool_core.name
@@ -541,7 +546,10 @@ class Exchange:
                 reason=stop.reason,
                 request=self.request,
             )
-        error.__cause__ = self.error
+        # The error is the new one's cause now, and no longer the exchange's: its traceback
+        # holds the frames that hold this exchange, a cycle that left each failed request
+        # (121 objects) to the cyclic GC, in an outage for every request.
+        error.__cause__, self.error = self.error, None
         return error
 
     def _stale_response(self) -> httpx.Response | None:

@@ -306,14 +306,17 @@ class ThreadRace:
         wait = max(0.0, flight.started + delay - exchange._clock())
         hedges.timer.append(watchdog.call_at(time.monotonic() + wait, hedges.due))
         response, error = _sent(transport, exchange, flight)
-        if hedges.ended_alone():  # no hedge was due: an unhedged attempt after all
-            if error is not None:
-                exchange.on_error(flight, error)
-                return None
-            assert response is not None
-            exchange.on_response(flight, response)
-            return response
-        return hedges.finish(flight, response, error)
+        try:
+            if hedges.ended_alone():  # no hedge was due: an unhedged attempt after all
+                if error is not None:
+                    exchange.on_error(flight, error)
+                    return None
+                assert response is not None
+                exchange.on_response(flight, response)
+                return response
+            return hedges.finish(flight, response, error)
+        finally:
+            del error  # see _sent: a cycle through this frame
 
     def _reserve(self, count: int = 1) -> bool:
         with self._lock:
@@ -473,15 +476,15 @@ class _Hedges:
                 return
             response, error = _sent(self.transport, exchange, hedge)
             with self.lock:
-                if hedge not in race.flying:  # cut off meanwhile: nobody wants it
-                    if response is not None:
-                        response.close()
-                    return
-                superseded = race.arrived(hedge, response, error)
-                won = exchange.plan.done
+                wanted = hedge in race.flying  # else it was cut off meanwhile: nobody wants it
+                superseded = race.arrived(hedge, response, error) if wanted else response
+                del error  # see _sent: a cycle through this frame
+                won = wanted and exchange.plan.done
                 losers = race.flying if won else []
             if superseded is not None:
                 superseded.close()
+            if not wanted:
+                return
             for loser in losers:
                 _cut(inner, loser)
             with self.lock:
@@ -528,7 +531,11 @@ class _Hedges:
 def _sent(
     transport: FailoverTransport, exchange: Exchange, flight: Flight
 ) -> tuple[httpx.Response | None, httpx.TransportError | None]:
-    """Send ``flight``: its response, or the transport error it ended with."""
+    """Send ``flight``: its response, or the transport error it ended with.
+
+    The error's traceback holds this frame, and through it its caller's: a caller that
+    keeps the error in a local makes a cycle, which left every hedged sync request
+    (its exchange, plan, race and hedges) to the cyclic GC. Callers ``del`` it."""
     try:
         return transport._send(exchange, flight), None
     except httpx.TransportError as exc:

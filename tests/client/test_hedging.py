@@ -25,6 +25,7 @@ from pytest_failover import (
 )
 from pytest_failover._decisions import Attempt
 
+from .garbage import left_for_the_collector
 from .servers import LoopbackServer
 from .test_telemetry import Otel, otel
 
@@ -626,8 +627,6 @@ def test_a_hedgeable_async_request_leaves_no_reference_cycle() -> None:
     """Refcounting frees what a hedgeable request built: two closures of the race that
     armed each other kept each request's race, exchange and plan for the cyclic GC
     (21 objects a request, some of them reaching its oldest generation)."""
-    import gc
-
     from pytest_failover._exchange import Exchange
     from pytest_failover._race import Race
 
@@ -642,16 +641,24 @@ def test_a_hedgeable_async_request_leaves_no_reference_cycle() -> None:
             for _ in range(20):
                 assert (await client.get("http://a.test/x")).status_code == 200
 
-    asyncio.run(main())  # warm: imports, the loop's first objects
-    gc.collect()
-    gc.disable()
-    try:
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        asyncio.run(main())
-        gc.collect()
-        kept = [o for o in gc.garbage if isinstance(o, (Exchange, Race))]
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
-    assert kept == []
+    assert left_for_the_collector(lambda: asyncio.run(main()), (Exchange, Race)) == []
+
+
+def test_a_hedged_sync_request_leaves_no_reference_cycle(servers: dict[str, LoopbackServer]) -> None:
+    """A sync race that hedged and cut its loser frees everything by refcounting: the
+    loser's error, kept in a local of a frame its own traceback holds, was a cycle with
+    the exchange, plan, race and hedges of every hedged request."""
+    from pytest_failover._exchange import Exchange
+    from pytest_failover._race import Race, _Hedges
+
+    a, b = servers["a"], servers["b"]
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.005, hedging=Hedging(delay=0.005, max_ratio=1.0)))
+    a.set(delay=0.03)
+    with httpx.Client(transport=transport) as client:
+
+        def run() -> None:
+            for _ in range(5):
+                assert result_of(client.get(a.url() + "/x")).domain == b.url()  # the hedge won
+            time.sleep(0.1)  # the losers' threads end
+
+        assert left_for_the_collector(run, (Exchange, Race, _Hedges)) == []

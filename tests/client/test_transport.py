@@ -507,3 +507,39 @@ def test_a_body_read_by_the_transport_still_streams_raw(
     assert plain.content == text and plain.extensions["failover"].outcome == "success"
     if not looked_at:  # read and closed by the client, as bare httpx's (a body looked at is read already)
         assert plain.is_stream_consumed and plain.is_closed
+
+
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_a_request_that_fails_leaves_no_reference_cycle(side: str) -> None:
+    """Every domain refused: the caller gets ``AllDomainsFailed`` and, once it lets go
+    of it, refcounting frees the rest. The error kept in a local of the frame that
+    raised it, and the last attempt's error kept by the exchange, were two cycles
+    through their tracebacks: 121 objects a failed request for the cyclic GC, and in an
+    outage every request fails."""
+    import asyncio
+
+    from pytest_failover import AsyncFailoverTransport
+    from pytest_failover._exchange import Exchange
+
+    from .garbage import left_for_the_collector
+
+    dead = [f"http://127.0.0.1:{closed_port()}" for _ in range(2)]
+    pools = [Pool("api", dead)]
+    policy = fast(breaker_threshold=10**6, retry_budget=None)
+    sync_client = httpx.Client(transport=FailoverTransport(pools, policy))
+
+    def run_sync() -> None:
+        for _ in range(3):
+            with pytest.raises(FailoverError):
+                sync_client.get(dead[0] + "/x")
+
+    async def run_async() -> None:
+        async with httpx.AsyncClient(transport=AsyncFailoverTransport(pools, policy)) as client:
+            for _ in range(3):
+                with pytest.raises(FailoverError):
+                    await client.get(dead[0] + "/x")
+
+    run = run_sync if side == "sync" else lambda: asyncio.run(run_async())
+    left = left_for_the_collector(run, (Exchange, BaseException))
+    sync_client.close()
+    assert left == []
