@@ -662,3 +662,26 @@ def test_a_hedged_sync_request_leaves_no_reference_cycle(servers: dict[str, Loop
             time.sleep(0.1)  # the losers' threads end
 
         assert left_for_the_collector(run, (Exchange, Race, _Hedges)) == []
+
+
+def test_a_hedged_request_through_another_inner_transport_leaves_no_reference_cycle() -> None:
+    """The pooled race (an inner transport whose sockets cannot be cut, as the requests
+    adapter's) frees a failed attempt's error by refcounting too."""
+    from pytest_failover._exchange import Exchange
+    from pytest_failover._race import Race
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "a.test":
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(200, json={"ok": True})
+
+    transport = FailoverTransport(
+        [Pool("api", ["http://a.test", "http://b.test"])], hedged(delay=1.0), httpx.MockTransport(answer)
+    )
+    with httpx.Client(transport=transport) as client:
+
+        def run() -> None:
+            for _ in range(5):
+                assert result_of(client.get("http://a.test/x")).domain == "http://b.test"
+
+        assert left_for_the_collector(run, (Exchange, Race)) == []
