@@ -24,6 +24,7 @@ from pytest_failover import (
 )
 from pytest_failover._decisions import AttemptRecord
 
+from .load import alongside
 from .servers import LoopbackServer
 
 POLICY = Policy(
@@ -201,12 +202,7 @@ def test_a_control_document_applied_under_traffic_holds_for_every_later_attempt(
             await asyncio.gather(*(task_worker(client) for _ in range(100)))
 
     threads = [threading.Thread(target=thread_worker) for _ in range(8)]
-    threads.append(threading.Thread(target=control))
-    for thread in threads:
-        thread.start()
-    asyncio.run(tasks())
-    for thread in threads:
-        thread.join(30)
+    alongside([*threads, threading.Thread(target=control)], tasks)
     sync_client.close()
     assert not failures, failures[:3]
     while_disabled = [s for s in seen if bounds["disabled"] < s[0] and s[1] < bounds["enabling"]]

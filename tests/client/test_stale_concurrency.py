@@ -33,6 +33,8 @@ from pytest_failover import (
 )
 from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 
+from .load import alongside
+
 HOSTS = ("api.stale.test", "api2.stale.test")
 USERS = [f"token-{n}" for n in range(20)]
 PATHS = {"/public": "public, max-age=60", "/private": "private, max-age=60"}
@@ -143,12 +145,7 @@ def test_no_user_ever_gets_another_users_answer_under_concurrency(flipping: Fake
         async with httpx.AsyncClient(transport=async_transport) as client:
             await asyncio.gather(*(task_worker(client, n) for n in range(100)))
 
-    threads = [threading.Thread(target=thread_worker, args=(n,)) for n in range(12)]
-    for thread in threads:
-        thread.start()
-    asyncio.run(tasks())
-    for thread in threads:
-        thread.join(30)
+    alongside([threading.Thread(target=thread_worker, args=(n,)) for n in range(12)], tasks)
     sync_client.close()
     assert not errors, errors
     assert not tally.leaks, tally.leaks[:5]
