@@ -5,8 +5,8 @@ begins a request, sends its next attempt, hedges one with attempts in flight,
 reports one attempt's outcome and duration (a winner cuts the others off, as the
 transports do), abandons a request, or moves the clock. The invariants are the
 promises of issue #11: a hedge goes only to a healthy domain (never an open or
-suspect one, never as a probe), never twice to one domain, never for a request that cannot be sent twice, at most
-``max_extra`` per request; the pool's hedges stay within ``max_ratio`` of its
+suspect one, never as a probe), never twice to one domain, never for a request
+that cannot be sent twice, at most ``max_extra`` per request; the pool's hedges stay within ``max_ratio`` of its
 hedgeable requests; leases match the probes in flight; breakers move only through
 their events, and slow calls open one only with ``minimum_calls`` calls seen, and
 never the last closed one.
