@@ -84,7 +84,8 @@ schedule attempt. Attempts in flight are recorded by number; once one answers,
 the others are cancelled (:meth:`RequestPlan.cancel`): their breakers count
 nothing, a probe's lease is released. Slow calls (``Policy.slow_calls``): every
 recorded attempt enters its domain's window; when the slow share reaches the
-rate the breaker opens (``slow_calls``), and a probe that answers slowly fails.
+rate the breaker opens (``slow_calls``), and a probe that answers slowly fails;
+both only while another domain is faster (``PoolCore.faster_elsewhere``).
 
 The first attempt is never delayed. Time and randomness are arguments. The
 pool's lock is held only while deciding and recording, never during I/O, so a
@@ -381,18 +382,20 @@ class PoolCore:
             self.breakers[d].leased for d in self.order if d not in self.disabled and d not in besides
         )
 
-    def spares(self, domain: Domain) -> bool:
-        """May slow calls take ``domain`` out? Only while another enabled domain's
-        breaker is closed. Slowness is relative: when every other domain is open or
-        disabled, slow answers beat none, and when every domain is slow at once the
-        client itself is often the slow part (an event loop with more tasks than it
-        can serve times every answer late; 200 such tasks ejected a healthy backup
-        and failed users). Envoy's outlier detection caps its ejections the same way
-        (``max_ejection_percent``). The caller holds the lock."""
-        return any(
-            other != domain and other not in self.disabled and self.breakers[other].state is BreakerState.CLOSED
-            for other in self.order
-        )
+    def faster_elsewhere(self, domain: Domain) -> bool:
+        """Does slowness count against ``domain``? Only while another enabled domain's
+        breaker is closed and its latest call was not slow (or it had none): see
+        ``_slowness.py``. Envoy's outlier detection caps its ejections in the same
+        spirit (``max_ejection_percent``). Slow calls only; the caller holds the lock."""
+        windows = self.slow_calls
+        assert windows is not None
+        for other in self.order:
+            if other == domain or other in self.disabled or self.breakers[other].state is not BreakerState.CLOSED:
+                continue
+            last = windows[other].last
+            if last is None or not windows[other].is_slow(last):
+                return True
+        return False
 
     def admit(self, domain: Domain, now: float) -> Choice | None:
         """``domain`` as the next attempt's target, if it is enabled and admissible."""
@@ -740,7 +743,7 @@ class RequestPlan:
         core = self.core
         with core.lock:
             slow = False if core.slow_calls is None else self._slow_call(attempt, now, duration, events)
-            if outcome.failed or (slow and attempt.probe):  # a slow probe fails
+            if outcome.failed or (slow and attempt.probe and core.faster_elsewhere(domain)):  # a slow probe fails
                 transition = breaker.failure(now, sent_at, attempt.probe)
                 if outcome.failed:
                     self._failed_on = (domain, outcome.error_type or "failure")
@@ -795,7 +798,7 @@ class RequestPlan:
         if slow:
             events.append(SlowCall(pool=self.pool, domain=attempt.domain))
         rate_reached = window.add(now, duration, (id(self), attempt.number))
-        if rate_reached and not attempt.probe and self.core.spares(attempt.domain):
+        if rate_reached and not attempt.probe and self.core.faster_elsewhere(attempt.domain):
             transition = self.core.breakers[attempt.domain].eject(now)
             self._add_transition(events, attempt.domain, transition, _SLOW)
         return slow

@@ -47,10 +47,17 @@ them ends, not after the next ten were sent there as well (19 primary requests
 against 10 in the slow-primary benchmark's concurrent run).
 :meth:`SlowCallWindow.add` says when the share of slow calls reaches ``rate``
 with at least ``minimum_calls`` calls: the pool then opens the domain's breaker
-(``failover.reason = "slow_calls"``), unless no other domain's breaker is closed
-(``PoolCore.spares``: slow answers beat none), and starts the window afresh; the
-domain comes back through the breaker's single probe. A probe that answers
-slowly counts as a failed probe, so a domain that is still slow stays out.
+(``failover.reason = "slow_calls"``) and starts the window afresh; the domain comes
+back through the breaker's single probe. A probe that answers slowly counts as a
+failed probe, so a domain that is still slow stays out.
+
+Slowness is relative (``PoolCore.faster_elsewhere``): both rules apply only while
+another enabled domain's breaker is closed and its latest call was not slow (or it
+had none). When every domain is slow at once, slow answers beat none, and the slow
+part is often the client itself: an event loop with more tasks than it can serve
+times every answer late. Without that condition, 200 such tasks ejected a healthy
+backup (users got 503s), and a recovered primary's probes kept failing, so traffic
+never came back to it.
 
 Pure arithmetic, time passed in; the pool's lock serialises access.
 """
@@ -151,7 +158,7 @@ class HedgeThrottle:
 class SlowCallWindow:
     """Calls to one domain over a sliding window, and how many of them were slow."""
 
-    __slots__ = ("_calls", "_counted", "_flying", "_slow", "_start", "_width", "config")
+    __slots__ = ("_calls", "_counted", "_flying", "_slow", "_start", "_width", "config", "last")
 
     def __init__(self, config: SlowCalls) -> None:
         self.config = config
@@ -161,6 +168,7 @@ class SlowCallWindow:
         self._slow = [0] * SLOW_CALL_BUCKETS
         self._flying: dict[object, float] = {}  # calls in flight: when each began
         self._counted: set[object] = set()  # ... and those already counted as slow
+        self.last: float | None = None  # how long the latest call that ended took
 
     def is_slow(self, duration: float) -> bool:
         return duration >= self.config.threshold
@@ -178,6 +186,7 @@ class SlowCallWindow:
         """Count a call that took ``duration`` at ``now`` (and the calls in flight already
         past the threshold); True when the domain's slow calls reach the rate (the
         window is then cleared)."""
+        self.last = duration
         index = int(now // self._width)
         self._slide(index)
         slot = index % SLOW_CALL_BUCKETS

@@ -685,3 +685,34 @@ def test_a_hedged_request_through_another_inner_transport_leaves_no_reference_cy
                 assert result_of(client.get("http://a.test/x")).domain == "http://b.test"
 
         assert left_for_the_collector(run, (Exchange, Race)) == []
+
+
+@pytest.mark.parametrize(("backup_latency", "after"), [(0.01, "open"), (0.9, "closed")])
+def test_a_slow_probe_fails_only_when_another_domain_is_faster(backup_latency: float, after: str) -> None:
+    """Slowness is relative: a probe that answers slowly keeps its domain out while the
+    domain serving traffic answers fast, but not when that one is as slow (a saturated
+    event loop times every answer late; the recovered primary never got traffic back)."""
+    from pytest_failover._classify import Outcome, OutcomeKind
+    from pytest_failover._core import FailoverCore, RequestOptions
+
+    ok = Outcome(kind=OutcomeKind.SUCCESS, status=200)
+    core = FailoverCore(
+        [Pool("api", ["https://a.example", "https://b.example"])],
+        Policy(slow_calls=SlowCalls(threshold=0.5, minimum_calls=2), breaker_cooldown=1.0, sticky=False),
+    )
+    pool = core.pools["api"]
+    primary, backup = pool.order
+
+    def call(now: float, duration: float) -> Attempt:
+        plan = core.begin(pool, "GET", httpx.Headers(), RequestOptions(), True, None, now)
+        attempt = plan.next(now)
+        assert isinstance(attempt, Attempt)
+        plan.record(ok, now + duration, duration, attempt)
+        return attempt
+
+    assert [call(t, 0.6).domain for t in (0.0, 0.1)] == [primary, primary]  # slow: ejected
+    assert pool.breakers[primary].state.value == "open"
+    assert call(0.2, backup_latency).domain == backup
+    probe = call(2.0, 0.6)  # the cooldown is over: the primary's probe answers slowly
+    assert probe.domain == primary and probe.probe
+    assert pool.breakers[primary].state.value == after
