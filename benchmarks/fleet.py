@@ -187,7 +187,7 @@ def worker(config: dict[str, Any]) -> None:
         shared = RedisHealth(config["redis"], prefix=config["prefix"], max_backoff=0.2)
     policy = Policy(sticky=False, breaker_threshold=config["threshold"], breaker_cooldown=config["cooldown"])
     transport = FailoverTransport([Pool("api", [config["primary"], config["backup"]])], policy, shared=shared)
-    core = transport._core.pools["api"]
+    core = transport._state.core.pools["api"]
     primary = Domain.parse(config["primary"])
     seen: dict[str, Any] = {"primary": [], "requests": 0, "errors": 0, "states": []}
 

@@ -41,6 +41,8 @@ from typing import Any
 
 import httpx
 
+from ._sockets import socket_of
+
 __all__ = ["GRACE", "async_limit", "watchdog"]
 
 logger = logging.getLogger("pytest_failover")
@@ -177,7 +179,7 @@ class _Watchdog:
                     except Exception:  # a bug there must not stop every deadline
                         logger.exception("failover: a timed action failed")
                     continue
-                sock = _socket_of(target)
+                sock = socket_of(target)
                 if sock is None:
                     self._cut.discard(ticket)  # nothing to cut: it runs its course
                     continue
@@ -194,13 +196,6 @@ class _Watchdog:
             if self._armed and min(at for at, _ in list(self._armed.values())) < self._wakes_at:
                 continue  # armed while we looked: look again
             self._wake.wait(sleep)
-
-
-def _socket_of(response: httpx.Response) -> socket.socket | None:
-    """The socket under ``response`` (httpcore's ``network_stream`` extension), if any."""
-    get_extra_info = getattr(response.extensions.get("network_stream"), "get_extra_info", None)
-    sock = get_extra_info("socket") if get_extra_info is not None else None
-    return sock if isinstance(sock, socket.socket) else None
 
 
 watchdog = _Watchdog()

@@ -37,7 +37,7 @@ from ._telemetry import RequestTrace, redact_url
 
 if TYPE_CHECKING:
     from ._pool import Domain
-    from ._transport import _FailoverBase
+    from ._state import State
 
 __all__ = [
     "BodyBuffer",
@@ -266,16 +266,19 @@ class Exchange:
 
     def __init__(
         self,
-        owner: _FailoverBase,
+        state: State,
         request: httpx.Request,
         pool_core: PoolCore,
         pinned: Domain | None,
         origin: Domain | None,
         options: RequestOptions,
+        *,
+        blocking: bool,
     ) -> None:
-        self._owner = owner
+        self._state = state
+        self._blocking = blocking  # the front-end may wait for the disk (a sync one)
         self._origin = origin  # the pool domain the request's URL points at, if any
-        self._clock = clock = owner._clock
+        self.clock = clock = state.clock
         self.request = request
         self.pool_core = pool_core
         self.policy = policy = pool_core.policy
@@ -287,8 +290,8 @@ class Exchange:
             self._tracked = TrackedStream(stream)
             request.stream = self._tracked
         self.started_at = now = clock()
-        self.plan = plan = owner._core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
-        self.trace: RequestTrace | None = owner._telemetry.start(pool_core.name, method, url)
+        self.plan = plan = state.core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
+        self.trace: RequestTrace | None = state.telemetry.start(pool_core.name, method, url)
         if self.trace is not None:
             self._spans = []
             if plan.steering is not None:
@@ -312,7 +315,7 @@ class Exchange:
         if plan.done:  # answered: nothing left to decide
             self.stop = DONE
             return None
-        decision = plan.next(self._clock())
+        decision = plan.next(self.clock())
         if self.trace is not None and decision.events:
             self.trace.events(decision.events)
         if isinstance(decision, Attempt):
@@ -348,7 +351,7 @@ class Exchange:
             }
             request.extensions = {**request.extensions, "timeout": capped}
         trace = self.trace
-        started = self._clock()
+        started = self.clock()
         if trace is None:
             return Flight(attempt, request, started, started + limit, None, None)
         span, quiet = trace.attempt_started(attempt, request)
@@ -374,7 +377,7 @@ class Exchange:
 
     def hedge(self) -> Attempt | None:
         """The hedge to send now, or None (no domain fits, or the throttle said no)."""
-        decision = self.plan.hedge(self._clock())
+        decision = self.plan.hedge(self.clock())
         if isinstance(decision, HedgeThrottled):
             if self.trace is not None:
                 self.trace.events((decision,))
@@ -384,10 +387,10 @@ class Exchange:
     def cancel(self, flight: Flight) -> None:
         """Another attempt won while ``flight`` was on the wire: it is cut off (the
         transport closes its connection), and counted as cancelled."""
-        now = self._clock()
+        now = self.clock()
         attempt = flight.attempt
         events = self.plan.cancel(attempt, now, now - flight.started, sent=flight.sending)
-        shared = self._owner._shared
+        shared = self._state.shared
         if shared is not None and (events or attempt.probe):
             shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, abandoned=True)
         if self.trace is not None:
@@ -408,7 +411,7 @@ class Exchange:
 
     def buffer(self) -> BodyBuffer:
         """Where the transport reads a body (see :meth:`reads_body`)."""
-        return BodyBuffer(self.body_limit, self.started_at, self._clock, self._loads)
+        return BodyBuffer(self.body_limit, self.started_at, self.clock, self._loads)
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
         """The error for an attempt cut at its time limit."""
@@ -426,11 +429,11 @@ class Exchange:
         self.error = None
         self._record(flight, outcome, response.status_code, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
-            self._owner._stale.store(
+            self._state.stale.store(
                 self.pool_core.name,
                 self._original,
                 response,
-                self._clock(),
+                self.clock(),
                 max_bytes=self.policy.stale_max_bytes,
             )
 
@@ -441,12 +444,23 @@ class Exchange:
         self.error = exc
         self._record(flight, outcome, None, exc)
 
+    def arrived(
+        self, flight: Flight, response: httpx.Response | None, error: httpx.TransportError | None
+    ) -> httpx.Response | None:
+        """``flight`` ended with ``response`` or ``error``: report it. The answer, if any."""
+        if error is not None:
+            self.on_error(flight, error)
+            return None
+        assert response is not None
+        self.on_response(flight, response)
+        return response
+
     def _record(self, flight: Flight, outcome: Outcome, status: int | None, exception: BaseException | None) -> None:
         attempt = flight.attempt
-        now = self._clock()
+        now = self.clock()
         duration = now - flight.started
         events = self.plan.record(outcome, now, duration, attempt)
-        shared = self._owner._shared
+        shared = self._state.shared
         if shared is not None and (events or attempt.probe or outcome.failed):  # news for the fleet
             shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, failed=outcome.failed)
         trace = self.trace
@@ -495,7 +509,7 @@ class Exchange:
         response = self.response
         status = None if response is None else response.status_code
         stale = self._stale_response() if self._stale and stale_may_answer(status) else None
-        decided = ending(status, stale is not None, self._owner._fallback is not None)
+        decided = ending(status, stale is not None, self._state.fallback is not None)
         if decided is RESPONSE:
             assert response is not None
             last = plan.last_outcome
@@ -504,8 +518,8 @@ class Exchange:
             domain = self._answered_by
             self._end(outcome, domain, response.status_code, last.error_type)
             response.extensions["failover"] = new_tuple(FailoverResult, (pool, domain, records, outcome, False, False))
-            if self._owner._sticky:
-                self._owner._persist_sticky(self.pool_core)
+            if self._state.sticky:
+                self._state.persist_sticky(self.pool_core, wait=self._blocking)
             return response
         error = self._error(stop, records)
         error_type = semconv.OUTCOME_CIRCUIT_OPEN if not records else (records[-1].error_type or stop.reason)
@@ -553,14 +567,14 @@ class Exchange:
         return error
 
     def _stale_response(self) -> httpx.Response | None:
-        return self._owner._stale.lookup(
-            self.pool_core.name, self._original, self._clock(), max_age=self.policy.stale_max_age
+        return self._state.stale.lookup(
+            self.pool_core.name, self._original, self.clock(), max_age=self.policy.stale_max_age
         )
 
     def _fallback(
         self, error: FailoverError, records: tuple[AttemptRecord, ...]
     ) -> httpx.Response | Awaitable[httpx.Response]:
-        fallback = self._owner._fallback
+        fallback = self._state.fallback
         assert fallback is not None
         result = fallback(self.request, error)
         info = FailoverResult(self.pool_core.name, None, records, semconv.OUTCOME_FALLBACK, fallback=True)
@@ -579,7 +593,7 @@ class Exchange:
         """``response`` (a stale copy, a fallback's), with its ``elapsed`` (the whole
         request) when its body is in already (see :class:`BodyBuffer`)."""
         if response.is_closed:
-            response.elapsed = datetime.timedelta(seconds=self._clock() - self.started_at)
+            response.elapsed = datetime.timedelta(seconds=self.clock() - self.started_at)
         return response
 
     def _end(self, outcome: str, domain: str | None, status: int | None, error_type: str | None) -> None:
@@ -588,7 +602,7 @@ class Exchange:
             return
         self.trace.finish(
             outcome=outcome,
-            duration=self._clock() - self.started_at,
+            duration=self.clock() - self.started_at,
             attempts=len(self.plan.records),
             domain=domain,
             status=status,
@@ -603,8 +617,8 @@ class Exchange:
         if self._finished:
             return
         in_flight = self.plan.in_flight
-        events = self.plan.abandon(self._clock())
-        shared = self._owner._shared
+        events = self.plan.abandon(self.clock())
+        shared = self._state.shared
         if shared is not None:
             for i, attempt in enumerate(in_flight):  # the events go out once, with the first
                 if attempt.probe or (events and i == 0):

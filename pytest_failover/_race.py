@@ -31,25 +31,29 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import contextvars
 import math
-import socket
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 import httpx
 
 from ._deadline import GRACE, watchdog
+from ._sockets import cut_request, cuttable
 
 if TYPE_CHECKING:
     from ._decisions import Attempt
     from ._exchange import Exchange, Flight
-    from ._transport import AsyncFailoverTransport, FailoverTransport
 
-__all__ = ["Race", "ThreadRace", "anyio_race", "async_race", "cut_request", "cuttable"]
+__all__ = ["AsyncSend", "Race", "Send", "ThreadRace", "anyio_race", "async_race"]
+
+# How a front-end puts one attempt on the wire and reads what the exchange needs of its
+# body, within the attempt's time: its response, or it raises the attempt's
+# ``httpx.TransportError``. The drivers below call nothing else of the front-end.
+Send: TypeAlias = "Callable[[Exchange, Flight], httpx.Response]"
+AsyncSend: TypeAlias = "Callable[[Exchange, Flight], Awaitable[httpx.Response]]"
 
 
 class Race:
@@ -59,7 +63,7 @@ class Race:
 
     def __init__(self, exchange: Exchange) -> None:
         self.exchange = exchange
-        self._clock = exchange._clock
+        self._clock = exchange.clock
         self.flying: list[Flight] = []
         self.answer: httpx.Response | None = None  # the latest answer (a retryable one, until one wins)
         self._last_sent = 0.0
@@ -108,11 +112,7 @@ class Race:
         if self.exchange.plan.done:
             self.exchange.cancel(flight)
             return response
-        if error is not None:
-            self.exchange.on_error(flight, error)
-        else:
-            assert response is not None
-            self.exchange.on_response(flight, response)
+        self.exchange.arrived(flight, response, error)
         superseded, self.answer = self.answer, response
         return superseded
 
@@ -129,7 +129,7 @@ class Race:
 Arrival = tuple["Flight", httpx.Response | None, httpx.TransportError | None]
 
 
-async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, first: Attempt) -> httpx.Response | None:
+async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> httpx.Response | None:
     """Send ``first`` from this task and its hedges as tasks when due; the answer that
     won (or the last retryable one), or None when every attempt failed."""
     try:
@@ -137,7 +137,7 @@ async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
     except RuntimeError:  # no asyncio loop: trio
         task = None
     if task is None:
-        return await anyio_race(transport, exchange, first)
+        return await anyio_race(send, exchange, first)
     loop = asyncio.get_running_loop()
     race = Race(exchange)
     flight = race.launch(first)
@@ -146,7 +146,7 @@ async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
     interrupted = False  # ... and a hedge that won cancelled it there
 
     async def send_hedge(hedge: Flight) -> Arrival:
-        arrival = await _async_sent(transport, exchange, hedge)
+        arrival = await _async_sent(send, exchange, hedge)
         if hedge in race.flying:  # not cut off meanwhile
             superseded = race.arrived(*arrival)
             if superseded is not None:
@@ -164,7 +164,7 @@ async def async_race(transport: AsyncFailoverTransport, exchange: Exchange, firs
     timer.arm()
     try:
         try:
-            response: httpx.Response | None = await transport._send(exchange, flight)
+            response: httpx.Response | None = await send(exchange, flight)
             error: httpx.TransportError | None = None
         except httpx.TransportError as exc:
             response, error = None, exc
@@ -226,27 +226,27 @@ class _AsyncHedgeTimer:
         self.arm()
 
 
-async def _async_sent(transport: AsyncFailoverTransport, exchange: Exchange, flight: Flight) -> Arrival:
+async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Flight) -> Arrival:
     """Send ``flight``: it, with its response or the transport error it ended with."""
     try:
-        return flight, await transport._send(exchange, flight), None
+        return flight, await send(exchange, flight), None
     except httpx.TransportError as exc:
         return flight, None, exc
 
 
-async def anyio_race(transport: AsyncFailoverTransport, exchange: Exchange, first: Attempt) -> httpx.Response | None:
+async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> httpx.Response | None:
     """Run ``first`` and its hedges as tasks of a task group (any event loop anyio
     runs); the answer that won (or the last retryable one), or None when every
     attempt failed."""
     import anyio  # httpx's own dependency; imported only when a request may hedge
 
     race = Race(exchange)
-    send, receive = anyio.create_memory_object_stream[Arrival](math.inf)
+    arrivals, receive = anyio.create_memory_object_stream[Arrival](math.inf)
 
     async def run(flight: Flight) -> None:
-        send.send_nowait(await _async_sent(transport, exchange, flight))
+        arrivals.send_nowait(await _async_sent(send, exchange, flight))
 
-    with send, receive:
+    with arrivals, receive:
         async with anyio.create_task_group() as group:
             group.start_soon(run, race.launch(first))
             while not race.over:
@@ -294,26 +294,22 @@ class ThreadRace:
         self._busy = 0  # threads sending a hedge (or about to)
 
     def race(
-        self, transport: FailoverTransport, exchange: Exchange, first: Attempt, delay: float
+        self, send: Send, inner: httpx.BaseTransport, exchange: Exchange, first: Attempt, delay: float
     ) -> httpx.Response | None:
         """Send ``first`` from this thread and its hedges from the pool when due (the
-        first ``delay`` seconds after it went out); the answer that won (or the last
-        retryable one), or None when every attempt failed."""
-        if not cuttable(transport._transport):
-            return self._pooled(transport, exchange, first)
+        first ``delay`` seconds after it went out), each through ``send``; the losers'
+        sockets are cut in ``inner``, the transport ``send`` sends with. The answer that
+        won (or the last retryable one), or None when every attempt failed."""
+        if not cuttable(inner):
+            return self._pooled(send, exchange, first)
         flight = exchange.prepare(first)
-        hedges = _Hedges(self, transport, exchange, flight)
-        wait = max(0.0, flight.started + delay - exchange._clock())
+        hedges = _Hedges(self, send, inner, exchange, flight)
+        wait = max(0.0, flight.started + delay - exchange.clock())
         hedges.timer.append(watchdog.call_at(time.monotonic() + wait, hedges.due))
-        response, error = _sent(transport, exchange, flight)
+        response, error = _sent(send, exchange, flight)
         try:
             if hedges.ended_alone():  # no hedge was due: an unhedged attempt after all
-                if error is not None:
-                    exchange.on_error(flight, error)
-                    return None
-                assert response is not None
-                exchange.on_response(flight, response)
-                return response
+                return exchange.arrived(flight, response, error)
             return hedges.finish(flight, response, error)
         finally:
             del error  # see _sent: a cycle through this frame
@@ -333,19 +329,24 @@ class ThreadRace:
         with self._lock:
             self._busy -= 1
 
-    def _pooled(self, transport: FailoverTransport, exchange: Exchange, first: Attempt) -> httpx.Response | None:
+    def _pooled(self, send: Send, exchange: Exchange, first: Attempt) -> httpx.Response | None:
         """Run ``first`` and its hedges from the pool while this thread waits (for inner
         transports whose sockets :func:`cut_request` cannot find); the answer that won (or
         the last retryable one), or None when every attempt failed."""
         if not self._reserve(2):  # no room for the attempt and a hedge: send it from here
-            return transport._attempt(exchange, first, False)
+            alone = exchange.prepare(first)
+            answer, failure = _sent(send, exchange, alone)
+            try:
+                return exchange.arrived(alone, answer, failure)
+            finally:
+                del failure  # see _sent: a cycle through this frame
         race = Race(exchange)
         futures: dict[concurrent.futures.Future[httpx.Response], Flight] = {}
 
         def launch(attempt: Attempt) -> None:  # on a thread reserved for it
             flight = race.launch(attempt)
             flight.sending = True  # its thread sends it even if it is cut first (see Exchange.cancel)
-            futures[self._submit(transport, exchange, flight)] = flight
+            futures[self._submit(send, exchange, flight)] = flight
 
         spare = True  # the second thread reserved above, for the first hedge
         try:
@@ -383,19 +384,17 @@ class ThreadRace:
                 future.add_done_callback(_close_result)
         return race.answer
 
-    def _submit(
-        self, transport: FailoverTransport, exchange: Exchange, flight: Flight
-    ) -> concurrent.futures.Future[httpx.Response]:
+    def _submit(self, send: Send, exchange: Exchange, flight: Flight) -> concurrent.futures.Future[httpx.Response]:
         assert self._executor is not None
         context = contextvars.copy_context()  # the caller's spans and baggage, in the thread
 
-        def send() -> httpx.Response:
+        def run() -> httpx.Response:
             try:
-                return context.run(transport._send, exchange, flight)
+                return context.run(send, exchange, flight)
             finally:
                 self._release()
 
-        return self._executor.submit(send)
+        return self._executor.submit(run)
 
     def close(self) -> None:
         with self._lock:
@@ -412,11 +411,12 @@ class _Hedges:
     it (:meth:`finish`). ``lock`` guards the race: the exchange is shared by the
     calling thread and the hedges'."""
 
-    __slots__ = ("_alone", "context", "exchange", "first", "lock", "owner", "race", "timer", "transport", "waiting")
+    __slots__ = ("_alone", "context", "exchange", "first", "inner", "lock", "owner", "race", "send", "timer", "waiting")
 
-    def __init__(self, owner: ThreadRace, transport: FailoverTransport, exchange: Exchange, first: Flight) -> None:
+    def __init__(self, owner: ThreadRace, send: Send, inner: httpx.BaseTransport, exchange: Exchange, first: Flight) -> None:
         self.owner = owner
-        self.transport = transport
+        self.send = send
+        self.inner = inner  # the transport whose sockets carry the attempts
         self.exchange = exchange
         self.first = first
         self.lock = threading.Lock()
@@ -459,7 +459,7 @@ class _Hedges:
             self.timer.append(watchdog.call_at(time.monotonic() + wait, self.due))
 
     def send_hedge(self) -> None:  # on a thread of the pool
-        race, exchange, inner = self.race, self.exchange, self.transport._transport
+        race, exchange, inner = self.race, self.exchange, self.inner
         assert race is not None
         try:
             with self.lock:
@@ -474,7 +474,7 @@ class _Hedges:
                 self.arm()  # the next hedge, if another may follow
             if hedge is None:
                 return
-            response, error = _sent(self.transport, exchange, hedge)
+            response, error = _sent(self.send, exchange, hedge)
             with self.lock:
                 wanted = hedge in race.flying  # else it was cut off meanwhile: nobody wants it
                 superseded = race.arrived(hedge, response, error) if wanted else response
@@ -513,7 +513,7 @@ class _Hedges:
         while True:  # the attempt failed: the hedges in flight may still answer
             with self.lock:
                 # past every attempt's time (and the watchdog's grace), nothing will answer
-                late = bool(race.flying) and exchange._clock() > max(f.deadline for f in race.flying) + 2 * GRACE
+                late = bool(race.flying) and exchange.clock() > max(f.deadline for f in race.flying) + 2 * GRACE
                 if race.over or late:
                     losers = race.cut_losers()
                     for ticket in self.timer:
@@ -522,22 +522,20 @@ class _Hedges:
                 event = threading.Event()
                 self.waiting[:] = [event]
                 deadline = max(f.deadline for f in race.flying) + 2 * GRACE
-            event.wait(max(0.0, deadline - exchange._clock()) + GRACE)
+            event.wait(max(0.0, deadline - exchange.clock()) + GRACE)
         for loser in losers:
-            _cut(self.transport._transport, loser)
+            _cut(self.inner, loser)
         return race.answer
 
 
-def _sent(
-    transport: FailoverTransport, exchange: Exchange, flight: Flight
-) -> tuple[httpx.Response | None, httpx.TransportError | None]:
+def _sent(send: Send, exchange: Exchange, flight: Flight) -> tuple[httpx.Response | None, httpx.TransportError | None]:
     """Send ``flight``: its response, or the transport error it ended with.
 
     The error's traceback holds this frame, and through it its caller's: a caller that
     keeps the error in a local makes a cycle, which left every hedged sync request
     (its exchange, plan, race and hedges) to the cyclic GC. Callers ``del`` it."""
     try:
-        return transport._send(exchange, flight), None
+        return send(exchange, flight), None
     except httpx.TransportError as exc:
         return None, exc
 
@@ -550,55 +548,3 @@ def _close_result(future: concurrent.futures.Future[httpx.Response]) -> None:
 def _cut(transport: httpx.BaseTransport, flight: Flight) -> None:
     """Shut the socket of an attempt that lost, so its thread stops waiting now."""
     cut_request(transport, flight.request)
-
-
-def cuttable(transport: httpx.BaseTransport) -> bool:
-    """Can :func:`cut_request` find the sockets of this inner transport's requests?"""
-    pool = getattr(transport, "_pool", None)
-    return isinstance(getattr(pool, "_requests", None), list) and hasattr(pool, "_optional_thread_lock")
-
-
-def cut_request(transport: httpx.BaseTransport, request: httpx.Request) -> bool:
-    """Shut down the socket an ``httpx.HTTPTransport`` is using for ``request`` right
-    now; False when the request is not on the wire any more (or never was).
-
-    httpcore gives no handle on the socket before the response headers arrive (the
-    ``network_stream`` extension comes with the response), so this reads its
-    connection pool's list of requests (httpcore 1.x: ``ConnectionPool._requests``,
-    each with the ``request`` it carries, whose ``extensions`` are the httpx
-    request's own dict, and the ``connection`` serving it), under the pool's own
-    lock (``_optional_thread_lock``), which every hand-over of a connection takes.
-    A request whose response was just closed is still in that list for a moment
-    while its connection is already idle (httpcore closes the stream first), and
-    another request, of this thread or another, may be given the connection then:
-    so an idle connection, or one that now serves another request, is not cut
-    (it was: the next request on it failed, its domain turned suspect, and a sticky
-    pool left a healthy primary for a cooldown). With another inner transport, or
-    another httpcore, it finds nothing: the loser then runs to its end in its
-    thread, bounded by its attempt's time, and is closed there.
-    """
-    pool = getattr(transport, "_pool", None)
-    pending = getattr(pool, "_requests", None)
-    lock = getattr(pool, "_optional_thread_lock", None)
-    if not isinstance(pending, list) or lock is None:
-        return False
-    with lock:
-        mine = [q for q in pending if _carries(q, request)]
-        connection = getattr(mine[0], "connection", None) if mine else None
-        if connection is None or connection.is_idle():
-            return False  # waiting for a connection, or done with it
-        if any(getattr(q, "connection", None) is connection and not _carries(q, request) for q in pending):
-            return False  # handed on to another request
-        stream = getattr(getattr(connection, "_connection", None), "_network_stream", None)
-        get_extra_info = getattr(stream, "get_extra_info", None)
-        sock = get_extra_info("socket") if get_extra_info is not None else None
-        if not isinstance(sock, socket.socket):
-            return False
-        with contextlib.suppress(OSError):  # already closed
-            sock.shutdown(socket.SHUT_RDWR)  # under the lock: nobody takes the connection meanwhile
-        return True
-
-
-def _carries(queued: object, request: httpx.Request) -> bool:
-    """Is this entry of httpcore's pool list the one sending ``request``?"""
-    return getattr(getattr(queued, "request", None), "extensions", None) is request.extensions

@@ -8,9 +8,7 @@ I/O happens: sending, reading, sleeping, closing, and bounding an attempt's time
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-import logging
 import random as _random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +16,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import httpx
 
-from ._core import FailoverCore, PoolCore, RequestOptions
+from ._core import RequestOptions
 from ._deadline import GRACE, async_limit, watchdog
 from ._decisions import Attempt, Wait
 from ._exchange import (
@@ -29,12 +27,10 @@ from ._exchange import (
     Flight,
 )
 from ._policy import Policy
-from ._pool import Domain, Pool
+from ._pool import Pool
 from ._race import ThreadRace, async_race
 from ._snapshot import TransportState
-from ._stale import StaleCache
-from ._sticky import StickyFile
-from ._telemetry import Telemetry
+from ._state import State
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -45,11 +41,13 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncFailoverTransport", "FailoverResult", "FailoverTransport", "Fallback"]
 
-logger = logging.getLogger("pytest_failover")
-
 
 class _FailoverBase:
-    """Construction and state shared by both transports."""
+    """Construction and state shared by both transports: a :class:`~pytest_failover._state.State`
+    of their own, or another front-end's (``sharing``)."""
+
+    _state: State
+    _asynchronous = False  # an event loop's front-end: never blocks on the disk
 
     def __init__(
         self,
@@ -65,81 +63,42 @@ class _FailoverBase:
         random: Callable[[], float] = _random.random,
         shared: RedisHealth | AsyncRedisHealth | None = None,
     ) -> None:
-        self._core = FailoverCore(
-            pools if isinstance(pools, Sequence) else [pools],
-            policy,
-            region=region,
-            random=random,
-            wall_clock=wall_clock,
-        )
-        self._fallback = fallback
-        self._clock = clock
-        self._telemetry = Telemetry(tracer_provider, meter_provider)
-        self._telemetry.initial_breaker_states(
-            (name, pc.pool.domains) for name, pc in self._core.pools.items()
-        )
-        self._stale = StaleCache()
-        self._sticky: dict[str, StickyFile] = {}
-        self._restore_sticky()
-        self._shared = shared
         if shared is not None:
             kind = getattr(shared, "asynchronous", None)  # RedisHealth False, AsyncRedisHealth True
-            if isinstance(self, httpx.AsyncBaseTransport) and kind is None:
+            if self._asynchronous and kind is None:
                 raise TypeError(
                     f"{type(self).__name__}(shared=...) takes RedisHealth or AsyncRedisHealth, got {type(shared).__name__}"
                 )
-            if not isinstance(self, httpx.AsyncBaseTransport) and kind is not False:
+            if not self._asynchronous and kind is not False:
                 raise TypeError(
                     f"{type(self).__name__}(shared=...) takes RedisHealth, got {type(shared).__name__}"
                     + (" (its tasks need an event loop; RedisHealth serves every front-end)" if kind else "")
                 )
-            shared.bind(self._core, clock=clock, telemetry=self._telemetry, meter_provider=meter_provider)
+        self._state = State(
+            pools,
+            policy,
+            region=region,
+            fallback=fallback,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            clock=clock,
+            wall_clock=wall_clock,
+            random=random,
+            shared=shared,
+        )
+        if shared is not None:
             shared.acquire(self)  # closed when the last front-end using it is
-
-    def _restore_sticky(self) -> None:
-        files: dict[str, StickyFile] = {}
-        for name, pool_core in self._core.pools.items():
-            path = pool_core.policy.sticky_path
-            if path is not None:
-                self._sticky[name] = files.setdefault(path, StickyFile(path))
-        loaded = {path: f.load() for path, f in files.items()}
-        now = self._clock()
-        for name, sticky in self._sticky.items():
-            url = loaded[sticky.path].get(name)
-            if url is None:
-                continue
-            pool_core = self._core.pools[name]
-            try:
-                domain: Domain | None = Domain.parse(url)
-            except ValueError:
-                domain = None
-            if domain is None or domain not in pool_core.order:
-                logger.warning("sticky file %s: %r is not a domain of pool %r; ignored", sticky.path, url, name)
-                continue
-            pool_core.restore_serving(domain, now)
-
-    def _persist_sticky(self, pool_core: PoolCore) -> None:
-        sticky = self._sticky.get(pool_core.name)
-        serving = pool_core.serving
-        if sticky is not None and serving is not None:
-            # an event loop never waits for the disk: a thread writes it (see StickyFile.save)
-            sticky.save({pool_core.name: serving.url}, wait=not isinstance(self, httpx.AsyncBaseTransport))
 
     def state(self) -> TransportState:
         """A snapshot of every pool: breakers, enabled domains, serving domain, budget;
         and shared health, if configured."""
-        state = self._core.state(self._clock())
-        if self._shared is None:
-            return state
-        return dataclasses.replace(state, shared=self._shared.snapshot())
+        return self._state.snapshot()
 
     def apply_control(self, doc: ControlDocument) -> None:
         """Apply a verified control document; raises ``ControlError`` and changes
         nothing if it names unknown pools or domains, disables every domain of a
         pool, or does not increase the version."""
-        self._core.apply_control(doc)
-        if self._shared is not None:
-            self._shared.control_applied(doc.version)
+        self._state.apply_control(doc)
 
     # -- one state, several front-ends (``sharing``) --------------------------------------
 
@@ -147,8 +106,8 @@ class _FailoverBase:
         """Serve from ``source``'s state instead of new state: the same core (breakers,
         budget, serving domain, control), telemetry, stale cache, sticky files, fallback,
         clock and shared health, which stays open until the last of its front-ends closes."""
-        asynchronous = isinstance(self, httpx.AsyncBaseTransport)
-        shared = source._shared
+        state = source._state
+        shared = state.shared
         if shared is not None and shared.asynchronous:
             raise TypeError(
                 f"{type(self).__name__}.sharing: this state's shared health is AsyncRedisHealth, whose "
@@ -156,29 +115,23 @@ class _FailoverBase:
                 "with shared=RedisHealth(url) instead (every front-end takes it, async ones too): its "
                 "threads serve sharers of every kind, in any thread and event loop"
             )
-        fallback = source._fallback
-        if not asynchronous and fallback is not None and _is_async(fallback):
+        fallback = state.fallback
+        if not self._asynchronous and fallback is not None and _is_async(fallback):
             raise TypeError(
                 f"{type(self).__name__}.sharing: the shared fallback is async and this front-end is "
                 "sync; give the first front-end a sync fallback (async front-ends take one too)"
             )
-        self._core = source._core
-        self._fallback = fallback
-        self._clock = source._clock
-        self._telemetry = source._telemetry
-        self._stale = source._stale
-        self._sticky = source._sticky
-        self._shared = shared
+        self._state = state
         if shared is not None:
             shared.acquire(self)
 
     def _begin(self, request: httpx.Request) -> Exchange | None:
         options = RequestOptions.from_extensions(request.extensions)
-        route = self._core.route(request.url, options)
+        route = self._state.core.route(request.url, options)
         if route is None:
             return None
         pool_core, pinned, origin = route
-        return Exchange(self, request, pool_core, pinned, origin, options)
+        return Exchange(self._state, request, pool_core, pinned, origin, options, blocking=not self._asynchronous)
 
 
 class FailoverTransport(_FailoverBase, httpx.BaseTransport):
@@ -237,7 +190,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
     def _thread_race(self) -> ThreadRace | None:
         """The hedging threads of this front-end (``Hedging.threads``: the largest of
         its pools' policies), or None when no pool hedges."""
-        threads = [pc.policy.hedging.threads for pc in self._core.pools.values() if pc.policy.hedging is not None]
+        pools = self._state.core.pools.values()
+        threads = [pc.policy.hedging.threads for pc in pools if pc.policy.hedging is not None]
         return ThreadRace(max(threads)) if threads else None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -270,7 +224,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         if hedge and self._hedgers is not None and exchange.plan.hedgeable:
             delay = exchange.hedge_delay()
             if delay is not None:
-                return self._hedgers.race(self, exchange, attempt, delay)
+                return self._hedgers.race(self._send, self._transport, exchange, attempt, delay)
         flight = exchange.prepare(attempt)
         try:
             response = self._send(exchange, flight)
@@ -325,13 +279,16 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         if self._hedgers is not None:
             self._hedgers.close()
         self._transport.close()
-        if self._shared is not None and self._shared.release(self):  # the last of its front-ends
-            self._shared.close()
+        shared = self._state.shared
+        if shared is not None and shared.release(self):  # the last of its front-ends
+            shared.close()
 
 
 class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
     """The ``httpx.AsyncBaseTransport`` twin of :class:`FailoverTransport`
     (wraps ``httpx.AsyncHTTPTransport()`` by default; works under asyncio and trio)."""
+
+    _asynchronous = True
 
     def __init__(
         self,
@@ -372,8 +329,9 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         return self
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._shared is not None and not self._shared.started:
-            self._shared.start()  # AsyncRedisHealth: its tasks live in this event loop
+        shared = self._state.shared
+        if shared is not None and not shared.started:
+            shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         exchange = self._begin(request)
         if exchange is None:
             return await self._transport.handle_async_request(request)
@@ -403,7 +361,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         """Send one attempt (and its hedges, if it may hedge); report the outcome. The
         answer to return, or None when every attempt failed."""
         if exchange.plan.hedgeable and exchange.hedge_delay() is not None:
-            return await async_race(self, exchange, attempt)
+            return await async_race(self._send, exchange, attempt)
         flight = exchange.prepare(attempt)
         try:
             response = await self._send(exchange, flight)
@@ -454,14 +412,15 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         return buffer.complete(response)
 
     async def aclose(self) -> None:
-        if self._sticky:  # its pending writes are on disk once it is closed
+        state = self._state
+        if state.sticky:  # its pending writes are on disk once it is closed
             import anyio  # httpx's own dependency
 
-            for sticky in set(self._sticky.values()):
+            for sticky in set(state.sticky.values()):
                 await anyio.to_thread.run_sync(sticky.flush)
         await self._transport.aclose()
-        if self._shared is not None and self._shared.release(self):  # the last of its front-ends
-            await self._shared.aclose()
+        if state.shared is not None and state.shared.release(self):  # the last of its front-ends
+            await state.shared.aclose()
 
 
 # -- one state, several front-ends (``sharing``) ------------------------------------------

@@ -115,7 +115,7 @@ class FailoverMiddleware(_FrontEnd):
             meter_provider=meter_provider,
             shared=shared,
         )
-        self._core = self._transport._core
+        self._core = self._transport._state.core
 
     @classmethod
     def sharing(cls, other: FrontEnd) -> FailoverMiddleware:
@@ -125,7 +125,7 @@ class FailoverMiddleware(_FrontEnd):
         state = _state_of(other, f"{cls.__name__}.sharing")
         self = cls.__new__(cls)
         self._transport = AsyncFailoverTransport.sharing(state, _HandlerIO())
-        self._core = self._transport._core
+        self._core = self._transport._state.core
         return self
 
     async def aclose(self) -> None:

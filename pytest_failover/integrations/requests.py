@@ -123,7 +123,7 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             meter_provider=meter_provider,
             shared=shared,
         )
-        self._core = self._transport._core
+        self._core = self._transport._state.core
 
     @classmethod
     def sharing(cls, other: FrontEnd, *, adapter: HTTPAdapter | None = None) -> FailoverAdapter:
@@ -135,7 +135,7 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         self = cls.__new__(cls)
         self._wrap(adapter)
         self._transport = FailoverTransport.sharing(state, self._io)
-        self._core = self._transport._core
+        self._core = self._transport._state.core
         return self
 
     def _wrap(self, adapter: HTTPAdapter | None) -> None:

@@ -175,7 +175,7 @@ def test_the_adaptive_delay_follows_the_primarys_latency(servers: dict[str, Loop
     a, b = servers["a"], servers["b"]
     policy = hedged(hedging=Hedging(percentile=0.9, max_ratio=1.0))
     transport = FailoverTransport([Pool("api", [a.url(), b.url()])], policy)
-    core = transport._core.pools["api"]
+    core = transport._state.core.pools["api"]
     primary = core.order[0]
     with httpx.Client(transport=transport) as client:
         for _ in range(20):

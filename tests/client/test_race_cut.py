@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_failover._race import cut_request
+from pytest_failover._sockets import cut_request
 
 from .servers import LoopbackServer
 

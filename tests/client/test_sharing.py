@@ -34,6 +34,7 @@ from pytest_failover import (
     faults,
     semconv,
 )
+from pytest_failover._state import State
 from pytest_failover.integrations.aiohttp import FailoverMiddleware
 from pytest_failover.integrations.requests import FailoverAdapter
 from pytest_failover.plugin import FakeDomainsFixture
@@ -133,12 +134,14 @@ OWN = {"_transport", "_hedgers"}
 
 
 def test_a_sharer_holds_every_piece_of_state_its_source_holds() -> None:
-    """Whatever a transport's constructor keeps (core, telemetry, stale cache, sticky files,
-    fallback, clock, shared health, and anything added later) is the very same object in
-    every kind of sharer; only the I/O is its own."""
+    """Whatever a transport's constructor keeps (its state: core, telemetry, stale cache,
+    sticky files, fallback, clock, shared health, and anything added later) is the very
+    same object in every kind of sharer; only the I/O is its own."""
     source = FailoverTransport([Pool("api", ["http://a.test", "http://b.test"])], Policy(hedging=Hedging(delay=0.1)))
     state = {name: value for name, value in vars(source).items() if name not in OWN}
-    assert {"_core", "_telemetry", "_stale"} <= state.keys()
+    assert state.keys() == {"_state"}
+    held_by_state = {name for name in State.__slots__ if getattr(source._state, name) is not None}
+    assert {"core", "telemetry", "stale", "sticky", "clock"} <= held_by_state
     sync = [FailoverTransport.sharing(source), FailoverAdapter.sharing(source)._transport]
     asynchronous = [AsyncFailoverTransport.sharing(source), FailoverMiddleware.sharing(source)._transport]
     for sharer in [*sync, *asynchronous]:
@@ -218,7 +221,7 @@ def test_an_async_fallback_is_refused_by_a_sync_sharer_and_taken_by_an_async_one
     for sync in (FailoverTransport.sharing, FailoverAdapter.sharing):
         with pytest.raises(TypeError, match="the shared fallback is async and this front-end is sync"):
             sync(owner)
-    assert FailoverMiddleware.sharing(owner)._transport._fallback is fallback
+    assert FailoverMiddleware.sharing(owner)._transport._state.fallback is fallback
 
 
 # -- a dozen threads and two event loops of tasks on one state, while the primary fails and recovers

@@ -67,7 +67,7 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 5.0) -> 
 
 
 def standing(transport: FailoverTransport | AsyncFailoverTransport, url: str) -> Standing:
-    return transport._core.pools["api"].standing(Domain.parse(url), time.monotonic())
+    return transport._state.core.pools["api"].standing(Domain.parse(url), time.monotonic())
 
 
 @pytest.fixture
@@ -156,7 +156,7 @@ def test_keys_and_messages_naming_unknown_domains_are_ignored(
     connected(t)
     assert t.state().pools["api"].domain(B).breaker == "open"
     assert t.state().pools["api"].domain(A).breaker == "closed"
-    health = t._shared
+    health = t._state.shared
     assert health is not None
     ignored = health.ignored
     forged = [
@@ -172,7 +172,7 @@ def test_keys_and_messages_naming_unknown_domains_are_ignored(
     raw.publish(f"{prefix}:events", f'{{"v":1,"from":"x","kind":"open","pool":"api","domain":"{A}","until":{far}}}')
     wait_for(lambda: t.state().pools["api"].domain(A).breaker == "open", "a genuine message applied")
     # a deadline far away is trusted for one cooldown at most
-    open_until = t._core.pools["api"].breakers[Domain.parse(A)].open_until
+    open_until = t._state.core.pools["api"].breakers[Domain.parse(A)].open_until
     assert open_until <= time.monotonic() + POLICY.breaker_cooldown
     raw.close()
 

@@ -149,7 +149,7 @@ def test_the_binding_closes_with_the_last_front_end_using_it(
     """Closing the front-end built with shared= first leaves its sharers sharing; closing a
     sharer twice counts once; the last one to close stops the threads."""
     domains, owner, other = fleet
-    health = owner._shared
+    health = owner._state.shared
     assert isinstance(health, RedisHealth)
     sync_sharer = FailoverTransport.sharing(owner, domains.sync())
     async_sharer = AsyncFailoverTransport.sharing(owner, domains.asynchronous())
@@ -171,7 +171,7 @@ def test_a_sharer_left_unclosed_and_collected_does_not_keep_the_binding_open(
 ) -> None:
     """The count holds front-ends weakly: one dropped without closing no longer counts."""
     domains, owner, _ = fleet
-    health = owner._shared
+    health = owner._state.shared
     assert health is not None
     sharer: FailoverTransport | None = FailoverTransport.sharing(owner, domains.sync())
     assert sharer is not None

@@ -1,0 +1,79 @@
+"""The one place that reaches below httpx into httpcore, for a socket to shut down.
+
+Two things need to stop a blocked ``recv`` from another thread: the watchdog (an
+attempt past its time, :mod:`~pytest_failover._deadline`) and the sync hedging race
+(the attempt a hedge beat, :mod:`~pytest_failover._race`). ``socket.shutdown`` is
+safe from any thread and makes the read return at once; what these functions do is
+find the socket. httpcore offers no public handle on it before the response headers
+arrive, so :func:`cut_request` reads its connection pool's private list. Each
+function finds nothing, and says so, when the inner transport or httpcore is not the
+one it knows: the attempt then runs to its end, bounded by its time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+
+import httpx
+
+__all__ = ["cut_request", "cuttable", "socket_of"]
+
+
+def socket_of(response: httpx.Response) -> socket.socket | None:
+    """The socket under ``response`` (httpcore's ``network_stream`` extension), if any."""
+    get_extra_info = getattr(response.extensions.get("network_stream"), "get_extra_info", None)
+    sock = get_extra_info("socket") if get_extra_info is not None else None
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def cuttable(transport: httpx.BaseTransport) -> bool:
+    """Can :func:`cut_request` find the sockets of this inner transport's requests?"""
+    pool = getattr(transport, "_pool", None)
+    return isinstance(getattr(pool, "_requests", None), list) and hasattr(pool, "_optional_thread_lock")
+
+
+def cut_request(transport: httpx.BaseTransport, request: httpx.Request) -> bool:
+    """Shut down the socket an ``httpx.HTTPTransport`` is using for ``request`` right
+    now; False when the request is not on the wire any more (or never was).
+
+    httpcore gives no handle on the socket before the response headers arrive (the
+    ``network_stream`` extension comes with the response), so this reads its
+    connection pool's list of requests (httpcore 1.x: ``ConnectionPool._requests``,
+    each with the ``request`` it carries, whose ``extensions`` are the httpx
+    request's own dict, and the ``connection`` serving it), under the pool's own
+    lock (``_optional_thread_lock``), which every hand-over of a connection takes.
+    A request whose response was just closed is still in that list for a moment
+    while its connection is already idle (httpcore closes the stream first), and
+    another request, of this thread or another, may be given the connection then:
+    so an idle connection, or one that now serves another request, is not cut
+    (it was: the next request on it failed, its domain turned suspect, and a sticky
+    pool left a healthy primary for a cooldown). With another inner transport, or
+    another httpcore, it finds nothing: the loser then runs to its end in its
+    thread, bounded by its attempt's time, and is closed there.
+    """
+    pool = getattr(transport, "_pool", None)
+    pending = getattr(pool, "_requests", None)
+    lock = getattr(pool, "_optional_thread_lock", None)
+    if not isinstance(pending, list) or lock is None:
+        return False
+    with lock:
+        mine = [q for q in pending if _carries(q, request)]
+        connection = getattr(mine[0], "connection", None) if mine else None
+        if connection is None or connection.is_idle():
+            return False  # waiting for a connection, or done with it
+        if any(getattr(q, "connection", None) is connection and not _carries(q, request) for q in pending):
+            return False  # handed on to another request
+        stream = getattr(getattr(connection, "_connection", None), "_network_stream", None)
+        get_extra_info = getattr(stream, "get_extra_info", None)
+        sock = get_extra_info("socket") if get_extra_info is not None else None
+        if not isinstance(sock, socket.socket):
+            return False
+        with contextlib.suppress(OSError):  # already closed
+            sock.shutdown(socket.SHUT_RDWR)  # under the lock: nobody takes the connection meanwhile
+        return True
+
+
+def _carries(queued: object, request: httpx.Request) -> bool:
+    """Is this entry of httpcore's pool list the one sending ``request``?"""
+    return getattr(getattr(queued, "request", None), "extensions", None) is request.extensions
