@@ -27,6 +27,7 @@ BENCHMARKS = {
     "fleet": "benchmarks.fleet",
     "tail": "benchmarks.tail",
     "slow_primary": "benchmarks.slow_primary",
+    "opcodes": "benchmarks.opcodes",
 }
 
 

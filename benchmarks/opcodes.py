@@ -1,0 +1,424 @@
+"""Benchmark: the library's own work per happy-path request, counted in Python opcodes.
+
+A cost figure that is not a timing: it does not move with the machine's load, so a
+test can hold it under a ceiling (``tests/benchmarks/test_opcodes.py``). For each
+variant it counts, with ``sys.settrace`` and ``frame.f_trace_opcodes``, the opcodes run
+in frames whose code lies in the ``pytest_failover`` package, and the calls into them
+(function entries; a generator or coroutine resumed is not a new call), over
+:data:`REQUESTS` GETs after :data:`WARMUP` uncounted ones (the first requests import
+modules and fill caches). Variants:
+
+- httpx sync (``FailoverTransport``) and async (``AsyncFailoverTransport``);
+- httpx sync with ``Policy(hedging=Hedging(delay=1.0))``: hedging configured, never due;
+- requests with ``FailoverAdapter`` mounted;
+- aiohttp with ``FailoverMiddleware``.
+
+Why no socket (not the loopback server of the other benchmarks): the count must be the
+same on every run, and over a socket the library's work depends on the timing of the
+answer. A coroutine that has to wait for the socket is suspended, and every frame of ours
+in the await chain runs opcodes again when it resumes, as often as the answer was not
+there yet; a body may come in one read or in two. So the variants answer ``200 {}`` (the
+loopback server's answer) in process, as low down as each client allows, and everything
+above that runs as in production:
+
+- httpx: httpx's own ``HTTPTransport`` (``AsyncHTTPTransport``) under ours, its httpcore
+  connection pool on httpcore's in-memory network (``MockBackend``): httpcore parses the
+  bytes of a keep-alive connection. Not ``httpx.MockTransport``: its answers are not the
+  ones a connection gives (a body given as bytes comes already read, so the library skips
+  its read and its deadline watch), and its inner transport has no sockets to cut, so a
+  configured hedge takes the thread-pool race instead of the calling thread's.
+- requests: ``FailoverAdapter`` wraps an ``HTTPAdapter`` whose ``send`` builds the
+  response on an unread urllib3 ``HTTPResponse``.
+- aiohttp: a last middleware after ``FailoverMiddleware`` builds the ``ClientResponse``.
+
+The sync figures are those of the same requests to the loopback server (checked when
+this benchmark was written: httpx sync 1,503 both ways); async ones leave out the resumes
+that waiting for a socket adds. What else could vary is pinned: the clock (a fake that
+moves 1 ms a read), the random source (seeded), the wall clock (fixed), the garbage
+collector (off while counting: a finaliser could run at any point). The pool's domains
+are loopback addresses that are never connected to.
+
+No OpenTelemetry SDK is installed, as in an application that does not export: the
+library then skips its telemetry altogether. An SDK installed by anything else in the
+process would change that, so :func:`measure` refuses to run in such a process and
+:func:`measure_in_fresh_process` (what ``python -m benchmarks opcodes`` and the test use)
+counts in a new interpreter. Hash randomisation differs between processes: a count that
+depended on set or dict order would show up as two processes that disagree.
+
+Only the calling thread is traced: the deadline watchdog's thread (and, with hedging,
+the hedge pool's) does nothing per request here, as no deadline or hedge delay (1 s) is
+ever reached.
+
+Run: ``python -m benchmarks opcodes`` (or ``python -m benchmarks.opcodes`` for JSON).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dis
+import gc
+import io
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import CodeType, FrameType, SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
+
+import httpx
+
+from benchmarks import _harness as h
+from benchmarks._options import Options
+
+if TYPE_CHECKING:
+    import aiohttp
+    import requests
+
+NAME = "opcodes"
+WARMUP = 20
+REQUESTS = 50
+URL = "http://127.0.0.1:9/v1/ping"
+DOMAINS = ["http://127.0.0.1:9", "http://127.0.0.1:10"]  # loopback, never connected to
+HTTPX_SYNC = "httpx sync"
+HTTPX_ASYNC = "httpx async"
+HEDGING = "httpx sync, Hedging(delay=1.0)"
+REQUESTS_ADAPTER = "requests FailoverAdapter"
+AIOHTTP = "aiohttp FailoverMiddleware"
+VARIANTS = (HTTPX_SYNC, HTTPX_ASYNC, HEDGING, REQUESTS_ADAPTER, AIOHTTP)
+
+Send = Callable[[int], None]
+"""Sends ``n`` happy-path GETs through one variant's client."""
+Tracer = Callable[[FrameType, str, Any], Any]
+
+
+@dataclass(frozen=True)
+class Count:
+    """The library's work over ``requests`` happy-path requests of one variant."""
+
+    requests: int
+    opcodes: int
+    calls: int
+    modules: dict[str, int]  # opcodes per module of the package ("_exchange", "integrations.requests")
+
+    @property
+    def per_request(self) -> float:
+        return self.opcodes / self.requests
+
+    @property
+    def calls_per_request(self) -> float:
+        return self.calls / self.requests
+
+    def module_per_request(self, module: str) -> float:
+        return self.modules.get(module, 0) / self.requests
+
+
+# ---------------------------------------------------------------- counting
+
+
+class _Tracer:
+    """A ``sys.settrace`` function that counts the opcodes of the package's frames."""
+
+    def __init__(self, package: Path) -> None:
+        self._root = str(package) + "/"
+        self.opcodes: Counter[str] = Counter()
+        self.calls = 0
+        self._modules: dict[CodeType, str | None] = {}
+        self._entries: dict[CodeType, int] = {}
+        self._locals: dict[str, Tracer] = {}
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Tracer | None:
+        code = frame.f_code
+        module = self._modules.get(code, "")
+        if module == "":
+            module = self._modules[code] = self._module_of(code)
+        if module is None:
+            return None  # not ours: no opcode events for this frame
+        if frame.f_lasti <= self._entry(code):  # entered, not resumed
+            self.calls += 1
+        frame.f_trace_lines = False
+        frame.f_trace_opcodes = True
+        local = self._locals.get(module)
+        if local is None:
+            local = self._locals[module] = self._counting(module)
+        return local
+
+    def _module_of(self, code: CodeType) -> str | None:
+        name = code.co_filename
+        if not name.startswith(self._root) or not name.endswith(".py"):
+            return None
+        return name[len(self._root) : -3].replace("/", ".").removesuffix(".__init__")
+
+    def _entry(self, code: CodeType) -> int:
+        """Where a frame of ``code`` stands when it is entered: its first ``RESUME``
+        (a generator's frame stands there on its first run, later at a yield)."""
+        entry = self._entries.get(code)
+        if entry is None:
+            offsets = (i.offset for i in dis.get_instructions(code) if i.opname == "RESUME")
+            entry = self._entries[code] = next(offsets, 0)
+        return entry
+
+    def _counting(self, module: str) -> Tracer:
+        opcodes = self.opcodes
+
+        def local(frame: FrameType, event: str, arg: Any) -> Tracer:
+            if event == "opcode":
+                opcodes[module] += 1
+            return local
+
+        return local
+
+
+def count_opcodes(send: Send, requests: int) -> Count:
+    """The package's opcodes and calls while ``send(requests)`` runs in this thread."""
+    import pytest_failover
+
+    tracer = _Tracer(Path(pytest_failover.__file__).resolve().parent)
+    previous = sys.gettrace()
+    collecting = gc.isenabled()
+    gc.disable()
+    sys.settrace(tracer)
+    try:
+        send(requests)
+    finally:
+        sys.settrace(previous)
+        if collecting:
+            gc.enable()
+    return Count(requests, sum(tracer.opcodes.values()), tracer.calls, dict(tracer.opcodes.most_common()))
+
+
+# ---------------------------------------------------------------- pinned inputs
+
+
+class _Clock:
+    """A monotonic clock that moves 1 ms each time it is read. It starts at
+    ``time.monotonic()``: the library's deadline watchdog compares attempt deadlines
+    with the real clock, so they must lie ahead of it (10 s, as on a real clock)."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def __call__(self) -> float:
+        self.now += 0.001
+        return self.now
+
+
+def _pinned() -> dict[str, Any]:
+    """The transports' time and random inputs, the same on every run; no providers
+    (no SDK installed: the library skips telemetry)."""
+    return {"clock": _Clock(), "wall_clock": lambda: 1_700_000_000.0, "random": random.Random(27).random}
+
+
+_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"  # the server's
+
+
+# ---------------------------------------------------------------- variants
+
+
+@contextmanager
+def _httpx(answers: int, *, asynchronous: bool = False, hedging: bool = False) -> Iterator[Send]:
+    """httpx's own transport under ours, its connection pool on httpcore's in-memory
+    network: one keep-alive connection that has ``answers`` answers to read."""
+    import httpcore
+
+    import pytest_failover as pf
+
+    pools = [pf.Pool("bench", DOMAINS)]
+    policy = pf.Policy(hedging=pf.Hedging(delay=1.0)) if hedging else None
+    answered = [_ANSWER] * answers
+    if not asynchronous:
+        inner = httpx.HTTPTransport()
+        inner._pool = httpcore.ConnectionPool(network_backend=httpcore.MockBackend(answered))
+        with httpx.Client(transport=pf.FailoverTransport(pools, policy, inner, **_pinned())) as client:
+
+            def send(n: int) -> None:
+                for _ in range(n):
+                    _check(client.get(URL).status_code)
+
+            yield send
+        return
+    ainner = httpx.AsyncHTTPTransport()
+    ainner._pool = httpcore.AsyncConnectionPool(network_backend=httpcore.AsyncMockBackend(answered))
+    aclient = httpx.AsyncClient(transport=pf.AsyncFailoverTransport(pools, policy, ainner, **_pinned()))
+
+    async def many(n: int) -> None:
+        for _ in range(n):
+            _check((await aclient.get(URL)).status_code)
+
+    with _on_loop(asyncio.new_event_loop(), many, aclient.aclose) as asend:
+        yield asend
+
+
+@contextmanager
+def _on_loop(
+    loop: asyncio.AbstractEventLoop,
+    many: Callable[[int], Coroutine[Any, Any, None]],
+    close: Callable[[], Coroutine[Any, Any, None]],
+) -> Iterator[Send]:
+    """``many`` run on ``loop``; then ``close`` and the loop closed."""
+    try:
+        yield lambda n: loop.run_until_complete(many(n))
+    finally:
+        loop.run_until_complete(close())
+        loop.close()
+
+
+@contextmanager
+def _requests() -> Iterator[Send]:
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3 import HTTPResponse
+
+    import pytest_failover as pf
+    from pytest_failover.integrations.requests import FailoverAdapter
+
+    class Answer(HTTPAdapter):
+        """Answers every request at once, as a connection would: ``200 {}``."""
+
+        def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
+                 verify: bool | str = True, cert: Any = None, proxies: Any = None) -> requests.Response:  # fmt: skip
+            headers = {"Content-Type": "application/json", "Content-Length": "2"}
+            raw = HTTPResponse(io.BytesIO(b"{}"), headers=headers, status=200, preload_content=False)
+            return self.build_response(request, raw)
+
+    # The adapter takes no clock: it shares the state of a transport built with the pinned one.
+    state = pf.FailoverTransport([pf.Pool("bench", DOMAINS)], **_pinned())
+    with requests.Session() as session:
+        session.mount("http://", FailoverAdapter.sharing(state, adapter=Answer()))
+
+        def send(n: int) -> None:
+            for _ in range(n):
+                _check(session.get(URL).status_code)
+
+        yield send
+
+
+@contextmanager
+def _aiohttp() -> Iterator[Send]:
+    import aiohttp
+    from aiohttp.client_middlewares import ClientHandlerType
+    from aiohttp.helpers import TimerNoop
+    from multidict import CIMultiDict, CIMultiDictProxy
+
+    import pytest_failover as pf
+    from pytest_failover.integrations.aiohttp import FailoverMiddleware
+
+    headers = CIMultiDict({"Content-Type": "application/json", "Content-Length": "2"})
+
+    async def answer(request: aiohttp.ClientRequest, handler: ClientHandlerType) -> aiohttp.ClientResponse:
+        """The last middleware: answers ``200 {}`` at once, as the connection would."""
+        response = aiohttp.ClientResponse(
+            request.method, request.url, writer=None, continue100=None, timer=TimerNoop(),
+            request_info=request.request_info, traces=[], loop=loop, session=request.session,
+            stream_writer=cast(Any, SimpleNamespace(output_size=0)),  # nothing was written: no connection
+        )  # fmt: skip
+        response.status, response._headers, response._body = 200, CIMultiDictProxy(headers), b"{}"
+        return response
+
+    # The middleware takes no clock: it shares the state of a transport built with the pinned one.
+    state = pf.AsyncFailoverTransport([pf.Pool("bench", DOMAINS)], **_pinned())
+    loop = asyncio.new_event_loop()
+
+    async def start() -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(middlewares=(FailoverMiddleware.sharing(state), answer))
+
+    session = loop.run_until_complete(start())
+
+    async def many(n: int) -> None:
+        for _ in range(n):
+            async with session.get(URL) as response:
+                await response.read()
+                _check(response.status)
+
+    with _on_loop(loop, many, session.close) as send:
+        yield send
+
+
+def _check(status: int) -> None:
+    if status != 200:
+        raise RuntimeError(f"status {status}, expected the in-process 200")
+
+
+_BUILD: dict[str, Callable[[int], AbstractContextManager[Send]]] = {  # answers -> the variant's sender
+    HTTPX_SYNC: _httpx,
+    HTTPX_ASYNC: lambda answers: _httpx(answers, asynchronous=True),
+    HEDGING: lambda answers: _httpx(answers, hedging=True),
+    REQUESTS_ADAPTER: lambda answers: _requests(),
+    AIOHTTP: lambda answers: _aiohttp(),
+}
+
+
+# ---------------------------------------------------------------- public functions
+
+
+def measure(requests: int = REQUESTS, warmup: int = WARMUP) -> dict[str, Count]:
+    """Each variant's count over ``requests`` GETs after ``warmup`` ones, in this process.
+
+    Raises RuntimeError if an OpenTelemetry SDK is installed in this process: the
+    library would then do its telemetry, and the figures would not be the no-SDK ones.
+    """
+    from opentelemetry import metrics, trace
+
+    providers = (trace.get_tracer_provider(), metrics.get_meter_provider())
+    if any(not type(p).__module__.startswith(("opentelemetry.trace", "opentelemetry.metrics")) for p in providers):
+        raise RuntimeError("an OpenTelemetry SDK is installed in this process: use measure_in_fresh_process()")
+    counts: dict[str, Count] = {}
+    for name in VARIANTS:
+        with _BUILD[name](warmup + requests) as send:
+            send(warmup)
+            counts[name] = count_opcodes(send, requests)
+    return counts
+
+
+def measure_in_fresh_process(requests: int = REQUESTS, warmup: int = WARMUP, timeout: float = 120.0) -> dict[str, Count]:
+    """:func:`measure` in a new interpreter (``python -m benchmarks.opcodes``)."""
+    output = subprocess.run(
+        [sys.executable, "-m", "benchmarks.opcodes", "--requests", str(requests), "--warmup", str(warmup)],
+        cwd=h.ROOT, capture_output=True, text=True, check=True, timeout=timeout,
+    ).stdout  # fmt: skip
+    return {name: Count(**fields) for name, fields in json.loads(output).items()}
+
+
+def run(opts: Options) -> h.Report:
+    """``python -m benchmarks opcodes``: the counts, per variant and per module."""
+    started = time.monotonic()
+    counts = measure_in_fresh_process()
+    report = h.Report(NAME)
+    table = h.Table(
+        "The library's own work per happy-path request (Python opcodes; deterministic)",
+        ["variant", "**opcodes per request**", "calls per request", "opcodes per request, by module"],
+    )
+    for name, count in counts.items():
+        modules = ", ".join(f"`{m}` {n / count.requests:,.0f}" for m, n in count.modules.items())
+        table.rows.append([name, f"**{count.per_request:,.0f}**", f"{count.calls_per_request:,.0f}", modules])
+    table.notes.append(
+        f"{REQUESTS} GETs per variant after {WARMUP} uncounted ones, each answered in process (no socket); "
+        "only frames whose code lies in the pytest_failover package are counted. No OpenTelemetry SDK. "
+        "The same figures on every run: `tests/benchmarks/test_opcodes.py` holds them under ceilings."
+    )
+    table.notes.append("Target (issue 27): httpx sync <= 750 opcodes per request.")
+    report.tables.append(table)
+    report.data = {name: asdict(count) for name, count in counts.items()}
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.opcodes", description="Print the counts as JSON.")
+    parser.add_argument("--requests", type=int, default=REQUESTS)
+    parser.add_argument("--warmup", type=int, default=WARMUP)
+    args = parser.parse_args(argv)
+    counts = measure(args.requests, args.warmup)
+    print(json.dumps({name: asdict(count) for name, count in counts.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

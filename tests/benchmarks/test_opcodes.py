@@ -1,0 +1,74 @@
+"""The library's own work per happy-path request, in Python opcodes (``python -m benchmarks
+opcodes``): held under a ceiling per variant. A count, not a timing: the same on every run
+and every machine with the same Python, so the ceilings have no slack for noise.
+
+Each ceiling is the count measured when it was set, plus about 3 %. Issue 27 rebuilds the
+request path to half its work (target: httpx sync <= 750); lower a ceiling as each step
+lands, so that the work it removed cannot creep back.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+import pytest_failover
+from benchmarks import opcodes
+
+CEILINGS = {  # measured at 56f57e5 (Python 3.11): 1,503 / 1,541 / 1,834 / 1,925 / 1,910
+    opcodes.HTTPX_SYNC: 1_550,  # issue 27's target: 750
+    opcodes.HTTPX_ASYNC: 1_590,
+    opcodes.HEDGING: 1_890,
+    opcodes.REQUESTS_ADAPTER: 1_985,
+    opcodes.AIOHTTP: 1_970,
+}
+
+
+@pytest.fixture(scope="module")
+def counts() -> dict[str, opcodes.Count]:
+    return opcodes.measure_in_fresh_process()
+
+
+def test_every_variant_has_a_ceiling(counts: dict[str, opcodes.Count]) -> None:
+    """The benchmark measures exactly the variants that have a ceiling."""
+    assert set(counts) == set(CEILINGS) == set(opcodes.VARIANTS)
+
+
+@pytest.mark.parametrize("variant", list(CEILINGS))
+def test_a_happy_path_request_stays_under_its_opcode_ceiling(counts: dict[str, opcodes.Count], variant: str) -> None:
+    """One happy-path request runs no more of the library's opcodes than its ceiling."""
+    count = counts[variant]
+    by_module = ", ".join(f"{m} {count.module_per_request(m):.0f}" for m in count.modules)
+    assert count.per_request <= CEILINGS[variant], (
+        f"{variant}: {count.per_request:,.1f} opcodes per request over the ceiling of {CEILINGS[variant]:,} "
+        f"({count.calls_per_request:.1f} calls; {by_module}). If the new work is meant, raise the "
+        "ceiling in tests/benchmarks/test_opcodes.py and say why in the commit."
+    )
+
+
+def test_the_count_is_the_same_in_another_process(counts: dict[str, opcodes.Count]) -> None:
+    """A second interpreter (another hash seed, another clock reading) counts the same opcodes,
+    calls and modules."""
+    assert opcodes.measure_in_fresh_process() == counts
+
+
+def test_only_the_package_frames_are_counted_once_per_call() -> None:
+    """Calls into the package count in proportion to how many there are; work outside it counts
+    nothing."""
+    error = httpx.ConnectError("refused")
+
+    def ours(n: int) -> None:
+        for _ in range(n):
+            pytest_failover.error_type_of(error)
+
+    def theirs(n: int) -> None:
+        for _ in range(n):
+            httpx.URL("http://127.0.0.1:9/")
+
+    ours(1)  # the first call looks its names up
+    one, three = opcodes.count_opcodes(ours, 1), opcodes.count_opcodes(ours, 3)
+    assert one.opcodes > 0 and one.calls >= 1
+    assert (three.opcodes, three.calls) == (3 * one.opcodes, 3 * one.calls)
+    assert set(three.modules) == {"_classify"}
+    none = opcodes.count_opcodes(theirs, 3)
+    assert (none.opcodes, none.calls, none.modules) == (0, 0, {})
