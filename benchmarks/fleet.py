@@ -174,9 +174,7 @@ def worker(config: dict[str, Any]) -> None:
 
     import httpx
 
-    from pytest_failover import FailoverTransport, Policy, Pool
-    from pytest_failover._breaker import Standing
-    from pytest_failover._pool import Domain
+    from pytest_failover import Domain, FailoverTransport, Policy, Pool
 
     logging.getLogger("pytest_failover").addHandler(logging.NullHandler())
     logging.getLogger("pytest_failover").propagate = False
@@ -187,8 +185,7 @@ def worker(config: dict[str, Any]) -> None:
         shared = RedisHealth(config["redis"], prefix=config["prefix"], max_backoff=0.2)
     policy = Policy(sticky=False, breaker_threshold=config["threshold"], breaker_cooldown=config["cooldown"])
     transport = FailoverTransport([Pool("api", [config["primary"], config["backup"]])], policy, shared=shared)
-    core = transport._state.core.pools["api"]
-    primary = Domain.parse(config["primary"])
+    primary = Domain.parse(config["primary"]).url
     seen: dict[str, Any] = {"primary": [], "requests": 0, "errors": 0, "states": []}
 
     def note_state() -> None:
@@ -205,8 +202,7 @@ def worker(config: dict[str, Any]) -> None:
     with httpx.Client(transport=transport) as client:
         time.sleep(max(0.0, start - time.time()))
         while time.time() < start + config["end_at"]:
-            standing = core.standing(primary, time.monotonic())
-            probe = standing in (Standing.DUE, Standing.OPEN)
+            probe = transport.state().pools["api"].domain(primary).probe_due
             seen["requests"] += 1
             try:
                 response = client.get(f"{config['primary']}/ping")
@@ -216,7 +212,7 @@ def worker(config: dict[str, Any]) -> None:
                 attempts = getattr(exc, "attempts", ())
             now = time.time()
             for i, record in enumerate(attempts):
-                if record.domain == primary.url:
+                if record.domain == primary:
                     seen["primary"].append((now, probe and i == 0))
             note_state()
             time.sleep(config["gap"])

@@ -434,6 +434,7 @@ class PoolCore:
                         consecutive_failures=self.breakers[d].failures,
                         enabled=d not in self.disabled,
                         can_request=d not in self.disabled and self.standing(d, now).admissible,
+                        probe_due=d not in self.disabled and self.standing(d, now).lease,
                     )
                     for d in self.order
                 ),

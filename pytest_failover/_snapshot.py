@@ -21,6 +21,10 @@ class DomainState:
     consecutive_failures: int
     enabled: bool  # not disabled by the control document
     can_request: bool  # a request sent now would be let through
+    # An attempt sent to it now would be its breaker's probe (it would take the probe lease):
+    # the cooldown is over, or the breaker is open and rested enough for an early probe (sent
+    # only when no other domain takes the request).
+    probe_due: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_failover._pool import Domain
+from pytest_failover import Domain
 from pytest_failover.control import (
     MAX_DOCUMENT_BYTES,
     ControlDocument,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 
@@ -39,6 +41,52 @@ def test_exported_names_are_exactly_the_intended_ones() -> None:
     ]
     for name in pytest_failover.__all__:
         assert getattr(pytest_failover, name).__module__.startswith("pytest_failover.")
+
+
+def private_imports(source: str) -> list[str]:
+    """The names of the package's private modules or objects that ``source`` imports
+    (``pytest_failover._pool``, ``from pytest_failover.control import _keys``); dunders
+    such as ``__version__`` are public."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "pytest_failover" and any(p.startswith("_") and not p.startswith("__") for p in parts):
+                found.append(name)
+    return found
+
+
+def test_the_private_import_finder_finds_them() -> None:
+    """Modules, names and nested packages count; public names and dunders do not."""
+    source = (
+        "import pytest_failover._core\n"
+        "from pytest_failover._pool import Domain\n"
+        "from pytest_failover.control import _keys, ControlDocument\n"
+        "from pytest_failover import Pool, __version__\n"
+        "from pytest_failover.integrations.requests import FailoverAdapter\n"
+        "import httpx._models\n"
+    )
+    assert private_imports(source) == [
+        "pytest_failover._core", "pytest_failover._pool.Domain", "pytest_failover.control._keys",
+    ]
+
+
+def test_the_agent_and_the_benchmarks_import_only_public_names() -> None:
+    """They are the library's first users: what they need of it is public."""
+    root = Path(__file__).resolve().parents[2]
+    found = {
+        str(path.relative_to(root)): names
+        for folder in ("agent", "benchmarks")
+        for path in sorted((root / folder).rglob("*.py"))
+        if (names := private_imports(path.read_text()))
+    }
+    assert found == {}, f"private names imported (export what they need instead): {found}"
 
 
 def test_names_load_lazily_and_every_name_resolves() -> None:
