@@ -59,6 +59,7 @@ import dis
 import gc
 import io
 import json
+import os
 import random
 import subprocess
 import sys
@@ -67,7 +68,6 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from types import CodeType, FrameType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -124,8 +124,8 @@ class Count:
 class _Tracer:
     """A ``sys.settrace`` function that counts the opcodes of the package's frames."""
 
-    def __init__(self, package: Path) -> None:
-        self._root = str(package) + "/"
+    def __init__(self, package: str) -> None:
+        self._root = package + os.sep
         self.opcodes: Counter[str] = Counter()
         self.calls = 0
         self._modules: dict[CodeType, str | None] = {}
@@ -152,7 +152,7 @@ class _Tracer:
         name = code.co_filename
         if not name.startswith(self._root) or not name.endswith(".py"):
             return None
-        return name[len(self._root) : -3].replace("/", ".").removesuffix(".__init__")
+        return name[len(self._root) : -3].replace(os.sep, ".").removesuffix(".__init__")
 
     def _entry(self, code: CodeType) -> int:
         """Where a frame of ``code`` stands when it is entered: its first ``RESUME``
@@ -178,7 +178,7 @@ def count_opcodes(send: Send, requests: int) -> Count:
     """The package's opcodes and calls while ``send(requests)`` runs in this thread."""
     import pytest_failover
 
-    tracer = _Tracer(Path(pytest_failover.__file__).resolve().parent)
+    tracer = _Tracer(os.path.dirname(pytest_failover.__file__))  # as the code objects spell it
     previous = sys.gettrace()
     collecting = gc.isenabled()
     gc.disable()

@@ -9,10 +9,14 @@ lands, so that the work it removed cannot creep back.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx
 import pytest
 
 import pytest_failover
+from benchmarks import _harness as h
 from benchmarks import opcodes
 
 CEILINGS = {  # measured at 56f57e5 (Python 3.11): 1,503 / 1,541 / 1,834 / 1,925 / 1,910
@@ -24,9 +28,17 @@ CEILINGS = {  # measured at 56f57e5 (Python 3.11): 1,503 / 1,541 / 1,834 / 1,925
 }
 
 
+MEASURED_ON = (3, 11)  # opcodes differ from one CPython minor version to the next
+
+
 @pytest.fixture(scope="module")
 def counts() -> dict[str, opcodes.Count]:
     return opcodes.measure_in_fresh_process()
+
+
+def on_the_measured_python() -> None:
+    if (sys.implementation.name, sys.version_info[:2]) != ("cpython", MEASURED_ON):
+        pytest.skip(f"the ceilings were measured on CPython {MEASURED_ON}: add this version's own")
 
 
 def test_every_variant_has_a_ceiling(counts: dict[str, opcodes.Count]) -> None:
@@ -37,6 +49,7 @@ def test_every_variant_has_a_ceiling(counts: dict[str, opcodes.Count]) -> None:
 @pytest.mark.parametrize("variant", list(CEILINGS))
 def test_a_happy_path_request_stays_under_its_opcode_ceiling(counts: dict[str, opcodes.Count], variant: str) -> None:
     """One happy-path request runs no more of the library's opcodes than its ceiling."""
+    on_the_measured_python()
     count = counts[variant]
     by_module = ", ".join(f"{m} {count.module_per_request(m):.0f}" for m in count.modules)
     assert count.per_request <= CEILINGS[variant], (
@@ -72,3 +85,18 @@ def test_only_the_package_frames_are_counted_once_per_call() -> None:
     assert set(three.modules) == {"_classify"}
     none = opcodes.count_opcodes(theirs, 3)
     assert (none.opcodes, none.calls, none.modules) == (0, 0, {})
+
+
+def test_counting_refuses_a_process_with_an_sdk_installed() -> None:
+    """With an OpenTelemetry SDK installed the library does its telemetry, so the no-SDK figures
+    cannot be counted in that process (a fresh one is the way)."""
+    code = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "trace.set_tracer_provider(TracerProvider())\n"
+        "from benchmarks.opcodes import measure\n"
+        "measure(requests=1, warmup=1)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=h.ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "an OpenTelemetry SDK is installed in this process" in done.stderr
