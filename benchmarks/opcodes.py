@@ -32,7 +32,7 @@ above that runs as in production:
 - aiohttp: a last middleware after ``FailoverMiddleware`` builds the ``ClientResponse``.
 
 The sync figures are those of the same requests to the loopback server (checked when
-this benchmark was written: httpx sync 1,503 both ways); async ones leave out the resumes
+this benchmark was written: httpx sync 1,512 both ways); async ones leave out the resumes
 that waiting for a socket adds. What else could vary is pinned: the clock (a fake that
 moves 1 ms a read), the random source (seeded), the wall clock (fixed), the garbage
 collector (off while counting: a finaliser could run at any point). The pool's domains
