@@ -110,7 +110,6 @@ from ._budget import TokenBucket
 from ._classify import Outcome
 from ._decisions import (
     Attempt,
-    AttemptRecord,
     BreakerEvent,
     BudgetRejected,
     Event,
@@ -119,7 +118,6 @@ from ._decisions import (
     Stop,
     Switch,
     Wait,
-    new_tuple,
 )
 from ._policy import ExponentialBackoff, Policy, ScheduleTable
 from ._pool import Domain, Pool
@@ -483,17 +481,14 @@ class RequestPlan:
         self.started_at = now
         self.deadline_at = now + policy.deadline
         self._random = random
-        self.records: list[AttemptRecord] = []
-        self.tried: list[Domain] = []
-        # the attempts in flight, by number: each one's decision, its domain's breaker,
-        # and when it was sent (more than one only while a hedge races it)
-        self._flights: dict[int, tuple[Attempt, Breaker, float]] = {}
+        self.attempts: list[Attempt] = []  # every attempt sent, in order: the one record of each
+        self.records: list[Attempt] = []  # those that ended, in the order they ended
+        self.flying: list[Attempt] = []  # those in flight (more than one only while a hedge races)
         # Could this request be sent again after its bytes left? May it hedge
         # (``Policy.hedging``: only what could be sent twice)?
         resendable = idempotent and replayable
         self.may_resend = resendable and core.max_attempts > 1
         self.hedgeable = resendable and hedge and core.hedging is not None
-        self.raced: set[int] | None = None  # numbers of the attempts that ran beside another
         self.last_outcome: Outcome | None = None  # of the latest attempt
         self.done = False  # an attempt ended the request (a success or an answer)
         self._counted = 0  # attempts that count against the schedule (not transparent)
@@ -521,16 +516,19 @@ class RequestPlan:
     @property
     def in_flight(self) -> tuple[Attempt, ...]:
         """The attempts in flight (more than one only while a hedge races)."""
-        return tuple(attempt for attempt, _, _ in self._flights.values())
+        return tuple(self.flying)
+
+    @property
+    def tried(self) -> list[Domain]:
+        """The domains this request has sent attempts to, in order."""
+        return [attempt.domain for attempt in self.attempts]
 
     # -- next -------------------------------------------------------------------------
 
     def next(self, now: float) -> Attempt | Wait | Stop:
         """What to do now: another attempt, wait for a probe, or stop (and why)."""
-        if self._flights:
-            raise RuntimeError(
-                f"attempt {next(iter(self._flights))} is in flight: record its outcome first"
-            )
+        if self.flying:
+            raise RuntimeError(f"attempt {self.flying[0].number} is in flight: record its outcome first")
         if self.done:
             return DONE
         events: list[Event] = []
@@ -553,12 +551,14 @@ class RequestPlan:
                 if early:
                     self._early_allowed = False
                 self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
+            attempts = self.attempts
+            attempt = Attempt(
+                len(attempts) + 1, domain, delay, timeout, probe, tuple(events) if events else (), False, breaker, now + delay
+            )
             if core.slow_calls is not None:
-                core.slow_calls[domain].began((id(self), len(self.records) + 1), now + delay)
-        number = len(self.records) + 1
-        attempt = new_tuple(Attempt, (number, domain, delay, timeout, probe, tuple(events) if events else (), False))
-        self._flights[number] = (attempt, breaker, now + delay)
-        self.tried.append(domain)
+                core.slow_calls[domain].began(attempt, attempt.sent_at)
+        attempts.append(attempt)
+        self.flying.append(attempt)
         return attempt
 
     # -- hedging ----------------------------------------------------------------------
@@ -568,8 +568,7 @@ class RequestPlan:
         request hedges no more (not hedgeable, answered, or ``max_extra`` sent)."""
         if not self._may_hedge():
             return None
-        first, _, _ = next(iter(self._flights.values()))
-        return self.core.hedge_delay(first.domain)
+        return self.core.hedge_delay(self.flying[0].domain)
 
     def _may_hedge(self) -> bool:
         hedging = self.core.hedging
@@ -577,7 +576,7 @@ class RequestPlan:
             self.hedgeable
             and hedging is not None
             and not self.done
-            and bool(self._flights)
+            and bool(self.flying)
             and self._hedges < hedging.max_extra
         )
 
@@ -594,12 +593,13 @@ class RequestPlan:
         if not self._may_hedge():
             return None
         core = self.core
+        tried = self.tried
         with core.lock:
-            choice = core.choose(now, self.tried, self._orders[1], False)
+            choice = core.choose(now, tried, self._orders[1], False)
             if choice is None:
                 return None
             domain, breaker, probe, _ = choice
-            if probe or domain in self.tried or breaker.standing(now, core.policy.sticky).suspect:
+            if probe or domain in tried or breaker.standing(now, core.policy.sticky).suspect:
                 return None  # (the choice ranks a healthy untried domain before a suspect one)
             timeout = self._timeout(now)
             if timeout < MIN_ATTEMPT_TIME:
@@ -610,17 +610,15 @@ class RequestPlan:
                     return None
                 self._throttled = True
                 return HedgeThrottled(pool=self.pool, domain=domain)
-            number = len(self.records) + len(self._flights) + 1
+            attempt = Attempt(len(self.attempts) + 1, domain, 0.0, timeout, False, (), True, breaker, now)
+            attempt.raced = True
             if core.slow_calls is not None:
-                core.slow_calls[domain].began((id(self), number), now)
+                core.slow_calls[domain].began(attempt, now)
         self._hedges += 1
-        attempt = new_tuple(Attempt, (number, domain, 0.0, timeout, False, (), True))
-        if self.raced is None:
-            self.raced = set()
-        self.raced.update(self._flights)
-        self.raced.add(number)
-        self._flights[number] = (attempt, breaker, now)
-        self.tried.append(domain)
+        for racing in self.flying:
+            racing.raced = True
+        self.attempts.append(attempt)
+        self.flying.append(attempt)
         return attempt
 
     def _decide(self, now: float, events: list[Event]) -> tuple[Choice, float, float] | Wait | Stop:
@@ -634,15 +632,16 @@ class RequestPlan:
         if last.sent and not (self.idempotent and self.replayable):
             return Stop(reason="not_retryable")
         choice = self._choose(now, self._orders[1])
-        if choice is None or (choice[0] in self.tried and self.core.probing(besides=self.tried)):
+        tried = self.tried
+        if choice is None or (choice[0] in tried and self.core.probing(besides=tried)):
             # Rather than stop, or go back to a domain that just failed this request,
             # wait for the probe of one it has not tried.
-            wait = self._wait_for_probe(now, besides=() if choice is None else self.tried)
+            wait = self._wait_for_probe(now, besides=() if choice is None else tried)
             if wait is not None:
                 return wait
         if choice is None:
             return Stop(reason="exhausted")
-        transparent = self.core.table is None and not last.sent and choice[0] not in self.tried
+        transparent = self.core.table is None and not last.sent and choice[0] not in tried
         if not transparent:
             if self._counted >= self.core.max_attempts:
                 return Stop(reason="exhausted")
@@ -650,7 +649,7 @@ class RequestPlan:
             if last.sent and budget is not None and not budget.allows_retry():
                 events.append(BudgetRejected(pool=self.pool))
                 return Stop(reason="retry_budget", events=tuple(events))
-        delay = 0.0 if self._goes_at_once(choice) else self._backoff(now)
+        delay = 0.0 if self._goes_at_once(choice, tried) else self._backoff(now)
         timeout = self._timeout(now + delay)
         if timeout < MIN_ATTEMPT_TIME:
             return Stop(reason="deadline")
@@ -687,9 +686,9 @@ class RequestPlan:
             named = core.admit(self._initial[step.domain % len(self._initial)], now)
             if named is not None:
                 return named
-        return core.choose(now, self.tried, members, self._early_allowed)
+        return core.choose(now, self.tried if self.attempts else (), members, self._early_allowed)
 
-    def _goes_at_once(self, choice: Choice) -> bool:
+    def _goes_at_once(self, choice: Choice, tried: Sequence[Domain]) -> bool:
         """Does this retry skip the backoff? With backoff schedules, moving on to a
         domain this request has not tried is failover and goes at once: the jitter
         exists to spread returns to a struggling server, and a ``Retry-After`` speaks
@@ -699,7 +698,7 @@ class RequestPlan:
         if self.core.table is not None:
             return False
         domain, _, probe, _ = choice
-        return probe or domain not in self.tried
+        return probe or domain not in tried
 
     def _backoff(self, now: float) -> float:
         """The wait before a counted retry: the schedule's, lengthened by a (capped)
@@ -729,28 +728,32 @@ class RequestPlan:
     ) -> tuple[Event, ...]:
         """Report what an attempt in flight did (``attempt``: which one, when a hedge
         races it); returns the events it caused."""
-        flights = self._flights
-        number = 0 if attempt is None else attempt.number  # attempts count from 1
-        if number not in flights:
-            number = self._number(attempt)
-        attempt, breaker, sent_at = flights.pop(number)
+        flying = self.flying
+        if len(flying) == 1 and (attempt is None or flying[0] is attempt):  # it ran alone
+            attempt = flying.pop()
+        else:
+            attempt = self._land(attempt)
         domain = attempt.domain
-        raced = self.raced
-        race = None if raced is None or number not in raced else semconv.HEDGE_LOST if outcome.retryable else semconv.HEDGE_WON
-        record = (number, domain.url, outcome.error_type, outcome.status, duration, outcome.sent, attempt.hedge, race)
-        self.records.append(new_tuple(AttemptRecord, record))
+        attempt.error_type = outcome.error_type
+        attempt.status = outcome.status
+        attempt.duration = duration
+        attempt.sent = outcome.sent
+        if attempt.raced:
+            attempt.race = semconv.HEDGE_LOST if outcome.retryable else semconv.HEDGE_WON
+        self.records.append(attempt)
         self.last_outcome = outcome
         events: list[Event] = []
         core = self.core
+        breaker = attempt.breaker
         with core.lock:
             slow = False if core.slow_calls is None else self._slow_call(attempt, now, duration, events)
             if outcome.failed or (slow and attempt.probe and core.faster_elsewhere(domain)):  # a slow probe fails
-                transition = breaker.failure(now, sent_at, attempt.probe)
+                transition = breaker.failure(now, attempt.sent_at, attempt.probe)
                 if outcome.failed:
                     self._failed_on = (domain, outcome.error_type or "failure")
                 self._add_transition(events, domain, transition, None if outcome.failed else _SLOW)
             else:  # the domain answered: healthy, even when it asks to slow down
-                transition = breaker.success(now, sent_at, attempt.probe)
+                transition = breaker.success(now, attempt.sent_at, attempt.probe)
                 if core.latency is not None:
                     core.latency[domain].add(duration)
                 if transition is not None:  # rare: the common success changes nothing
@@ -759,7 +762,7 @@ class RequestPlan:
             if budget is not None:
                 if not outcome.retryable:
                     budget.refund()
-                elif number > 1 and outcome.sent and not attempt.hedge:
+                elif attempt.number > 1 and outcome.sent and not attempt.hedge:
                     budget.charge()  # a failed retry: the only thing the budget charges
             if not outcome.retryable:
                 self.done = True
@@ -769,25 +772,31 @@ class RequestPlan:
                 # about where the pool's traffic goes).
                 if (
                     core.serving is not domain
-                    and sent_at >= core.serving_since
+                    and attempt.sent_at >= core.serving_since
                     and (not attempt.hedge or self._failed_on is not None)
                 ):
                     self._note_serving(domain, now, events)
         return tuple(events) if events else ()
 
-    def _number(self, attempt: Attempt | None) -> int:
-        """The number of the attempt in flight that ``attempt`` names (None: the only one)."""
-        if attempt is not None:
-            if attempt.number not in self._flights:
-                raise RuntimeError(f"attempt {attempt.number} is not in flight")
-            return attempt.number
-        if len(self._flights) != 1:
-            raise RuntimeError(
-                "no attempt is in flight: call next() first"
-                if not self._flights
-                else "several attempts are in flight: name the one to record"
-            )
-        return next(iter(self._flights))
+    def _land(self, attempt: Attempt | None) -> Attempt:
+        """Take ``attempt`` (None: the only one) off the attempts in flight."""
+        flying = self.flying
+        if attempt is None:
+            if len(flying) != 1:
+                raise RuntimeError(
+                    "no attempt is in flight: call next() first"
+                    if not flying
+                    else "several attempts are in flight: name the one to record"
+                )
+            return flying.pop()
+        if flying and flying[0] is attempt:
+            del flying[0]
+            return attempt
+        for i, candidate in enumerate(flying):
+            if candidate is attempt:
+                del flying[i]
+                return attempt
+        raise RuntimeError(f"attempt {attempt.number} is not in flight")
 
     def _slow_call(self, attempt: Attempt, now: float, duration: float, events: list[Event]) -> bool:
         """Count the call in its domain's slow-call window (the caller holds the lock);
@@ -798,7 +807,7 @@ class RequestPlan:
         slow = window.is_slow(duration)
         if slow:
             events.append(SlowCall(pool=self.pool, domain=attempt.domain))
-        rate_reached = window.add(now, duration, (id(self), attempt.number))
+        rate_reached = window.add(now, duration, attempt)
         if rate_reached and not attempt.probe and self.core.faster_elsewhere(attempt.domain):
             transition = self.core.breakers[attempt.domain].eject(now)
             self._add_transition(events, attempt.domain, transition, _SLOW)
@@ -810,26 +819,16 @@ class RequestPlan:
         breaker counts nothing (a probe's lease is released), but the time it ran
         enters its domain's latency window (a lower bound of its answer's), and a call
         already slower than the slow-call threshold counts as a slow call."""
-        attempt, breaker, _ = self._flights.pop(self._number(attempt))
-        self.records.append(
-            new_tuple(
-                AttemptRecord,
-                (
-                    attempt.number,
-                    attempt.domain.url,
-                    semconv.ERROR_CANCELLED,
-                    None,
-                    elapsed,
-                    sent,
-                    attempt.hedge,
-                    semconv.HEDGE_CANCELLED,
-                ),
-            )
-        )
+        attempt = self._land(attempt)
+        attempt.error_type = semconv.ERROR_CANCELLED
+        attempt.duration = elapsed
+        attempt.sent = sent
+        attempt.race = semconv.HEDGE_CANCELLED
+        self.records.append(attempt)
         events: list[Event] = []
         core = self.core
         with core.lock:
-            self._add_transition(events, attempt.domain, breaker.abandon(now, probe=attempt.probe))
+            self._add_transition(events, attempt.domain, attempt.breaker.abandon(now, probe=attempt.probe))
             if core.latency is not None:
                 # It took at least this long. Left out, the window would see only the
                 # answers that beat their hedge, and the adaptive delay would sink
@@ -839,7 +838,7 @@ class RequestPlan:
                 if core.slow_calls[attempt.domain].is_slow(elapsed):
                     self._slow_call(attempt, now, elapsed, events)
                 else:
-                    core.slow_calls[attempt.domain].forget((id(self), attempt.number))
+                    core.slow_calls[attempt.domain].forget(attempt)
         return tuple(events)
 
     def abandon(self, now: float) -> tuple[Event, ...]:
@@ -847,13 +846,13 @@ class RequestPlan:
         says nothing about the domain): release their probes, count nothing."""
         self.done = True
         events: list[Event] = []
-        flights, self._flights = self._flights, {}
-        for attempt, breaker, _ in flights.values():
-            self.tried.remove(attempt.domain)
+        flying, self.flying = self.flying, []
+        for attempt in flying:
+            self.attempts.remove(attempt)
             with self.core.lock:
-                self._add_transition(events, attempt.domain, breaker.abandon(now, probe=attempt.probe))
+                self._add_transition(events, attempt.domain, attempt.breaker.abandon(now, probe=attempt.probe))
                 if self.core.slow_calls is not None:
-                    self.core.slow_calls[attempt.domain].forget((id(self), attempt.number))
+                    self.core.slow_calls[attempt.domain].forget(attempt)
         return tuple(events)
 
     def _note_serving(self, domain: Domain, now: float, events: list[Event]) -> None:

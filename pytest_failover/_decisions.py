@@ -9,12 +9,12 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import semconv
 
 if TYPE_CHECKING:
-    from ._breaker import BreakerState
+    from ._breaker import Breaker, BreakerState
     from ._pool import Domain
 
 __all__ = [
@@ -34,7 +34,7 @@ __all__ = [
 
 # Builds a named tuple from a tuple of all its fields, without the named tuple's
 # Python-level ``__new__``: 150 ns against 370 ns on CPython 3.11 (timeit), for the
-# values every request builds (Attempt, AttemptRecord, FailoverResult).
+# values every request builds (AttemptRecord, FailoverResult).
 new_tuple = tuple.__new__
 
 
@@ -105,25 +105,81 @@ class SlowCall:
 Event = BreakerEvent | Switch | BudgetRejected | HedgeThrottled | SlowCall
 
 
-class Attempt(NamedTuple):
-    """Decision: send attempt ``number`` (1-based) to ``domain`` after ``delay``
-    seconds, with at most ``timeout`` seconds for it. ``probe``: this attempt is
-    the domain's one probe (half-open, failback, or an early probe when every
-    other domain is out).
+class Attempt:
+    """One attempt, from the core's decision to its end: the one record of it.
 
-    A named tuple, where the other decisions are validated dataclasses: one is
-    built for every request, only by the core, and a frozen dataclass with a
-    validating ``__post_init__`` cost 6,300 more instructions per request
-    (callgrind, in-process, side by side), about 0.5 % of a loopback request.
-    The stateful tests check its invariants instead."""
+    The core decides it (send attempt ``number``, 1-based, to ``domain`` after
+    ``delay`` seconds, with at most ``timeout`` seconds for it; ``probe``: it holds
+    the domain's probe lease; ``events``: what deciding it caused; ``hedge``: sent
+    while an earlier attempt is in flight). The exchange puts it on the wire
+    (``request``, its ``span`` and the context it runs in, ``quiet``; ``sending``
+    once it is handed to the network). The core records its end (``error_type``,
+    ``status``, ``duration``, ``sent``: bytes may have reached the domain; ``race``:
+    how it ended beside another, see :class:`AttemptRecord`), and
+    :meth:`report` is what results and errors keep of it.
 
-    number: int
-    domain: Domain
-    delay: float
-    timeout: float
-    probe: bool = False
-    events: tuple[Event, ...] = ()
-    hedge: bool = False  # sent while an earlier attempt is in flight (``Policy.hedging``)
+    ``sent_at`` is when it goes out (the decision's time plus its delay, the one
+    clock read it costs), ``deadline`` when it is out of time. Mutable, where the
+    other decisions are frozen: it is built once per attempt and then filled in by
+    the layer that learns each fact, so no fact is kept twice. The stateful tests
+    check its invariants."""
+
+    # What is learnt later starts as a class attribute (as in ``RequestPlan``): the
+    # decision sets ten fields, the layers that learn the rest set those they learn.
+    # (Hence no ``__slots__``: with them, every field is set for every attempt, 61
+    # opcodes where this costs 35.)
+    request: Any  # the httpx.Request it sends, set by the exchange
+    span: Any = None  # with telemetry: its CLIENT span, and the context to send it in
+    quiet: Any = None
+    sending = False  # handed to the inner transport
+    raced = False  # it ran beside another (a hedge always does)
+    error_type: str | None = None
+    status: int | None = None
+    duration = 0.0
+    sent = False
+    race: str | None = None
+
+    def __init__(
+        self,
+        number: int,
+        domain: Domain,
+        delay: float,
+        timeout: float,
+        probe: bool,
+        events: tuple[Event, ...],
+        hedge: bool,
+        breaker: Breaker,
+        sent_at: float,
+    ) -> None:
+        self.number = number
+        self.domain = domain
+        self.delay = delay
+        self.timeout = timeout
+        self.probe = probe
+        self.events = events
+        self.hedge = hedge
+        self.breaker = breaker  # the domain's
+        self.sent_at = sent_at
+        self.deadline = sent_at + timeout
+
+    def report(self) -> AttemptRecord:
+        """What the result or the error keeps of this attempt, once it ended."""
+        return new_tuple(
+            AttemptRecord,
+            (
+                self.number,
+                self.domain.url,
+                self.error_type,
+                self.status,
+                self.duration,
+                self.sent,
+                self.hedge,
+                self.race,
+            ),
+        )
+
+    def __repr__(self) -> str:
+        return f"<Attempt {self.number} on {self.domain} in {self.delay:.3f} s{' (probe)' if self.probe else ''}>"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

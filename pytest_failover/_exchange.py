@@ -44,9 +44,10 @@ __all__ = [
     "Exchange",
     "FailoverResult",
     "Fallback",
-    "Flight",
     "TrackedStream",
+    "enter",
     "in_memory",
+    "leave",
 ]
 
 logger = logging.getLogger("pytest_failover")
@@ -218,34 +219,14 @@ class BodyBuffer:
         return response
 
 
-class Flight:
-    """One attempt on the wire: its decision, the request it sends, when it started
-    and when it is out of time, its span, and the context it runs in (``quiet``:
-    instrumentation-httpx stays silent, as the attempt's span is ours; None without
-    telemetry). With telemetry the transports send a flight between :meth:`enter`
-    and :meth:`leave`; without, they skip both calls (no context to enter)."""
+def enter(attempt: Attempt) -> object:
+    """Run in the attempt's context (in the thread or task that sends it); the token
+    to :func:`leave` with."""
+    return otel_context.attach(attempt.quiet)
 
-    __slots__ = ("attempt", "deadline", "quiet", "request", "sending", "span", "started")
 
-    def __init__(
-        self, attempt: Attempt, request: httpx.Request, started: float, deadline: float, span: Any, quiet: Any
-    ) -> None:
-        self.attempt = attempt
-        self.request = request
-        self.started = started
-        self.deadline = deadline  # when the attempt is out of time: started + its timeout
-        self.span = span
-        self.quiet = quiet
-        self.sending = False  # handed to the inner transport (set by the transport's send)
-
-    def enter(self) -> object:
-        """Run in the flight's context (in the thread or task that sends it); the token
-        to :meth:`leave` with."""
-        return otel_context.attach(self.quiet)
-
-    @staticmethod
-    def leave(token: object) -> None:
-        otel_context.detach(token)  # type: ignore[arg-type]  # the Token attach() gave
+def leave(token: object) -> None:
+    otel_context.detach(token)  # type: ignore[arg-type]  # the Token attach() gave
 
 
 class Exchange:
@@ -257,7 +238,6 @@ class Exchange:
     """
 
     _tracked: TrackedStream | None = None  # an unreplayable body, watched
-    _spans: list[Flight]  # with telemetry only: the attempts on the wire whose spans are open
     _answered_by = ""  # the domain of the response kept
     response: httpx.Response | None = None
     error: httpx.TransportError | None = None
@@ -292,10 +272,8 @@ class Exchange:
         self.started_at = now = clock()
         self.plan = plan = state.core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
         self.trace: RequestTrace | None = state.telemetry.start(pool_core.name, method, url)
-        if self.trace is not None:
-            self._spans = []
-            if plan.steering is not None:
-                self.trace.steered(plan.steering)
+        if self.trace is not None and plan.steering is not None:
+            self.trace.steered(plan.steering)
         # How much of a 2xx body is read before the outcome is known: all of a small
         # one, for the app-error check, the stale cache, and so that a re-sendable
         # request whose connection breaks mid-body fails over.
@@ -327,9 +305,13 @@ class Exchange:
             return None
         return decision
 
-    def prepare(self, attempt: Attempt) -> Flight:
+    def prepare(self, attempt: Attempt) -> Attempt:
         """Point the request at the attempt's domain, with the attempt's timeouts (a
-        hedge gets a copy of the request: the attempt it races is still sending it)."""
+        hedge gets a copy of the request: the attempt it races is still sending it);
+        the attempt, ready to send. With telemetry the transports send it between
+        :func:`enter` and :func:`leave` (its span's context: instrumentation-httpx
+        stays silent, as the attempt's span is ours); without, ``quiet`` is None and
+        they skip both."""
         request = self.request if not attempt.hedge else self._copy()
         domain = attempt.domain
         at_origin = domain is self._origin or domain == self._origin
@@ -350,14 +332,14 @@ class Exchange:
                 for key in ("connect", "read", "write", "pool")
             }
             request.extensions = {**request.extensions, "timeout": capped}
+        attempt.request = request
+        if attempt.delay:  # it waited: it goes out now, and has its whole time from here
+            attempt.sent_at = now = self.clock()
+            attempt.deadline = now + limit
         trace = self.trace
-        started = self.clock()
-        if trace is None:
-            return Flight(attempt, request, started, started + limit, None, None)
-        span, quiet = trace.attempt_started(attempt, request)
-        flight = Flight(attempt, request, started, started + limit, span, quiet)
-        self._spans.append(flight)
-        return flight
+        if trace is not None:
+            attempt.span, attempt.quiet = trace.attempt_started(attempt, request)
+        return attempt
 
     def _copy(self) -> httpx.Request:
         request = self.request
@@ -384,18 +366,16 @@ class Exchange:
             return None
         return decision
 
-    def cancel(self, flight: Flight) -> None:
-        """Another attempt won while ``flight`` was on the wire: it is cut off (the
+    def cancel(self, attempt: Attempt) -> None:
+        """Another attempt won while ``attempt`` was on the wire: it is cut off (the
         transport closes its connection), and counted as cancelled."""
         now = self.clock()
-        attempt = flight.attempt
-        events = self.plan.cancel(attempt, now, now - flight.started, sent=flight.sending)
+        events = self.plan.cancel(attempt, now, now - attempt.sent_at, sent=attempt.sending)
         shared = self._state.shared
         if shared is not None and (events or attempt.probe):
             shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, abandoned=True)
         if self.trace is not None:
-            self._spans.remove(flight)
-            self.trace.attempt_cancelled(attempt, flight.span)
+            self.trace.attempt_cancelled(attempt, attempt.span)
             self.trace.events(events)
 
     def reads_body(self, response: httpx.Response) -> bool:
@@ -422,12 +402,12 @@ class Exchange:
         error.__cause__ = exc
         return error
 
-    def on_response(self, flight: Flight, response: httpx.Response) -> None:
+    def on_response(self, attempt: Attempt, response: httpx.Response) -> None:
         outcome = classify_response(response, self.policy)
         self.response = response
-        self._answered_by = flight.attempt.domain.url  # not the last record: a cut loser's may follow
+        self._answered_by = attempt.domain.url  # not the last record: a cut loser's may follow
         self.error = None
-        self._record(flight, outcome, response.status_code, None)
+        self._record(attempt, outcome, response.status_code, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
                 self.pool_core.name,
@@ -437,28 +417,27 @@ class Exchange:
                 max_bytes=self.policy.stale_max_bytes,
             )
 
-    def on_error(self, flight: Flight, exc: httpx.TransportError) -> None:
+    def on_error(self, attempt: Attempt, exc: httpx.TransportError) -> None:
         started = self._tracked.started if self._tracked is not None else False
         outcome = classify_exception(exc, body_started=started)
         self.response = None
         self.error = exc
-        self._record(flight, outcome, None, exc)
+        self._record(attempt, outcome, None, exc)
 
     def arrived(
-        self, flight: Flight, response: httpx.Response | None, error: httpx.TransportError | None
+        self, attempt: Attempt, response: httpx.Response | None, error: httpx.TransportError | None
     ) -> httpx.Response | None:
-        """``flight`` ended with ``response`` or ``error``: report it. The answer, if any."""
+        """``attempt`` ended with ``response`` or ``error``: report it. The answer, if any."""
         if error is not None:
-            self.on_error(flight, error)
+            self.on_error(attempt, error)
             return None
         assert response is not None
-        self.on_response(flight, response)
+        self.on_response(attempt, response)
         return response
 
-    def _record(self, flight: Flight, outcome: Outcome, status: int | None, exception: BaseException | None) -> None:
-        attempt = flight.attempt
+    def _record(self, attempt: Attempt, outcome: Outcome, status: int | None, exception: BaseException | None) -> None:
         now = self.clock()
-        duration = now - flight.started
+        duration = now - attempt.sent_at
         events = self.plan.record(outcome, now, duration, attempt)
         shared = self._state.shared
         if shared is not None and (events or attempt.probe or outcome.failed):  # news for the fleet
@@ -466,11 +445,10 @@ class Exchange:
         trace = self.trace
         if trace is None:
             return
-        self._spans.remove(flight)
         trace.attempt_ended(
             attempt,
-            flight.span,
-            race=self.plan.records[-1].race,
+            attempt.span,
+            race=attempt.race,
             duration=duration,
             result=_RESULTS[outcome.kind],
             status=status,
@@ -504,7 +482,7 @@ class Exchange:
         stop = self.stop
         assert stop is not None
         plan = self.plan
-        records = tuple(plan.records)
+        records = tuple([attempt.report() for attempt in plan.records])
         pool = self.pool_core.name
         response = self.response
         status = None if response is None else response.status_code
@@ -626,8 +604,7 @@ class Exchange:
                         self.pool_core, attempt.domain, attempt.probe, events if i == 0 else (), abandoned=True
                     )
         if self.trace is not None:
-            for flight in self._spans:
-                self.trace.attempt_abandoned(flight.span)
+            for attempt in in_flight:
+                self.trace.attempt_abandoned(attempt.span)
             self.trace.events(events)
-            self._spans.clear()
         self._end(semconv.OUTCOME_FAILURE, None, None, semconv.ERROR_CANCELLED)

@@ -45,15 +45,15 @@ from ._sockets import cut_request, cuttable
 
 if TYPE_CHECKING:
     from ._decisions import Attempt
-    from ._exchange import Exchange, Flight
+    from ._exchange import Exchange
 
 __all__ = ["AsyncSend", "Race", "Send", "ThreadRace", "anyio_race", "async_race"]
 
 # How a front-end puts one attempt on the wire and reads what the exchange needs of its
 # body, within the attempt's time: its response, or it raises the attempt's
 # ``httpx.TransportError``. The drivers below call nothing else of the front-end.
-Send: TypeAlias = "Callable[[Exchange, Flight], httpx.Response]"
-AsyncSend: TypeAlias = "Callable[[Exchange, Flight], Awaitable[httpx.Response]]"
+Send: TypeAlias = "Callable[[Exchange, Attempt], httpx.Response]"
+AsyncSend: TypeAlias = "Callable[[Exchange, Attempt], Awaitable[httpx.Response]]"
 
 
 class Race:
@@ -64,17 +64,17 @@ class Race:
     def __init__(self, exchange: Exchange) -> None:
         self.exchange = exchange
         self._clock = exchange.clock
-        self.flying: list[Flight] = []
+        self.flying: list[Attempt] = []
         self.answer: httpx.Response | None = None  # the latest answer (a retryable one, until one wins)
         self._last_sent = 0.0
 
-    def launch(self, attempt: Attempt) -> Flight:
+    def launch(self, attempt: Attempt) -> Attempt:
         return self.adopt(self.exchange.prepare(attempt))
 
-    def adopt(self, flight: Flight) -> Flight:
+    def adopt(self, flight: Attempt) -> Attempt:
         """``flight``, already on the wire (the sync race begins once its hedge is due)."""
         self.flying.append(flight)
-        self._last_sent = flight.started
+        self._last_sent = flight.sent_at
         return flight
 
     @property
@@ -102,7 +102,7 @@ class Race:
         self._last_sent = self._clock()
 
     def arrived(
-        self, flight: Flight, response: httpx.Response | None, error: httpx.TransportError | None
+        self, flight: Attempt, response: httpx.Response | None, error: httpx.TransportError | None
     ) -> httpx.Response | None:
         """An attempt ended: report it. Returns an answer for the loop to close: an
         earlier one it supersedes, or its own when another had won meanwhile (between
@@ -116,7 +116,7 @@ class Race:
         superseded, self.answer = self.answer, response
         return superseded
 
-    def cut_losers(self) -> list[Flight]:
+    def cut_losers(self) -> list[Attempt]:
         """The race is over: the attempts still on the wire are cancelled."""
         losers, self.flying = self.flying, []
         for flight in losers:
@@ -126,7 +126,7 @@ class Race:
 
 # -- async ----------------------------------------------------------------------------------
 
-Arrival = tuple["Flight", httpx.Response | None, httpx.TransportError | None]
+Arrival = tuple["Attempt", httpx.Response | None, httpx.TransportError | None]
 
 
 async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> httpx.Response | None:
@@ -141,11 +141,11 @@ async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> htt
     loop = asyncio.get_running_loop()
     race = Race(exchange)
     flight = race.launch(first)
-    hedges: dict[Flight, asyncio.Task[Arrival]] = {}
+    hedges: dict[Attempt, asyncio.Task[Arrival]] = {}
     sending = True  # this task is inside the first attempt's _send
     interrupted = False  # ... and a hedge that won cancelled it there
 
-    async def send_hedge(hedge: Flight) -> Arrival:
+    async def send_hedge(hedge: Attempt) -> Arrival:
         arrival = await _async_sent(send, exchange, hedge)
         if hedge in race.flying:  # not cut off meanwhile
             superseded = race.arrived(*arrival)
@@ -157,7 +157,7 @@ async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> htt
                 task.cancel()  # the first attempt lost: interrupt it (see asyncio.timeout)
         return arrival
 
-    def launch(hedge: Flight) -> None:
+    def launch(hedge: Attempt) -> None:
         hedges[hedge] = loop.create_task(send_hedge(hedge))
 
     timer = _AsyncHedgeTimer(loop, race, launch)
@@ -198,7 +198,7 @@ class _AsyncHedgeTimer:
 
     __slots__ = ("_handle", "_launch", "_loop", "_race")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, race: Race, launch: Callable[[Flight], None]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, race: Race, launch: Callable[[Attempt], None]) -> None:
         self._loop = loop
         self._race = race
         self._launch = launch  # puts a hedge on the wire (as a task)
@@ -226,7 +226,7 @@ class _AsyncHedgeTimer:
         self.arm()
 
 
-async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Flight) -> Arrival:
+async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Attempt) -> Arrival:
     """Send ``flight``: it, with its response or the transport error it ended with."""
     try:
         return flight, await send(exchange, flight), None
@@ -243,7 +243,7 @@ async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> htt
     race = Race(exchange)
     arrivals, receive = anyio.create_memory_object_stream[Arrival](math.inf)
 
-    async def run(flight: Flight) -> None:
+    async def run(flight: Attempt) -> None:
         arrivals.send_nowait(await _async_sent(send, exchange, flight))
 
     with arrivals, receive:
@@ -304,7 +304,7 @@ class ThreadRace:
             return self._pooled(send, exchange, first)
         flight = exchange.prepare(first)
         hedges = _Hedges(self, send, inner, exchange, flight)
-        wait = max(0.0, flight.started + delay - exchange.clock())
+        wait = max(0.0, flight.sent_at + delay - exchange.clock())
         hedges.timer.append(watchdog.call_at(time.monotonic() + wait, hedges.due))
         response, error = _sent(send, exchange, flight)
         try:
@@ -341,7 +341,7 @@ class ThreadRace:
             finally:
                 del failure  # see _sent: a cycle through this frame
         race = Race(exchange)
-        futures: dict[concurrent.futures.Future[httpx.Response], Flight] = {}
+        futures: dict[concurrent.futures.Future[httpx.Response], Attempt] = {}
 
         def launch(attempt: Attempt) -> None:  # on a thread reserved for it
             flight = race.launch(attempt)
@@ -384,7 +384,7 @@ class ThreadRace:
                 future.add_done_callback(_close_result)
         return race.answer
 
-    def _submit(self, send: Send, exchange: Exchange, flight: Flight) -> concurrent.futures.Future[httpx.Response]:
+    def _submit(self, send: Send, exchange: Exchange, flight: Attempt) -> concurrent.futures.Future[httpx.Response]:
         assert self._executor is not None
         context = contextvars.copy_context()  # the caller's spans and baggage, in the thread
 
@@ -413,7 +413,7 @@ class _Hedges:
 
     __slots__ = ("_alone", "context", "exchange", "first", "inner", "lock", "owner", "race", "send", "timer", "waiting")
 
-    def __init__(self, owner: ThreadRace, send: Send, inner: httpx.BaseTransport, exchange: Exchange, first: Flight) -> None:
+    def __init__(self, owner: ThreadRace, send: Send, inner: httpx.BaseTransport, exchange: Exchange, first: Attempt) -> None:
         self.owner = owner
         self.send = send
         self.inner = inner  # the transport whose sockets carry the attempts
@@ -494,7 +494,7 @@ class _Hedges:
             self.owner._release()
 
     def finish(
-        self, flight: Flight, response: httpx.Response | None, error: httpx.TransportError | None
+        self, flight: Attempt, response: httpx.Response | None, error: httpx.TransportError | None
     ) -> httpx.Response | None:
         """In the calling thread, once its attempt ended with the race begun: report it,
         wait for the hedges in flight if it failed, and cut whatever lost."""
@@ -528,7 +528,7 @@ class _Hedges:
         return race.answer
 
 
-def _sent(send: Send, exchange: Exchange, flight: Flight) -> tuple[httpx.Response | None, httpx.TransportError | None]:
+def _sent(send: Send, exchange: Exchange, flight: Attempt) -> tuple[httpx.Response | None, httpx.TransportError | None]:
     """Send ``flight``: its response, or the transport error it ended with.
 
     The error's traceback holds this frame, and through it its caller's: a caller that
@@ -545,6 +545,6 @@ def _close_result(future: concurrent.futures.Future[httpx.Response]) -> None:
         future.result().close()
 
 
-def _cut(transport: httpx.BaseTransport, flight: Flight) -> None:
+def _cut(transport: httpx.BaseTransport, flight: Attempt) -> None:
     """Shut the socket of an attempt that lost, so its thread stops waiting now."""
     cut_request(transport, flight.request)

@@ -24,7 +24,8 @@ from ._exchange import (
     Exchange,
     FailoverResult,
     Fallback,
-    Flight,
+    enter,
+    leave,
 )
 from ._policy import Policy
 from ._pool import Pool
@@ -225,30 +226,30 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             delay = exchange.hedge_delay()
             if delay is not None:
                 return self._hedgers.race(self._send, self._transport, exchange, attempt, delay)
-        flight = exchange.prepare(attempt)
+        exchange.prepare(attempt)
         try:
-            response = self._send(exchange, flight)
+            response = self._send(exchange, attempt)
         except httpx.TransportError as exc:
-            exchange.on_error(flight, exc)
+            exchange.on_error(attempt, exc)
             return None
-        exchange.on_response(flight, response)
+        exchange.on_response(attempt, response)
         return response
 
-    def _send(self, exchange: Exchange, flight: Flight) -> httpx.Response:
+    def _send(self, exchange: Exchange, attempt: Attempt) -> httpx.Response:
         """Send one attempt and read what the exchange needs of its body, all within
         the attempt's time (raises the attempt's ``httpx.TransportError``)."""
-        token = flight.enter() if flight.quiet is not None else None
+        token = enter(attempt) if attempt.quiet is not None else None
         response: httpx.Response | None = None
         cut = False  # the watchdog shut the socket: the attempt ran out of time
         try:
-            flight.sending = True
-            response = self._transport.handle_request(flight.request)
+            attempt.sending = True
+            response = self._transport.handle_request(attempt.request)
             if exchange.reads_body(response):
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
                 # bound each operation; from here on the watchdog bounds the whole read,
                 # at the attempt's time itself: no phase is left for httpx to name (a
                 # read timeout is a read timeout), so no GRACE.
-                ticket = watchdog.arm(flight.deadline, response)
+                ticket = watchdog.arm(attempt.deadline, response)
                 try:
                     response = self._read(response, exchange.buffer())
                 finally:
@@ -257,11 +258,11 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             if response is not None:
                 response.close()
             if cut:
-                raise exchange.timed_out(flight.attempt, exc) from exc
+                raise exchange.timed_out(attempt, exc) from exc
             raise
         finally:
             if token is not None:
-                flight.leave(token)
+                leave(token)
         return response
 
     @staticmethod
@@ -362,24 +363,24 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         answer to return, or None when every attempt failed."""
         if exchange.plan.hedgeable and exchange.hedge_delay() is not None:
             return await async_race(self._send, exchange, attempt)
-        flight = exchange.prepare(attempt)
+        exchange.prepare(attempt)
         try:
-            response = await self._send(exchange, flight)
+            response = await self._send(exchange, attempt)
         except httpx.TransportError as exc:
-            exchange.on_error(flight, exc)
+            exchange.on_error(attempt, exc)
             return None
-        exchange.on_response(flight, response)
+        exchange.on_response(attempt, response)
         return response
 
-    async def _send(self, exchange: Exchange, flight: Flight) -> httpx.Response:
+    async def _send(self, exchange: Exchange, attempt: Attempt) -> httpx.Response:
         """Send one attempt and read what the exchange needs of its body, all within
         the attempt's time (raises the attempt's ``httpx.TransportError``)."""
-        token = flight.enter() if flight.quiet is not None else None
+        token = enter(attempt) if attempt.quiet is not None else None
         response: httpx.Response | None = None
         try:
-            async with async_limit(flight.attempt.timeout + GRACE):
-                flight.sending = True
-                response = await self._transport.handle_async_request(flight.request)
+            async with async_limit(attempt.timeout + GRACE):
+                attempt.sending = True
+                response = await self._transport.handle_async_request(attempt.request)
                 if exchange.reads_body(response):
                     response = await self._read(response, exchange.buffer())
         except (httpx.TransportError, TimeoutError) as exc:
@@ -387,7 +388,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
                 await response.aclose()
             if isinstance(exc, httpx.TransportError):
                 raise
-            raise exchange.timed_out(flight.attempt, exc) from exc
+            raise exchange.timed_out(attempt, exc) from exc
         except BaseException:  # cancelled (a hedge won): give the connection back closed
             if response is not None:
                 import anyio  # httpx's own dependency
@@ -397,7 +398,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             raise
         finally:
             if token is not None:
-                flight.leave(token)
+                leave(token)
         return response
 
     @staticmethod

@@ -296,7 +296,7 @@ def test_a_sync_hedge_cut_before_its_send_began_is_reported_as_the_network_saw_i
     send = FailoverTransport._send
 
     def late_hedge(self: FailoverTransport, exchange: Any, flight: Any) -> httpx.Response:
-        if flight.attempt.hedge:
+        if flight.hedge:
             time.sleep(0.15)  # its thread is held up: the primary answers meanwhile
         return send(self, exchange, flight)
 
@@ -583,7 +583,7 @@ def test_a_hedge_cut_before_it_reached_the_network_is_not_reported_sent() -> Non
         loser.sending = on_wire
         exchange.on_response(winner, httpx.Response(200, json={"ok": True}))
         exchange.cancel(loser)
-        (record,) = [r for r in exchange.plan.records if r.race == "cancelled"]
+        (record,) = [r.report() for r in exchange.plan.records if r.race == "cancelled"]
         assert (record.domain, record.sent) == ("http://b.test", on_wire)
 
 

@@ -152,7 +152,7 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
                 assert plan.records[-1].race == "cancelled"
             self.flights[plan].clear()
             self._finish(plan)
-        elif plan.raced is not None and attempt.number in plan.raced:
+        elif attempt.raced:
             assert plan.records[-1].race == "lost"
 
     @precondition(lambda self: bool(self.plans))
