@@ -98,7 +98,7 @@ import math
 import random as _random
 import threading
 import time as _time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -219,6 +219,7 @@ class PoolCore:
         self.name = pool.name
         self.policy = policy
         self.max_attempts = policy.max_attempts
+        self.resends = policy.max_attempts > 1  # may a request be sent again at all?
         # A table is followed as written (no transparent moves); it names domains by
         # their rank at the start of the request.
         self.table = policy.schedule if isinstance(policy.schedule, ScheduleTable) else None
@@ -247,6 +248,18 @@ class PoolCore:
         )
         self.app_check = policy.is_app_error is not None
         self.stale_limit = policy.stale_max_bytes if policy.stale_on_failure else 0
+        # What a request reads of a 2xx body before its outcome is known, by whether it may
+        # be re-sent and is a GET: (bytes at most, whether the exchange looks at them, and
+        # whether the stale cache stores and serves it). All of a small body, for the
+        # app-error check, the stale cache (GET only), and so that a re-sendable request
+        # whose connection breaks mid-body fails over.
+        self.reading: dict[tuple[bool, bool], tuple[int, bool, bool]] = {}
+        for resendable in (False, True):
+            for get in (False, True):
+                stale = policy.stale_on_failure and get
+                read = self.read_limit if resendable or self.app_check else 0
+                limit = max(read, self.stale_limit) if stale else read
+                self.reading[resendable, get] = (limit, stale or self.app_check, stale)
         # Slow domains (``_slowness.py``): the hedge throttle, each domain's latency
         # (for an adaptive hedge delay) and slow calls. None: not configured, no cost.
         hedging = policy.hedging
@@ -363,22 +376,32 @@ class PoolCore:
             observed = self.latency[domain].percentile(hedging.percentile)
         return UNKNOWN_DELAY if observed is None else observed
 
+    def enabled(self) -> Iterator[tuple[Domain, Breaker]]:
+        """The domains the control document leaves enabled, in pool order, with their
+        breakers: the one home of that filter."""
+        disabled = self.disabled
+        return ((d, breaker) for _, d, breaker in self._members if d not in disabled)
+
+    def admits(self, domain: Domain, now: float) -> Standing | None:
+        """``domain``'s standing if it is enabled and an ordinary request may be sent to
+        it now (it is admissible); else None."""
+        if domain in self.disabled:
+            return None
+        standing = self.breakers[domain].standing(now, sticky=self.policy.sticky)
+        return standing if standing.admissible else None
+
     def early_probe_at(self) -> float | None:
         """The earliest time an early probe may reach an open domain."""
         times = [
-            self.breakers[d].early_probe_at
-            for d in self.order
-            if d not in self.disabled
-            and self.breakers[d].state is BreakerState.OPEN
-            and not self.breakers[d].leased
+            breaker.early_probe_at
+            for _, breaker in self.enabled()
+            if breaker.state is BreakerState.OPEN and not breaker.leased
         ]
         return min(times) if times else None
 
     def probing(self, *, besides: Sequence[Domain] = ()) -> bool:
         """Is a probe of some enabled domain (other than ``besides``) in flight?"""
-        return any(
-            self.breakers[d].leased for d in self.order if d not in self.disabled and d not in besides
-        )
+        return any(breaker.leased for d, breaker in self.enabled() if d not in besides)
 
     def faster_elsewhere(self, domain: Domain) -> bool:
         """Does slowness count against ``domain``? Only while another enabled domain's
@@ -387,8 +410,8 @@ class PoolCore:
         spirit (``max_ejection_percent``). Slow calls only; the caller holds the lock."""
         windows = self.slow_calls
         assert windows is not None
-        for other in self.order:
-            if other == domain or other in self.disabled or self.breakers[other].state is not BreakerState.CLOSED:
+        for other, breaker in self.enabled():
+            if other == domain or breaker.state is not BreakerState.CLOSED:
                 continue
             last = windows[other].last
             if last is None or not windows[other].is_slow(last):
@@ -397,8 +420,8 @@ class PoolCore:
 
     def admit(self, domain: Domain, now: float) -> Choice | None:
         """``domain`` as the next attempt's target, if it is enabled and admissible."""
-        standing = self.standing(domain, now)
-        if domain in self.disabled or not standing.admissible:
+        standing = self.admits(domain, now)
+        if standing is None:
             return None
         return domain, self.breakers[domain], standing.lease, False
 
@@ -406,7 +429,7 @@ class PoolCore:
         """The enabled domains an ordinary request may be sent to now, in pool order;
         with a request's ``orders``, its first attempt's first admissible domain, then
         the rest in the order after that."""
-        ok = [d for d in self.order if d not in self.disabled and self.standing(d, now).admissible]
+        ok = [d for d, _ in self.enabled() if self.admits(d, now) is not None]
         if orders is None:
             return ok
         first = next((d for _, d, _ in orders[0] if d in ok), None)
@@ -431,7 +454,7 @@ class PoolCore:
                         breaker=self.breakers[d].state.value,
                         consecutive_failures=self.breakers[d].failures,
                         enabled=d not in self.disabled,
-                        can_request=d not in self.disabled and self.standing(d, now).admissible,
+                        can_request=self.admits(d, now) is not None,
                         probe_due=d not in self.disabled and self.standing(d, now).lease,
                     )
                     for d in self.order
@@ -453,6 +476,11 @@ class RequestPlan:
     attribute through an instance costs 40 ns, an instance attribute 13 ns.)
     """
 
+    last_outcome: Outcome | None = None  # of the latest attempt
+    done = False  # an attempt ended the request (a success or an answer)
+    _counted = 0  # attempts that count against the schedule (not transparent)
+    _early_allowed = True  # one early probe per request
+    _initial: tuple[Domain, ...] = ()  # a table's domains by rank, at the start
     _waited = 0.0  # seconds spent waiting for another request's probe
     _next_wait = _FIRST_WAIT
     _hedges = 0  # hedges sent
@@ -481,19 +509,16 @@ class RequestPlan:
         self.started_at = now
         self.deadline_at = now + policy.deadline
         self._random = random
-        self.attempts: list[Attempt] = []  # every attempt sent, in order: the one record of each
-        self.records: list[Attempt] = []  # those that ended, in the order they ended
-        self.flying: list[Attempt] = []  # those in flight (more than one only while a hedge races)
+        # The one record of each attempt (``Attempt``), in one of two lists: those that
+        # ended, in the order they ended, and those in flight (more than one only while a
+        # hedge races). Every other view of them (tried, raced, in flight) reads these.
+        self.records: list[Attempt] = []
+        self.flying: list[Attempt] = []
         # Could this request be sent again after its bytes left? May it hedge
         # (``Policy.hedging``: only what could be sent twice)?
         resendable = idempotent and replayable
-        self.may_resend = resendable and core.max_attempts > 1
+        self.may_resend = resendable and core.resends
         self.hedgeable = resendable and hedge and core.hedging is not None
-        self.last_outcome: Outcome | None = None  # of the latest attempt
-        self.done = False  # an attempt ended the request (a success or an answer)
-        self._counted = 0  # attempts that count against the schedule (not transparent)
-        self._early_allowed = True  # one early probe per request
-        self._initial: tuple[Domain, ...] = ()  # a table's domains by rank, at the start
         if core.table is not None and pinned is None:
             with core.lock:
                 self._initial = tuple(core.admissible(now, orders))
@@ -520,8 +545,8 @@ class RequestPlan:
 
     @property
     def tried(self) -> list[Domain]:
-        """The domains this request has sent attempts to, in order."""
-        return [attempt.domain for attempt in self.attempts]
+        """The domains this request has sent attempts to (those that ended, then those in flight)."""
+        return [attempt.domain for attempt in self.records] + [attempt.domain for attempt in self.flying]
 
     # -- next -------------------------------------------------------------------------
 
@@ -551,13 +576,11 @@ class RequestPlan:
                 if early:
                     self._early_allowed = False
                 self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
-            attempts = self.attempts
             attempt = Attempt(
-                len(attempts) + 1, domain, delay, timeout, probe, tuple(events) if events else (), False, breaker, now + delay
+                len(self.records) + 1, domain, delay, timeout, probe, tuple(events) if events else (), False, breaker, now + delay
             )
             if core.slow_calls is not None:
                 core.slow_calls[domain].began(attempt, attempt.sent_at)
-        attempts.append(attempt)
         self.flying.append(attempt)
         return attempt
 
@@ -610,14 +633,13 @@ class RequestPlan:
                     return None
                 self._throttled = True
                 return HedgeThrottled(pool=self.pool, domain=domain)
-            attempt = Attempt(len(self.attempts) + 1, domain, 0.0, timeout, False, (), True, breaker, now)
+            attempt = Attempt(len(self.records) + len(self.flying) + 1, domain, 0.0, timeout, False, (), True, breaker, now)
             attempt.raced = True
             if core.slow_calls is not None:
                 core.slow_calls[domain].began(attempt, now)
         self._hedges += 1
         for racing in self.flying:
             racing.raced = True
-        self.attempts.append(attempt)
         self.flying.append(attempt)
         return attempt
 
@@ -686,7 +708,7 @@ class RequestPlan:
             named = core.admit(self._initial[step.domain % len(self._initial)], now)
             if named is not None:
                 return named
-        return core.choose(now, self.tried if self.attempts else (), members, self._early_allowed)
+        return core.choose(now, self.tried if self.records else (), members, self._early_allowed)
 
     def _goes_at_once(self, choice: Choice, tried: Sequence[Domain]) -> bool:
         """Does this retry skip the backoff? With backoff schedules, moving on to a
@@ -848,7 +870,6 @@ class RequestPlan:
         events: list[Event] = []
         flying, self.flying = self.flying, []
         for attempt in flying:
-            self.attempts.remove(attempt)
             with self.core.lock:
                 self._add_transition(events, attempt.domain, attempt.breaker.abandon(now, probe=attempt.probe))
                 if self.core.slow_calls is not None:
