@@ -184,11 +184,12 @@ def test_redis_killed_mid_run_loses_nothing_and_comes_back(
     local-only (one line per change), and the transport reconnects when Redis is back."""
     reader = InMemoryMetricReader()
     domains = Domains()
+    # Before the transport: its connection thread may log "connected" while it is built.
+    caplog.set_level(logging.INFO, logger="pytest_failover")
     health = RedisHealth(own_redis.url, prefix=prefix, max_backoff=0.2)
     t = FailoverTransport(
         [Pool("api", [A, B])], POLICY, domains.sync(), shared=health, meter_provider=MeterProvider([reader])
     )
-    caplog.set_level(logging.INFO, logger="pytest_failover")
     try:
         connected(t)
         assert gauge(reader) == 1
