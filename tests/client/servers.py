@@ -13,6 +13,7 @@ import socket
 import ssl
 import struct
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -152,6 +153,15 @@ class LoopbackServer:
     def total(self) -> int:
         with self.lock:
             return sum(self.counts.values())
+
+    def total_settled(self, expected: int, timeout: float = 2.0) -> int:
+        """The requests this server has read, once it has read ``expected`` of them or
+        ``timeout`` passed: a cut attempt's bytes may wait in the socket for the server's
+        loop a while after the client is done with it (seconds, on a loaded machine)."""
+        deadline = time.monotonic() + timeout
+        while self.total < expected and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self.total
 
     def close(self) -> None:
         async def stop() -> None:
