@@ -82,16 +82,33 @@ class HistoryFile:
             reason = "the file is not a SQLite database (or is corrupt)"
         return HistoryFileError(f"status history file {self.path}: cannot {doing}: {reason}")
 
+    def _check_version(self, db: sqlite3.Connection) -> None:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise HistoryFileError(
+                f"status history file {self.path}: schema version {version} was written by a newer "
+                f"failover-agent (this one reads version {SCHEMA_VERSION})")
+
+    def check(self) -> None:
+        """Raise :class:`HistoryFileError` if an existing file could not be opened; read-only,
+        so it creates and changes nothing (``failover-agent check-config``)."""
+        if not self.path.exists():
+            return
+        try:
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                self._check_version(db)
+            finally:
+                db.close()
+        except sqlite3.Error as exc:
+            raise self._fail(exc, "open it") from None
+
     def open(self, now: float) -> Loaded:
         """Open (or create) the file, check it, apply the retention and read what it holds."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None)  # transactions by hand
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise HistoryFileError(
-                    f"status history file {self.path}: schema version {version} was written by a newer "
-                    f"failover-agent (this one reads version {SCHEMA_VERSION})")
+            self._check_version(self._db)
             # No integrity check (it reads the whole file): a damaged page fails the queries
             # below, or a later write, with "database disk image is malformed".
             self._db.execute("PRAGMA journal_mode = WAL")  # a reader never blocks the writer
