@@ -202,7 +202,8 @@ def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str
             reporter.event(
                 f"demo: pool 'api' = {PRIMARY} (primary), {BACKUP} (backup), {REGIONAL} (regional), "
                 f"all fake, on loopback.\n  metrics: {base}/metrics   status page: {base}/   "
-                f"control document: {base}/control.json   health: {base}/healthz\n"
+                f"health: {base}/healthz\n  control document (a JWS, application/jose): {base}/control.json; "
+                f"to read it: curl -s {base}/control.json | failover-agent control verify - --key {key}\n"
                 + ("  Ctrl-C to stop." if duration is None else f"  stopping after {duration:g} s."))
             timeline.append(asyncio.get_running_loop().create_task(_timeline(fd, reporter)))
 
