@@ -62,6 +62,7 @@ class Loaded:
     minutes: list[tuple[Key, float, int, int]] = field(default_factory=list)  # (key, slot start, ok, total)
     hours: list[tuple[Key, float, int, int]] = field(default_factory=list)
     streaks: dict[Key, tuple[bool, float]] = field(default_factory=dict)  # key -> (up, since)
+    first: dict[Key, float] = field(default_factory=dict)  # key -> its oldest result kept
     rows: int = 0
 
 
@@ -134,6 +135,9 @@ class HistoryFile:
             self._ids[key] = check_id
             if up is not None and since is not None:
                 loaded.streaks[key] = (bool(up), since)
+            (first,) = db.execute("SELECT min(at) FROM results WHERE check_id = ?", (check_id,)).fetchone()
+            if first is not None:
+                loaded.first[key] = first
             recent = db.execute("SELECT at, ok, latency, label FROM results WHERE check_id = ?"
                                 " ORDER BY at DESC LIMIT ?", (check_id, BARS)).fetchall()
             if recent:
