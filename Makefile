@@ -4,17 +4,27 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# One stamp per install: the demo's (the agent and the simulator, nothing else) does not stand
+# for the tests' (the whole development toolchain), so `make test` after `make demo` installs
+# the rest. Each is remade when pyproject.toml changes.
+DEMO_STAMP := $(VENV)/.installed-demo
+STAMP      := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck docs pytest bench clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[agent,simulator]'
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/failover-agent demo $(DEMO_ARGS)
 
 lint: $(STAMP)

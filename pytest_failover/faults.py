@@ -18,11 +18,12 @@ Where each fault strikes::
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from ._suggest import did_you_mean
 
 __all__ = [
     "ConnectTimeout",
@@ -386,8 +387,8 @@ def by_name(name: str, *args: Any, **kwargs: Any) -> Fault:
     try:
         make = _BY_NAME[name]
     except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(name), _BY_NAME, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = did_you_mean(name, _BY_NAME)
+        hint = f" Did you mean {close!r}?" if close else ""
         raise UnknownFaultError(
             f"unknown fault {name!r}.{hint} Known faults: {', '.join(_BY_NAME)}."
         ) from None

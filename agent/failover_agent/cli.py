@@ -144,7 +144,7 @@ def run(ctx: click.Context, file: Path | None, config_option: Path | None, liste
         watch: bool, log_level: str) -> None:
     """Run the agent with the configuration FILE (agent.toml); SIGHUP reloads it.
 
-    The demo, with fake domains and nothing to configure, is ``failover-agent demo``."""
+    The demo, with fake domains and nothing to configure, is 'failover-agent demo'."""
     if file is not None and config_option is not None and file != config_option:
         raise click.UsageError(f"two configurations given ({file} and --config {config_option}): give one", ctx)
     config_file = file or config_option

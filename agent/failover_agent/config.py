@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import httpx
 from pydantic import (
@@ -33,6 +34,7 @@ from pytest_failover import (
     ScheduleTable,
     Step,
 )
+from pytest_failover._suggest import did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -67,12 +69,29 @@ class ConfigError(Exception):
         super().__init__(f"{source}: {len(errors)} error(s)\n{lines}")
 
 
+def _check_scheme(value: str, example: str) -> None:
+    """The one rule for every URL of the file: http or https, said so when it is neither."""
+    scheme, sep, _ = value.partition("://")
+    if not sep:
+        raise ValueError(f"not a URL (expected e.g. {example!r})")
+    if scheme.lower() not in ("http", "https"):
+        raise ValueError(f"unsupported scheme {scheme!r} (expected http or https, e.g. {example!r})")
+
+
+def _check_port(port: int | None) -> None:
+    if port is not None and not 0 <= port <= 65535:
+        raise ValueError(f"port {port} out of range (0 to 65535)")
+
+
 def _check_url(value: str) -> str:
+    _check_scheme(value, "https://api.example.com")
     try:
-        Domain.parse(value)
-    except ValueError:
-        raise ValueError("not a URL (expected a base URL such as 'https://api.example.com')") from None
-    return Domain.parse(value).url
+        domain = Domain.parse(value)
+        port = httpx.URL(value).port
+    except (ValueError, httpx.InvalidURL) as exc:  # the library's reason, without its "domain 'x': "
+        raise ValueError(str(exc).removeprefix(f"domain {value!r}: ")) from None
+    _check_port(port)
+    return domain.url
 
 
 def _check_path(value: str) -> str:
@@ -92,8 +111,9 @@ def _check_status(values: list[int]) -> list[int]:
 
 def _check_listen(value: str) -> str:
     host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not host or not port.isdigit():
         raise ValueError("expected HOST:PORT such as '127.0.0.1:9464'")
+    _check_port(int(port))
     return value
 
 
@@ -317,8 +337,8 @@ class OtlpConfig(_Model):
     @field_validator("endpoint")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("not a URL (expected e.g. 'http://127.0.0.1:4318')")
+        if value is not None:
+            _check_scheme(value, "http://127.0.0.1:4318")
         return value
 
     @model_validator(mode="after")
@@ -334,6 +354,7 @@ class ExportersConfig(_Model):
 
 
 def _check_prometheus_url(value: str) -> str:
+    _check_scheme(value, "http://prometheus:9090")
     try:
         url = httpx.URL(value)
     except (httpx.InvalidURL, TypeError) as exc:
@@ -423,6 +444,39 @@ def _format_loc(loc: Iterable[int | str]) -> str:
     return out
 
 
+#: Why a list must not be empty, by its key.
+_EMPTY = {
+    "domains": "a pool needs at least one domain, such as 'https://api.example.com'",
+    "pools": "the agent needs at least one [[pools]] table",
+}
+
+
+def _model_at(loc: Iterable[int | str]) -> type[BaseModel] | None:
+    """The model whose keys the table at ``loc`` holds (None: not a model's table)."""
+    model: type[BaseModel] | None = AgentConfig
+    annotation: Any = None
+    for part in loc:
+        if model is not None:
+            field = model.model_fields.get(part) if isinstance(part, str) else None
+            if field is None:
+                return None
+            annotation, model = field.annotation, None
+        else:  # a list index or a dict key: the element's type
+            args = [a for a in get_args(annotation) if a is not type(None)]
+            annotation = args[-1] if args else None
+        while get_origin(annotation) in (Union, UnionType, Annotated):  # Optional[X], Annotated[X, ...]
+            annotation = next(a for a in get_args(annotation) if a is not type(None))
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+    return model
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    model = _model_at(loc[:-1])
+    close = None if model is None else did_you_mean(loc[-1], model.model_fields)
+    return "unknown key" + (f": did you mean {close!r}?" if close else "")
+
+
 def _errors(exc: ValidationError) -> list[tuple[str, str]]:
     errors = []
     for err in exc.errors(include_url=False):
@@ -430,10 +484,13 @@ def _errors(exc: ValidationError) -> list[tuple[str, str]]:
         for prefix in ("Value error, ", "Assertion failed, "):
             if msg.startswith(prefix):
                 msg = msg[len(prefix):]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
         # Drop pydantic's union/tagged branch names (e.g. "str", "function-after[...]").
         loc = [p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in {"str", "int", "float", "bool"}))]
+        if err["type"] == "extra_forbidden":
+            msg = _unknown_key(tuple(loc))
+        elif err["type"] in ("too_short", "string_too_short") and err.get("ctx", {}).get("min_length") == 1:
+            why = _EMPTY.get(str(loc[-1])) if loc else None
+            msg = "must not be empty" + (f": {why}" if why else "")
         errors.append((_format_loc(loc), msg))
     return errors
 
@@ -490,7 +547,9 @@ def _resolve(config: AgentConfig, base: Path) -> AgentConfig:
 
 
 def load_config(path: str | Path) -> AgentConfig:
-    """Read and validate ``agent.toml``; raises :class:`ConfigError` listing every error."""
+    """Read and validate ``agent.toml`` and load every file it names (key, override, CA and
+    history files: :mod:`failover_agent.config_files`); raises :class:`ConfigError` listing
+    every error."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -501,10 +560,10 @@ def load_config(path: str | Path) -> AgentConfig:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(str(path), [("", f"not valid TOML: {exc}")]) from None
     config = parse_config(data, source=str(path), base=path.resolve().parent)
-    if config.control is not None and not config.control.signing_key_file.is_file():
-        raise ConfigError(
-            str(path), [("control.signing_key_file", f"no such file: {config.control.signing_key_file}")]
-        )
-    if config.ca_file is not None and not config.ca_file.is_file():
-        raise ConfigError(str(path), [("ca_file", f"no such file: {config.ca_file}")])
+    # imported here: it loads keys through the control writer, which imports this module
+    from .config_files import file_errors
+
+    errors = file_errors(config)
+    if errors:
+        raise ConfigError(str(path), errors)
     return config

@@ -43,6 +43,7 @@ from typing import Any
 
 from pytest_failover import Domain
 from pytest_failover.control import (
+    CONTENT_TYPE,
     MAX_DOCUMENT_BYTES,
     ControlDocument,
     ControlError,
@@ -54,6 +55,7 @@ from pytest_failover.control import (
 )
 
 from .config import ControlConfig, PoolConfig
+from .listener import Response, json_response
 from .state import AgentState
 
 try:  # tomllib on 3.11+, tomli before
@@ -61,7 +63,8 @@ try:  # tomllib on 3.11+, tomli before
 except ImportError:  # pragma: no cover
     import tomli as tomllib  # type: ignore[no-redef]  # the same API under the backport's name
 
-__all__ = ["ControlWriter", "Override", "apply_rules", "decide_disabled", "load_override", "signing_key"]
+__all__ = ["ControlWriter", "Override", "apply_rules", "decide_disabled", "document_response", "load_override",
+           "signing_key"]
 
 log = logging.getLogger("failover_agent.control")
 
@@ -169,6 +172,14 @@ def signing_key(cfg: ControlConfig) -> ControlKey:
                 "readers match documents to keys by kid, so the two must agree (or drop key_id)"
             )
     return key
+
+
+def document_response(doc: bytes | None) -> Response:
+    """The answer at ``control.path``: the latest signed document as ``application/jose``
+    (RFC 7515's type for the compact serialization, which is not JSON), or 503 before the first."""
+    if doc is None:
+        return json_response({"error": "no control document yet"}, 503)
+    return Response(200, doc, CONTENT_TYPE, {"Cache-Control": "no-store"})
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

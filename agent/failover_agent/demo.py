@@ -36,6 +36,7 @@ from pytest_failover import semconv
 
 from .config import AgentConfig, parse_config
 from .console import LiveReporter, Reporter, make_reporter
+from .listener import listen_error
 
 if TYPE_CHECKING:
     from pytest_failover.simulator import FakeDomains, RecordedRequest, ResponseSpec
@@ -138,8 +139,8 @@ def _free(listen: str) -> str:
             s.bind((host.strip("[]"), int(port)))
             return listen
         except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise  # not ours to listen on, or no such host: the caller says so
+            if exc.errno != errno.EADDRINUSE:  # not ours to listen on, or no such host
+                raise listen_error(host.strip("[]"), int(port), exc) from exc
             s.bind((host.strip("[]"), 0))
             free = s.getsockname()[1]
     log.warning("%s is in use; the demo listens on port %d instead", listen, free)
@@ -201,7 +202,8 @@ def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str
             reporter.event(
                 f"demo: pool 'api' = {PRIMARY} (primary), {BACKUP} (backup), {REGIONAL} (regional), "
                 f"all fake, on loopback.\n  metrics: {base}/metrics   status page: {base}/   "
-                f"control document: {base}/control.json   health: {base}/healthz\n"
+                f"health: {base}/healthz\n  control document (a JWS, application/jose): {base}/control.json; "
+                f"to read it: curl -s {base}/control.json | failover-agent control verify - --key {key}\n"
                 + ("  Ctrl-C to stop." if duration is None else f"  stopping after {duration:g} s."))
             timeline.append(asyncio.get_running_loop().create_task(_timeline(fd, reporter)))
 

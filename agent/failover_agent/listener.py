@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ __all__ = [
     "Request",
     "Response",
     "json_response",
+    "listen_error",
     "split_listen",
 ]
 
@@ -142,6 +144,17 @@ class _Refused(Exception):
         self.status = status
 
 
+def listen_error(host: str, port: int, exc: OSError) -> OSError:
+    """``exc``, raised resolving or binding ``host:port``, as an error that names the address:
+    ``listen address nowhere.invalid:9464: Name or service not known``."""
+    shown = f"[{host}]" if ":" in host else host
+    if isinstance(exc, socket.gaierror):
+        reason = exc.strerror or str(exc)
+    else:  # asyncio's own message repeats the address as a tuple
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return OSError(f"listen address {shown}:{port}: {reason}")
+
+
 class Listener:
     """Serves ``routes`` (exact paths) and ``prefixes`` (path prefixes) on one TCP address;
     :meth:`start`, then :meth:`aclose`."""
@@ -161,10 +174,15 @@ class Listener:
         return len(self._connections)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen on ``host:port`` (port 0: a free one); return the first bound address."""
-        self._server = await asyncio.start_server(
-            self._connection, host or None, port, reuse_address=True, limit=_READ_SIZE,
-        )
+        """Listen on ``host:port`` (port 0: a free one); return the first bound address.
+
+        An address that does not resolve, or cannot be bound, is an ``OSError`` naming it."""
+        try:
+            self._server = await asyncio.start_server(
+                self._connection, host or None, port, reuse_address=True, limit=_READ_SIZE,
+            )
+        except OSError as exc:
+            raise listen_error(host, port, exc) from exc
         self.addresses = [(str(s.getsockname()[0]), int(s.getsockname()[1])) for s in self._server.sockets]
         return self.addresses[0]
 

@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING
 
+from .control_writer import document_response
 from .listener import Handler, Listener, Request, Response, json_response, split_listen
 from .prometheus_text import PROMETHEUS_CONTENT_TYPE, release_freed_memory
 from .status import Recorder, asset, status_document
@@ -74,10 +75,7 @@ class AgentServer:
                               "location": self.agent.config.location}, 200 if ok else 503)
 
     async def control(self, _: Request) -> Response:
-        doc = self.agent.control_document()
-        if doc is None:
-            return json_response({"error": "no control document yet"}, 503)
-        return Response(200, doc, "application/json", NO_STORE)
+        return document_response(self.agent.control_document())
 
     async def status_json(self, _: Request) -> Response:
         agent = self.agent

@@ -56,6 +56,14 @@ class ControlStatus:
     document: bytes = b""
     error: str | None = None
 
+    @property
+    def version_time(self) -> float | None:
+        """The version as what it is: the agent's writer numbers documents by the Unix time of
+        signing in milliseconds, so a version within a minute of ``issued_at`` is that time (in
+        seconds); any other (``control sign``'s ``8``) is a plain number (None)."""
+        seconds = self.version / 1000
+        return seconds if abs(seconds - self.issued_at) < 60 else None
+
 
 @dataclass(slots=True)
 class AgentState:
@@ -106,6 +114,7 @@ class AgentState:
             },
             "control": None if self.control is None else {
                 "version": self.control.version,
+                "version_time": self.control.version_time,
                 "issued_at": self.control.issued_at,
                 "disabled": {k: sorted(v) for k, v in self.control.disabled.items()},
                 "error": self.control.error,

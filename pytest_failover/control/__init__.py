@@ -57,11 +57,12 @@ from __future__ import annotations
 
 from .._exceptions import ControlError
 from ._document import MAX_LOCATIONS, MAX_TIME, MAX_VERSION, ControlDocument, Quorum, check_disabled
-from ._jws import MAX_DOCUMENT_BYTES, TYP, sign_document, verify_document
+from ._jws import CONTENT_TYPE, MAX_DOCUMENT_BYTES, TYP, sign_document, verify_document
 from ._keys import ControlKey, generate_key, load_key, parse_key, save_key
 from ._poller import ControlPoller, ControlTarget
 
 __all__ = [
+    "CONTENT_TYPE",
     "MAX_DOCUMENT_BYTES",
     "MAX_LOCATIONS",
     "MAX_TIME",

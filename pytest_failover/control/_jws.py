@@ -44,13 +44,17 @@ from ._keys import ControlKey, verifying_keys
 if TYPE_CHECKING:
     from joserfc.jws import JWSRegistry
 
-__all__ = ["MAX_DOCUMENT_BYTES", "TYP", "sign_document", "verify_document"]
+__all__ = ["CONTENT_TYPE", "MAX_DOCUMENT_BYTES", "TYP", "sign_document", "verify_document"]
 
 MAX_DOCUMENT_BYTES = 64 * 1024
 """Documents (and HTTP bodies the poller reads) larger than this are refused."""
 
 TYP = "failover-control+jwt"
 """The ``typ`` header of every control document."""
+
+CONTENT_TYPE = "application/jose"
+"""The media type of a served document: RFC 7515 registers it for the JWS compact
+serialization (the body is not JSON, so ``application/json`` would be wrong)."""
 
 _HEADER_FIELDS = frozenset({"alg", "kid", "typ"})
 _KNOWN_ALGS = ("EdDSA", "Ed25519", "HS256")

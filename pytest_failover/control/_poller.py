@@ -44,7 +44,7 @@ import httpx
 from .._exceptions import ControlError
 from .._policy import ExponentialBackoff
 from ._document import ControlDocument
-from ._jws import MAX_DOCUMENT_BYTES, verify_document
+from ._jws import CONTENT_TYPE, MAX_DOCUMENT_BYTES, verify_document
 from ._keys import ControlKey, verifying_keys
 
 if TYPE_CHECKING:
@@ -55,7 +55,9 @@ __all__ = ["ControlPoller", "ControlTarget"]
 
 logger = logging.getLogger("pytest_failover")
 
-_HEADERS = {"Accept": "application/jwt, application/json;q=0.5", "Accept-Encoding": "identity"}
+# The body is judged, never the Content-Type: a document served as application/jose (the
+# agent's), application/jwt or application/json (older agents, static hosting) is read alike.
+_HEADERS = {"Accept": f"{CONTENT_TYPE}, application/jwt, application/json;q=0.5", "Accept-Encoding": "identity"}
 _MAX_STREAK = 64  # 2**64 intervals is longer than any max_backoff: stop the exponent growing
 
 

@@ -3,17 +3,21 @@ configuration (positional or --config), an install hint when the agent extra is 
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from failover_agent.__main__ import missing_module_hint
 from failover_agent.cli import main
+from failover_agent.listener import Listener
 
 from pytest_failover import __version__
 
@@ -51,7 +55,7 @@ def test_version() -> None:
          "Error: Invalid value for '--listen': 'nonsense': expected HOST:PORT such as '127.0.0.1:9464' "
          "(see 'failover-agent run --help')"),
         (["run", "--listen", "127.0.0.1:99999", "agent.toml"],
-         "Error: Invalid value for '--listen': '127.0.0.1:99999': expected HOST:PORT such as '127.0.0.1:9464' "
+         "Error: Invalid value for '--listen': '127.0.0.1:99999': port 99999 out of range (0 to 65535) "
          "(see 'failover-agent run --help')"),
         (["run", "--log-level", "LOUD", "agent.toml"],
          "Error: Invalid value for '--log-level': 'LOUD' is not one of 'debug', 'info', 'warning', 'error', "
@@ -91,7 +95,8 @@ def test_run_takes_the_file_positionally_like_check_config(tmp_path: Path) -> No
     option = CliRunner().invoke(main, ["run", "--config", str(bad)])
     assert positional.exit_code == option.exit_code == 2
     assert positional.output == option.output
-    assert "pools[0].domains[0]: not a URL" in positional.output
+    assert "  pools[0].domains[0]: unsupported scheme 'ftp' (expected http or https, e.g. " \
+           "'https://api.example.com')" in positional.output.splitlines()
 
 
 def test_run_with_a_positional_file_starts_and_stops(tmp_path: Path) -> None:
@@ -208,3 +213,49 @@ def test_our_own_missing_module_is_a_bug_not_a_hint() -> None:
     assert missing_module_hint(ModuleNotFoundError("x", name="pytest_failover._gone")) is None
     assert missing_module_hint(ModuleNotFoundError("x", name="rich.console")) == (
         f"failover-agent needs the agent extra (missing module 'rich'): {HINT}")
+
+
+def _commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The path of every command under ``group``, the group itself first."""
+    out = [path]
+    for name, command in group.commands.items():
+        out += _commands(command, (*path, name)) if isinstance(command, click.Group) else [(*path, name)]
+    return out
+
+
+@pytest.mark.parametrize("path", _commands(main), ids=lambda path: " ".join(path) or "failover-agent")
+def test_help_shows_no_markup(path: tuple[str, ...]) -> None:
+    """Every command's --help reads as plain text: no reST literals or roles from the docstrings."""
+    code, lines = _invoke(*path, "--help")
+    assert code == 0
+    assert [line for line in lines if "``" in line or ":func:`" in line or ":class:`" in line] == []
+
+
+async def test_an_address_that_does_not_resolve_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listener's error names the address it could not resolve, with the resolver's reason."""
+    real = socket.getaddrinfo
+
+    def resolve(host: object, *args: object, **kwargs: object) -> object:
+        if host == "nowhere.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)  # type: ignore[arg-type]  # passed through as given
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    listener = Listener({}, {})
+    with pytest.raises(OSError, match=r"^listen address nowhere\.invalid:9464: Name or service not known$"):
+        await asyncio.wait_for(listener.start("nowhere.invalid", 9464), timeout=10)
+    await listener.aclose()
+
+
+def test_run_names_the_address_it_cannot_listen_on(tmp_path: Path) -> None:
+    """`run --listen` on an address that is not this machine's: one log line naming it, exit 1."""
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text('[[pools]]\nname = "api"\ndomains = ["http://127.0.0.1:9"]\n')
+    proc = subprocess.run([sys.executable, "-m", "failover_agent", "run", str(cfg), "--plain",
+                           "--listen", "192.0.2.1:9464"],  # TEST-NET-1: never a local address
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                          timeout=60, check=False)
+    assert proc.returncode == 1, proc.stdout
+    assert proc.stdout.rstrip().endswith(
+        "ERROR   cannot start: listen address 192.0.2.1:9464: Cannot assign requested address"), proc.stdout
+    assert "Traceback" not in proc.stdout

@@ -10,6 +10,7 @@ from failover_agent.runner import Agent
 from failover_agent.runtime import Runtime
 
 from pytest_failover import ExponentialBackoff, Policy, ScheduleTable
+from pytest_failover.control import generate_key, save_key
 
 GOOD = """
 location = "eu-west"
@@ -62,7 +63,8 @@ path = "/control.json"
 
 
 def _write(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "key.bin").write_bytes(b"k" * 32)
+    if not (tmp_path / "key.bin").exists():
+        save_key(tmp_path / "key.bin", generate_key("HS256"), private=True)
     path = tmp_path / "agent.toml"
     path.write_text(text)
     return path
@@ -123,7 +125,7 @@ endpoint = "http://127.0.0.1:4317"
 protocol = "udp"
 """
     errors = _errors(tmp_path, text)
-    assert errors["pools[1].domains[0]"].startswith("not a URL")
+    assert errors["pools[1].domains[0]"] == "not a URL (expected e.g. 'https://api.example.com')"
     assert errors["pools[0].probe.path"] == "must start with '/'"
     assert errors["pools[0].probe.colour"] == "unknown key"
     assert "valid integer" in errors["pools[1].policy.breaker_threshold"]
@@ -192,7 +194,8 @@ def test_check_config_cli_exit_codes(tmp_path: Path) -> None:
     bad = _write(tmp_path, '[[pools]]\nname = "a"\ndomains = ["ftp://x"]\n[pools.probe]\ninterval = 1\ntimeout = 2\n')
     run = CliRunner().invoke(main, ["check-config", str(bad)])
     assert run.exit_code == 2
-    assert "pools[0].domains[0]: not a URL" in run.output
+    assert ("pools[0].domains[0]: unsupported scheme 'ftp' (expected http or https, e.g. "
+            "'https://api.example.com')") in run.output.splitlines()
     assert "pools[0].probe: timeout (2.0 s) is larger than interval (1.0 s)" in run.output
     good = _write(tmp_path, GOOD)
     run = CliRunner().invoke(main, ["check-config", str(good)])
@@ -230,3 +233,106 @@ async def test_pools_with_equal_policies_share_one_policy() -> None:
     finally:
         await runtime.aclose()
         agent.telemetry.shutdown()
+
+
+POOL = '[[pools]]\nname = "api"\ndomains = ["https://api.example.com"]\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "message"),
+    [
+        (POOL + "[pools.probe]\nintervall = 3\n", "pools[0].probe.intervall",
+         "unknown key: did you mean 'interval'?"),
+        (POOL + '[pools.probe.domains."https://api.example.com"]\ntimout = 1\n',
+         "pools[0].probe.domains['https://api.example.com'].timout", "unknown key: did you mean 'timeout'?"),
+        (POOL + "[exporter.prometheus]\n", "exporter", "unknown key: did you mean 'exporters'?"),
+        (POOL + "[pools.probe]\ncolour = 'blue'\n", "pools[0].probe.colour", "unknown key"),
+        ('[[pools]]\nname = "api"\ndomains = ["ftp://files.example.com"]\n', "pools[0].domains[0]",
+         "unsupported scheme 'ftp' (expected http or https, e.g. 'https://api.example.com')"),
+        ('[[pools]]\nname = "api"\ndomains = ["https://api.example.com:99999"]\n', "pools[0].domains[0]",
+         "port 99999 out of range (0 to 65535)"),
+        ('[[pools]]\nname = "api"\ndomains = ["https://api.example.com/v1"]\n', "pools[0].domains[0]",
+         "only scheme, host and port are allowed"),
+        ('[[pools]]\nname = "api"\ndomains = []\n', "pools[0].domains",
+         "must not be empty: a pool needs at least one domain, such as 'https://api.example.com'"),
+        ("pools = []\n", "pools", "must not be empty: the agent needs at least one [[pools]] table"),
+        ('[[pools]]\nname = ""\ndomains = ["https://api.example.com"]\n', "pools[0].name", "must not be empty"),
+        (POOL + '[exporters.prometheus]\nlisten = "127.0.0.1:99999"\n', "exporters.prometheus.listen",
+         "port 99999 out of range (0 to 65535)"),
+        (POOL + '[exporters.otlp]\nendpoint = "grpc://127.0.0.1:4317"\n', "exporters.otlp.endpoint",
+         "unsupported scheme 'grpc' (expected http or https, e.g. 'http://127.0.0.1:4318')"),
+    ],
+    ids=["misspelt-key", "misspelt-nested-key", "misspelt-table", "no-close-key", "ftp", "port",
+         "path", "empty-pool", "no-pools", "empty-name", "listen-port", "otlp-scheme"],
+)
+def test_errors_say_what_was_meant(tmp_path: Path, text: str, path: str, message: str) -> None:
+    """A misspelt key gets the closest key as a suggestion, a wrong scheme, an out-of-range port
+    and an empty list are named as such, word for word, and nothing else is reported."""
+    assert _errors(tmp_path, text) == {path: message}
+
+
+def _files(tmp_path: Path) -> dict[str, Path]:
+    """A file of each kind an agent.toml names, each broken."""
+    files = {"raw_key": ("raw.key", b"a raw secret"), "override": ("override.toml", b"= ="),
+             "ca": ("ca.pem", b"not pem"), "a_file": ("a-file", b""),
+             "history": ("history.sqlite", b"this is not a database at all" * 100)}
+    for name, content in files.values():
+        (tmp_path / name).write_bytes(content)
+    return {key: tmp_path / name for key, (name, _) in files.items()}
+
+
+BROKEN_FILES = [
+    ('ca_file = "ca.pem"\n' + POOL, "ca_file",
+     "{ca}: not a PEM bundle of CA certificates (NO_CERTIFICATE_OR_CRL_FOUND)"),
+    (POOL + '[control]\nsigning_key_file = "raw.key"\n', "control.signing_key_file",
+     "{raw_key}: not a JWK (not JSON (Expecting value: line 1 column 1 (char 0))): a raw secret is not "
+     "accepted; the key file format is one JWK (RFC 7517) JSON object; make one with "
+     "`failover-agent control keygen`"),
+    (POOL + '[control]\nsigning_key_file = "key.bin"\noverride_file = "override.toml"\n',
+     "control.override_file", "{override}: not valid TOML: Invalid statement (at line 1, column 1)"),
+    (POOL + '[control]\nsigning_key_file = "key.bin"\noutput_file = "a-file/out/control.jws"\n',
+     "control.output_file", "{a_file}/out/control.jws: cannot create it: {a_file} is not a folder"),
+    (POOL + '[status]\nhistory_path = "history.sqlite"\n', "status.history_path",
+     "status history file {history}: cannot open it: the file is not a SQLite database (or is corrupt)"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "message"), BROKEN_FILES,
+                         ids=["ca-file", "key-not-jwk", "override", "output-folder", "history"])
+def test_check_config_loads_every_file_the_config_names(tmp_path: Path, text: str, key: str,
+                                                        message: str) -> None:
+    """A key file that is not a JWK, a broken override file, CA bundle or history file, and an
+    output file whose folder cannot be made: check-config names each, exits 2, and creates or
+    changes no file."""
+    from click.testing import CliRunner
+    from failover_agent.cli import main
+
+    files = _files(tmp_path)
+    config = _write(tmp_path, text)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    run = CliRunner().invoke(main, ["check-config", str(config)])
+    expected = message.format(**{name: str(path) for name, path in files.items()})
+    assert (run.exit_code, run.output.splitlines()) == (2, [f"{config}: 1 error(s)", f"{key}: {expected}"])
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_run_with_a_key_file_that_is_not_a_jwk_prints_the_error_and_exits_2(tmp_path: Path) -> None:
+    """`run` reports the key file as check-config does, on stderr, with exit status 2 and no traceback."""
+    from click.testing import CliRunner
+    from failover_agent.cli import main
+
+    files = _files(tmp_path)
+    text, key, message = BROKEN_FILES[1]
+    config = _write(tmp_path, text)
+    run = CliRunner().invoke(main, ["run", str(config)])
+    assert isinstance(run.exception, SystemExit) and run.exit_code == 2
+    assert run.output.splitlines() == [f"{config}: 1 error(s)", f"  {key}: {message.format(**files)}"]
+
+
+def test_files_the_agent_creates_may_be_absent(tmp_path: Path) -> None:
+    """An override file, an output file and a history file that do not exist yet are fine, and
+    check-config creates none of them (nor their folders)."""
+    config = _write(tmp_path, POOL + '[control]\nsigning_key_file = "key.bin"\noverride_file = "o.toml"\n'
+                    'output_file = "out/control.jws"\n[status]\nhistory_path = "state/history.sqlite"\n')
+    assert load_config(config).control is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.toml", "key.bin"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -120,7 +121,7 @@ def test_sighup_reloads_and_rejects_a_bad_config_then_sigterm_exits_0(
         cfg.write_text(_config(targets, port).replace('domains = [', 'domains = ["ftp://nope", '))
         proc.send_signal(signal.SIGHUP)
         _wait(lambda: "reload rejected" in log.read_text())
-        assert "pools[0].domains[0]: not a URL" in log.read_text()
+        assert "pools[0].domains[0]: unsupported scheme 'ftp'" in log.read_text()
         before = _status(port)["pools"]["api"]["domains"][targets[1]]["last"]["at"]
         _wait(lambda: _status(port)["pools"]["api"]["domains"][targets[1]]["last"]["at"] > before)
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", trust_env=False).status_code == 200
@@ -177,6 +178,38 @@ def test_demo_runs_probes_fake_domains_and_exits_0(tmp_path: Path) -> None:
     assert "https://api2.example.com is UP" in text
     assert "listening on http://127.0.0.1:" in text
     assert "agent stopped" in text and "Traceback" not in text
+
+
+def test_the_demo_says_how_to_read_its_control_document(tmp_path: Path) -> None:
+    """The demo prints the command that reads /control.json (a JWS served as application/jose,
+    which jq and json.load cannot read); fed the document, that command prints its payload."""
+    said = re.compile(r"to read it: curl -s (?P<url>\S+) \| failover-agent control verify - --key (?P<key>\S+)$")
+    log = tmp_path / "demo.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "failover_agent.cli", "demo", "--duration", "30",
+                                 "--listen", "127.0.0.1:0", "--plain"], stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 30
+            while (found := next(filter(None, map(said.search, log.read_text().splitlines())), None)) is None:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.05)
+            response = httpx.get(found["url"], timeout=10)
+            while response.status_code == 503 and time.monotonic() < deadline:  # not signed yet
+                time.sleep(0.1)
+                response = httpx.get(found["url"], timeout=10)
+            verify = subprocess.run([str(Path(sys.executable).with_name("failover-agent")), "control", "verify",
+                                     "-", "--key", found["key"]], input=response.content, capture_output=True,
+                                    timeout=30, check=False)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert response.headers["content-type"] == "application/jose"
+    assert verify.returncode == 0, verify.stderr
+    assert set(json.loads(verify.stdout)) == {"exp", "iat", "pools", "version"}
 
 
 async def test_watch_file_calls_back_when_the_file_changes(tmp_path: Path) -> None:

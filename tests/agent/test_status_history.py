@@ -16,7 +16,7 @@ import pytest
 from agent_support import config, cors_handler, eventually, fake_domains, running
 from failover_agent.checks.result import ProbeResult
 from failover_agent.config import parse_config
-from failover_agent.state import AgentState, DomainStatus, PoolStatus
+from failover_agent.state import AgentState, ControlStatus, DomainStatus, PoolStatus
 from failover_agent.status.history import BARS, Counts, History, Sample, Series
 from failover_agent.status.recorder import Recorder, probe_label
 from failover_agent.status.store import HistoryFile, HistoryFileError
@@ -66,6 +66,12 @@ def test_counts_ring_moving_on_forgets_only_what_left_the_window() -> None:
     assert list(counts.slots()) == [(int((T0 + 10_000) // 60), 1, 1)]
 
 
+def _rounded(window: tuple[float | None, float | None]) -> tuple[float | None, float | None]:
+    """A window's (ratio, covered) with the ratio rounded, to compare with a fraction."""
+    ratio, covered = window
+    return (None if ratio is None else round(ratio, 9), covered)
+
+
 def test_series_uptime_windows_and_streaks() -> None:
     """1 h, 24 h and 7 d uptime, and "down since" the first failure of the current streak."""
     s = Series()
@@ -73,14 +79,47 @@ def test_series_uptime_windows_and_streaks() -> None:
         s.add(Sample(T0 + i * 3600, not 40 <= i <= 45, 0.01, ""))
     now = T0 + 47 * 3600 + 1
     up = s.uptime(now)
-    assert up["1h"] == 1.0
-    assert up["24h"] == pytest.approx(18 / 24)
-    assert up["7d"] == pytest.approx(42 / 48)
+    assert up["1h"] == (1.0, None)  # the whole window is covered: no "over ..."
+    assert _rounded(up["24h"]) == (round(18 / 24, 9), None)
+    assert _rounded(up["7d"]) == (round(42 / 48, 9), 47 * 3600 + 1)  # two days of the seven
     assert s.up is True and s.since == T0 + 46 * 3600
     s.add(Sample(now + 10, False, 0.5, "dns_error"))
     s.add(Sample(now + 20, False, 0.5, "dns_error"))
     described = s.describe(now + 20)
     assert described["down_since"] == now + 10 and described["up"] is False
+
+
+def test_uptime_is_read_over_the_time_its_results_cover() -> None:
+    """19 s of results give the 1 h window its figure "over 19 s", and the 24 h and 7 d windows
+    none (they would repeat it); each longer window gets a figure once results predate the
+    shorter one, over the time they cover."""
+    s = Series()
+    assert s.uptime(T0) == {"1h": (None, None), "24h": (None, None), "7d": (None, None)}
+    for i, ok in enumerate([True, False, True, False, False]):  # 2 of 5, from T0 + 100 to T0 + 119
+        s.add(Sample(T0 + 100 + i * 4.75, ok, 0.01, ""))
+    assert s.uptime(T0 + 119) == {"1h": (0.4, 19.0), "24h": (None, None), "7d": (None, None)}
+    assert s.describe(T0 + 119)["covered"] == {"1h": 19.0, "24h": None, "7d": None}
+    for minute in range(2, 150):  # one good result a minute for about two and a half hours
+        s.add(Sample(T0 + minute * 60, True, 0.01, ""))
+    now = T0 + 149 * 60
+    up = s.uptime(now)
+    assert up["1h"] == (1.0, None)
+    assert _rounded(up["24h"]) == (round(150 / 153, 9), now - (T0 + 100))
+    assert up["7d"] == (None, None)
+    s.add(Sample(T0 + 30 * 3600, True, 0.01, ""))  # a day later: 7 d has more than 24 h to say
+    assert _rounded(s.uptime(T0 + 30 * 3600)["7d"]) == (round(151 / 154, 9), 30 * 3600 - 100)
+
+
+def test_the_control_version_is_a_time_when_the_writer_made_it_one() -> None:
+    """The agent numbers documents by their signing time in ms: /status.json says which time; a
+    hand-signed version 8 is a plain number."""
+    state = AgentState(location="test")
+    state.control = ControlStatus(version=1_796_424_345_782, issued_at=1_796_424_345.782)
+    control = state.as_dict()["control"]
+    assert isinstance(control, dict) and control["version_time"] == pytest.approx(1_796_424_345.782)
+    state.control = ControlStatus(version=8, issued_at=1_796_424_345.0)
+    control = state.as_dict()["control"]
+    assert isinstance(control, dict) and (control["version"], control["version_time"]) == (8, None)
 
 
 def test_series_keeps_the_last_bars_oldest_first() -> None:
@@ -232,6 +271,7 @@ async def test_recorder_records_each_result_and_survives_restart(tmp_path: Path)
         assert series is not None
         assert [s.ok for s in series.samples()] == [True, False]
         assert series.up is False and series.since == now + 1
+        assert series.first == now  # the coverage of the uptime, exact across the restart
         pool = again.history.get(("api", ""))
         assert pool is not None and pool.samples()[0].label == A
 

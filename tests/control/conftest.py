@@ -150,7 +150,9 @@ class Served:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    content_type: str = "application/jwt"
     requests: int = 0
+    accept: str | None = None  # the Accept header of the last request
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -169,16 +171,18 @@ def run_server(tls: ssl.SSLContext | None = None) -> Iterator[Served]:
         def do_GET(self) -> None:
             with state.lock:
                 state.requests += 1
-                status, body, headers, delay = (
+                state.accept = self.headers.get("Accept")
+                status, body, headers, delay, content_type = (
                     state.status,
                     state.body,
                     dict(state.headers),
                     state.delay,
+                    state.content_type,
                 )
             if delay:
                 stop.wait(delay)
             self.send_response(status)
-            self.send_header("Content-Type", "application/jwt")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             for name, value in headers.items():
                 self.send_header(name, value)

@@ -82,6 +82,16 @@ async def fetch(url: str) -> bytes:
     return response.content
 
 
+async def test_the_document_is_served_as_application_jose(tmp_path: Path) -> None:
+    """/control.json is a JWS compact serialization, so it is served as RFC 7515's
+    application/jose (not JSON: json.load fails on it), never cached."""
+    async with agent_serving(tmp_path, "HS256") as (url, _), httpx.AsyncClient(trust_env=False) as client:
+        response = await client.get(url)
+    assert response.status_code == 200
+    assert (response.headers["content-type"], response.headers["cache-control"]) == ("application/jose", "no-store")
+    assert response.content.count(b".") == 2 and not response.content.startswith(b"{")
+
+
 @pytest.mark.parametrize("alg", ["EdDSA", "HS256"])
 async def test_joserfc_alone_verifies_the_served_document(tmp_path: Path, alg: str) -> None:
     """joserfc, given only the key file's JSON, verifies /control.json and reads the documented claims."""

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from pytest_failover._policy import ExponentialBackoff
-from pytest_failover.control import MAX_DOCUMENT_BYTES, ControlDocument, ControlPoller
+from pytest_failover.control import CONTENT_TYPE, MAX_DOCUMENT_BYTES, ControlDocument, ControlPoller
 from pytest_failover.control import _poller as poller_module
 
 from .conftest import (
@@ -83,6 +83,19 @@ def test_good_document_is_applied_once(
     assert poll(poller) is True
     assert (target.version, target.disabled) == (2, {"api": frozenset()})
     assert served.requests == 3
+
+
+@pytest.mark.parametrize("content_type", [CONTENT_TYPE, "application/json", "application/jwt", "text/plain"])
+def test_the_body_is_judged_whatever_its_content_type(
+    served: Served, target: Target, signer: Signer, clock: Clock, poll: Poll, content_type: str
+) -> None:
+    """A document served as application/jose (the agent's, RFC 7515), or as application/json by
+    an older agent or a static host, is applied alike; the poller asks for application/jose first."""
+    served.content_type = content_type
+    served.serve(signer.sign(version=1, pools={"api": ["https://api.example.com"]}))
+    assert poll(make_poller(served.url, target, signer, clock)) is True
+    assert target.disabled == {"api": frozenset({"https://api.example.com"})}
+    assert served.accept == "application/jose, application/jwt, application/json;q=0.5"
 
 
 def tamper(raw: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""Run one Python block of the docs as a script, in its own process.
+"""Run one Python block of the docs as a script, in its own process, as a reader runs it.
 
     python tests/docs/_bootstrap.py PAGE BLOCK_FILE
 
@@ -6,18 +6,46 @@ The block's file holds its source preceded by blank lines, and is compiled under
 page's name, so a traceback shows the page's own line numbers and text. The current
 directory is the page's working directory (its ``file:`` blocks are there).
 
-The example hosts of the docs (``HOSTS``) are fake domains from the outage simulator for
-the whole run, and every other host is blocked, so an example never reaches the
-internet. A block that starts its own ``FakeDomains`` (to show the whole set-up) still
-runs inside these: its own registrations answer for the names it adds.
+Nothing is set up around the block: no fake domains, no patched resolver. A block that
+needs fake domains starts its own ``FakeDomains``, as the page shows it. The one addition is
+a fence: an audit hook refuses every name lookup and connection that would leave the
+machine (any host but loopback), so an example that forgot its set-up fails here, naming
+the host, instead of reaching the internet.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import sys
 from pathlib import Path
 
-HOSTS = ("api.example.com", "api2.example.com", "api-eu.example.com")
+#: Hosts the fence let no lookup or connection reach, in the order they were tried.
+BLOCKED: list[str] = []
+
+
+def _is_loopback(host: object) -> bool:
+    if host is None or host in ("", b"", "localhost", b"localhost"):
+        return True
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    try:
+        return ipaddress.ip_address(str(host).partition("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _fence(event: str, args: tuple[object, ...]) -> None:
+    """Refuse lookups of, and connections to, hosts that are not loopback."""
+    if event == "socket.getaddrinfo":
+        host = args[0]
+    elif event == "socket.connect" and isinstance(args[1], tuple):
+        host = args[1][0]
+    else:
+        return
+    if not _is_loopback(host):
+        BLOCKED.append(str(host))
+        raise socket.gaierror(socket.EAI_NONAME, f"the docs test lets no example reach {host!r}")
 
 
 def main(page: str, block_file: str) -> int:
@@ -25,16 +53,13 @@ def main(page: str, block_file: str) -> int:
     code = compile(source, page, "exec")
     sys.path[0] = str(Path.cwd())  # as ``python block.py`` would have it
     namespace = {"__name__": "__main__", "__file__": block_file}
-    from pytest_failover.simulator import FakeDomains
-
-    with FakeDomains(block_unknown_hosts=True) as fd:
-        for host in HOSTS:
-            fd.add(host)
+    sys.addaudithook(_fence)
+    try:
         exec(code, namespace)
-        if fd.blocked:
-            print(f"the example tried to reach hosts outside the docs' fake domains: {fd.blocked}")
-            return 1
-    return 0
+    finally:
+        if BLOCKED:
+            print(f"the example tried to reach hosts that are not loopback: {sorted(set(BLOCKED))}")
+    return 1 if BLOCKED else 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ suite). Each command in it is checked instead:
   positional word used; ``python SCRIPT ...``: the script exists and handles every option;
 * ``pip install``: every extra exists in pyproject.toml and every other package is one of
   its dependencies;
+* ``source .venv/bin/activate``: the virtual environment is the one the Makefile makes;
 * ``amtool``: the offline subcommands (``check-config``, ``config routes [test]``) are run
   for real (Debian's ``prometheus-alertmanager`` puts amtool on PATH) and must succeed, so
   ``config routes test --verify.receivers=R`` checks the documented route; any other
@@ -103,6 +104,8 @@ def _check(words: list[str], cwd: Path) -> list[str]:
         return _paths_exist(args, cwd)
     if program == "amtool":
         return _check_amtool(args, cwd)
+    if program in {"source", "."}:
+        return _check_activate(args)
     if program in EXTERNAL:
         return _paths_exist(args, cwd)
     return [f"unknown program {program!r}: teach tests/docs/_shell.py about it, or mark the block no-run"]
@@ -119,6 +122,17 @@ def _check_make(args: list[str]) -> list[str]:
         elif not re.search(rf"^{re.escape(arg)}:", makefile, re.M):
             problems.append(f"the Makefile has no target {arg!r}")
     return problems
+
+
+def _check_activate(args: list[str]) -> list[str]:
+    """``source .venv/bin/activate``: the virtual environment the Makefile makes, and this one's script."""
+    venv = re.search(r"^VENV +\?= *(\S+)", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)
+    expected = f"{venv[1] if venv else '?'}/bin/activate"
+    if args != [expected]:
+        return [f"only 'source {expected}' (the Makefile's virtual environment) is documented"]
+    if not (BIN / "activate").is_file():
+        return [f"{BIN / 'activate'} does not exist"]
+    return []
 
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -2,8 +2,8 @@
 
 * ``python``: a block with ``test_`` functions is a test file, run through ``pytester`` as
   a downstream suite with the plugin (``--failover-block-unknown-hosts``), every test of
-  it passing; any other block is a script, run in a new process with the docs' example
-  hosts as fake domains (``_bootstrap.py``);
+  it passing; any other block is a script, run as written in a new process, with nothing
+  faked around it and every host but loopback out of reach (``_bootstrap.py``);
 * ``sh`` / ``bash`` / ``console``: every command is checked against the project, and the
   safe ones are run (``_shell.py``);
 * ``toml``: parsed; an agent configuration is loaded by the agent's config loader, an

@@ -80,6 +80,7 @@ def test_commands_split_a_shell_block() -> None:
         ("failover-agent no-such-command\n", "no command 'no-such-command'"),
         ("failover-agent run --no-such-option x\n", "has no option --no-such-option"),
         ("amtool silence add alertname=X\n", "talks to a running Alertmanager"),
+        ("source venv/bin/activate\n", "only 'source .venv/bin/activate'"),
         ("amtool check-config dashboards/alertmanager/missing.yml\n", "no such file or directory"),
         ("amtool config routes test --config.file=dashboards/alertmanager/alertmanager.yml "
          "--verify.receivers=tickets severity=page\n", "Expected receivers did not match"),
@@ -95,6 +96,7 @@ def test_right_shell_commands_pass(tmp_path: Path) -> None:
     """The project's own commands, extras and files check out."""
     source = (
         "make test\nmake demo DEMO_ARGS=--plain\npip install 'pytest-failover[agent]'\n"
+        "source .venv/bin/activate\npip install -e '.[simulator]'\n"
         "promtool check rules dashboards/alerts.yml\nfailover-agent --help\n"
         "amtool check-config dashboards/alertmanager/alertmanager.yml\n"
         "amtool config routes test --config.file=dashboards/alertmanager/alertmanager.yml "
@@ -108,6 +110,30 @@ def test_a_failing_python_block_fails(tmp_path: Path) -> None:
     block = Block(page=tmp_path / "page.md", line=3, lang="python", source="raise SystemExit('boom')\n")
     with pytest.raises(AssertionError, match="boom"):
         _run_python(block, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import httpx\n\nhttpx.get('https://api.example.com/v1/rooms')\n",
+        "import socket\n\nsocket.create_connection(('192.0.2.1', 443), timeout=1)\n",
+    ],
+)
+def test_a_python_block_that_goes_online_fails(tmp_path: Path, source: str) -> None:
+    """Nothing fakes the docs' example hosts: a script without its own set-up fails, naming the host."""
+    block = Block(page=tmp_path / "page.md", line=1, lang="python", source=source)
+    with pytest.raises(AssertionError, match=r"hosts that are not loopback: .*(api\.example\.com|192\.0\.2\.1)"):
+        _run_python(block, tmp_path)
+
+
+def test_a_python_block_runs_with_only_its_own_set_up(tmp_path: Path) -> None:
+    """A script that starts its own fake domains reaches them, and loopback stays open."""
+    source = (
+        "import httpx\nfrom pytest_failover.simulator import FakeDomains\n\n"
+        "with FakeDomains() as fake:\n    fake.add('api.example.com')\n"
+        "    assert httpx.get('https://api.example.com/').json()['domain'] == 'api.example.com'\n"
+    )
+    _run_python(Block(page=tmp_path / "page.md", line=1, lang="python", source=source), tmp_path)
 
 
 def test_a_failing_test_file_block_fails(tmp_path: Path, downstream: pytest.Pytester) -> None:

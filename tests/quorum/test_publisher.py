@@ -337,7 +337,7 @@ def test_a_silent_prometheus_times_out(silent_server: int) -> None:
 @pytest.mark.parametrize(
     ("quorum", "path", "words"),
     [
-        ({"prometheus_url": "ftp://p"}, "control.quorum.prometheus_url", "base URL"),
+        ({"prometheus_url": "ftp://p"}, "control.quorum.prometheus_url", "unsupported scheme 'ftp'"),
         ({"prometheus_url": "http://p/?x=1"}, "control.quorum.prometheus_url", "no query"),
         ({"prometheus_url": "http://p", "min_locations": 0}, "control.quorum.min_locations", "greater than"),
         ({"prometheus_url": "http://p", "for_seconds": 1.5}, "control.quorum.for_seconds", "integer"),

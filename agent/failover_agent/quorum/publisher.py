@@ -37,7 +37,7 @@ from pytest_failover.control import Quorum
 from pytest_failover.semconv import FAILOVER_CONTROL_QUORUM_UP, PROBE_LOCATION, QUORUM_SCOPE
 
 from ..config import AgentConfig, PoolConfig, QuorumConfig
-from ..control_writer import ControlWriter
+from ..control_writer import ControlWriter, document_response
 from ..listener import Listener, Request, Response, json_response, split_listen
 from ..metrics import AgentMetrics
 from ..prometheus_text import PROMETHEUS_CONTENT_TYPE
@@ -186,10 +186,7 @@ def _listener(publisher: QuorumPublisher, telemetry: Telemetry, started: float) 
                               "prometheus": publisher.source_state or "not asked yet"})
 
     async def control(_: Request) -> Response:
-        doc = publisher.document()
-        if doc is None:
-            return json_response({"error": "no control document yet"}, 503)
-        return Response(200, doc, "application/json", {"Cache-Control": "no-store"})
+        return document_response(publisher.document())
 
     return Listener({"/metrics": metrics, "/healthz": healthz, publisher.config.control.path: control})
 

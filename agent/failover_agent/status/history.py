@@ -7,7 +7,10 @@ grow with time or probe rate. Per check (a pool probe or a domain probe) it keep
 - success / total counts per minute for the last hour and per hour for the last
   :data:`HOURS` hours, from which the uptime over 1 h, 24 h and 7 d is read. The windows are
   whole slots: "1 h" is the current minute and the 59 before it, "24 h" the current hour and
-  the 23 before it, "7 d" the current hour and the 167 before it;
+  the 23 before it, "7 d" the current hour and the 167 before it. A window is read over the
+  time its results actually cover (from the oldest result still counted: exact while the
+  bars hold it, else the start of its slot), and a longer window whose results all lie in
+  the shorter one before it has no figure of its own (it would repeat that one's);
 - whether it is up and since when (the first result of the current streak).
 
 About 4.5 KB per check, whatever the interval. :class:`~failover_agent.status.store.HistoryFile`
@@ -84,6 +87,10 @@ class Counts:
                 self._ok[skipped % size] = self._total[skipped % size] = 0
         self._last = stamp
 
+    def window_start(self, now: float, slots: int) -> float:
+        """When the window of the current slot and the ``slots - 1`` before it begins."""
+        return (int(now // self.width) - slots + 1) * self.width
+
     def ratio(self, now: float, slots: int) -> float | None:
         """Successes / total over the current slot and the ``slots - 1`` before it (None: no result)."""
         last = int(now // self.width)
@@ -111,7 +118,8 @@ class Counts:
 class Series:
     """The history of one check (see the module docstring)."""
 
-    __slots__ = ("_at", "_head", "_labels", "_latency", "_ok", "_size", "hours", "minutes", "since", "up")
+    __slots__ = ("_at", "_head", "_labels", "_latency", "_ok", "_size", "first", "hours", "minutes", "since",
+                 "up")
 
     def __init__(self) -> None:
         self._at = array("d", [0.0]) * BARS
@@ -124,6 +132,7 @@ class Series:
         self.hours = Counts(HOURS, 3600.0)
         self.up: bool | None = None
         self.since: float | None = None  # first result of the current up or down streak
+        self.first: float | None = None  # the oldest result counted (the uptime's coverage)
 
     def add(self, sample: Sample, *, count: bool = True) -> None:
         """Record ``sample`` (``count=False``: for the bars only, its counts are restored apart)."""
@@ -135,6 +144,7 @@ class Series:
         if count:
             self.minutes.add(sample.at, int(sample.ok))
             self.hours.add(sample.at, int(sample.ok))
+            self.counted_since(sample.at)
         if self.up is not sample.ok:
             self.up, self.since = sample.ok, sample.at
 
@@ -148,9 +158,27 @@ class Series:
         return zip([self._at[i] for i in order], [self._ok[i] for i in order],
                    [self._latency[i] for i in order], [self._labels[i] for i in order], strict=True)
 
-    def uptime(self, now: float) -> dict[str, float | None]:
-        """Success ratio (0..1) per window of :data:`WINDOWS`; None where there was no result."""
-        return {name: getattr(self, which).ratio(now, slots) for name, (which, slots) in WINDOWS.items()}
+    def counted_since(self, at: float) -> None:
+        """Results are counted from ``at`` on, or earlier (a restored history's oldest)."""
+        self.first = at if self.first is None else min(self.first, at)
+
+    def uptime(self, now: float) -> dict[str, tuple[float | None, float | None]]:
+        """Per window of :data:`WINDOWS`: the success ratio (0..1) and the seconds its results
+        cover, ``None`` when they cover the whole window. ``(None, None)``: no result, or every
+        result lies in the shorter window before it (the module docstring's rule)."""
+        first = self.first
+        out: dict[str, tuple[float | None, float | None]] = {}
+        shorter_start: float | None = None
+        for name, (which, slots) in WINDOWS.items():
+            counts: Counts = getattr(self, which)
+            start = counts.window_start(now, slots)
+            ratio = counts.ratio(now, slots)
+            if first is None or ratio is None or (shorter_start is not None and first >= shorter_start):
+                out[name] = (None, None)
+            else:
+                out[name] = (ratio, None if first <= start else max(0.0, now - first))
+            shorter_start = start
+        return out
 
     def copy(self) -> Series:
         """An independent copy (cheap: the arrays are copied in C), to describe in another thread."""
@@ -158,14 +186,16 @@ class Series:
         twin._at, twin._latency, twin._ok = self._at[:], self._latency[:], self._ok[:]
         twin._labels, twin._head, twin._size = self._labels[:], self._head, self._size
         twin.minutes, twin.hours = self.minutes.copy(), self.hours.copy()
-        twin.up, twin.since = self.up, self.since
+        twin.up, twin.since, twin.first = self.up, self.since, self.first
         return twin
 
     def describe(self, now: float) -> dict[str, object]:
         """The JSON form served in ``/status.json`` (documented in docs/agent.md)."""
+        uptime = self.uptime(now)
         return {
             "results": [[at, ok, round(latency, 6), label] for at, ok, latency, label in self._ordered()],
-            "uptime": {k: None if v is None else round(v, 6) for k, v in self.uptime(now).items()},
+            "uptime": {k: None if v is None else round(v, 6) for k, (v, _) in uptime.items()},
+            "covered": {k: None if c is None else round(c, 3) for k, (_, c) in uptime.items()},
             "up": self.up,
             "since": self.since,
             "down_since": self.since if self.up is False else None,

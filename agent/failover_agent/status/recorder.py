@@ -138,7 +138,13 @@ class Recorder:
         for key, at, ok, total in loaded.minutes:
             self.history.series(key).minutes.add(at, ok, total)
         for key, at, ok, total in loaded.hours:
-            self.history.series(key).hours.add(at, ok, total)
+            series = self.history.series(key)
+            series.hours.add(at, ok, total)
+            kept = loaded.first.get(key)
+            if kept is None or at + series.hours.width <= kept:  # an hour whose results the row cap dropped
+                series.counted_since(at)
+        for key, at in loaded.first.items():
+            self.history.series(key).counted_since(at)
         for key, (up, since) in loaded.streaks.items():
             restored = self.history.get(key)
             if restored is not None and restored.up is up and restored.since is not None:

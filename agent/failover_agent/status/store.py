@@ -62,6 +62,7 @@ class Loaded:
     minutes: list[tuple[Key, float, int, int]] = field(default_factory=list)  # (key, slot start, ok, total)
     hours: list[tuple[Key, float, int, int]] = field(default_factory=list)
     streaks: dict[Key, tuple[bool, float]] = field(default_factory=dict)  # key -> (up, since)
+    first: dict[Key, float] = field(default_factory=dict)  # key -> its oldest result kept
     rows: int = 0
 
 
@@ -82,16 +83,33 @@ class HistoryFile:
             reason = "the file is not a SQLite database (or is corrupt)"
         return HistoryFileError(f"status history file {self.path}: cannot {doing}: {reason}")
 
+    def _check_version(self, db: sqlite3.Connection) -> None:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise HistoryFileError(
+                f"status history file {self.path}: schema version {version} was written by a newer "
+                f"failover-agent (this one reads version {SCHEMA_VERSION})")
+
+    def check(self) -> None:
+        """Raise :class:`HistoryFileError` if an existing file could not be opened; read-only,
+        so it creates and changes nothing (``failover-agent check-config``)."""
+        if not self.path.exists():
+            return
+        try:
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                self._check_version(db)
+            finally:
+                db.close()
+        except sqlite3.Error as exc:
+            raise self._fail(exc, "open it") from None
+
     def open(self, now: float) -> Loaded:
         """Open (or create) the file, check it, apply the retention and read what it holds."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None)  # transactions by hand
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise HistoryFileError(
-                    f"status history file {self.path}: schema version {version} was written by a newer "
-                    f"failover-agent (this one reads version {SCHEMA_VERSION})")
+            self._check_version(self._db)
             # No integrity check (it reads the whole file): a damaged page fails the queries
             # below, or a later write, with "database disk image is malformed".
             self._db.execute("PRAGMA journal_mode = WAL")  # a reader never blocks the writer
@@ -117,6 +135,9 @@ class HistoryFile:
             self._ids[key] = check_id
             if up is not None and since is not None:
                 loaded.streaks[key] = (bool(up), since)
+            (first,) = db.execute("SELECT min(at) FROM results WHERE check_id = ?", (check_id,)).fetchone()
+            if first is not None:
+                loaded.first[key] = first
             recent = db.execute("SELECT at, ok, latency, label FROM results WHERE check_id = ?"
                                 " ORDER BY at DESC LIMIT ?", (check_id, BARS)).fetchall()
             if recent:

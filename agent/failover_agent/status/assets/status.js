@@ -25,12 +25,21 @@
     return plural(Math.round(s / 86400), "day");
   };
   const ago = (seconds) => (seconds < 1 ? "just now" : `${span(seconds)} ago`);
-  const when = (t, now) => (now - t > 20 * 3600 ? new Date(t * 1000).toLocaleString() : clock(t));
-  const day = (t) => new Date(t * 1000).toLocaleDateString();
-  const clock = (t) => new Date(t * 1000).toLocaleTimeString();
+  // Times in UTC, 24-hour, said so: the page is read in other time zones than the agent's.
+  const iso = (t) => new Date(t * 1000).toISOString(); // 2026-12-04T22:45:45.782Z
+  const day = (t) => iso(t).slice(0, 10);
+  const clock = (t) => `${iso(t).slice(11, 19)} UTC`;
+  const stamp = (t) => `${day(t)} ${iso(t).slice(11, 19)} UTC`;
+  const when = (t, now) => (now - t > 20 * 3600 ? stamp(t) : clock(t));
   const ms = (s) => `${Math.round(s * 1000)} ms`;
-  const pct = (v) => (v === null || v === undefined ? "–"
-    : v === 1 ? "100%" : `${(Math.floor(v * 10000) / 100).toFixed(2)}%`);
+  // One precision (0.1 %), rounded down: 99.96 % of successes is not shown as 100.0 %.
+  const pct = (v) => `${(Math.floor(v * 1000) / 10).toFixed(1)} %`;
+  const uptimeText = (h, name) => {
+    const v = h && h.uptime[name];
+    if (v === null || v === undefined) return "—"; // no result, or none older than the shorter window
+    const covered = h.covered && h.covered[name];
+    return covered === null || covered === undefined ? pct(v) : `${pct(v)} over ${span(covered)}`;
+  };
   const host = (url) => (url || "").replace(/^[a-z]+:\/\//, "");
 
   function view(key, parent, pool) {
@@ -87,7 +96,7 @@
     v.uptime.replaceChildren();
     for (const [name, label] of [["1h", "1 h"], ["24h", "24 h"], ["7d", "7 d"]]) {
       const cell = el("div", "", v.uptime);
-      el("b", "", cell).textContent = pct(h && h.uptime[name]);
+      el("b", "", cell).textContent = uptimeText(h, name);
       el("small", "", cell).textContent = label;
     }
   }
@@ -170,7 +179,9 @@
 
   function controlText(c, now) {
     if (!c) return "No control document: the agent does not publish one, or has not signed the first yet.";
-    const when = `Version ${c.version}, signed ${ago(now - c.issued_at)}. `;
+    const version = c.version_time === null || c.version_time === undefined ? `Version ${c.version}`
+      : `Version of ${day(c.version_time)} ${iso(c.version_time).slice(11, 23)} UTC (${c.version})`;
+    const when = `${version}, signed ${ago(now - c.issued_at)}. `;
     const off = Object.entries(c.disabled).filter(([, urls]) => urls.length);
     const what = off.length ? off.map(([pool, urls]) =>
       `Clients of pool ${pool} skip ${urls.map(host).join(" and ")}.`).join(" ")
