@@ -56,7 +56,8 @@ import httpx
 from .. import _exceptions
 from .._core import RequestOptions
 from .._deadline import async_limit
-from .._exchange import FailoverResult, Fallback, in_memory
+from .._exchange import FailoverResult, in_memory
+from .._state import MiddlewareOptions, spelt_out
 from .._transport import AsyncFailoverTransport, FrontEnd, _FrontEnd, _state_of
 from ._errors import carried, last_cause
 from ._options import current_extensions
@@ -64,12 +65,10 @@ from ._urls import decoded as _decoded
 from ._urls import parse
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import TracerProvider
+    from typing_extensions import Unpack
 
     from .._policy import Policy
     from .._pool import Pool
-    from ..shared import AsyncRedisHealth, RedisHealth
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
 
@@ -94,27 +93,14 @@ class FailoverMiddleware(_FrontEnd):
 
     _transport: AsyncFailoverTransport
 
+    @spelt_out(MiddlewareOptions)
     def __init__(
         self,
         pools: Sequence[Pool] | Pool,
         policy: Policy | Mapping[str, Policy] | None = None,
-        *,
-        region: str | None = None,
-        fallback: Fallback | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        shared: RedisHealth | AsyncRedisHealth | None = None,
+        **options: Unpack[MiddlewareOptions],
     ) -> None:
-        self._transport = AsyncFailoverTransport(
-            pools,
-            policy,
-            _HandlerIO(),
-            region=region,
-            fallback=fallback,
-            tracer_provider=tracer_provider,
-            meter_provider=meter_provider,
-            shared=shared,
-        )
+        self._transport = AsyncFailoverTransport(pools, policy, _HandlerIO(), **options)
         self._core = self._transport._state.core
 
     @classmethod

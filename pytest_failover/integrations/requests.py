@@ -59,7 +59,8 @@ import httpx
 
 from .. import _exceptions
 from .._core import RequestOptions
-from .._exchange import FailoverResult, Fallback, in_memory
+from .._exchange import FailoverResult, in_memory
+from .._state import AdapterOptions, spelt_out
 from .._transport import FailoverTransport, FrontEnd, _FrontEnd, _state_of
 from ._errors import carried, last_cause
 from ._options import current_extensions
@@ -67,12 +68,10 @@ from ._urls import decoded as _decoded
 from ._urls import parse
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import TracerProvider
+    from typing_extensions import Unpack
 
     from .._policy import Policy
     from .._pool import Pool
-    from ..shared import RedisHealth
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverAdapter"]
 
@@ -102,29 +101,17 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
 
     _transport: FailoverTransport
 
+    @spelt_out(AdapterOptions)
     def __init__(
         self,
         pools: Sequence[Pool] | Pool,
         policy: Policy | Mapping[str, Policy] | None = None,
         *,
-        region: str | None = None,
-        fallback: Fallback | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        shared: RedisHealth | None = None,
         adapter: HTTPAdapter | None = None,
+        **options: Unpack[AdapterOptions],
     ) -> None:
         self._wrap(adapter)
-        self._transport = FailoverTransport(
-            pools,
-            policy,
-            self._io,
-            region=region,
-            fallback=fallback,
-            tracer_provider=tracer_provider,
-            meter_provider=meter_provider,
-            shared=shared,
-        )
+        self._transport = FailoverTransport(pools, policy, self._io, **options)
         self._core = self._transport._state.core
 
     @classmethod
