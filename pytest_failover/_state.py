@@ -8,16 +8,36 @@ takes another's, with ``sharing``) and hands it down to each
 :class:`~pytest_failover._exchange.Exchange`; nothing below a front-end reads a
 front-end's attributes, so the exchange, the race and the core can be read and
 changed apart from the transports.
+
+The options a front-end is built with are written once, here, as ``TypedDict`` s
+(:class:`TransportOptions` and its kin), and every public constructor takes them as
+``**options: Unpack[...]`` (PEP 692), decorated with :func:`spelt_out`. Why this shape:
+
+- the public constructors keep their keywords: ``FailoverTransport(pools, region="eu")``
+  stays the call, where an ``Options`` object would make every caller build one (or
+  still leave the keywords to be written out in each constructor to build it from);
+- mypy checks each keyword against the ``TypedDict`` as it did against the parameters
+  (a misspelt name or a wrong type is an error at the call), and a front-end passes its
+  ``**options`` on to the transport it wraps, and that to :class:`State`, unchanged;
+- what differs between front-ends is a type, not a copy: the transports also take the
+  core's injectable inputs (``clock``, ``wall_clock``, ``random``), the integrations do
+  not; the sync ones take ``shared=RedisHealth``, the async ones ``AsyncRedisHealth`` too;
+- the cost of ``**options`` is paid here once: :func:`spelt_out` gives each constructor
+  the signature with every option spelt out, with its type and default (what
+  ``inspect.signature``, ``help()`` and IDEs show), and refuses an unknown keyword with
+  Python's own ``TypeError``; the defaults are :data:`DEFAULTS`, used by :class:`State`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import logging
 import random as _random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final, ForwardRef, TypedDict, TypeVar, cast
 
 from ._core import FailoverCore, PoolCore
 from ._pool import Domain, Pool
@@ -29,15 +49,118 @@ from ._telemetry import Telemetry
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
+    from typing_extensions import Unpack
 
     from ._exchange import Fallback
     from ._policy import Policy
     from .control import ControlDocument
     from .shared import AsyncRedisHealth, RedisHealth
 
-__all__ = ["State"]
+__all__ = [
+    "DEFAULTS",
+    "AdapterOptions",
+    "AsyncTransportOptions",
+    "MiddlewareOptions",
+    "State",
+    "TransportOptions",
+    "spelt_out",
+]
 
 logger = logging.getLogger("pytest_failover")
+
+
+# -- the options of the front-ends' constructors, written once -------------------------------
+
+
+class _Options(TypedDict, total=False):
+    """What every front-end's constructor takes besides its pools and policy."""
+
+    region: str | None
+    fallback: Fallback | None
+    tracer_provider: TracerProvider | None
+    meter_provider: MeterProvider | None
+
+
+class _Injected(_Options, total=False):
+    """The transports also take the core's inputs, for tests."""
+
+    clock: Callable[[], float]  # monotonic seconds: breakers, backoff, deadlines
+    wall_clock: Callable[[], float]  # Unix time, read only for pools with ``time_orders``
+    random: Callable[[], float]  # a float in [0, 1): jitter and weight draws
+
+
+class _SyncShared(TypedDict, total=False):
+    shared: RedisHealth | None
+
+
+class _AnyShared(TypedDict, total=False):
+    shared: RedisHealth | AsyncRedisHealth | None  # AsyncRedisHealth: its tasks need the event loop
+
+
+class TransportOptions(_Injected, _SyncShared, total=False):
+    """``FailoverTransport``'s keyword options."""
+
+
+class AsyncTransportOptions(_Injected, _AnyShared, total=False):
+    """``AsyncFailoverTransport``'s keyword options (and :class:`State`'s: the widest)."""
+
+
+class AdapterOptions(_Options, _SyncShared, total=False):
+    """``FailoverAdapter``'s keyword options."""
+
+
+class MiddlewareOptions(_Options, _AnyShared, total=False):
+    """``FailoverMiddleware``'s keyword options."""
+
+
+DEFAULTS: Final[AsyncTransportOptions] = {
+    "region": None,
+    "fallback": None,
+    "tracer_provider": None,
+    "meter_provider": None,
+    "clock": time.monotonic,
+    "wall_clock": time.time,
+    "random": _random.random,
+    "shared": None,
+}
+"""The value of each option a constructor is not given."""
+
+Init = TypeVar("Init", bound=Callable[..., None])
+
+
+def spelt_out(options: type[Mapping[str, Any]]) -> Callable[[Init], Init]:
+    """Decorate an ``__init__(self, ..., **options: Unpack[options])``: its signature
+    shows each of ``options`` as a keyword-only parameter (type and default), ahead of
+    the constructor's own keyword-only ones, and a keyword that neither names is refused
+    with the ``TypeError`` Python raises for a named parameter."""
+    spelt = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=DEFAULTS[name],  # type: ignore[literal-required]  # a name of ``options``, so of DEFAULTS (a KeyError at import otherwise)
+            annotation=kind.__forward_arg__ if isinstance(kind, ForwardRef) else kind,
+        )
+        for name, kind in options.__annotations__.items()
+    ]
+
+    def decorate(init: Init) -> Init:
+        signature = inspect.signature(init)
+        own = signature.parameters.values()
+        keywords = [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        positional = [p for p in own if p.kind < inspect.Parameter.KEYWORD_ONLY]
+        named = frozenset(p.name for p in [*positional, *spelt, *keywords])
+
+        @functools.wraps(init)
+        def checked(*args: Any, **kwargs: Any) -> None:
+            for name in kwargs:
+                if name not in named:
+                    raise TypeError(f"{init.__qualname__}() got an unexpected keyword argument {name!r}")
+            init(*args, **kwargs)
+
+        checked.__signature__ = signature.replace(parameters=[*positional, *spelt, *keywords])  # type: ignore[attr-defined]  # read by inspect.signature
+        return cast(Init, checked)
+
+    return decorate
 
 
 class State:
@@ -52,30 +175,24 @@ class State:
         self,
         pools: Sequence[Pool] | Pool,
         policy: Policy | Mapping[str, Policy] | None = None,
-        *,
-        region: str | None = None,
-        fallback: Fallback | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-        random: Callable[[], float] = _random.random,
-        shared: RedisHealth | AsyncRedisHealth | None = None,
+        **given: Unpack[AsyncTransportOptions],
     ) -> None:
+        options: AsyncTransportOptions = {**DEFAULTS, **given}
         self.core = FailoverCore(
             pools if isinstance(pools, Sequence) else [pools],
             policy,
-            region=region,
-            random=random,
-            wall_clock=wall_clock,
+            region=options["region"],
+            random=options["random"],
+            wall_clock=options["wall_clock"],
         )
-        self.fallback = fallback
-        self.clock = clock
-        self.telemetry = Telemetry(tracer_provider, meter_provider)
+        self.fallback = options["fallback"]
+        self.clock = clock = options["clock"]
+        meter_provider = options["meter_provider"]
+        self.telemetry = Telemetry(options["tracer_provider"], meter_provider)
         self.telemetry.initial_breaker_states((name, pc.pool.domains) for name, pc in self.core.pools.items())
         self.stale = StaleCache()
         self.sticky: Mapping[str, StickyFile] = self._restore_sticky()
-        self.shared = shared
+        self.shared = shared = options["shared"]
         if shared is not None:
             shared.bind(self.core, clock=clock, telemetry=self.telemetry, meter_provider=meter_provider)
 

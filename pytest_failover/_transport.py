@@ -9,9 +9,8 @@ I/O happens: sending, reading, sleeping, closing, and bounding an attempt's time
 from __future__ import annotations
 
 import inspect
-import random as _random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 import httpx
@@ -31,14 +30,12 @@ from ._policy import Policy
 from ._pool import Pool
 from ._race import ThreadRace, async_race
 from ._snapshot import TransportState
-from ._state import State
+from ._state import AsyncTransportOptions, State, TransportOptions, spelt_out
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import TracerProvider
+    from typing_extensions import Unpack
 
     from .control import ControlDocument
-    from .shared import AsyncRedisHealth, RedisHealth
 
 __all__ = ["AsyncFailoverTransport", "FailoverResult", "FailoverTransport", "Fallback"]
 
@@ -54,16 +51,9 @@ class _FailoverBase:
         self,
         pools: Sequence[Pool] | Pool,
         policy: Policy | Mapping[str, Policy] | None = None,
-        *,
-        region: str | None = None,
-        fallback: Fallback | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-        random: Callable[[], float] = _random.random,
-        shared: RedisHealth | AsyncRedisHealth | None = None,
+        **options: Unpack[AsyncTransportOptions],
     ) -> None:
+        shared = options.get("shared")
         if shared is not None:
             kind = getattr(shared, "asynchronous", None)  # RedisHealth False, AsyncRedisHealth True
             if self._asynchronous and kind is None:
@@ -75,18 +65,7 @@ class _FailoverBase:
                     f"{type(self).__name__}(shared=...) takes RedisHealth, got {type(shared).__name__}"
                     + (" (its tasks need an event loop; RedisHealth serves every front-end)" if kind else "")
                 )
-        self._state = State(
-            pools,
-            policy,
-            region=region,
-            fallback=fallback,
-            tracer_provider=tracer_provider,
-            meter_provider=meter_provider,
-            clock=clock,
-            wall_clock=wall_clock,
-            random=random,
-            shared=shared,
-        )
+        self._state = State(pools, policy, **options)
         if shared is not None:
             shared.acquire(self)  # closed when the last front-end using it is
 
@@ -146,33 +125,15 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
     float in [0, 1): jitter and weight draws).
     """
 
+    @spelt_out(TransportOptions)
     def __init__(
         self,
         pools: Sequence[Pool] | Pool,
         policy: Policy | Mapping[str, Policy] | None = None,
         transport: httpx.BaseTransport | None = None,
-        *,
-        region: str | None = None,
-        fallback: Fallback | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-        random: Callable[[], float] = _random.random,
-        shared: RedisHealth | None = None,
+        **options: Unpack[TransportOptions],
     ) -> None:
-        super().__init__(
-            pools,
-            policy,
-            region=region,
-            fallback=fallback,
-            tracer_provider=tracer_provider,
-            meter_provider=meter_provider,
-            clock=clock,
-            wall_clock=wall_clock,
-            random=random,
-            shared=shared,
-        )
+        super().__init__(pools, policy, **options)
         self._transport = transport if transport is not None else httpx.HTTPTransport()
         self._hedgers = self._thread_race()
 
@@ -291,33 +252,15 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
 
     _asynchronous = True
 
+    @spelt_out(AsyncTransportOptions)
     def __init__(
         self,
         pools: Sequence[Pool] | Pool,
         policy: Policy | Mapping[str, Policy] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
-        *,
-        region: str | None = None,
-        fallback: Fallback | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-        random: Callable[[], float] = _random.random,
-        shared: RedisHealth | AsyncRedisHealth | None = None,
+        **options: Unpack[AsyncTransportOptions],
     ) -> None:
-        super().__init__(
-            pools,
-            policy,
-            region=region,
-            fallback=fallback,
-            tracer_provider=tracer_provider,
-            meter_provider=meter_provider,
-            clock=clock,
-            wall_clock=wall_clock,
-            random=random,
-            shared=shared,
-        )
+        super().__init__(pools, policy, **options)
         self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
 
     @classmethod

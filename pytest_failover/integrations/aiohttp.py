@@ -56,7 +56,8 @@ import httpx
 from .. import _exceptions
 from .._core import RequestOptions
 from .._deadline import async_limit
-from .._exchange import FailoverResult, Fallback, in_memory
+from .._exchange import FailoverResult, in_memory
+from .._state import MiddlewareOptions, spelt_out
 from .._transport import AsyncFailoverTransport, FrontEnd, _FrontEnd, _state_of
 from ._errors import carried, last_cause
 from ._options import current_extensions
@@ -64,12 +65,10 @@ from ._urls import decoded as _decoded
 from ._urls import parse
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import TracerProvider
+    from typing_extensions import Unpack
 
     from .._policy import Policy
     from .._pool import Pool
-    from ..shared import AsyncRedisHealth, RedisHealth
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
 
@@ -94,27 +93,14 @@ class FailoverMiddleware(_FrontEnd):
 
     _transport: AsyncFailoverTransport
 
+    @spelt_out(MiddlewareOptions)
     def __init__(
         self,
         pools: Sequence[Pool] | Pool,
         policy: Policy | Mapping[str, Policy] | None = None,
-        *,
-        region: str | None = None,
-        fallback: Fallback | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        shared: RedisHealth | AsyncRedisHealth | None = None,
+        **options: Unpack[MiddlewareOptions],
     ) -> None:
-        self._transport = AsyncFailoverTransport(
-            pools,
-            policy,
-            _HandlerIO(),
-            region=region,
-            fallback=fallback,
-            tracer_provider=tracer_provider,
-            meter_provider=meter_provider,
-            shared=shared,
-        )
+        self._transport = AsyncFailoverTransport(pools, policy, _HandlerIO(), **options)
         self._core = self._transport._state.core
 
     @classmethod
@@ -199,7 +185,10 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             async with async_limit(max(timeouts["connect"], timeouts["read"])):
                 response = await sent.handler(native)
         except aiohttp.ClientError as exc:
-            raise _httpx_error(exc, request) from exc
+            error = _httpx_error(exc, request)
+            if error is None:
+                raise
+            raise error from exc
         except TimeoutError as exc:
             kind = httpx.ConnectTimeout if native.response is None else httpx.ReadTimeout
             raise kind(f"no answer from {request.url.host} within the attempt's time", request=request) from exc
@@ -210,26 +199,37 @@ class _HandlerIO(httpx.AsyncBaseTransport):
         return httpx.Response(response.status, headers=headers, stream=body, extensions={_NATIVE: body})
 
 
-def _httpx_error(exc: aiohttp.ClientError, request: httpx.Request) -> Exception:
-    """The httpx exception that classifies like ``exc`` (most specific first); ``exc``
-    itself when it says nothing about the domain (a bad URL, a redirect)."""
-    message = str(exc)
-    kind: type[httpx.TransportError]
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        kind = httpx.ConnectTimeout
-    elif isinstance(exc, aiohttp.ServerTimeoutError):
-        kind = httpx.ReadTimeout
-    elif isinstance(exc, (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)):
-        kind = httpx.ProxyError
-    elif isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ServerFingerprintMismatch)):
-        kind = httpx.ConnectError  # DNS, refused, TLS: no request byte left
-    elif isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
-        kind = httpx.RemoteProtocolError
-    elif isinstance(exc, aiohttp.ClientConnectionError):
-        kind = httpx.ReadError
-    else:
-        return exc
-    return kind(message, request=request)
+# What aiohttp raises from a send or a body read, and the httpx error that classifies
+# the same way; ``None``: it says nothing about the domain (a bad URL, a redirect, an
+# error status raised for) and propagates unchanged. The first row that matches wins:
+# most specific first.
+_ERRORS: tuple[tuple[type[aiohttp.ClientError], type[httpx.TransportError] | None], ...] = (
+    (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
+    (aiohttp.ServerTimeoutError, httpx.ReadTimeout),
+    (aiohttp.ClientProxyConnectionError, httpx.ProxyError),
+    (aiohttp.ClientHttpProxyError, httpx.ProxyError),
+    (aiohttp.ClientConnectorError, httpx.ConnectError),  # DNS, refused, TLS: no request byte left
+    (aiohttp.ServerFingerprintMismatch, httpx.ConnectError),
+    (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
+    (aiohttp.ClientPayloadError, httpx.RemoteProtocolError),
+    (aiohttp.ClientConnectionError, httpx.ReadError),  # reset or broken once connected
+    (aiohttp.ClientError, None),
+)
+
+
+def _target(raised: type[aiohttp.ClientError]) -> type[httpx.TransportError] | None:
+    """The httpx class :data:`_ERRORS` names for ``raised``; ``None``: propagate unchanged."""
+    for source, target in _ERRORS:
+        if issubclass(raised, source):
+            return target
+    return None
+
+
+def _httpx_error(exc: aiohttp.ClientError, request: httpx.Request) -> httpx.TransportError | None:
+    """The httpx exception that classifies like ``exc``, or None when ``exc`` says
+    nothing about the domain (raise it unchanged)."""
+    target = _target(type(exc))
+    return None if target is None else target(str(exc), request=request)
 
 
 class _Body(httpx.AsyncByteStream):
@@ -253,7 +253,10 @@ class _Body(httpx.AsyncByteStream):
                 self.seen.append(chunk)
                 yield chunk
         except aiohttp.ClientError as exc:
-            raise _httpx_error(exc, self._request) from exc
+            error = _httpx_error(exc, self._request)
+            if error is None:
+                raise
+            raise error from exc
 
     async def aclose(self) -> None:
         # Read to its end, the body has already given its connection back (and a

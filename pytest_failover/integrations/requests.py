@@ -42,11 +42,13 @@ try:
     from requests.utils import get_encoding_from_headers
     from urllib3.exceptions import (
         ConnectTimeoutError,
+        HTTPError,
         MaxRetryError,
         NewConnectionError,
         ProtocolError,
         ReadTimeoutError,
     )
+    from urllib3.exceptions import SSLError as TLSError
     from urllib3.util.retry import Retry
 except ImportError as exc:  # pragma: no cover - exercised by the install hint test
     raise ImportError(
@@ -57,7 +59,8 @@ import httpx
 
 from .. import _exceptions
 from .._core import RequestOptions
-from .._exchange import FailoverResult, Fallback, in_memory
+from .._exchange import FailoverResult, in_memory
+from .._state import AdapterOptions, spelt_out
 from .._transport import FailoverTransport, FrontEnd, _FrontEnd, _state_of
 from ._errors import carried, last_cause
 from ._options import current_extensions
@@ -65,12 +68,10 @@ from ._urls import decoded as _decoded
 from ._urls import parse
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import TracerProvider
+    from typing_extensions import Unpack
 
     from .._policy import Policy
     from .._pool import Pool
-    from ..shared import RedisHealth
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverAdapter"]
 
@@ -100,29 +101,17 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
 
     _transport: FailoverTransport
 
+    @spelt_out(AdapterOptions)
     def __init__(
         self,
         pools: Sequence[Pool] | Pool,
         policy: Policy | Mapping[str, Policy] | None = None,
         *,
-        region: str | None = None,
-        fallback: Fallback | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        shared: RedisHealth | None = None,
         adapter: HTTPAdapter | None = None,
+        **options: Unpack[AdapterOptions],
     ) -> None:
         self._wrap(adapter)
-        self._transport = FailoverTransport(
-            pools,
-            policy,
-            self._io,
-            region=region,
-            fallback=fallback,
-            tracer_provider=tracer_provider,
-            meter_provider=meter_provider,
-            shared=shared,
-        )
+        self._transport = FailoverTransport(pools, policy, self._io, **options)
         self._core = self._transport._state.core
 
     @classmethod
@@ -252,8 +241,11 @@ class _AdapterIO(httpx.BaseTransport):
         verify, cert, proxies = sent.settings
         try:
             native = self._send(prepared, True, (timeouts["connect"], timeouts["read"]), verify, cert, proxies)
-        except requests.RequestException as exc:
-            raise _httpx_error(exc, request) from exc
+        except requests.RequestException as exc:  # requests wraps all a send meets on the wire
+            error = _httpx_error(exc, request)
+            if error is None:
+                raise
+            raise error from exc
         return httpx.Response(
             native.status_code,
             headers=native.headers.items(),
@@ -262,43 +254,53 @@ class _AdapterIO(httpx.BaseTransport):
         )
 
 
-def _httpx_error(exc: requests.RequestException, request: httpx.Request) -> Exception:
-    """The httpx exception that classifies like ``exc`` (most specific first); ``exc``
-    itself when it says nothing about the domain (a bad URL, a bad header)."""
-    message = str(exc)
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return httpx.ConnectTimeout(message, request=request)
-    if isinstance(exc, requests.exceptions.ReadTimeout):
-        return httpx.ReadTimeout(message, request=request)
-    if isinstance(exc, requests.exceptions.ProxyError):
-        return httpx.ProxyError(message, request=request)
-    if isinstance(exc, requests.exceptions.SSLError):
-        return httpx.ConnectError(message, request=request)  # the handshake: no request byte left
-    if isinstance(exc, requests.exceptions.ChunkedEncodingError):
-        return httpx.RemoteProtocolError(message, request=request)
-    if isinstance(exc, requests.exceptions.ConnectionError):
-        reason = exc.args[0] if exc.args else None
-        if isinstance(reason, MaxRetryError):
-            reason = reason.reason
-        if isinstance(reason, NewConnectionError):  # refused, DNS (before ConnectTimeoutError: a subclass)
-            return httpx.ConnectError(message, request=request)
-        if isinstance(reason, ConnectTimeoutError):
-            return httpx.ConnectTimeout(message, request=request)
-        if isinstance(reason, ReadTimeoutError):
-            return httpx.ReadTimeout(message, request=request)
-        if isinstance(reason, (ProtocolError, OSError)):  # the connection broke after it was made
-            return httpx.ReadError(message, request=request)
-        return httpx.ConnectError(message, request=request)
-    return exc
+# What requests raises from a send (or urllib3 from a body read), what happened (for
+# a plain ``requests.ConnectionError``, the urllib3 exception it wraps, out of its
+# ``MaxRetryError``; ``object``: whatever), and the httpx error that classifies the same
+# way; ``None``: it says nothing about the domain (a bad URL, header or body) and
+# propagates unchanged. The first row that matches wins: most specific first. A raw
+# ``OSError`` reaches the table only from a body read (one from a send is a local
+# set-up error, such as a missing CA bundle, which requests does not wrap).
+_ERRORS: tuple[tuple[type[Exception], type[object], type[httpx.TransportError] | None], ...] = (
+    # A send: requests' exceptions.
+    (requests.exceptions.ConnectTimeout, object, httpx.ConnectTimeout),
+    (requests.exceptions.ReadTimeout, object, httpx.ReadTimeout),
+    (requests.exceptions.ProxyError, object, httpx.ProxyError),
+    (requests.exceptions.SSLError, object, httpx.ConnectError),  # the handshake: no request byte left
+    (requests.exceptions.ChunkedEncodingError, object, httpx.RemoteProtocolError),
+    (requests.exceptions.ConnectionError, NewConnectionError, httpx.ConnectError),  # refused, DNS (a ConnectTimeoutError)
+    (requests.exceptions.ConnectionError, ConnectTimeoutError, httpx.ConnectTimeout),
+    (requests.exceptions.ConnectionError, ReadTimeoutError, httpx.ReadTimeout),
+    (requests.exceptions.ConnectionError, ProtocolError, httpx.ReadError),  # it broke after it was made
+    (requests.exceptions.ConnectionError, OSError, httpx.ReadError),
+    (requests.exceptions.ConnectionError, object, httpx.ConnectError),  # a closed pool, a retry error
+    (requests.RequestException, object, None),
+    # A body read: urllib3's exceptions (the answer's head had come).
+    (ReadTimeoutError, object, httpx.ReadTimeout),
+    (TLSError, object, httpx.ReadError),  # the TLS stream broke
+    (ProtocolError, object, httpx.RemoteProtocolError),  # reset, cut short, a bad chunk
+    (OSError, object, httpx.RemoteProtocolError),
+    (HTTPError, object, None),
+)
 
 
-def _body_error(exc: Exception, request: httpx.Request) -> Exception:
-    """An error while reading the body from urllib3, as httpx's."""
-    if isinstance(exc, ReadTimeoutError):
-        return httpx.ReadTimeout(str(exc), request=request)
-    if isinstance(exc, (ProtocolError, OSError)):
-        return httpx.RemoteProtocolError(str(exc), request=request)
-    return exc
+def _target(raised: type[Exception], said: type[object]) -> type[httpx.TransportError] | None:
+    """The httpx class :data:`_ERRORS` names for an exception of class ``raised`` that
+    says ``said`` happened; ``None``: propagate unchanged."""
+    for source, reason, target in _ERRORS:
+        if issubclass(raised, source) and issubclass(said, reason):
+            return target
+    return None
+
+
+def _httpx_error(exc: Exception, request: httpx.Request) -> httpx.TransportError | None:
+    """The httpx exception that classifies like ``exc``, or None when ``exc`` says
+    nothing about the domain (raise it unchanged)."""
+    said = exc.args[0] if isinstance(exc, requests.RequestException) and exc.args else None
+    if isinstance(said, MaxRetryError):
+        said = said.reason
+    target = _target(type(exc), type(said))
+    return None if target is None else target(str(exc), request=request)
 
 
 class _Socket:
@@ -330,8 +332,11 @@ class _Body(httpx.SyncByteStream):
                 yield raw.read(decode_content=False)
             else:
                 yield from raw.stream(_CHUNK, decode_content=False)
-        except (ProtocolError, ReadTimeoutError, OSError) as exc:
-            raise _body_error(exc, self._request) from exc
+        except (HTTPError, OSError) as exc:
+            error = _httpx_error(exc, self._request)
+            if error is None:
+                raise
+            raise error from exc
 
     def close(self) -> None:
         self._native.close()
