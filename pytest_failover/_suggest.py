@@ -1,7 +1,8 @@
 """The "did you mean ...?" rule, for every misspelt name a user can give.
 
-One home: fault names (:func:`pytest_failover.faults.by_name`) and the agent's configuration
-keys (``failover_agent.config``) both suggest through :func:`did_you_mean`.
+Fault names (:func:`pytest_failover.faults.by_name`) suggest through :func:`did_you_mean`;
+the agent's configuration keys use the same difflib rule (the agent imports only public
+names of the library, and a one-line standard-library call is not worth one).
 """
 
 from __future__ import annotations

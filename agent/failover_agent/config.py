@@ -8,6 +8,7 @@ it raises :class:`ConfigError` carrying every problem at once.
 
 from __future__ import annotations
 
+import difflib
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -34,7 +35,6 @@ from pytest_failover import (
     ScheduleTable,
     Step,
 )
-from pytest_failover._suggest import did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -473,8 +473,9 @@ def _model_at(loc: Iterable[int | str]) -> type[BaseModel] | None:
 
 def _unknown_key(loc: tuple[int | str, ...]) -> str:
     model = _model_at(loc[:-1])
-    close = None if model is None else did_you_mean(loc[-1], model.model_fields)
-    return "unknown key" + (f": did you mean {close!r}?" if close else "")
+    # difflib's closest name at its default cut-off, as the library's fault names suggest
+    close = [] if model is None else difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return "unknown key" + (f": did you mean {close[0]!r}?" if close else "")
 
 
 def _errors(exc: ValidationError) -> list[tuple[str, str]]:
