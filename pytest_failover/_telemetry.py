@@ -6,6 +6,15 @@ the metrics listed in the README. Instruments are created once per transport;
 attributes are passed at span start; attempt spans are skipped when the logical
 span is not recorded (no SDK, or sampled out). Nothing here ever sees a query
 string, credentials, ``Authorization`` or cookies: URLs are redacted first.
+
+What no request changes is built once per pool, method and domain (:class:`_Labels`) and
+copied per attempt. Measured with an SDK tracer and meter provider (in memory), one
+happy-path GET over httpcore's in-memory network, against the hand-written dicts before
+(issue 27): the package's own opcodes 2,025 both ways (calls 51 -> 50), all frames 25,181
+-> 25,157 opcodes (1,216 -> 1,209 calls; one ``set_attributes`` at the end, not five);
+time, both versions in one process, 30 alternating batches of 200: 396 against 402 µs
+median, paired ratio 1.004, within the noise. The gain is one home per attribute set,
+not speed.
 """
 
 from __future__ import annotations
