@@ -75,21 +75,25 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from .semconv import BREAKER_CLOSED, BREAKER_GAUGE, BREAKER_HALF_OPEN, BREAKER_OPEN
+
 __all__ = ["Breaker", "BreakerState", "BreakerTransition", "Standing"]
 
 
 class BreakerState(str, enum.Enum):
-    CLOSED = "closed"
-    HALF_OPEN = "half_open"
-    OPEN = "open"
+    """A breaker's state; the values are ``semconv.BREAKER_STATES``."""
+
+    CLOSED = BREAKER_CLOSED
+    HALF_OPEN = BREAKER_HALF_OPEN
+    OPEN = BREAKER_OPEN
 
     @property
     def gauge(self) -> int:
-        """The value of the ``failover.breaker.state`` gauge: 0 closed, 1 half-open, 2 open."""
+        """The value of the ``failover.breaker.state`` gauge (``semconv.BREAKER_GAUGE``)."""
         return _GAUGE[self]
 
 
-_GAUGE = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
+_GAUGE = {state: BREAKER_GAUGE[state.value] for state in BreakerState}
 
 # The members every request reads, as module globals. On CPython 3.11 a member read
 # through its class (``BreakerState.CLOSED``) costs 170 ns, as EnumType's

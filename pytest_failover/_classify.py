@@ -18,6 +18,23 @@ from email.utils import parsedate_to_datetime
 import httpx
 
 from ._policy import Policy
+from .semconv import (
+    ERROR_APP,
+    ERROR_CONNECT,
+    ERROR_CONNECT_TIMEOUT,
+    ERROR_CONNECTION_REFUSED,
+    ERROR_CONNECTION_RESET,
+    ERROR_DNS,
+    ERROR_POOL_TIMEOUT,
+    ERROR_READ,
+    ERROR_READ_TIMEOUT,
+    ERROR_REMOTE_PROTOCOL,
+    ERROR_SERVER_CERTIFICATE_INVALID,
+    ERROR_TIMEOUT,
+    ERROR_TLS,
+    ERROR_WRITE,
+    ERROR_WRITE_TIMEOUT,
+)
 
 __all__ = ["Outcome", "OutcomeKind", "classify_exception", "classify_response", "error_type_of"]
 
@@ -52,17 +69,27 @@ SUCCESS = Outcome(kind=OutcomeKind.SUCCESS)
 # Exceptions raised before any request byte left: always safe to send elsewhere.
 _PRE_SEND = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
-# Most specific first.
+# The ``error.type`` of each httpx exception, most specific first.
 _ERROR_TYPES: tuple[tuple[type[BaseException], str], ...] = (
-    (httpx.ConnectTimeout, "connect_timeout"),
-    (httpx.ReadTimeout, "read_timeout"),
-    (httpx.WriteTimeout, "write_timeout"),
-    (httpx.PoolTimeout, "pool_timeout"),
-    (httpx.RemoteProtocolError, "remote_protocol_error"),
-    (httpx.ConnectError, "connect_error"),
-    (httpx.ReadError, "read_error"),
-    (httpx.WriteError, "write_error"),
-    (httpx.TimeoutException, "timeout"),
+    (httpx.ConnectTimeout, ERROR_CONNECT_TIMEOUT),
+    (httpx.ReadTimeout, ERROR_READ_TIMEOUT),
+    (httpx.WriteTimeout, ERROR_WRITE_TIMEOUT),
+    (httpx.PoolTimeout, ERROR_POOL_TIMEOUT),
+    (httpx.RemoteProtocolError, ERROR_REMOTE_PROTOCOL),
+    (httpx.ConnectError, ERROR_CONNECT),
+    (httpx.ReadError, ERROR_READ),
+    (httpx.WriteError, ERROR_WRITE),
+    (httpx.TimeoutException, ERROR_TIMEOUT),
+)
+
+# The more precise ``error.type`` a cause in an exception's chain gives, most specific first
+# (a certificate error is an SSLError; a refused or reset connection an OSError).
+_CAUSES: tuple[tuple[type[BaseException], str], ...] = (
+    (socket.gaierror, ERROR_DNS),
+    (ssl.SSLCertVerificationError, ERROR_SERVER_CERTIFICATE_INVALID),
+    (ssl.SSLError, ERROR_TLS),
+    (ConnectionRefusedError, ERROR_CONNECTION_REFUSED),
+    (ConnectionResetError, ERROR_CONNECTION_RESET),
 )
 
 
@@ -78,16 +105,9 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def _cause_type(exc: BaseException) -> str | None:
     """A more precise error type from the exception's cause chain, if there is one."""
     for cause in _chain(exc):
-        if isinstance(cause, socket.gaierror):
-            return "dns_error"
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            return "server_certificate_invalid"
-        if isinstance(cause, ssl.SSLError):
-            return "tls_error"
-        if isinstance(cause, ConnectionRefusedError):
-            return "connection_refused"
-        if isinstance(cause, ConnectionResetError):
-            return "connection_reset"
+        for kind, name in _CAUSES:
+            if isinstance(cause, kind):
+                return name
     # anyio and httpcore flatten some causes into the message only.
     text = str(exc).lower()
     for needle, name in _MESSAGE_HINTS:
@@ -97,15 +117,15 @@ def _cause_type(exc: BaseException) -> str | None:
 
 
 _MESSAGE_HINTS = (
-    ("name or service not known", "dns_error"),
-    ("nodename nor servname", "dns_error"),
-    ("temporary failure in name resolution", "dns_error"),
-    ("no address associated", "dns_error"),
-    ("certificate verify failed", "server_certificate_invalid"),
-    ("[ssl", "tls_error"),
-    ("connection refused", "connection_refused"),
-    ("all connection attempts failed", "connection_refused"),
-    ("connection reset", "connection_reset"),
+    ("name or service not known", ERROR_DNS),
+    ("nodename nor servname", ERROR_DNS),
+    ("temporary failure in name resolution", ERROR_DNS),
+    ("no address associated", ERROR_DNS),
+    ("certificate verify failed", ERROR_SERVER_CERTIFICATE_INVALID),
+    ("[ssl", ERROR_TLS),
+    ("connection refused", ERROR_CONNECTION_REFUSED),
+    ("all connection attempts failed", ERROR_CONNECTION_REFUSED),
+    ("connection reset", ERROR_CONNECTION_RESET),
 )
 
 
@@ -160,7 +180,7 @@ def classify_response(response: httpx.Response, policy: Policy) -> Outcome:
     if status >= 400:
         return Outcome(kind=OutcomeKind.ANSWER, error_type=str(status), status=status)
     if policy.is_app_error is not None and policy.is_app_error(response):
-        return Outcome(kind=OutcomeKind.ANSWER, error_type="app_error", status=status)
+        return Outcome(kind=OutcomeKind.ANSWER, error_type=ERROR_APP, status=status)
     outcome = _SUCCESSES.get(status)
     if outcome is None:
         outcome = _SUCCESSES[status] = Outcome(kind=OutcomeKind.SUCCESS, status=status)

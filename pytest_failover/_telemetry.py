@@ -6,12 +6,22 @@ the metrics listed in the README. Instruments are created once per transport;
 attributes are passed at span start; attempt spans are skipped when the logical
 span is not recorded (no SDK, or sampled out). Nothing here ever sees a query
 string, credentials, ``Authorization`` or cookies: URLs are redacted first.
+
+What no request changes is built once per pool, method and domain (:class:`_Labels`) and
+copied per attempt. Measured with an SDK tracer and meter provider (in memory), one
+happy-path GET over httpcore's in-memory network, against the hand-written dicts before
+(issue 27): the package's own opcodes 2,025 both ways (calls 51 -> 50), all frames 25,181
+-> 25,157 opcodes (1,216 -> 1,209 calls; one ``set_attributes`` at the end, not five);
+time, both versions in one process, 30 alternating batches of 200: 396 against 402 µs
+median, paired ratio 1.004, within the noise. The gain is one home per attribute set,
+not speed.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import httpx
@@ -124,6 +134,58 @@ def _method(method: str) -> str:
     return method if method in KNOWN_HTTP_METHODS else HTTP_METHOD_OTHER
 
 
+def _domain_labels(pool: str, domain: Domain) -> dict[str, str]:
+    """``failover.pool``, ``failover.domain``, ``server.address``: what names a domain of a
+    pool on its counters (attempts, hedges, slow calls, breaker transitions) and gauge."""
+    return {FAILOVER_POOL: pool, FAILOVER_DOMAIN: domain.url, SERVER_ADDRESS: domain.host}
+
+
+_URL_SLOT = ""  # the attempt span template's url.full and failover.attempt, overwritten per attempt
+_NUMBER_SLOT = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Labels:
+    """The attributes of one domain that no request of one pool and method changes, built
+    once (:meth:`Telemetry.labels`) and shared by every such request, in every thread.
+
+    Read-only: every use copies them and adds what varies (``dict(labels.domain)``, then
+    the result). The SDK may keep the mapping it is given, and a cached one that a call
+    changed would carry its status or error type to every later attempt. The mappings are
+    plain dicts typed as ``Mapping``, so that mypy refuses a write: ``dict()`` copies a
+    dict's table in C, where it walks a ``MappingProxyType`` key by key (3.5 times slower),
+    and ``{**m, key: value}`` builds a second, temporary dict. Each holds its keys in the
+    order the call sites always wrote them: the exported attributes are the same, in the
+    same order.
+    """
+
+    domain: Mapping[str, str]
+    """See :func:`_domain_labels`."""
+    span: Mapping[str, str | int]
+    """An attempt span's start attributes: method, ``server.*``, ``url.full``, pool, domain
+    and ``failover.attempt``, the two that vary holding a placeholder to overwrite (which
+    keeps their place)."""
+    duration: Mapping[str, str | int]
+    """``http.client.request.duration``'s: method, ``server.address``, ``server.port``, pool."""
+
+    @classmethod
+    def build(cls, pool: str, method: str, domain: Domain) -> _Labels:
+        host, port = domain.host, domain.effective_port
+        return cls(
+            domain=_domain_labels(pool, domain),
+            span={
+                HTTP_REQUEST_METHOD: method,
+                SERVER_ADDRESS: host,
+                SERVER_PORT: port,
+                URL_FULL: _URL_SLOT,
+                FAILOVER_POOL: pool,
+                FAILOVER_DOMAIN: domain.url,
+                FAILOVER_ATTEMPT: _NUMBER_SLOT,
+            },
+            duration={HTTP_REQUEST_METHOD: method, SERVER_ADDRESS: host, SERVER_PORT: port, FAILOVER_POOL: pool},
+        )
+
+
 class Telemetry:
     """Tracer and instruments of one transport."""
 
@@ -139,6 +201,10 @@ class Telemetry:
             or any(name in os.environ for name in _PROVIDER_ENV)
         )
         self._pools: list[tuple[str, tuple[Domain, ...]]] = []
+        # (pool, method) -> domain URL -> its labels. Filled lazily, by any thread:
+        # setdefault keeps the first of two racing builds (they are equal). A method is one
+        # of the few ``KNOWN_HTTP_METHODS`` or ``_OTHER``, so this stays small.
+        self._labels: dict[tuple[str, str], dict[str, _Labels]] = {}
         self.tracer = trace.get_tracer(
             CLIENT_SCOPE, _VERSION, tracer_provider=tracer_provider, schema_url=SCHEMA_URL
         )
@@ -196,10 +262,20 @@ class Telemetry:
             return  # recorded once real providers appear
         for pool, domains in self._pools:
             for domain in domains:
-                self.breaker_state.set(
-                    BreakerState.CLOSED.gauge,
-                    {FAILOVER_POOL: pool, FAILOVER_DOMAIN: domain.url, SERVER_ADDRESS: domain.host},
-                )
+                self.breaker_state.set(BreakerState.CLOSED.gauge, _domain_labels(pool, domain))
+
+    def domains(self, pool: str, method: str) -> dict[str, _Labels]:
+        """The labels built so far for requests of ``pool`` and ``method``, by domain URL
+        (the dict later ones are added to)."""
+        key = (pool, method)
+        found = self._labels.get(key)
+        return found if found is not None else self._labels.setdefault(key, {})
+
+    def labels(self, pool: str, method: str, domain: Domain) -> _Labels:
+        """The attributes of ``domain`` that no request of ``pool`` and ``method`` changes."""
+        domains = self.domains(pool, method)
+        found = domains.get(domain.url)
+        return found if found is not None else domains.setdefault(domain.url, _Labels.build(pool, method, domain))
 
     def start(self, pool: str, method: str, url: httpx.URL) -> RequestTrace | None:
         """The telemetry of a new logical request, or None while no SDK is installed
@@ -240,12 +316,13 @@ class Telemetry:
 class RequestTrace:
     """The telemetry of one logical request."""
 
-    __slots__ = ("_method", "_pool", "_span", "_t")
+    __slots__ = ("_domains", "_method", "_pool", "_span", "_t")
 
     def __init__(self, telemetry: Telemetry, pool: str, method: str, url: httpx.URL) -> None:
         self._t = telemetry
         self._pool = pool
         self._method = method
+        self._domains = telemetry.domains(pool, method)
         self._span = span = telemetry.tracer.start_span(
             f"{REQUEST_SPAN_PREFIX}{pool}",
             kind=SpanKind.INTERNAL,
@@ -267,16 +344,11 @@ class RequestTrace:
         quiet = context.set_value(SUPPRESS_HTTP_KEY, True)
         if not self._span.is_recording():
             return None, quiet
-        url = request.url
-        attributes: dict[str, str | int | bool] = {
-            HTTP_REQUEST_METHOD: self._method,
-            SERVER_ADDRESS: attempt.domain.host,
-            SERVER_PORT: attempt.domain.effective_port,
-            URL_FULL: redact_url(url),
-            FAILOVER_POOL: self._pool,
-            FAILOVER_DOMAIN: attempt.domain.url,
-            FAILOVER_ATTEMPT: attempt.number,
-        }
+        domain = attempt.domain
+        labels = self._domains.get(domain.url) or self._t.labels(self._pool, self._method, domain)
+        attributes: dict[str, str | int | bool] = dict(labels.span)
+        attributes[URL_FULL] = redact_url(request.url)
+        attributes[FAILOVER_ATTEMPT] = attempt.number
         if attempt.number > 1:
             attributes[HTTP_REQUEST_RESEND_COUNT] = attempt.number - 1
         if attempt.hedge:
@@ -303,28 +375,20 @@ class RequestTrace:
         exception: BaseException | None = None,
     ) -> None:
         domain = attempt.domain
-        attributes: dict[str, str | int] = {
-            HTTP_REQUEST_METHOD: self._method,
-            SERVER_ADDRESS: domain.host,
-            SERVER_PORT: domain.effective_port,
-            FAILOVER_POOL: self._pool,
-        }
+        labels = self._domains.get(domain.url) or self._t.labels(self._pool, self._method, domain)
+        attributes = dict(labels.duration)
         if status is not None:
             attributes[HTTP_RESPONSE_STATUS_CODE] = status
         if error_type is not None and error_type != ERROR_APP:
             attributes[ERROR_TYPE] = error_type
         self._t.attempt_duration.record(duration, attributes)
-        counted: dict[str, str | int] = {
-            FAILOVER_POOL: self._pool,
-            FAILOVER_DOMAIN: domain.url,
-            SERVER_ADDRESS: domain.host,
-            FAILOVER_ATTEMPT_RESULT: result,
-        }
+        counted: dict[str, str | int] = dict(labels.domain)
+        counted[FAILOVER_ATTEMPT_RESULT] = result
         if error_type is not None:
             counted[ERROR_TYPE] = error_type
         self._t.attempts.add(1, counted)
         if attempt.hedge and race is not None:
-            self._hedged(domain, race)
+            self._hedged(labels, race)
         if span is None:
             return
         if status is not None:
@@ -339,7 +403,7 @@ class RequestTrace:
     def attempt_cancelled(self, attempt: Attempt, span: Span | None) -> None:
         """Another attempt won while this one was on the wire."""
         if attempt.hedge:
-            self._hedged(attempt.domain, HEDGE_CANCELLED)
+            self._hedged(self._t.labels(self._pool, self._method, attempt.domain), HEDGE_CANCELLED)
         self.attempt_abandoned(span)
 
     @staticmethod
@@ -348,16 +412,10 @@ class RequestTrace:
             span.set_attribute(ERROR_TYPE, ERROR_CANCELLED)
             span.end()
 
-    def _hedged(self, domain: Domain, outcome: str) -> None:
-        self._t.hedges.add(
-            1,
-            {
-                FAILOVER_POOL: self._pool,
-                FAILOVER_DOMAIN: domain.url,
-                SERVER_ADDRESS: domain.host,
-                FAILOVER_HEDGE_OUTCOME: outcome,
-            },
-        )
+    def _hedged(self, labels: _Labels, outcome: str) -> None:
+        attributes = dict(labels.domain)
+        attributes[FAILOVER_HEDGE_OUTCOME] = outcome
+        self._t.hedges.add(1, attributes)
 
     # -- events ------------------------------------------------------------------------
 
@@ -365,22 +423,17 @@ class RequestTrace:
         t = self._t
         for event in events:
             if isinstance(event, BreakerEvent):
-                domain = event.domain
-                attrs = {
-                    FAILOVER_POOL: event.pool,
-                    FAILOVER_DOMAIN: domain.url,
-                    SERVER_ADDRESS: domain.host,
-                }
+                labels = t.labels(event.pool, self._method, event.domain)
                 change = {
                     FAILOVER_BREAKER_FROM: event.before.value,
                     FAILOVER_BREAKER_TO: event.after.value,
                 }
                 if event.reason is not None:
                     change[FAILOVER_REASON] = event.reason
-                t.transitions.add(1, {**attrs, **change})
-                t.breaker_state.set(event.after.gauge, attrs)
+                t.transitions.add(1, {**labels.domain, **change})
+                t.breaker_state.set(event.after.gauge, dict(labels.domain))
                 self._span.add_event(
-                    EVENT_BREAKER_TRANSITION, {FAILOVER_DOMAIN: domain.url, **change}
+                    EVENT_BREAKER_TRANSITION, {FAILOVER_DOMAIN: event.domain.url, **change}
                 )
             elif isinstance(event, Switch):
                 attrs = {
@@ -395,12 +448,9 @@ class RequestTrace:
                 t.budget_rejections.add(1, {FAILOVER_POOL: event.pool})
                 self._span.add_event(EVENT_RETRY_BUDGET_REJECTED, {FAILOVER_POOL: event.pool})
             elif isinstance(event, HedgeThrottled):
-                self._hedged(event.domain, HEDGE_THROTTLED)
+                self._hedged(t.labels(self._pool, self._method, event.domain), HEDGE_THROTTLED)
             elif isinstance(event, SlowCall):
-                t.slow_calls.add(
-                    1,
-                    {FAILOVER_POOL: event.pool, FAILOVER_DOMAIN: event.domain.url, SERVER_ADDRESS: event.domain.host},
-                )
+                t.slow_calls.add(1, dict(t.labels(event.pool, self._method, event.domain).domain))
 
     # -- the end -----------------------------------------------------------------------
 
@@ -427,14 +477,14 @@ class RequestTrace:
         )
         span = self._span
         if span.is_recording():
-            span.set_attribute(FAILOVER_OUTCOME, outcome)
-            span.set_attribute(FAILOVER_ATTEMPTS_ATTRIBUTE, attempts)
+            ended: dict[str, str | int] = {FAILOVER_OUTCOME: outcome, FAILOVER_ATTEMPTS_ATTRIBUTE: attempts}
             if domain is not None:
-                span.set_attribute(FAILOVER_DOMAIN, domain)
+                ended[FAILOVER_DOMAIN] = domain
             if status is not None:
-                span.set_attribute(HTTP_RESPONSE_STATUS_CODE, status)
+                ended[HTTP_RESPONSE_STATUS_CODE] = status
             if error_type is not None:
-                span.set_attribute(ERROR_TYPE, error_type)
+                ended[ERROR_TYPE] = error_type
+            span.set_attributes(ended)  # one call (the SDK takes its lock once), not five
             if outcome in BAD_OUTCOMES:
                 span.set_status(Status(StatusCode.ERROR, error_type))
         span.end()

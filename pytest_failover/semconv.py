@@ -62,7 +62,21 @@ __all__ = [
     "DURATION_BUCKETS",
     "ERROR_APP",
     "ERROR_CANCELLED",
+    "ERROR_CONNECT",
+    "ERROR_CONNECTION_REFUSED",
+    "ERROR_CONNECTION_RESET",
+    "ERROR_CONNECT_TIMEOUT",
+    "ERROR_DNS",
+    "ERROR_POOL_TIMEOUT",
+    "ERROR_READ",
+    "ERROR_READ_TIMEOUT",
+    "ERROR_REMOTE_PROTOCOL",
+    "ERROR_SERVER_CERTIFICATE_INVALID",
+    "ERROR_TIMEOUT",
+    "ERROR_TLS",
     "ERROR_TYPE",
+    "ERROR_WRITE",
+    "ERROR_WRITE_TIMEOUT",
     "EVENT_BREAKER_TRANSITION",
     "EVENT_FAULT_HEALED",
     "EVENT_FAULT_INJECTED",
@@ -163,6 +177,7 @@ __all__ = [
     "SERVER_PORT",
     "SERVICE_NAME",
     "SESSION_SPAN",
+    "SHARED_CLOSED",
     "SHARED_CONNECTED",
     "SHARED_DISCONNECTED",
     "SHARED_GAUGE",
@@ -175,7 +190,12 @@ __all__ = [
     "STEERING_ORDER",
     "STEERING_TIME_ORDER",
     "STEERING_WEIGHT",
+    "STOP_DEADLINE",
+    "STOP_DONE",
+    "STOP_EXHAUSTED",
+    "STOP_NOT_RETRYABLE",
     "STOP_REASONS",
+    "STOP_RETRY_BUDGET",
     "SWITCH_REASONS",
     "SWITCH_REASON_FAILBACK",
     "SWITCH_REASON_PREFERRED_UNAVAILABLE",
@@ -418,6 +438,8 @@ SHARED_DISCONNECTED: Final = "disconnected"
 """Shared health state: Redis is unreachable or slow; local-only, reconnecting."""
 SHARED_STATES: Final = (SHARED_CONNECTED, SHARED_DISCONNECTED)
 """Every state of shared health (``transport.state().shared.state``, "closed" aside)."""
+SHARED_CLOSED: Final = "closed"
+"""``transport.state().shared.state`` once shared health is closed (no gauge value)."""
 SHARED_GAUGE: Final[Mapping[str, int]] = {SHARED_DISCONNECTED: 0, SHARED_CONNECTED: 1}
 """Value of the ``failover.shared.state`` gauge for each state."""
 
@@ -458,28 +480,66 @@ ERROR_APP: Final = "app_error"
 """``error.type`` of a 2xx the policy's ``is_app_error`` rejected (never on the semconv histogram)."""
 ERROR_CANCELLED: Final = "cancelled"
 """``error.type`` of an attempt or request the caller cancelled."""
+ERROR_CONNECT_TIMEOUT: Final = "connect_timeout"
+"""``error.type``: the connection was not made in time (``httpx.ConnectTimeout``)."""
+ERROR_READ_TIMEOUT: Final = "read_timeout"
+"""``error.type``: the answer did not come in time (``httpx.ReadTimeout``)."""
+ERROR_WRITE_TIMEOUT: Final = "write_timeout"
+"""``error.type``: the request could not be sent in time (``httpx.WriteTimeout``)."""
+ERROR_POOL_TIMEOUT: Final = "pool_timeout"
+"""``error.type``: no connection of the pool came free in time (``httpx.PoolTimeout``)."""
+ERROR_TIMEOUT: Final = "timeout"
+"""``error.type``: any other timeout (``httpx.TimeoutException``, the agent's pool probe)."""
+ERROR_CONNECT: Final = "connect_error"
+"""``error.type``: the connection failed, no more precise cause known (``httpx.ConnectError``)."""
+ERROR_READ: Final = "read_error"
+"""``error.type``: reading the answer failed (``httpx.ReadError``)."""
+ERROR_WRITE: Final = "write_error"
+"""``error.type``: sending the request failed (``httpx.WriteError``)."""
+ERROR_REMOTE_PROTOCOL: Final = "remote_protocol_error"
+"""``error.type``: the server broke HTTP (``httpx.RemoteProtocolError``)."""
+ERROR_DNS: Final = "dns_error"
+"""``error.type``: the host name did not resolve."""
+ERROR_CONNECTION_REFUSED: Final = "connection_refused"
+"""``error.type``: nothing listens at the domain's port."""
+ERROR_CONNECTION_RESET: Final = "connection_reset"
+"""``error.type``: the peer reset the connection."""
+ERROR_TLS: Final = "tls_error"
+"""``error.type``: the TLS handshake failed."""
+ERROR_SERVER_CERTIFICATE_INVALID: Final = "server_certificate_invalid"
+"""``error.type``: the server's certificate did not verify."""
 TRANSPORT_ERROR_TYPES: Final = frozenset(
     {
-        "connect_timeout",
-        "read_timeout",
-        "write_timeout",
-        "pool_timeout",
-        "timeout",
-        "connect_error",
-        "read_error",
-        "write_error",
-        "remote_protocol_error",
-        "dns_error",
-        "connection_refused",
-        "connection_reset",
-        "tls_error",
-        "server_certificate_invalid",
+        ERROR_CONNECT_TIMEOUT,
+        ERROR_READ_TIMEOUT,
+        ERROR_WRITE_TIMEOUT,
+        ERROR_POOL_TIMEOUT,
+        ERROR_TIMEOUT,
+        ERROR_CONNECT,
+        ERROR_READ,
+        ERROR_WRITE,
+        ERROR_REMOTE_PROTOCOL,
+        ERROR_DNS,
+        ERROR_CONNECTION_REFUSED,
+        ERROR_CONNECTION_RESET,
+        ERROR_TLS,
+        ERROR_SERVER_CERTIFICATE_INVALID,
     }
 )
 """``error.type`` of transport failures; a response's is its status code (``"503"``), and an
 unknown exception's is its qualified class name."""
+STOP_DONE: Final = "done"
+"""Stop reason: a success or an answer ended the request."""
+STOP_EXHAUSTED: Final = "exhausted"
+"""Stop reason: the schedule's attempts, or the admissible domains, ran out."""
+STOP_DEADLINE: Final = "deadline"
+"""Stop reason: the next attempt would start past the request's deadline."""
+STOP_NOT_RETRYABLE: Final = "not_retryable"
+"""Stop reason: the failure may not be retried (a request whose bytes may have left, say)."""
+STOP_RETRY_BUDGET: Final = "retry_budget"
+"""Stop reason: the pool's retry budget refused the retry."""
 STOP_REASONS: Final = frozenset(
-    {"done", "exhausted", "deadline", "not_retryable", "retry_budget", OUTCOME_CIRCUIT_OPEN}
+    {STOP_DONE, STOP_EXHAUSTED, STOP_DEADLINE, STOP_NOT_RETRYABLE, STOP_RETRY_BUDGET, OUTCOME_CIRCUIT_OPEN}
 )
 """Why the client stopped trying; a failed request without an attempt error reports it as ``error.type``."""
 

@@ -7,6 +7,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from pytest_failover.semconv import BREAKER_CLOSED, BREAKER_HALF_OPEN, BREAKER_OPEN
+
 from .state import AgentState
 
 if TYPE_CHECKING:
@@ -104,8 +106,8 @@ class LiveReporter(Reporter):
                 else:
                     dstate = "[red]down[/red]"
                 what = "-" if r is None else (str(r.status) if r.success else f"{r.error_type}")
-                breaker = pool.breakers.get(url, "closed")
-                bstyle = {"open": "red", "half_open": "yellow"}.get(breaker, "green")
+                breaker = pool.breakers.get(url, BREAKER_CLOSED)
+                bstyle = {BREAKER_OPEN: "red", BREAKER_HALF_OPEN: "yellow"}.get(breaker, "green")
                 if d.readiness is None:
                     ready = "" if d.is_primary else "[dim]pending[/dim]"
                 elif d.readiness.ready:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from pytest_failover.semconv import BREAKER_CLOSED
+
 from .checks.readiness import ReadinessResult
 from .checks.result import ProbeResult
 
@@ -25,7 +27,7 @@ class DomainStatus:
     consecutive_failures: int = 0
     consecutive_successes: int = 0
     readiness: ReadinessResult | None = None
-    breaker: str = "closed"
+    breaker: str = BREAKER_CLOSED
     is_primary: bool = False
 
     def record(self, result: ProbeResult) -> None:

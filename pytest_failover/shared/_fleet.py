@@ -46,7 +46,7 @@ __all__ = ["CLOSED", "RELEASE_SCRIPT", "Command", "Fleet"]
 
 logger = logging.getLogger("pytest_failover")
 
-CLOSED = "closed"
+CLOSED = semconv.SHARED_CLOSED
 _CONNECTED = semconv.SHARED_CONNECTED
 _DISCONNECTED = semconv.SHARED_DISCONNECTED
 

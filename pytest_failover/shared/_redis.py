@@ -39,6 +39,7 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.connection import parse_url
 from redis.retry import Retry
 
+from ..semconv import SHARED_CONNECTED
 from ._fleet import Command, Fleet
 
 __all__ = ["AsyncRedisHealth", "RedisHealth"]
@@ -207,7 +208,7 @@ class RedisHealth(_RedisShell):
                         # holds them off for the interpreter's switch interval (5 ms) each time
                         time.sleep(0)
                     self.sweep(every=_TICK)
-                    if self.state != "connected":  # the lease found Redis slow: is it back?
+                    if self.state != SHARED_CONNECTED:  # the lease found Redis slow: is it back?
                         self._quick().ping()
                         self.connected()
             failures += 1
@@ -216,7 +217,7 @@ class RedisHealth(_RedisShell):
     def _publish(self) -> None:
         client = self._client()
         while (commands := self._queue.get()) is not None:
-            if self.state != "connected":
+            if self.state != SHARED_CONNECTED:
                 continue  # local-only: the fleet hears nothing from us meanwhile
             with self._failing():
                 pipe = client.pipeline(transaction=False)
@@ -320,7 +321,7 @@ class AsyncRedisHealth(_RedisShell):
                         # loop's other tasks run between messages (a flood must not starve them)
                         await asyncio.sleep(0)
                     self.sweep(every=_TICK)
-                    if self.state != "connected":  # the lease found Redis slow: is it back?
+                    if self.state != SHARED_CONNECTED:  # the lease found Redis slow: is it back?
                         await asyncio.wait_for(client.ping(), self.timeout)
                         self.connected()
             except (redis.RedisError, OSError) as exc:
@@ -338,7 +339,7 @@ class AsyncRedisHealth(_RedisShell):
         try:
             while True:
                 commands = await self._queue.get()
-                if self.state != "connected":
+                if self.state != SHARED_CONNECTED:
                     continue
                 try:
                     pipe = client.pipeline(transaction=False)

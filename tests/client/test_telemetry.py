@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -14,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from pytest_failover import ExponentialBackoff, Policy, Pool
+from pytest_failover import ExponentialBackoff, FailoverTransport, Policy, Pool
 
 from .servers import LoopbackServer, closed_port
 
@@ -187,3 +188,59 @@ def test_circuit_open_outcome(make_client: Any, otel: Otel) -> None:
     logical = [s for s in otel.finished() if s.kind is SpanKind.INTERNAL][-1]
     assert logical.status.status_code is StatusCode.ERROR
     assert dict(logical.attributes or {})["error.type"] == "circuit_open"
+
+
+def test_attempt_metrics_of_two_domains_keep_their_own_attributes(otel: Otel) -> None:
+    """Each attempt's metric and span attributes name its own domain and say only what that
+    attempt did: what one attempt adds (a status, an error type, a method, a resend count)
+    never stays on its domain's or the other domain's later attempts."""
+    answers = {"a.test": [200, 503, 200], "b.test": [200, 503]}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(answers[request.url.host].pop(0))
+
+    pools = [Pool("api", ["https://a.test", "https://b.test:8443"])]
+    with httpx.Client(transport=FailoverTransport(pools, policy(), httpx.MockTransport(answer), **otel.kwargs)) as client:
+        for method in ("GET", "PUT", "DELETE"):  # a; a fails, b serves; b fails, a serves
+            assert client.request(method, "https://a.test/v1/rooms").status_code == 200
+    assert answers == {"a.test": [], "b.test": []}
+
+    a = {"failover.pool": "api", "failover.domain": "https://a.test", "server.address": "a.test"}
+    b = {"failover.pool": "api", "failover.domain": "https://b.test:8443", "server.address": "b.test"}
+    attempts = sorted(((attrs, p.value) for attrs, p in otel.points("failover.attempts")), key=repr)
+    assert attempts == sorted(
+        [
+            ({**a, "failover.attempt.result": "success"}, 2),
+            ({**a, "failover.attempt.result": "failure", "error.type": "503"}, 1),
+            ({**b, "failover.attempt.result": "success"}, 1),
+            ({**b, "failover.attempt.result": "failure", "error.type": "503"}, 1),
+        ],
+        key=repr,
+    )
+    durations = sorted(((attrs, p.count) for attrs, p in otel.points("http.client.request.duration")), key=repr)
+    on_a = {"server.address": "a.test", "server.port": 443, "failover.pool": "api"}
+    on_b = {"server.address": "b.test", "server.port": 8443, "failover.pool": "api"}
+    assert durations == sorted(
+        [
+            ({"http.request.method": "GET", **on_a, "http.response.status_code": 200}, 1),
+            ({"http.request.method": "PUT", **on_a, "http.response.status_code": 503, "error.type": "503"}, 1),
+            ({"http.request.method": "PUT", **on_b, "http.response.status_code": 200}, 1),
+            ({"http.request.method": "DELETE", **on_b, "http.response.status_code": 503, "error.type": "503"}, 1),
+            ({"http.request.method": "DELETE", **on_a, "http.response.status_code": 200}, 1),
+        ],
+        key=repr,
+    )
+    spans = sorted((s for s in otel.finished() if s.kind is SpanKind.CLIENT), key=lambda s: s.start_time or 0)
+    assert [dict(s.attributes or {}) for s in spans][-2:] == [
+        {
+            "http.request.method": "DELETE", "server.address": "b.test", "server.port": 8443,
+            "url.full": "https://b.test:8443/v1/rooms", "failover.pool": "api",
+            "failover.domain": "https://b.test:8443", "failover.attempt": 1,
+            "http.response.status_code": 503, "error.type": "503",
+        },
+        {
+            "http.request.method": "DELETE", "server.address": "a.test", "server.port": 443,
+            "url.full": "https://a.test/v1/rooms", "failover.pool": "api", "failover.domain": "https://a.test",
+            "failover.attempt": 2, "http.request.resend_count": 1, "http.response.status_code": 200,
+        },
+    ]  # fmt: skip

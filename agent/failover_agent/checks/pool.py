@@ -24,6 +24,7 @@ from pytest_failover import (
     Policy,
     error_type_of,
 )
+from pytest_failover.semconv import ERROR_TIMEOUT, OUTCOME_CIRCUIT_OPEN
 
 from ..config import PoolConfig
 from ..wire import ProbeTransport
@@ -79,14 +80,14 @@ class PoolProber:
             async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
                 response = await self.client.request(probe.method, self.url, headers=probe.headers)
         except CircuitOpenError as exc:
-            return ProbeResult(False, None, "circuit_open", perf_counter() - start,
+            return ProbeResult(False, None, OUTCOME_CIRCUIT_OPEN, perf_counter() - start,
                                attempts=len(exc.attempts), detail=str(exc))
         except FailoverError as exc:
             last = exc.attempts[-1].error_type if exc.attempts else None
             return ProbeResult(False, None, last or error_type_of(exc), perf_counter() - start,
                                attempts=len(exc.attempts), detail=f"{exc.reason}: {exc}")
         except TimeoutError:
-            return ProbeResult(False, None, "timeout", perf_counter() - start,
+            return ProbeResult(False, None, ERROR_TIMEOUT, perf_counter() - start,
                                detail=f"no answer within {timeout:g} s")
         except Exception as exc:  # a probe never kills its job
             return ProbeResult(False, None, error_type_of(exc), perf_counter() - start,
