@@ -142,7 +142,7 @@ __all__ = [
 # An attempt with less time than this before the deadline is not started.
 MIN_ATTEMPT_TIME = 0.001
 
-DONE = Stop(reason="done")
+DONE = Stop(reason=semconv.STOP_DONE)
 
 # ``failover.reason`` of a breaker transition that slow calls caused.
 _SLOW = semconv.BREAKER_REASON_SLOW_CALLS
@@ -648,11 +648,11 @@ class RequestPlan:
         if last is None:  # the first attempt: never delayed, never refused a domain
             choice = self._choose(now, self._orders[0])
             if choice is None:
-                return self._wait_for_probe(now, besides=()) or Stop(reason="circuit_open")
+                return self._wait_for_probe(now, besides=()) or Stop(reason=semconv.OUTCOME_CIRCUIT_OPEN)
             self._counted = 1
             return choice, 0.0, self._timeout(now)
         if last.sent and not (self.idempotent and self.replayable):
-            return Stop(reason="not_retryable")
+            return Stop(reason=semconv.STOP_NOT_RETRYABLE)
         choice = self._choose(now, self._orders[1])
         tried = self.tried
         if choice is None or (choice[0] in tried and self.core.probing(besides=tried)):
@@ -662,19 +662,19 @@ class RequestPlan:
             if wait is not None:
                 return wait
         if choice is None:
-            return Stop(reason="exhausted")
+            return Stop(reason=semconv.STOP_EXHAUSTED)
         transparent = self.core.table is None and not last.sent and choice[0] not in tried
         if not transparent:
             if self._counted >= self.core.max_attempts:
-                return Stop(reason="exhausted")
+                return Stop(reason=semconv.STOP_EXHAUSTED)
             budget = self.core.budget
             if last.sent and budget is not None and not budget.allows_retry():
                 events.append(BudgetRejected(pool=self.pool))
-                return Stop(reason="retry_budget", events=tuple(events))
+                return Stop(reason=semconv.STOP_RETRY_BUDGET, events=tuple(events))
         delay = 0.0 if self._goes_at_once(choice, tried) else self._backoff(now)
         timeout = self._timeout(now + delay)
         if timeout < MIN_ATTEMPT_TIME:
-            return Stop(reason="deadline")
+            return Stop(reason=semconv.STOP_DEADLINE)
         if not transparent:
             self._counted += 1
         return choice, delay, timeout

@@ -490,12 +490,7 @@ VALUES_ALLOWED: dict[tuple[str, str], str] = {
 
 #: Literals in files another change owns (the request path's rebuild, issue 27): to be taken
 #: from pytest_failover.semconv there. Remove an entry when its file does (a stale one fails).
-VALUES_PENDING: dict[tuple[str, str], str] = {
-    ("pytest_failover/_core.py", "exhausted"): "Stop(reason=...)",
-    ("pytest_failover/_core.py", "not_retryable"): "Stop(reason=...)",
-    ("pytest_failover/_core.py", "retry_budget"): "Stop(reason=...)",
-    ("pytest_failover/_core.py", "circuit_open"): "Stop(reason=...)",
-}
+VALUES_PENDING: dict[tuple[str, str], str] = {}
 
 
 def _spelt_values() -> dict[tuple[str, str], list[str]]:
