@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._classify import error_type_of
-    from ._decisions import AttemptRecord
     from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
     from ._exchange import FailoverResult
     from ._policy import (
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from ._snapshot import DomainState, PoolState, TransportState
     from ._steering import TimeOrder
     from ._transport import AsyncFailoverTransport, FailoverTransport
+    from ._values import AttemptRecord
     from .control import ControlDocument, ControlError, ControlPoller
 
 __all__ = [
@@ -67,7 +67,7 @@ _WHERE = {
     "ControlError": ".control",
     "ControlPoller": ".control",
     "error_type_of": "._classify",
-    "AttemptRecord": "._decisions",
+    "AttemptRecord": "._values",
     "AllDomainsFailed": "._exceptions",
     "CircuitOpenError": "._exceptions",
     "FailoverError": "._exceptions",

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 if TYPE_CHECKING:
-    from ._decisions import AttemptRecord
+    from ._values import AttemptRecord
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "ControlError", "FailoverError"]
 

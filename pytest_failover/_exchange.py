@@ -19,21 +19,23 @@ from opentelemetry import context as otel_context
 
 from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
-from ._core import DONE, PoolCore, RequestOptions
-from ._decisions import (
+from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
+from ._plan import DONE
+from ._pools import PoolCore
+from ._telemetry import RequestTrace, redact_url
+from ._values import (
     RESPONSE,
     Attempt,
     AttemptRecord,
     Ending,
     HedgeThrottled,
+    RequestOptions,
     Stop,
     Wait,
     ending,
     new_tuple,
     stale_may_answer,
 )
-from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
-from ._telemetry import RequestTrace, redact_url
 
 if TYPE_CHECKING:
     from ._pool import Domain
@@ -233,7 +235,7 @@ class Exchange:
     """One logical request through the failover loop: everything but the I/O.
 
     What a request sets before it reads it, or only on a rare path, starts as a class
-    attribute (as in :class:`~pytest_failover._core.RequestPlan`): a request answered
+    attribute (as in :class:`~pytest_failover._plan.RequestPlan`): a request answered
     at its first attempt writes each of these at most once and never reads a default.
     """
 

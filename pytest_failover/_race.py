@@ -44,8 +44,8 @@ from ._deadline import GRACE, watchdog
 from ._sockets import cut_request, cuttable
 
 if TYPE_CHECKING:
-    from ._decisions import Attempt
     from ._exchange import Exchange
+    from ._values import Attempt
 
 __all__ = ["AsyncSend", "Race", "Send", "ThreadRace", "anyio_race", "async_race"]
 

@@ -39,8 +39,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, ForwardRef, TypedDict, TypeVar, cast
 
-from ._core import FailoverCore, PoolCore
+from ._core import FailoverCore
 from ._pool import Domain, Pool
+from ._pools import PoolCore
 from ._snapshot import TransportState
 from ._stale import StaleCache
 from ._sticky import StickyFile

@@ -38,7 +38,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import __version__
 from ._breaker import BreakerState
-from ._decisions import BreakerEvent, BudgetRejected, Event, HedgeThrottled, SlowCall, Switch
+from ._values import BreakerEvent, BudgetRejected, Event, HedgeThrottled, SlowCall, Switch
 from .semconv import (
     BAD_OUTCOMES,
     CLIENT_SCOPE,
@@ -116,8 +116,8 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
 
-    from ._decisions import Attempt
     from ._pool import Domain
+    from ._values import Attempt
 
 __all__ = ["RequestTrace", "Telemetry", "redact_url"]
 

@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import httpx
 
-from ._core import RequestOptions
 from ._deadline import GRACE, async_limit, watchdog
-from ._decisions import Attempt, Wait
 from ._exchange import (
     BodyBuffer,
     Exchange,
@@ -31,6 +29,7 @@ from ._pool import Pool
 from ._race import ThreadRace, async_race
 from ._snapshot import TransportState
 from ._state import AsyncTransportOptions, State, TransportOptions, spelt_out
+from ._values import Attempt, RequestOptions, Wait
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

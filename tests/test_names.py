@@ -542,7 +542,7 @@ def test_breaker_states_are_the_names_modules() -> None:
 
 def test_stop_reasons_are_the_names_modules() -> None:
     """A Stop takes exactly the reasons semconv.STOP_REASONS lists."""
-    from pytest_failover._decisions import Stop
+    from pytest_failover._values import Stop
 
     for reason in semconv.STOP_REASONS:
         assert Stop(reason=reason).reason == reason

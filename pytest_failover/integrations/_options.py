@@ -6,7 +6,7 @@ import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping
 
-from .._core import RequestOptions
+from .._values import RequestOptions
 
 __all__ = ["current_extensions", "failover_options"]
 

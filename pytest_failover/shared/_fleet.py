@@ -29,8 +29,8 @@ from opentelemetry import metrics
 
 from .. import __version__, semconv
 from .._breaker import BreakerState, BreakerTransition
-from .._decisions import BreakerEvent, Event, Switch
 from .._snapshot import SharedState
+from .._values import BreakerEvent, Event, Switch
 from . import _wire
 from ._wire import Keys, Word
 
@@ -38,8 +38,9 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
 
     from .._breaker import Breaker
-    from .._core import FailoverCore, PoolCore
+    from .._core import FailoverCore
     from .._pool import Domain
+    from .._pools import PoolCore
     from .._telemetry import Telemetry
 
 __all__ = ["CLOSED", "RELEASE_SCRIPT", "Command", "Fleet"]

@@ -22,7 +22,7 @@ from pytest_failover import (
     Policy,
     Pool,
 )
-from pytest_failover._decisions import AttemptRecord
+from pytest_failover._values import AttemptRecord
 
 from .load import alongside
 from .servers import LoopbackServer

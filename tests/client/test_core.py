@@ -8,8 +8,17 @@ import pytest
 from pytest_failover import ExponentialBackoff, Policy, Pool, RetryBudget, ScheduleTable, Step
 from pytest_failover._breaker import BreakerState
 from pytest_failover._classify import Outcome, OutcomeKind
-from pytest_failover._core import FailoverCore, RequestOptions, RequestPlan
-from pytest_failover._decisions import Attempt, BreakerEvent, BudgetRejected, Stop, Switch, Wait
+from pytest_failover._core import FailoverCore
+from pytest_failover._plan import RequestPlan
+from pytest_failover._values import (
+    Attempt,
+    BreakerEvent,
+    BudgetRejected,
+    RequestOptions,
+    Stop,
+    Switch,
+    Wait,
+)
 
 DOMAINS = ["https://a.example", "https://b.example", "https://c.example", "https://d.example"]
 OK = Outcome(kind=OutcomeKind.SUCCESS, status=200)

@@ -20,9 +20,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from pytest_failover import ExponentialBackoff, Policy, Pool, RetryBudget
 from pytest_failover._breaker import BreakerState, Standing
 from pytest_failover._classify import Outcome, OutcomeKind
-from pytest_failover._core import FailoverCore, RequestOptions, RequestPlan
-from pytest_failover._decisions import Attempt, BreakerEvent, Stop, Wait
+from pytest_failover._core import FailoverCore
+from pytest_failover._plan import RequestPlan
 from pytest_failover._pool import Domain
+from pytest_failover._values import Attempt, BreakerEvent, RequestOptions, Stop, Wait
 
 DOMAINS = ["https://a.example", "https://b.example", "https://c.example"]
 OUTCOMES = {

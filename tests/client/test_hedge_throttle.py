@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_failover import Hedging, Policy, Pool
-from pytest_failover._core import FailoverCore, RequestOptions, RequestPlan
-from pytest_failover._decisions import Attempt, HedgeThrottled
+from pytest_failover._core import FailoverCore
+from pytest_failover._plan import RequestPlan
 from pytest_failover._slowness import CONTENTION, HEDGE_BURST, HedgeThrottle
+from pytest_failover._values import Attempt, HedgeThrottled, RequestOptions
 
 DOMAINS = ["https://a.example", "https://b.example", "https://c.example"]
 

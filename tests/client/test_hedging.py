@@ -23,7 +23,7 @@ from pytest_failover import (
     Pool,
     SlowCalls,
 )
-from pytest_failover._decisions import Attempt
+from pytest_failover._values import Attempt
 
 from .garbage import left_for_the_collector
 from .servers import LoopbackServer
@@ -533,8 +533,8 @@ def test_the_adaptive_delay_does_not_sink_when_hedges_win() -> None:
     time it ran: the window keeps seeing the slow answers, not only those that beat
     their hedges (else the delay would fall until every request hedged)."""
     from pytest_failover._classify import Outcome, OutcomeKind
-    from pytest_failover._core import FailoverCore, RequestOptions
-    from pytest_failover._decisions import Attempt
+    from pytest_failover._core import FailoverCore
+    from pytest_failover._values import Attempt, RequestOptions
 
     ok = Outcome(kind=OutcomeKind.SUCCESS, status=200)
     core = FailoverCore(
@@ -693,7 +693,8 @@ def test_a_slow_probe_fails_only_when_another_domain_is_faster(backup_latency: f
     domain serving traffic answers fast, but not when that one is as slow (a saturated
     event loop times every answer late; the recovered primary never got traffic back)."""
     from pytest_failover._classify import Outcome, OutcomeKind
-    from pytest_failover._core import FailoverCore, RequestOptions
+    from pytest_failover._core import FailoverCore
+    from pytest_failover._values import RequestOptions
 
     ok = Outcome(kind=OutcomeKind.SUCCESS, status=200)
     core = FailoverCore(

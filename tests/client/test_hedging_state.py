@@ -25,8 +25,16 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from pytest_failover import ExponentialBackoff, Hedging, Policy, Pool, SlowCalls
 from pytest_failover._breaker import BreakerState, Standing
 from pytest_failover._classify import Outcome, OutcomeKind
-from pytest_failover._core import FailoverCore, RequestOptions, RequestPlan
-from pytest_failover._decisions import Attempt, BreakerEvent, HedgeThrottled, Stop, Wait
+from pytest_failover._core import FailoverCore
+from pytest_failover._plan import RequestPlan
+from pytest_failover._values import (
+    Attempt,
+    BreakerEvent,
+    HedgeThrottled,
+    RequestOptions,
+    Stop,
+    Wait,
+)
 
 DOMAINS = ["https://a.example", "https://b.example", "https://c.example"]
 OUTCOMES = {

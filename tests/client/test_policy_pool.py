@@ -53,7 +53,8 @@ def test_region_order_puts_its_domains_first_and_keeps_the_rest() -> None:
 
 def test_routing_matches_scheme_host_and_port() -> None:
     """A URL belongs to a pool's domain by scheme, host (any case, trailing dot) and port."""
-    from pytest_failover._core import FailoverCore, RequestOptions
+    from pytest_failover._core import FailoverCore
+    from pytest_failover._values import RequestOptions
 
     pool = Pool("api", ["https://api.example.com", "http://api2.example.com:8080"])
     core = FailoverCore([pool])
@@ -154,7 +155,8 @@ def test_full_jitter_stays_within_the_capped_exponential(retry: int, r: float) -
 def test_an_unsteered_request_walks_the_pools_precomputed_order_with_no_work() -> None:
     """The default path stays free: without weights, affinity or time windows, and with no
     order named, a plan holds the pool's own precomputed orders, not a copy."""
-    from pytest_failover._core import FailoverCore, RequestOptions
+    from pytest_failover._core import FailoverCore
+    from pytest_failover._values import RequestOptions
 
     pool = Pool("api", ["https://a.example", "https://b.example"], region_order={"x": ["https://b.example"]})
     core = FailoverCore([pool])

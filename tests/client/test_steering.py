@@ -30,10 +30,11 @@ from pytest_failover import (
     TimeOrder,
 )
 from pytest_failover._classify import Outcome, OutcomeKind
-from pytest_failover._core import FailoverCore, RequestOptions, RequestPlan
-from pytest_failover._decisions import Attempt, Stop, Switch
+from pytest_failover._core import FailoverCore
+from pytest_failover._plan import RequestPlan
 from pytest_failover._pool import Domain
 from pytest_failover._steering import key_unit, rendezvous_rank
+from pytest_failover._values import Attempt, RequestOptions, Stop, Switch
 from pytest_failover.integrations import failover_options
 from pytest_failover.integrations._options import current_extensions
 

@@ -1,4 +1,4 @@
-"""The values the decision core hands out: decisions, events and attempt records.
+"""The values of the request path: a request's options, decisions, events and attempt records.
 
 Everything here is immutable and validated when built (h11's ``_events.py``
 style): a decision is a value the transports carry out, never a side effect.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from ._pool import Domain
 
 __all__ = [
+    "DEFAULT_OPTIONS",
     "Attempt",
     "AttemptRecord",
     "BreakerEvent",
@@ -25,6 +27,7 @@ __all__ = [
     "Ending",
     "Event",
     "HedgeThrottled",
+    "RequestOptions",
     "SlowCall",
     "Stop",
     "Switch",
@@ -248,3 +251,49 @@ def ending(status: int | None, stale: bool, fallback: bool) -> Ending:
     if fallback:
         return Ending.FALLBACK
     return Ending.RAISE
+
+
+# -- a request's options ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestOptions:
+    """The ``extensions={"failover": {...}}`` of one request, validated."""
+
+    enabled: bool = True
+    domain: str | None = None
+    pool: str | None = None
+    idempotent: bool | None = None
+    affinity: str | None = None  # a key (user id) hashed onto the pool's affinity domains
+    order: str | None = None  # a named order of the pool (its ``region_order``)
+    hedge: bool = True  # False: never hedge this request (``Policy.hedging``)
+
+    @classmethod
+    def from_extensions(cls, extensions: Mapping[str, object]) -> RequestOptions:
+        raw = extensions.get("failover")
+        if raw is None:
+            return DEFAULT_OPTIONS
+        if not isinstance(raw, Mapping):
+            raise TypeError('extensions["failover"] must be a dict such as {"enabled": False}')
+        unknown = sorted(set(raw) - _OPTION_TYPES.keys())
+        if unknown:
+            raise ValueError(
+                f'extensions["failover"]: unknown option(s) {unknown}; '
+                "expected enabled, domain, pool, idempotent, affinity, order or hedge"
+            )
+        for key, kind in _OPTION_TYPES.items():
+            if key in raw and not isinstance(raw[key], kind):
+                raise TypeError(f'extensions["failover"]["{key}"] must be a {kind.__name__}')
+        return cls(**raw)
+
+
+_OPTION_TYPES: dict[str, type] = {
+    "enabled": bool,
+    "idempotent": bool,
+    "domain": str,
+    "pool": str,
+    "affinity": str,
+    "order": str,
+    "hedge": bool,
+}
+DEFAULT_OPTIONS = RequestOptions()

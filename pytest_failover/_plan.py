@@ -1,0 +1,524 @@
+"""One request's decisions: what to do next, and what an attempt's end means.
+
+A front-end's exchange opens a :class:`RequestPlan` for each logical request and
+loops::
+
+    decision = plan.next(now)            # Attempt(domain, delay, timeout) or Stop(reason)
+    ... wait decision.delay, send the attempt, classify what happened ...
+    events = plan.record(outcome, now)   # breaker transitions, switches
+
+The plan asks its pool (``_pools.py``) which domain comes next, and decides the
+rest here.
+
+Whether to retry: never after a success or an answer (4xx, application error);
+never once the schedule's attempts are used up; never when request bytes may
+have left and the request is not idempotent (or its body cannot be replayed);
+never when the next attempt could not start before the deadline. A failure that
+sent nothing (DNS, refused, TLS handshake, connect timeout) moves to an untried
+domain at once: it costs no retry budget, does not count against the schedule's
+attempts, and is never refused (gRPC's transparent retries). Every other retry
+needs the pool's retry budget (``_budget.py``), which charges only failed
+retries. Moving on to an untried domain, and a probe, go at once; going back to
+a domain this request already tried waits a full-jitter backoff (lengthened by
+that server's capped ``Retry-After``), so returns to a struggling server are
+spread out. A :class:`ScheduleTable` is followed as written.
+
+Hedging (``Policy.hedging``, see ``_slowness.py`` and ``_race.py``): while a
+hedgeable request (idempotent, replayable, not turned off) has attempts in
+flight, :meth:`RequestPlan.hedge` may add one, to the first domain of its order
+that it has not tried, if that one is HEALTHY (never an open domain, never a due
+probe, never a suspect one: it failed within its cooldown), if the pool's throttle has a
+token, at most ``max_extra`` per request. A hedge costs no retry budget and no
+schedule attempt. Attempts in flight are recorded by number; once one answers,
+the others are cancelled (:meth:`RequestPlan.cancel`): their breakers count
+nothing, a probe's lease is released. Slow calls (``Policy.slow_calls``): every
+recorded attempt enters its domain's window; when the slow share reaches the
+rate the breaker opens (``slow_calls``), and a probe that answers slowly fails;
+both only while another domain is faster (``PoolCore.faster_elsewhere``).
+
+The first attempt is never delayed. Time and randomness are arguments. The
+pool's lock is held only while deciding and recording, never during I/O, so a
+slow domain never blocks requests to another.
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from . import _steering, semconv
+from ._breaker import BreakerTransition
+from ._classify import Outcome
+from ._policy import ExponentialBackoff
+from ._pool import Domain
+from ._pools import Choice, Members, Orders, PoolCore
+from ._values import (
+    Attempt,
+    BreakerEvent,
+    BudgetRejected,
+    Event,
+    HedgeThrottled,
+    SlowCall,
+    Stop,
+    Switch,
+    Wait,
+)
+
+__all__ = ["DONE", "MIN_ATTEMPT_TIME", "RequestPlan"]
+
+# An attempt with less time than this before the deadline is not started.
+MIN_ATTEMPT_TIME = 0.001
+
+DONE = Stop(reason=semconv.STOP_DONE)
+
+# ``failover.reason`` of a breaker transition that slow calls caused.
+_SLOW = semconv.BREAKER_REASON_SLOW_CALLS
+
+# Polls while waiting for another request's probe: 2 ms, doubling, at most 50 ms.
+_FIRST_WAIT = 0.002
+_LONGEST_WAIT = 0.05
+
+
+class RequestPlan:
+    """The decisions for one logical request. Not shared between threads.
+
+    What only a retry, a wait or a hedge reads starts as a class attribute, so a
+    request answered at its first attempt never writes it. (Hence no ``__slots__``.
+    What every request reads is set in ``__init__``: on CPython 3.11 reading a class
+    attribute through an instance costs 40 ns, an instance attribute 13 ns.)
+    """
+
+    last_outcome: Outcome | None = None  # of the latest attempt
+    done = False  # an attempt ended the request (a success or an answer)
+    _counted = 0  # attempts that count against the schedule (not transparent)
+    _early_allowed = True  # one early probe per request
+    _initial: tuple[Domain, ...] = ()  # a table's domains by rank, at the start
+    _waited = 0.0  # seconds spent waiting for another request's probe
+    _next_wait = _FIRST_WAIT
+    _hedges = 0  # hedges sent
+    _throttled = False  # a hedge of this request was held back by the throttle
+    _failed_on: tuple[Domain, str] | None = None  # the domain and error that moved it
+
+    def __init__(
+        self,
+        core: PoolCore,
+        method: str,
+        idempotent: bool,
+        replayable: bool,
+        pinned: Domain | None,
+        now: float,
+        random: Callable[[], float],
+        orders: Orders,
+        hedge: bool = True,
+    ) -> None:
+        self.core = core
+        self._orders = orders  # the order the first attempt walks, the one after, why
+        self.policy = policy = core.policy
+        self.method = method
+        self.idempotent = idempotent
+        self.replayable = replayable
+        self.pinned = pinned
+        self.started_at = now
+        self.deadline_at = now + policy.deadline
+        self._random = random
+        # The one record of each attempt (``Attempt``), in one of two lists: those that
+        # ended, in the order they ended, and those in flight (more than one only while a
+        # hedge races). Every other view of them (tried, raced, in flight) reads these.
+        self.records: list[Attempt] = []
+        self.flying: list[Attempt] = []
+        # Could this request be sent again after its bytes left? May it hedge
+        # (``Policy.hedging``: only what could be sent twice)?
+        resendable = idempotent and replayable
+        self.may_resend = resendable and core.resends
+        self.hedgeable = resendable and hedge and core.hedging is not None
+        if core.table is not None and pinned is None:
+            with core.lock:
+                self._initial = tuple(core.admissible(now, orders))
+
+    @property
+    def pool(self) -> str:
+        return self.core.name
+
+    @property
+    def steering(self) -> str | None:
+        """Why this request's order is not the pool's: ``"weight"``, ``"affinity"``,
+        ``"order"``, ``"time_order"``, or None."""
+        return self._orders[2]
+
+    @property
+    def first_order(self) -> tuple[Domain, ...]:
+        """The order this request's first attempt walks (the pool's when unsteered)."""
+        return tuple(d for _, d, _ in self._orders[0])
+
+    @property
+    def in_flight(self) -> tuple[Attempt, ...]:
+        """The attempts in flight (more than one only while a hedge races)."""
+        return tuple(self.flying)
+
+    @property
+    def tried(self) -> list[Domain]:
+        """The domains this request has sent attempts to (those that ended, then those in flight)."""
+        return [attempt.domain for attempt in self.records] + [attempt.domain for attempt in self.flying]
+
+    # -- next -------------------------------------------------------------------------
+
+    def next(self, now: float) -> Attempt | Wait | Stop:
+        """What to do now: another attempt, wait for a probe, or stop (and why)."""
+        if self.flying:
+            raise RuntimeError(f"attempt {self.flying[0].number} is in flight: record its outcome first")
+        if self.done:
+            return DONE
+        events: list[Event] = []
+        core = self.core
+        with core.lock:
+            if self.hedgeable and not self.records:
+                assert core.throttle is not None
+                core.throttle.earn()
+            counted = self._counted
+            while True:
+                decision = self._decide(now, events)
+                if not isinstance(decision, tuple):  # Stop or Wait
+                    return decision
+                (domain, breaker, probe, early), delay, timeout = decision
+                if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
+                    break
+                # another process probes it (PROBING here now, see core.lease): decide again
+                self._counted = counted
+            if probe:
+                if early:
+                    self._early_allowed = False
+                self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
+            attempt = Attempt(
+                len(self.records) + 1, domain, delay, timeout, probe, tuple(events) if events else (), False, breaker, now + delay
+            )
+            if core.slow_calls is not None:
+                core.slow_calls[domain].began(attempt, attempt.sent_at)
+        self.flying.append(attempt)
+        return attempt
+
+    # -- hedging ----------------------------------------------------------------------
+
+    def hedge_delay(self) -> float | None:
+        """How long after the latest attempt was sent a hedge is due, or None when this
+        request hedges no more (not hedgeable, answered, or ``max_extra`` sent)."""
+        if not self._may_hedge():
+            return None
+        return self.core.hedge_delay(self.flying[0].domain)
+
+    def _may_hedge(self) -> bool:
+        hedging = self.core.hedging
+        return (
+            self.hedgeable
+            and hedging is not None
+            and not self.done
+            and bool(self.flying)
+            and self._hedges < hedging.max_extra
+        )
+
+    def hedge(self, now: float) -> Attempt | HedgeThrottled | None:
+        """A hedge while the attempts in flight have not answered: to the next domain
+        this request has not tried that is healthy (never an open domain, never one
+        whose probe is due, never a suspect one), if the throttle lets it go. None when
+        no domain fits, or time is short.
+
+        A suspect domain failed within its cooldown, and traffic returns to it through
+        one probe: hedges sent there would be the failback herd that rule prevents
+        (with 200 tasks served by the backup after the primary refused, 7 hedges a
+        cooldown went to the dead primary)."""
+        if not self._may_hedge():
+            return None
+        core = self.core
+        tried = self.tried
+        with core.lock:
+            choice = core.choose(now, tried, self._orders[1], False)
+            if choice is None:
+                return None
+            domain, breaker, probe, _ = choice
+            if probe or domain in tried or breaker.standing(now, core.policy.sticky).suspect:
+                return None  # (the choice ranks a healthy untried domain before a suspect one)
+            timeout = self._timeout(now)
+            if timeout < MIN_ATTEMPT_TIME:
+                return None
+            assert core.throttle is not None
+            if not core.throttle.take(now, again=self._throttled):  # said once; it may try again later
+                if self._throttled:
+                    return None
+                self._throttled = True
+                return HedgeThrottled(pool=self.pool, domain=domain)
+            attempt = Attempt(len(self.records) + len(self.flying) + 1, domain, 0.0, timeout, False, (), True, breaker, now)
+            attempt.raced = True
+            if core.slow_calls is not None:
+                core.slow_calls[domain].began(attempt, now)
+        self._hedges += 1
+        for racing in self.flying:
+            racing.raced = True
+        self.flying.append(attempt)
+        return attempt
+
+    def _decide(self, now: float, events: list[Event]) -> tuple[Choice, float, float] | Wait | Stop:
+        last = self.last_outcome
+        if last is None:  # the first attempt: never delayed, never refused a domain
+            choice = self._choose(now, self._orders[0])
+            if choice is None:
+                return self._wait_for_probe(now, besides=()) or Stop(reason=semconv.OUTCOME_CIRCUIT_OPEN)
+            self._counted = 1
+            return choice, 0.0, self._timeout(now)
+        if last.sent and not (self.idempotent and self.replayable):
+            return Stop(reason=semconv.STOP_NOT_RETRYABLE)
+        choice = self._choose(now, self._orders[1])
+        tried = self.tried
+        if choice is None or (choice[0] in tried and self.core.probing(besides=tried)):
+            # Rather than stop, or go back to a domain that just failed this request,
+            # wait for the probe of one it has not tried.
+            wait = self._wait_for_probe(now, besides=() if choice is None else tried)
+            if wait is not None:
+                return wait
+        if choice is None:
+            return Stop(reason=semconv.STOP_EXHAUSTED)
+        transparent = self.core.table is None and not last.sent and choice[0] not in tried
+        if not transparent:
+            if self._counted >= self.core.max_attempts:
+                return Stop(reason=semconv.STOP_EXHAUSTED)
+            budget = self.core.budget
+            if last.sent and budget is not None and not budget.allows_retry():
+                events.append(BudgetRejected(pool=self.pool))
+                return Stop(reason=semconv.STOP_RETRY_BUDGET, events=tuple(events))
+        delay = 0.0 if self._goes_at_once(choice, tried) else self._backoff(now)
+        timeout = self._timeout(now + delay)
+        if timeout < MIN_ATTEMPT_TIME:
+            return Stop(reason=semconv.STOP_DEADLINE)
+        if not transparent:
+            self._counted += 1
+        return choice, delay, timeout
+
+    def _wait_for_probe(self, now: float, *, besides: Sequence[Domain]) -> Wait | None:
+        """Wait, if time allows, for another request's probe of a domain not in
+        ``besides``, or for the moment this request may probe an open domain early."""
+        if self.pinned is not None:
+            return None
+        budget = min(self.policy.probe_wait - self._waited, self.deadline_at - now)
+        delay = min(self._next_wait, budget)
+        if not self.core.probing(besides=besides):
+            probe_at = self.core.early_probe_at() if self._early_allowed else None
+            if probe_at is None or probe_at - now > budget:
+                return None
+            delay = min(delay, max(probe_at - now, MIN_ATTEMPT_TIME))
+        if delay < MIN_ATTEMPT_TIME:
+            return None
+        self._waited += delay
+        self._next_wait = min(2 * self._next_wait, _LONGEST_WAIT)
+        return Wait(delay=delay)
+
+    def _choose(self, now: float, members: Members) -> Choice | None:
+        core = self.core
+        if self.pinned is not None:
+            return core.admit(self.pinned, now)
+        if self._initial:
+            schedule = core.table
+            assert schedule is not None
+            step = schedule.steps[min(self._counted, len(schedule.steps) - 1)]
+            named = core.admit(self._initial[step.domain % len(self._initial)], now)
+            if named is not None:
+                return named
+        return core.choose(now, self.tried if self.records else (), members, self._early_allowed)
+
+    def _goes_at_once(self, choice: Choice, tried: Sequence[Domain]) -> bool:
+        """Does this retry skip the backoff? With backoff schedules, moving on to a
+        domain this request has not tried is failover and goes at once: the jitter
+        exists to spread returns to a struggling server, and a ``Retry-After`` speaks
+        for the server that sent it. A probe goes at once too: it holds the
+        domain's lease, which others wait on, and being the only one it cannot
+        retry in lockstep with anybody. A table is followed as written."""
+        if self.core.table is not None:
+            return False
+        domain, _, probe, _ = choice
+        return probe or domain not in tried
+
+    def _backoff(self, now: float) -> float:
+        """The wait before a counted retry: the schedule's, lengthened by a (capped)
+        ``Retry-After``."""
+        schedule = self.policy.schedule
+        if isinstance(schedule, ExponentialBackoff):
+            delay = schedule.delay(self._counted, self._random)
+        else:
+            index = min(self._counted, len(schedule.steps) - 1)
+            delay = max(0.0, self.started_at + schedule.offset(index, self._random) - now)
+        last = self.last_outcome
+        if last is not None and last.retry_after is not None:
+            delay = max(delay, min(last.retry_after, self.policy.retry_after_cap))
+        return delay
+
+    def _timeout(self, start: float) -> float:
+        """The time an attempt starting at ``start`` may take: to the deadline, capped
+        by the per-attempt timeout."""
+        timeout = self.deadline_at - start
+        cap = self.policy.attempt_timeout
+        return timeout if cap is None or cap > timeout else cap  # not min(): 0.1 us a call
+
+    # -- record -----------------------------------------------------------------------
+
+    def record(
+        self, outcome: Outcome, now: float, duration: float, attempt: Attempt | None = None
+    ) -> tuple[Event, ...]:
+        """Report what an attempt in flight did (``attempt``: which one, when a hedge
+        races it); returns the events it caused."""
+        flying = self.flying
+        if len(flying) == 1 and (attempt is None or flying[0] is attempt):  # it ran alone
+            attempt = flying.pop()
+        else:
+            attempt = self._land(attempt)
+        domain = attempt.domain
+        attempt.error_type = outcome.error_type
+        attempt.status = outcome.status
+        attempt.duration = duration
+        attempt.sent = outcome.sent
+        if attempt.raced:
+            attempt.race = semconv.HEDGE_LOST if outcome.retryable else semconv.HEDGE_WON
+        self.records.append(attempt)
+        self.last_outcome = outcome
+        events: list[Event] = []
+        core = self.core
+        breaker = attempt.breaker
+        with core.lock:
+            slow = False if core.slow_calls is None else self._slow_call(attempt, now, duration, events)
+            if outcome.failed or (slow and attempt.probe and core.faster_elsewhere(domain)):  # a slow probe fails
+                transition = breaker.failure(now, attempt.sent_at, attempt.probe)
+                if outcome.failed:
+                    self._failed_on = (domain, outcome.error_type or "failure")
+                self._add_transition(events, domain, transition, None if outcome.failed else _SLOW)
+            else:  # the domain answered: healthy, even when it asks to slow down
+                transition = breaker.success(now, attempt.sent_at, attempt.probe)
+                if core.latency is not None:
+                    core.latency[domain].add(duration)
+                if transition is not None:  # rare: the common success changes nothing
+                    self._add_transition(events, domain, transition)
+            budget = core.budget
+            if budget is not None:
+                if not outcome.retryable:
+                    budget.refund()
+                elif attempt.number > 1 and outcome.sent and not attempt.hedge:
+                    budget.charge()  # a failed retry: the only thing the budget charges
+            if not outcome.retryable:
+                self.done = True
+                # What moves the pool: an answer to an attempt sent since it last moved (one
+                # sent before is old news: under concurrency it would move the pool back and
+                # forth), and not a hedge that won alone (one slow answer raced says nothing
+                # about where the pool's traffic goes).
+                if (
+                    core.serving is not domain
+                    and attempt.sent_at >= core.serving_since
+                    and (not attempt.hedge or self._failed_on is not None)
+                ):
+                    self._note_serving(domain, now, events)
+        return tuple(events) if events else ()
+
+    def _land(self, attempt: Attempt | None) -> Attempt:
+        """Take ``attempt`` (None: the only one) off the attempts in flight."""
+        flying = self.flying
+        if attempt is None:
+            if len(flying) != 1:
+                raise RuntimeError(
+                    "no attempt is in flight: call next() first"
+                    if not flying
+                    else "several attempts are in flight: name the one to record"
+                )
+            return flying.pop()
+        if flying and flying[0] is attempt:
+            del flying[0]
+            return attempt
+        for i, candidate in enumerate(flying):
+            if candidate is attempt:
+                del flying[i]
+                return attempt
+        raise RuntimeError(f"attempt {attempt.number} is not in flight")
+
+    def _slow_call(self, attempt: Attempt, now: float, duration: float, events: list[Event]) -> bool:
+        """Count the call in its domain's slow-call window (the caller holds the lock);
+        eject the domain when its slow calls reach the rate. True if it was slow."""
+        windows = self.core.slow_calls
+        assert windows is not None
+        window = windows[attempt.domain]
+        slow = window.is_slow(duration)
+        if slow:
+            events.append(SlowCall(pool=self.pool, domain=attempt.domain))
+        rate_reached = window.add(now, duration, attempt)
+        if rate_reached and not attempt.probe and self.core.faster_elsewhere(attempt.domain):
+            transition = self.core.breakers[attempt.domain].eject(now)
+            self._add_transition(events, attempt.domain, transition, _SLOW)
+        return slow
+
+    def cancel(self, attempt: Attempt, now: float, elapsed: float, sent: bool = True) -> tuple[Event, ...]:
+        """Another attempt won while ``attempt`` was in flight: it is cut off (``sent``:
+        after it was handed to the network, so bytes may have left). Its domain's
+        breaker counts nothing (a probe's lease is released), but the time it ran
+        enters its domain's latency window (a lower bound of its answer's), and a call
+        already slower than the slow-call threshold counts as a slow call."""
+        attempt = self._land(attempt)
+        attempt.error_type = semconv.ERROR_CANCELLED
+        attempt.duration = elapsed
+        attempt.sent = sent
+        attempt.race = semconv.HEDGE_CANCELLED
+        self.records.append(attempt)
+        events: list[Event] = []
+        core = self.core
+        with core.lock:
+            self._add_transition(events, attempt.domain, attempt.breaker.abandon(now, probe=attempt.probe))
+            if core.latency is not None:
+                # It took at least this long. Left out, the window would see only the
+                # answers that beat their hedge, and the adaptive delay would sink
+                # under load until most requests hedged.
+                core.latency[attempt.domain].add(elapsed)
+            if core.slow_calls is not None:
+                if core.slow_calls[attempt.domain].is_slow(elapsed):
+                    self._slow_call(attempt, now, elapsed, events)
+                else:
+                    core.slow_calls[attempt.domain].forget(attempt)
+        return tuple(events)
+
+    def abandon(self, now: float) -> tuple[Event, ...]:
+        """The attempts in flight ended without an outcome (cancelled, or an error that
+        says nothing about the domain): release their probes, count nothing."""
+        self.done = True
+        events: list[Event] = []
+        flying, self.flying = self.flying, []
+        for attempt in flying:
+            with self.core.lock:
+                self._add_transition(events, attempt.domain, attempt.breaker.abandon(now, probe=attempt.probe))
+                if self.core.slow_calls is not None:
+                    self.core.slow_calls[attempt.domain].forget(attempt)
+        return tuple(events)
+
+    def _note_serving(self, domain: Domain, now: float, events: list[Event]) -> None:
+        core = self.core
+        if self._orders[2] is not None and self._orders[2] != _steering.TIME_ORDER:
+            # a steered request says nothing about where the pool's traffic goes
+            return
+        before = core.serving
+        core.serving, core.serving_since = domain, now
+        if before is None or before is domain or before == domain:
+            return
+        if self._failed_on is not None and self._failed_on[0] == before:
+            reason = self._failed_on[1]
+        elif self._position(domain) < self._position(before):
+            reason = semconv.SWITCH_REASON_FAILBACK
+        else:
+            reason = semconv.SWITCH_REASON_PREFERRED_UNAVAILABLE
+        events.append(Switch(pool=self.pool, before=before, after=domain, reason=reason))
+
+    def _position(self, domain: Domain) -> int:
+        """``domain``'s place in the order this request fails over in."""
+        return next(i for i, d, _ in self._orders[1] if d == domain)
+
+    def _add_transition(
+        self,
+        events: list[Event],
+        domain: Domain,
+        transition: BreakerTransition | None,
+        reason: str | None = None,
+    ) -> None:
+        if transition is not None:
+            events.append(
+                BreakerEvent(
+                    pool=self.pool, domain=domain, before=transition.before, after=transition.after, reason=reason
+                )
+            )

@@ -1,0 +1,344 @@
+"""Pool state and the choice of domain: the rules for "which domain next".
+
+Each pool of a transport (or ``sharing`` group) has one :class:`PoolCore`: its
+breakers, retry budget, serving domain, slow-call windows, hedge throttle and the
+control document's disabled set, behind one lock. The plan of each request
+(``_plan.py``) asks it which domain comes next.
+
+Rules and theory of operation
+-----------------------------
+Which domain next (:meth:`PoolCore.choose`, the only place that decides it).
+Every enabled domain has a *standing*, read off its breaker (see ``_breaker.py``):
+HEALTHY, DUE, SUSPECT, PROBING, OPEN or RESTING. Then, in this order:
+
+1. Among the admissible domains (HEALTHY, DUE, SUSPECT), the best is the first
+   by ``(tried by this request, SUSPECT, pool position)``: an untried domain
+   before a tried one, a working one before a suspect one, then pool order.
+   Choosing a DUE domain takes its probe lease, so one request probes it and
+   everybody else keeps using the domain that works. With shared health
+   (``PoolCore.lease``) that lease is the fleet's: when another process holds
+   it, the domain is PROBING here too and the choice is made again.
+2. If the best was already tried by this request (or there is none) and some
+   domain is OPEN, one is probed early (untried first, then the one whose
+   cooldown ends first; its probe lease, so never more than one such attempt in
+   flight), at most once per request. This is the availability-first rule for
+   "every other domain is out": the pool recovers the moment a domain answers
+   again, not a whole cooldown later.
+3. Else, if a domain this request has not tried is being probed, the request
+   waits for that probe (``Wait``: polls of a few milliseconds,
+   ``Policy.probe_wait`` in all) rather than go back to a domain that just
+   failed it.
+4. Else the best tried domain is tried again (after a backoff).
+5. With nothing admissible it waits in the same way for a probe in flight, or
+   for the moment an open domain may be probed early (an open domain rests a
+   tenth of its cooldown first), if that comes within its wait. Otherwise it
+   stops with ``circuit_open`` (before any attempt) or ``exhausted``, and the
+   fallback answers.
+
+So when every domain is open a pool has at most one probe in flight per domain
+and at most one early probe per domain per tenth of a cooldown, a logical
+request makes at most one attempt, and requests that arrive while a probe is
+out get its answer instead of an error. With the default 30 s cooldown the rest
+(3 s) is longer than ``probe_wait`` (1 s), so in a total outage requests fail
+fast, and the fallback answers.
+
+The rule walks an *order*: the pool's (``Pool.order(region)``) unless the request
+is steered (``_steering.py``). Each request's orders are fixed once, when its
+plan is made (:meth:`PoolCore.steer`, from the request's options, the Unix time
+and a draw of the random source): a named order (``"order"``) or the current time
+window's order replaces the pool's for the whole request; a weight draw and the
+affinity key's rendezvous ranking of the affinity domains go in front of it for
+the first attempt only, so the rule above skips an open canary or gateway like any
+other domain, and after the first attempt the request fails over in that order.
+A request nothing steers walks the pool's precomputed order at no cost. Steered
+requests (but for time windows, which move everyone) leave the serving domain
+and its switches to the pool's own traffic.
+
+A pinned request has one candidate; an explicit :class:`ScheduleTable` names
+the domain of each step by its rank at the start of the request (the first
+attempt's first admissible domain, then the rest in the request's order), and
+falls back to the rule above when that domain is not admissible.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+from . import _steering
+from ._breaker import Breaker, BreakerState, Standing
+from ._budget import TokenBucket
+from ._policy import Policy, ScheduleTable
+from ._pool import Domain, Pool
+from ._slowness import UNKNOWN_DELAY, HedgeThrottle, LatencyWindow, SlowCallWindow
+from ._snapshot import DomainState, PoolState
+from ._steering import key_unit, rendezvous_rank
+from ._values import RequestOptions
+
+__all__ = ["Choice", "Members", "Orders", "PoolCore"]
+
+# The pool's answer to "which domain next": the domain, its breaker, whether the
+# attempt takes the domain's probe lease, and whether that is an early probe (before
+# the cooldown is over). A plain tuple, as one is built for every request: a named
+# tuple costs 330 ns to build on CPython 3.11, a tuple 10 ns (timeit).
+Choice = tuple[Domain, Breaker, bool, bool]
+
+# An order the choice walks: (position in that order, domain, its breaker) per domain.
+Members = tuple[tuple[int, Domain, Breaker], ...]
+# A request's orders: its first attempt's, the one after that, and why the first
+# differs from the pool's (a ``_steering.*`` value, or None).
+Orders = tuple[Members, Members, str | None]
+
+
+class PoolCore:
+    """The shared, mutable state of one pool: breakers, budget, serving domain."""
+
+    def __init__(self, pool: Pool, policy: Policy, *, region: str | None) -> None:
+        self.pool = pool
+        self.name = pool.name
+        self.policy = policy
+        self.max_attempts = policy.max_attempts
+        self.resends = policy.max_attempts > 1  # may a request be sent again at all?
+        # A table is followed as written (no transparent moves); it names domains by
+        # their rank at the start of the request.
+        self.table = policy.schedule if isinstance(policy.schedule, ScheduleTable) else None
+        self.order: tuple[Domain, ...] = pool.order(region)
+        self.position = {d: i for i, d in enumerate(self.order)}
+        self.breakers = {
+            d: Breaker(threshold=policy.breaker_threshold, cooldown=policy.breaker_cooldown)
+            for d in pool.domains
+        }
+        self._members = self._walk(self.order)
+        # What a request walks when nothing steers it: one shared value, no work.
+        self.orders: Orders = (self._members, self._members, None)
+        # Traffic steering (``_steering.py``); ``steers`` says whether begin() must look.
+        self.named = {name: self._walk(order) for name, order in pool.region_order.items()}
+        self.weights = pool.weights
+        self.affinity = pool.affinity_domains
+        self._affinity_urls = tuple(d.url for d in pool.affinity_domains)
+        self.time_orders = tuple((window, self._walk(order)) for window, order in pool.time_orders)
+        self.steers = bool(self.weights or self.affinity or self.time_orders)
+        self.budget = TokenBucket(policy.retry_budget) if policy.retry_budget else None
+        # How much of a 2xx body a request reads before its outcome is known: for the
+        # app-error check, and so that a re-sendable request whose connection breaks
+        # mid-body fails over; and for the stale cache (GET only).
+        self.read_limit = (
+            policy.read_body_max_bytes if policy.is_app_error is not None or policy.read_body else 0
+        )
+        self.app_check = policy.is_app_error is not None
+        self.stale_limit = policy.stale_max_bytes if policy.stale_on_failure else 0
+        # What a request reads of a 2xx body before its outcome is known, by whether it may
+        # be re-sent and is a GET: (bytes at most, whether the exchange looks at them, and
+        # whether the stale cache stores and serves it). All of a small body, for the
+        # app-error check, the stale cache (GET only), and so that a re-sendable request
+        # whose connection breaks mid-body fails over.
+        self.reading: dict[tuple[bool, bool], tuple[int, bool, bool]] = {}
+        for resendable in (False, True):
+            for get in (False, True):
+                stale = policy.stale_on_failure and get
+                read = self.read_limit if resendable or self.app_check else 0
+                limit = max(read, self.stale_limit) if stale else read
+                self.reading[resendable, get] = (limit, stale or self.app_check, stale)
+        # Slow domains (``_slowness.py``): the hedge throttle, each domain's latency
+        # (for an adaptive hedge delay) and slow calls. None: not configured, no cost.
+        hedging = policy.hedging
+        self.hedging = hedging
+        self.throttle = HedgeThrottle(hedging) if hedging is not None else None
+        self.latency = (
+            {d: LatencyWindow() for d in pool.domains} if hedging is not None and hedging.delay is None else None
+        )
+        slow_calls = policy.slow_calls
+        self.slow_calls = {d: SlowCallWindow(slow_calls) for d in pool.domains} if slow_calls is not None else None
+        self.disabled: frozenset[Domain] = frozenset()
+        self.serving: Domain | None = None
+        self.serving_since = -math.inf  # when ``serving`` last changed (monotonic seconds)
+        self.lock = threading.Lock()
+        # Shared health (``pytest_failover.shared``): the fleet's probe lease, asked
+        # under the lock before a probe is sent; False means another process holds it
+        # (the breaker is then PROBING here too). None: not shared, no cost.
+        self.lease: Callable[[Domain, Breaker, float, float], bool] | None = None
+
+    def _walk(self, order: Sequence[Domain]) -> Members:
+        return tuple((i, d, self.breakers[d]) for i, d in enumerate(order))
+
+    def standing(self, domain: Domain, now: float) -> Standing:
+        return self.breakers[domain].standing(now, sticky=self.policy.sticky)
+
+    def steer(self, options: RequestOptions, wall: float | None, draw: Callable[[], float]) -> Orders:
+        """The orders one request walks (see :data:`Orders`): a named order or the time
+        window's replaces the pool order; a weight draw (``draw()``, or the affinity
+        key's fixed one) and the affinity key's rendezvous ranking go first on the
+        first attempt. ``wall`` is the Unix time, for the time windows."""
+        base = self._members
+        why: str | None = None
+        if options.order is not None:
+            named = self.named.get(options.order)
+            if named is None:
+                raise ValueError(
+                    f'extensions["failover"]["order"]: pool {self.name!r} has no order '
+                    f"{options.order!r}; its orders (region_order) are {sorted(self.named)}"
+                )
+            base, why = named, _steering.ORDER
+        elif self.time_orders and wall is not None:
+            minute = self.time_orders[0][0].local_minute(wall)  # one time zone per pool
+            for window, members in self.time_orders:
+                if window.covers_minute(minute):
+                    base, why = members, _steering.TIME_ORDER
+                    break
+        key = options.affinity
+        picks: list[Domain] = []
+        unsteered = why  # the order's own reason, if the picks change nothing
+        if self.weights:
+            point = 100 * (key_unit(key) if key is not None else draw())
+            for domain, share in self.weights:
+                if point < share:
+                    picks.append(domain)
+                    why = _steering.WEIGHT
+                    break
+                point -= share
+        if key is not None and self.affinity:
+            picks.extend(self.affinity[i] for i in rendezvous_rank(key, self._affinity_urls))
+            if why != _steering.WEIGHT:
+                why = _steering.AFFINITY
+        if not picks:
+            return base, base, why
+        first = dict.fromkeys(picks)
+        first.update(dict.fromkeys(d for _, d, _ in base))
+        order = tuple(first)
+        if order == tuple(d for _, d, _ in base):  # e.g. the weighted domain is the primary
+            return base, base, unsteered
+        return self._walk(order), base, why
+
+    def choose(self, now: float, tried: Sequence[Domain], members: Members, early: bool = True) -> Choice | None:
+        """Which domain next, walking ``members`` (the request's order), for a request
+        that already tried ``tried`` (the module's rule; the caller holds the lock)."""
+        best: tuple[tuple[bool, bool, int], Domain, Breaker, Standing] | None = None
+        earliest: tuple[tuple[bool, float], Domain, Breaker] | None = None
+        sticky = self.policy.sticky
+        disabled = self.disabled
+        for position, domain, breaker in members:
+            if disabled and domain in disabled:
+                continue
+            standing = breaker.standing(now, sticky)
+            if not standing.admissible:
+                if standing.early and early:
+                    # untried first, then the one whose cooldown ends first
+                    key = (domain in tried, breaker.open_until)
+                    if earliest is None or key < earliest[0]:
+                        earliest = (key, domain, breaker)
+                continue
+            again = domain in tried
+            if not again and not standing.suspect:
+                # untried and working: nothing later in the order ranks higher
+                return domain, breaker, standing.lease, False
+            rank = (again, standing.suspect, position)
+            if best is None or rank < best[0]:
+                best = (rank, domain, breaker, standing)
+        if best is not None and (not best[0][0] or earliest is None):
+            _, domain, breaker, standing = best
+            return domain, breaker, standing.lease, False
+        if earliest is not None:
+            _, domain, breaker = earliest
+            return domain, breaker, True, True
+        return None
+
+    def hedge_delay(self, domain: Domain) -> float:
+        """How long a request on ``domain`` waits for an answer before it hedges: the
+        fixed delay, or the domain's latency at the percentile (read under the lock,
+        which the caller must not hold)."""
+        hedging = self.hedging
+        assert hedging is not None
+        if hedging.delay is not None:
+            return hedging.delay
+        assert self.latency is not None
+        with self.lock:
+            observed = self.latency[domain].percentile(hedging.percentile)
+        return UNKNOWN_DELAY if observed is None else observed
+
+    def enabled(self) -> Iterator[tuple[Domain, Breaker]]:
+        """The domains the control document leaves enabled, in pool order, with their
+        breakers: the one home of that filter."""
+        disabled = self.disabled
+        return ((d, breaker) for _, d, breaker in self._members if d not in disabled)
+
+    def admits(self, domain: Domain, now: float) -> Standing | None:
+        """``domain``'s standing if it is enabled and an ordinary request may be sent to
+        it now (it is admissible); else None."""
+        if domain in self.disabled:
+            return None
+        standing = self.breakers[domain].standing(now, sticky=self.policy.sticky)
+        return standing if standing.admissible else None
+
+    def early_probe_at(self) -> float | None:
+        """The earliest time an early probe may reach an open domain."""
+        times = [
+            breaker.early_probe_at
+            for _, breaker in self.enabled()
+            if breaker.state is BreakerState.OPEN and not breaker.leased
+        ]
+        return min(times) if times else None
+
+    def probing(self, *, besides: Sequence[Domain] = ()) -> bool:
+        """Is a probe of some enabled domain (other than ``besides``) in flight?"""
+        return any(breaker.leased for d, breaker in self.enabled() if d not in besides)
+
+    def faster_elsewhere(self, domain: Domain) -> bool:
+        """Does slowness count against ``domain``? Only while another enabled domain's
+        breaker is closed and its latest call was not slow (or it had none): see
+        ``_slowness.py``. Envoy's outlier detection caps its ejections in the same
+        spirit (``max_ejection_percent``). Slow calls only; the caller holds the lock."""
+        windows = self.slow_calls
+        assert windows is not None
+        for other, breaker in self.enabled():
+            if other == domain or breaker.state is not BreakerState.CLOSED:
+                continue
+            last = windows[other].last
+            if last is None or not windows[other].is_slow(last):
+                return True
+        return False
+
+    def admit(self, domain: Domain, now: float) -> Choice | None:
+        """``domain`` as the next attempt's target, if it is enabled and admissible."""
+        standing = self.admits(domain, now)
+        if standing is None:
+            return None
+        return domain, self.breakers[domain], standing.lease, False
+
+    def admissible(self, now: float, orders: Orders | None = None) -> list[Domain]:
+        """The enabled domains an ordinary request may be sent to now, in pool order;
+        with a request's ``orders``, its first attempt's first admissible domain, then
+        the rest in the order after that."""
+        ok = [d for d, _ in self.enabled() if self.admits(d, now) is not None]
+        if orders is None:
+            return ok
+        first = next((d for _, d, _ in orders[0] if d in ok), None)
+        rest = [d for _, d, _ in orders[1] if d in ok and d != first]
+        return rest if first is None else [first, *rest]
+
+    def restore_serving(self, domain: Domain, now: float) -> None:
+        """Resume on ``domain`` after a restart: the domains ahead of it count as
+        suspect for one cooldown, then the client fails back (one probe)."""
+        with self.lock:
+            self.serving, self.serving_since = domain, now
+            for ahead in self.order[: self.position[domain]]:
+                self.breakers[ahead].suspect_since(now)
+
+    def snapshot(self, now: float) -> PoolState:
+        with self.lock:
+            return PoolState(
+                name=self.name,
+                domains=tuple(
+                    DomainState(
+                        domain=d.url,
+                        breaker=self.breakers[d].state.value,
+                        consecutive_failures=self.breakers[d].failures,
+                        enabled=d not in self.disabled,
+                        can_request=self.admits(d, now) is not None,
+                        probe_due=d not in self.disabled and self.standing(d, now).lease,
+                    )
+                    for d in self.order
+                ),
+                sticky=self.serving.url if self.serving else None,
+                budget_tokens=self.budget.tokens if self.budget else None,
+            )
