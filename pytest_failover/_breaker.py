@@ -226,28 +226,37 @@ class Breaker:
             self.failed_at is not None and started < self.failed_at
         ):
             return None  # late: it says nothing about the current episode
-        self.failures = 0
-        if self.failed_at is not None:
-            self.failed_at = None
-            self.recovered_at = now
-        if self.state is BreakerState.CLOSED:
-            return None
-        return self._move(BreakerState.CLOSED, now)
+        return self._recovered(now)
 
     def failure(self, now: float, started: float, probe: bool) -> BreakerTransition | None:
         if probe:
             self.leased = False
         elif self.state is not BreakerState.CLOSED or started < self.recovered_at:
             return None  # late: it says nothing about the current episode
-        self.failed_at = now
-        if self.state is BreakerState.HALF_OPEN:
+        if self.state is BreakerState.HALF_OPEN:  # the probe failed: open for another cooldown
+            self.failed_at = now
             self.open_until = now + self.cooldown
             return self._move(BreakerState.OPEN, now)
+        return self._failed(now)
+
+    # The two rules local and remote word share (``apply_remote_*`` below).
+
+    def _recovered(self, now: float) -> BreakerTransition | None:
+        """The domain answered: its failures are forgotten, and it is closed again."""
+        self.failures = 0
+        if self.failed_at is not None:
+            self.failed_at = None
+            self.recovered_at = now
+        return None if self.state is _CLOSED else self._move(_CLOSED, now)
+
+    def _failed(self, now: float) -> BreakerTransition | None:
+        """A closed domain failed: counted; at the threshold it opens for one cooldown."""
+        self.failed_at = now
         self.failures += 1
         if self.failures < self.threshold:
             return None
         self.open_until = now + self.cooldown
-        return self._move(BreakerState.OPEN, now)
+        return self._move(_OPEN, now)
 
     def abandon(self, now: float, *, probe: bool) -> BreakerTransition | None:
         """The attempt ended without an outcome: release its probe lease, if it held it."""
@@ -316,23 +325,14 @@ class Breaker:
         """Another process's probe of this domain succeeded: healthy again."""
         if self._local_probe():
             return None
-        self.failures = 0
-        if self.failed_at is not None:
-            self.failed_at = None
-            self.recovered_at = now
-        return None if self.state is _CLOSED else self._move(_CLOSED, now)
+        return self._recovered(now)
 
     def apply_remote_failure(self, now: float) -> BreakerTransition | None:
         """Another process's attempt on this closed domain failed: it counts here too,
         so the fleet opens the domain after about ``threshold`` failures in all."""
         if self._local_probe() or self.state is not _CLOSED:
             return None
-        self.failed_at = now
-        self.failures += 1
-        if self.failures < self.threshold:
-            return None
-        self.open_until = now + self.cooldown
-        return self._move(_OPEN, now)
+        return self._failed(now)
 
     def apply_remote_suspect(self, now: float, *, again: bool) -> None:
         """Another process failed on this closed domain at ``now`` and moved off it
