@@ -480,7 +480,6 @@ class Exchange:
         assert stop is not None
         plan = self.plan
         records = tuple([attempt.report() for attempt in plan.records])
-        pool = self.pool_core.name
         response = self.response
         status = None if response is None else response.status_code
         stale = self._stale_response() if self._stale and stale_may_answer(status) else None
@@ -490,9 +489,7 @@ class Exchange:
             last = plan.last_outcome
             assert last is not None
             outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
-            domain = self._answered_by
-            self._end(outcome, domain, response.status_code, last.error_type)
-            response.extensions["failover"] = new_tuple(FailoverResult, (pool, domain, records, outcome, False, False))
+            response.extensions["failover"] = self._reported(outcome, self._answered_by, status, last.error_type, records)
             if self._state.sticky:
                 self._state.persist_sticky(self.pool_core, wait=self._blocking)
             return response
@@ -500,12 +497,10 @@ class Exchange:
         error_type = semconv.OUTCOME_CIRCUIT_OPEN if not records else (records[-1].error_type or stop.reason)
         if decided is Ending.STALE:
             assert stale is not None
-            self._end(semconv.OUTCOME_STALE, None, stale.status_code, error_type)
-            stale.extensions["failover"] = FailoverResult(pool, None, records, semconv.OUTCOME_STALE, stale=True)
+            stale.extensions["failover"] = self._reported(semconv.OUTCOME_STALE, None, stale.status_code, error_type, records)
             return self._timed(stale)
         if decided is Ending.FALLBACK:
-            self._end(semconv.OUTCOME_FALLBACK, None, None, error_type)
-            return self._fallback(error, records)
+            return self._fallback(error, self._reported(semconv.OUTCOME_FALLBACK, None, None, error_type, records))
         outcome = semconv.OUTCOME_CIRCUIT_OPEN if isinstance(error, CircuitOpenError) else semconv.OUTCOME_FAILURE
         self._end(outcome, None, None, error_type)
         try:
@@ -546,13 +541,10 @@ class Exchange:
             self.pool_core.name, self._original, self.clock(), max_age=self.policy.stale_max_age
         )
 
-    def _fallback(
-        self, error: FailoverError, records: tuple[AttemptRecord, ...]
-    ) -> httpx.Response | Awaitable[httpx.Response]:
+    def _fallback(self, error: FailoverError, info: FailoverResult) -> httpx.Response | Awaitable[httpx.Response]:
         fallback = self._state.fallback
         assert fallback is not None
         result = fallback(self.request, error)
-        info = FailoverResult(self.pool_core.name, None, records, semconv.OUTCOME_FALLBACK, fallback=True)
         if isinstance(result, httpx.Response):
             result.extensions["failover"] = info
             return self._timed(result)
@@ -570,6 +562,19 @@ class Exchange:
         if response.is_closed:
             response.elapsed = datetime.timedelta(seconds=self.clock() - self.started_at)
         return response
+
+    def _reported(
+        self,
+        outcome: str,
+        domain: str | None,
+        status: int | None,
+        error_type: str | None,
+        records: tuple[AttemptRecord, ...],
+    ) -> FailoverResult:
+        """End the request's telemetry with ``outcome``; the result the response carries."""
+        self._end(outcome, domain, status, error_type)
+        stale, fallback = outcome == semconv.OUTCOME_STALE, outcome == semconv.OUTCOME_FALLBACK
+        return new_tuple(FailoverResult, (self.pool_core.name, domain, records, outcome, stale, fallback))
 
     def _end(self, outcome: str, domain: str | None, status: int | None, error_type: str | None) -> None:
         self._finished = True
