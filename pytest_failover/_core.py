@@ -36,7 +36,11 @@ from ._values import RequestOptions
 if TYPE_CHECKING:
     from .control import ControlDocument
 
-__all__ = ["FailoverCore"]
+__all__ = ["FailoverCore", "Route"]
+
+# Where a request goes: its pool, its pinned domain (if any), and the pool domain its URL
+# already points at (if any).
+Route = tuple[PoolCore, Domain | None, Domain | None]
 
 
 class FailoverCore:
@@ -88,9 +92,7 @@ class FailoverCore:
                 raise TypeError(f"policy for pool {name!r} must be a Policy")
         return {n: policy.get(n) or Policy() for n in names}
 
-    def route(
-        self, url: httpx.URL, options: RequestOptions
-    ) -> tuple[PoolCore, Domain | None, Domain | None] | None:
+    def route(self, url: httpx.URL, options: RequestOptions) -> Route | None:
         """The pool a request belongs to, its pinned domain, and the domain its URL
         already points at (if any), or None when the request passes through."""
         if not options.enabled:

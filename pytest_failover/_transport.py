@@ -34,9 +34,13 @@ from ._values import Attempt, RequestOptions, Wait
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from ._core import Route
     from .control import ControlDocument
 
 __all__ = ["AsyncFailoverTransport", "FailoverResult", "FailoverTransport", "Fallback"]
+
+# A request's route and options, worked out by a front-end that routes its native request.
+Routed: TypeAlias = "tuple[Route, RequestOptions]"
 
 
 class _FailoverBase:
@@ -104,11 +108,17 @@ class _FailoverBase:
         if shared is not None:
             shared.acquire(self)
 
-    def _begin(self, request: httpx.Request) -> Exchange | None:
-        options = RequestOptions.from_extensions(request.extensions)
-        route = self._state.core.route(request.url, options)
-        if route is None:
-            return None
+    def _begin(self, request: httpx.Request, routed: Routed | None = None) -> Exchange | None:
+        """The exchange of ``request``, or None when it passes through. ``routed``: its
+        route and options, when the front-end worked them out already (the requests and
+        aiohttp front-ends route their native request first, to pass it through as it is)."""
+        if routed is None:
+            options = RequestOptions.from_extensions(request.extensions)
+            route = self._state.core.route(request.url, options)
+            if route is None:
+                return None
+        else:
+            route, options = routed
         pool_core, pinned, origin = route
         return Exchange(self._state, request, pool_core, pinned, origin, options, blocking=not self._asynchronous)
 
@@ -159,6 +169,10 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         exchange = self._begin(request)
         if exchange is None:
             return self._transport.handle_request(request)
+        return self._run(exchange)
+
+    def _run(self, exchange: Exchange) -> httpx.Response:
+        """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
         try:
             response: httpx.Response | None = None
             while (step := exchange.next_step()) is not None:
@@ -272,12 +286,16 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         return self
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        shared = self._state.shared
-        if shared is not None and not shared.started:
-            shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         exchange = self._begin(request)
         if exchange is None:
             return await self._transport.handle_async_request(request)
+        return await self._run(exchange)
+
+    async def _run(self, exchange: Exchange) -> httpx.Response:
+        """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
+        shared = self._state.shared
+        if shared is not None and not shared.started:
+            shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         try:
             response: httpx.Response | None = None
             while (step := exchange.next_step()) is not None:

@@ -122,7 +122,9 @@ class FailoverMiddleware(_FrontEnd):
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
         extensions = current_extensions()
         url = parse(str(request.url))
-        if self._core.route(url, RequestOptions.from_extensions(extensions)) is None:
+        options = RequestOptions.from_extensions(extensions)
+        route = self._core.route(url, options)
+        if route is None:
             return await handler(request)
         body = request.body
         replayable = body == b"" or isinstance(body, payload.BytesPayload)
@@ -137,7 +139,9 @@ class FailoverMiddleware(_FrontEnd):
         )
         sent.url, sent.raw = outgoing.url, outgoing.headers.raw
         try:
-            response = await self._transport.handle_async_request(outgoing)
+            exchange = self._transport._begin(outgoing, (route, options))
+            assert exchange is not None  # routed above
+            response = await self._transport._run(exchange)
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
         return await _native(response, request)

@@ -147,7 +147,9 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
     ) -> requests.Response:
         extensions = current_extensions()
         url = parse(request.url or "")
-        if self._core.route(url, RequestOptions.from_extensions(extensions)) is None:
+        options = RequestOptions.from_extensions(extensions)
+        route = self._core.route(url, options)
+        if route is None:
             return self._passthrough(request, stream, timeout, verify, cert, proxies)
         body = request.body
         if body is None or isinstance(body, (bytes, str)):
@@ -168,7 +170,9 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         sent: _Sent = outgoing.extensions[_NATIVE]
         sent.url, sent.raw = outgoing.url, outgoing.headers.raw
         try:
-            response = self._transport.handle_request(outgoing)
+            exchange = self._transport._begin(outgoing, (route, options))
+            assert exchange is not None  # routed above
+            response = self._transport._run(exchange)
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
         return _native(response, request, self)
