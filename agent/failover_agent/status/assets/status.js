@@ -25,6 +25,14 @@
     return plural(Math.round(s / 86400), "day");
   };
   const ago = (seconds) => (seconds < 1 ? "just now" : `${span(seconds)} ago`);
+  // The same, in units' symbols, for the narrow uptime column ("40.0 % over 19 s").
+  const brief = (seconds) => {
+    const s = Math.max(0, Math.round(seconds));
+    if (s < 90) return `${s} s`;
+    if (s < 90 * 60) return `${Math.round(s / 60)} min`;
+    if (s < 48 * 3600) return `${Math.round(s / 3600)} h`;
+    return `${Math.round(s / 86400)} d`;
+  };
   // Times in UTC, 24-hour, said so: the page is read in other time zones than the agent's.
   const iso = (t) => new Date(t * 1000).toISOString(); // 2026-12-04T22:45:45.782Z
   const day = (t) => iso(t).slice(0, 10);
@@ -34,11 +42,12 @@
   const ms = (s) => `${Math.round(s * 1000)} ms`;
   // One precision (0.1 %), rounded down: 99.96 % of successes is not shown as 100.0 %.
   const pct = (v) => `${(Math.floor(v * 1000) / 10).toFixed(1)} %`;
-  const uptimeText = (h, name) => {
+  // A window's uptime and the time its results cover (null: the whole window, or no figure).
+  const uptimeOf = (h, name) => {
     const v = h && h.uptime[name];
-    if (v === null || v === undefined) return "—"; // no result, or none older than the shorter window
+    if (v === null || v === undefined) return ["—", null]; // no result, or none older than the shorter window
     const covered = h.covered && h.covered[name];
-    return covered === null || covered === undefined ? pct(v) : `${pct(v)} over ${span(covered)}`;
+    return [pct(v), covered === null || covered === undefined ? null : `over ${brief(covered)}`];
   };
   const host = (url) => (url || "").replace(/^[a-z]+:\/\//, "");
 
@@ -96,7 +105,9 @@
     v.uptime.replaceChildren();
     for (const [name, label] of [["1h", "1 h"], ["24h", "24 h"], ["7d", "7 d"]]) {
       const cell = el("div", "", v.uptime);
-      el("b", "", cell).textContent = uptimeText(h, name);
+      const [figure, covered] = uptimeOf(h, name);
+      el("b", "", cell).textContent = figure;
+      if (covered) el("small", "", cell).textContent = covered;
       el("small", "", cell).textContent = label;
     }
   }
