@@ -9,6 +9,8 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_failover import faults, semconv
 from pytest_failover.plugin import FakeDomainsFixture
@@ -20,11 +22,13 @@ from pytest_failover.resolve import (
     DoHResolver,
     ForbiddenAddress,
     NoAddresses,
+    ResolveError,
     ResolverUnavailable,
     ResolveTimeout,
     SystemResolver,
     public_or_loopback,
 )
+from pytest_failover.resolve._doh import import_dns, parse_reply
 from pytest_failover.simulator import DoHServer, FakeDomain
 
 from .conftest import DOH_HOST, Ask
@@ -293,3 +297,17 @@ def test_the_dnspython_extra_is_needed_and_named(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "dns.message", None)
     with pytest.raises(ImportError, match=r"pytest-failover\[resolve\]"):
         DoHResolver("https://doh.test/dns-query")
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=80), prefix=st.sampled_from([b"", b"\x00\x00\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00"]))
+def test_any_bytes_give_an_answer_or_a_resolve_error(body: bytes, prefix: bytes) -> None:
+    """Whatever bytes a DoH server sends, reading them raises nothing but a ResolveError."""
+    dns = import_dns()
+    query = dns.message.make_query("api.example.com", "A")
+    query.id = 0
+    try:
+        addresses, ttl = parse_reply(dns, "api.example.com", query, (200, "application/dns-message", prefix + body))
+    except ResolveError:
+        return
+    assert isinstance(addresses, list) and isinstance(ttl, int)
