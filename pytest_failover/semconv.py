@@ -169,6 +169,12 @@ __all__ = [
     "READINESS_CHECK",
     "READINESS_CHECKS",
     "REQUEST_SPAN_PREFIX",
+    "RESOLVE_SOURCES",
+    "RESOLVE_SOURCE_CACHE",
+    "RESOLVE_SOURCE_DOH",
+    "RESOLVE_SOURCE_HTTPDNS",
+    "RESOLVE_SOURCE_STALE",
+    "RESOLVE_SOURCE_SYSTEM",
     "RESULT_ANSWER",
     "RESULT_FAILURE",
     "RESULT_SUCCESS",
@@ -572,6 +578,26 @@ JOB_CONTROL: Final = "control"
 """``failover.agent.check``: writing the control document."""
 AGENT_JOBS: Final = (JOB_PROBE, JOB_POOL, JOB_READY, JOB_CONTROL)
 """Every value of ``failover.agent.check``."""
+
+RESOLVE_SOURCE_SYSTEM: Final = "system"
+"""How an address was found: the operating system's resolver (``socket.getaddrinfo``)."""
+RESOLVE_SOURCE_DOH: Final = "doh"
+"""How an address was found: a DNS-over-HTTPS server (RFC 8484)."""
+RESOLVE_SOURCE_HTTPDNS: Final = "httpdns"
+"""How an address was found: an HTTPDNS endpoint (a JSON or text answer over HTTP)."""
+RESOLVE_SOURCE_CACHE: Final = "cache"
+"""How an address was found: a cached answer still within its TTL."""
+RESOLVE_SOURCE_STALE: Final = "stale"
+"""How an address was found: a cached answer past its TTL, served because every resolver
+failed (serve-stale, RFC 8767)."""
+RESOLVE_SOURCES: Final = (
+    RESOLVE_SOURCE_SYSTEM,
+    RESOLVE_SOURCE_DOH,
+    RESOLVE_SOURCE_HTTPDNS,
+    RESOLVE_SOURCE_CACHE,
+    RESOLVE_SOURCE_STALE,
+)
+"""Every source of a resolved address (``pytest_failover.resolve.Answer.source``)."""
 
 TEST_RESULT_PASS: Final = test_attributes.TestCaseResultStatusValues.PASS.value
 """``test.case.result.status`` of a test that passed (or was skipped)."""

@@ -8,10 +8,12 @@
         fd.fail("api.example.com", faults.dns_nxdomain())
         ...  # any client: httpx, requests, urllib3, urllib, aiohttp
 
-See docs/simulator.md for how it works, every fault and what each client raises.
+See docs/simulator.md for how it works, every fault and what each client raises, and
+docs/resolve.md for the fake resolvers (``DoHServer``, ``HTTPDNSServer``).
 Needs the ``simulator`` extra (``trustme``).
 """
 
+from ._dns import DNSQuery, DoHServer, HTTPDNSServer, NameFault
 from ._domains import FakeDomain, FakeDomains
 from ._errors import BlockedHostError, SimulatorError, UnknownDomainError, UnsupportedClientError
 from ._handlers import Handler, Response, ResponseSpec
@@ -20,10 +22,14 @@ from ._tus import StoredUpload, TusServer, TusStorage
 
 __all__ = [
     "BlockedHostError",
+    "DNSQuery",
+    "DoHServer",
     "FakeDomain",
     "FakeDomains",
     "FaultEvent",
+    "HTTPDNSServer",
     "Handler",
+    "NameFault",
     "RecordedRequest",
     "Response",
     "ResponseSpec",

@@ -1,0 +1,81 @@
+"""The resolve module's face: the intended names, and dnspython only when a DoH resolver is made."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pytest_failover import resolve, semconv
+from pytest_failover.resolve import (
+    AllResolversFailed,
+    Answer,
+    BadAnswer,
+    ForbiddenAddress,
+    NoAddresses,
+    ResolveError,
+    ResolverUnavailable,
+    ResolveTimeout,
+    interleave,
+)
+
+
+def test_exported_names_are_exactly_the_intended_ones() -> None:
+    """The package exports the resolvers, the answer, the errors and the parsers, nothing else."""
+    assert sorted(resolve.__all__) == [
+        "AddressFilter", "AllResolversFailed", "Answer", "BadAnswer", "CachingResolver",
+        "ChainResolver", "DoHResolver", "ForbiddenAddress", "HTTPDNSResolver", "NoAddresses",
+        "Parse", "ResolveError", "ResolveTimeout", "Resolver", "ResolverUnavailable",
+        "SystemResolver", "interleave", "parse_dns_json", "parse_json", "parse_text",
+        "public_or_loopback",
+    ]  # fmt: skip
+
+
+def test_the_error_tree_is_as_documented() -> None:
+    """Every error is a ResolveError; a forbidden address is a bad answer."""
+    for error in (ResolveTimeout, ResolverUnavailable, NoAddresses, BadAnswer, AllResolversFailed):
+        assert issubclass(error, ResolveError)
+    assert issubclass(ForbiddenAddress, BadAnswer)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import pytest_failover, pytest_failover.resolve, pytest_failover.simulator",
+        "from pytest_failover.resolve import SystemResolver, HTTPDNSResolver, CachingResolver; "
+        "from pytest_failover import FailoverTransport",
+    ],
+)
+def test_importing_does_not_import_dnspython(statement: str) -> None:
+    """dnspython (the ``resolve`` extra) is imported only when a DoH resolver or server is made."""
+    code = f"import sys; {statement}; print(sorted(m for m in sys.modules if m == 'dns' or m.startswith('dns.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("given", "ordered"),
+    [
+        (["::1", "::2", "127.0.0.1", "127.0.0.2"], ("::1", "127.0.0.1", "::2", "127.0.0.2")),
+        (["127.0.0.1", "127.0.0.2", "127.0.0.3", "::1"], ("127.0.0.1", "::1", "127.0.0.2", "127.0.0.3")),
+        (["127.0.0.1", "127.0.0.1", "::1", "::1"], ("127.0.0.1", "::1")),
+    ],
+)
+def test_families_are_interleaved_first_family_first(given: list[str], ordered: tuple[str, ...]) -> None:
+    """RFC 8305: the first address's family leads, then they alternate; duplicates go."""
+    assert interleave(given) == ordered
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("addresses", ()), ("addresses", ("localhost",)), ("ttl", -1.0), ("ttl", float("nan")), ("source", "dns")],
+)
+def test_an_answer_checks_itself(field: str, value: object) -> None:
+    """An Answer that makes no sense cannot be built."""
+    fields: dict[str, object] = {
+        "host": "a.test", "addresses": ("127.0.0.1",), "ttl": 1.0, "source": semconv.RESOLVE_SOURCE_SYSTEM
+    }
+    fields[field] = value
+    with pytest.raises(ValueError, match=field.rstrip("es") if field == "addresses" else field):
+        Answer(**fields)  # type: ignore[arg-type]  # deliberately wrong values
