@@ -1,7 +1,8 @@
 """Generate the Grafana dashboards of pytest-failover from plain Python dicts.
 
 Run ``python dashboards/generate.py`` after editing this file: it rewrites
-``failover-overview.json`` and ``backup-readiness.json`` next to it.
+``failover-overview.json`` and ``backup-readiness.json`` next to it, and ``slo-demo.yml``,
+the rules ``failover-agent rules`` writes for the demo's SLOs.
 ``python dashboards/generate.py --check`` exits 1 when a committed file differs
 from what this generator produces (the test suite runs the same comparison).
 
@@ -30,12 +31,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from failover_agent.demo import demo_config
 from failover_agent.quorum.promql import location_votes, quorum_decision
+from failover_agent.slo import BURN_ALERTS, rule_groups
+from failover_agent.slo import render as render_rules
 
 from pytest_failover import Hedging, semconv
 from pytest_failover.semconv import prometheus_label
 
-__all__ = ["DASHBOARDS", "backup_readiness", "failover_overview", "main", "render"]
+__all__ = ["DASHBOARDS", "FILES", "RULES", "backup_readiness", "demo_slo_rules", "failover_overview", "main", "render"]
 
 Json = dict[str, Any]
 
@@ -81,6 +85,9 @@ READY = series(semconv.FAILOVER_READINESS_READY)
 CONTROL_VERSION = series(semconv.FAILOVER_CONTROL_VERSION)
 CONTROL_ISSUED = series(semconv.FAILOVER_CONTROL_ISSUED_TIMESTAMP)
 CONTROL_DISABLED = series(semconv.FAILOVER_CONTROL_DOMAIN_DISABLED)
+# Recorded by the rules of `failover-agent rules` (agent/failover_agent/slo.py).
+BUDGET_REMAINING = semconv.slo_record(semconv.SLO_ERROR_BUDGET_REMAINING)
+SLO_L = semconv.SLO_LABEL
 
 POOL_L = prometheus_label(semconv.FAILOVER_POOL)
 HOST_L = prometheus_label(semconv.SERVER_ADDRESS)
@@ -558,6 +565,33 @@ def _availability_panels() -> Iterator[Json]:
     )
 
 
+def _slo_panels() -> Iterator[Json]:
+    yield row("SLOs: error budget and burn rate (the rules of failover-agent rules)")
+    yield stat(
+        "Error budget remaining",
+        f"Share of each SLO's error budget left over its window ({BUDGET_REMAINING}), for the [[slo]] tables of agent.toml "
+        "once Prometheus loads the rules 'failover-agent rules' writes; below 0 the objective is missed. "
+        "Question: how much failure can each pool or domain still afford this month?",
+        [target(f"{BUDGET_REMAINING}{{{POOL}}}", show(SLO_L), instant=True)],
+        w=8, h=7, unit="percentunit", maximum=1, decimals=1,
+        steps=thresholds(RED, (0, ORANGE), (0.25, GREEN)),
+    )
+    pairs = [(alert.long, alert.short) for alert in BURN_ALERTS]
+    rates = sorted({alert.rate for alert in BURN_ALERTS})
+    yield timeseries(
+        "Burn rate per SLO",
+        "How many times faster than allowed each SLO spends its error budget, over the alerts' long windows "
+        f"({', '.join(long for long, _ in pairs)}): 1 spends it exactly over the SLO window. "
+        f"FailoverSLOErrorBudgetBurn fires when a long window and its short one ({', '.join(f'{a}/{b}' for a, b in pairs)}) "
+        f"both exceed {', '.join(f'{rate:g}' for rate in reversed(rates))}. Question: will the burn-rate alerts fire, "
+        "and how fast is the budget going?",
+        [target(f"{semconv.slo_record(semconv.SLO_BURN_RATE, long)}{{{POOL}}}", f"{show(SLO_L)} {long}")
+         for long, _ in pairs],
+        w=16, h=7, unit="short", minimum=0, threshold_style="line",
+        steps=thresholds(GREEN, *((rate, colour) for rate, colour in zip(rates, [YELLOW, ORANGE, ORANGE, RED], strict=True))),
+    )
+
+
 def _domain_panels() -> Iterator[Json]:
     yield row("Domains: which one is down, since when, from where?")
     yield state_timeline(
@@ -805,7 +839,7 @@ def _breaker_panels() -> Iterator[Json]:
 
 def failover_overview() -> Json:
     """The on-call dashboard: users, domains, traffic, latency, breakers."""
-    panels = [*_availability_panels(), *_domain_panels(), *_quorum_panels(), *_traffic_panels(), *_latency_panels(),
+    panels = [*_availability_panels(), *_slo_panels(), *_domain_panels(), *_quorum_panels(), *_traffic_panels(), *_latency_panels(),
               *_slow_domain_panels(), *_breaker_panels()]
     return dashboard(
         OVERVIEW_UID,
@@ -932,8 +966,21 @@ DASHBOARDS = {
 }
 
 
+def demo_slo_rules() -> str:
+    """The rules ``failover-agent rules`` writes for the demo's [[slo]] tables (the stack loads
+    them, so the SLO row shows the demo's budgets)."""
+    config = demo_config(Path("control.key"), "127.0.0.1:9464", None)
+    return render_rules(rule_groups(config), source="the demo (failover-agent demo)")
+
+
+RULES = {"slo-demo.yml": demo_slo_rules}
+FILES = [*DASHBOARDS, *RULES]
+
+
 def render(name: str) -> str:
     """The exact text of the committed file ``name``."""
+    if name in RULES:
+        return RULES[name]()
     return json.dumps(DASHBOARDS[name](), indent=2, ensure_ascii=False) + "\n"
 
 
@@ -943,7 +990,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=HERE, help="directory to write to (default: dashboards/)")
     args = parser.parse_args(argv)
     stale = []
-    for name in DASHBOARDS:
+    for name in FILES:
         path = args.out / name
         text = render(name)
         if args.check:

@@ -183,6 +183,10 @@ __all__ = [
     "SERVER_PORT",
     "SERVICE_NAME",
     "SESSION_SPAN",
+    "SEVERITIES",
+    "SEVERITY_LABEL",
+    "SEVERITY_PAGE",
+    "SEVERITY_TICKET",
     "SHARED_CLOSED",
     "SHARED_CONNECTED",
     "SHARED_DISCONNECTED",
@@ -191,6 +195,12 @@ __all__ = [
     "SHARED_STATES",
     "SIGNAL_METRICS",
     "SIGNAL_SPANS",
+    "SLO_BURN_RATE",
+    "SLO_ERROR_BUDGET_REMAINING",
+    "SLO_LABEL",
+    "SLO_PROBE_ERRORS",
+    "SLO_RECORDS",
+    "SLO_REQUEST_ERRORS",
     "STEERINGS",
     "STEERING_AFFINITY",
     "STEERING_ORDER",
@@ -234,6 +244,7 @@ __all__ = [
     "MetricKind",
     "prometheus_label",
     "prometheus_name",
+    "slo_record",
 ]
 
 # =========================================================================== scopes
@@ -835,3 +846,33 @@ PROMETHEUS_SCOPE_SCHEMA_URL: Final = "otel_scope_schema_url"
 """The Prometheus label of a series' instrumentation scope schema URL."""
 PROMETHEUS_SCOPE_PREFIX: Final = "otel_scope_"
 """Prefix of the Prometheus labels made from instrumentation scope attributes."""
+
+# =========================================================================== SLO rules
+
+SLO_LABEL: Final = "slo"
+"""Label of every series and alert ``failover-agent rules`` writes: the SLO's name."""
+SEVERITY_LABEL: Final = "severity"
+"""Label of every alert rule: who hears of it (the shipped Alertmanager routes on it)."""
+SEVERITY_PAGE: Final = "page"
+"""Severity of an alert that wakes someone up."""
+SEVERITY_TICKET: Final = "ticket"
+"""Severity of an alert that can wait for working hours."""
+SEVERITIES: Final = (SEVERITY_PAGE, SEVERITY_TICKET)
+SLO_PROBE_ERRORS: Final = "failover_probe_errors"
+"""The ``probe`` indicator's bad events: a domain's failed pinned probes (``slo:{this}:ratio_rate5m``)."""
+SLO_REQUEST_ERRORS: Final = "failover_requests_errors"
+"""The ``availability`` indicator's bad events: the agent's pool requests that failed the user."""
+SLO_BURN_RATE: Final = "burn_rate"
+"""Error ratio over a window divided by the error budget (1: the budget lasts the SLO window)."""
+SLO_ERROR_BUDGET_REMAINING: Final = "error_budget_remaining"
+"""Share of the SLO window's error budget left (1: untouched, 0 or below: spent)."""
+SLO_RECORDS: Final = (SLO_PROBE_ERRORS, SLO_REQUEST_ERRORS, SLO_BURN_RATE, SLO_ERROR_BUDGET_REMAINING)
+
+
+def slo_record(quantity: str, window: str | None = None) -> str:
+    """The name of an SLO recording rule, as Prometheus' ``level:metric:operations`` convention
+    writes it: ``slo:failover_probe_errors:ratio_rate5m``, or ``slo:error_budget_remaining:ratio``
+    without a window."""
+    if quantity not in SLO_RECORDS:
+        raise ValueError(f"not an SLO record: {quantity!r} (one of {', '.join(SLO_RECORDS)})")
+    return f"{SLO_LABEL}:{quantity}:ratio" + (f"_rate{window}" if window else "")

@@ -1,4 +1,4 @@
-"""``failover-agent``: ``run``, ``demo``, ``check-config`` and ``control``.
+"""``failover-agent``: ``run``, ``demo``, ``check-config``, ``rules`` and ``control``.
 
 Conventions: ``--version``; a bad option value is a usage error on one line
 (``Error: ... (see 'failover-agent run --help')``, exit 2, no traceback); ``run`` needs a
@@ -20,7 +20,7 @@ import click
 
 from pytest_failover import __version__
 
-from .config import ConfigError, _check_listen, load_config
+from .config import AgentConfig, ConfigError, _check_listen, load_config
 from .control_commands import control
 
 __all__ = ["LOG_LEVELS", "main"]
@@ -130,10 +130,65 @@ def check_config(file: Path) -> None:
     click.echo(f"{file}: OK ({len(config.pools)} pool(s), {domains} domain(s), location {config.location!r})")
 
 
+def _config_file(ctx: click.Context, file: Path | None, config_option: Path | None, example: str) -> Path:
+    """FILE or ``--config FILE`` (one of them, or both the same)."""
+    if file is not None and config_option is not None and file != config_option:
+        raise click.UsageError(f"two configurations given ({file} and --config {config_option}): give one", ctx)
+    config_file = file or config_option
+    if config_file is None:
+        raise click.UsageError(f"missing the configuration: failover-agent {ctx.info_name} agent.toml "
+                               f"(or --config agent.toml){example}", ctx)
+    return config_file
+
+
+def _config_options(func: _F) -> _F:
+    func = click.option("--config", "-c", "config_option", type=click.Path(dir_okay=False, path_type=Path),
+                        default=None, help="agent.toml, the same as FILE.")(func)
+    return click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))(func)
+
+
+def _load_or_exit(config_file: Path, *, check_files: bool = True) -> AgentConfig:
+    """The configuration, or its errors on stderr and exit 2."""
+    try:
+        return load_config(config_file, check_files=check_files)
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+
+
 @main.command()
-@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--config", "-c", "config_option", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="agent.toml, the same as FILE.")
+@_config_options
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the rules to FILE (default: standard output).")
+@click.pass_context
+def rules(ctx: click.Context, file: Path | None, config_option: Path | None, output: Path | None) -> None:
+    """Write Prometheus recording and alerting rules for the [[slo]] tables of FILE (agent.toml).
+
+    Multiwindow, multi-burn-rate alerts (SRE Workbook, chapter 5) labelled severity=page or
+    severity=ticket. Check them with 'promtool check rules'."""
+    config_file = _config_file(ctx, file, config_option, "")
+    config = _load_or_exit(config_file, check_files=False)  # the rules need none of its files
+    if not config.slo:
+        click.echo(f"Error: {config_file} has no [[slo]] table (such as pool = \"api\", objective = 99.9, "
+                   'window = "30d"): no rules to write', err=True)
+        sys.exit(2)
+    from .slo import render, rule_groups
+
+    groups = rule_groups(config)
+    text = render(groups, source=config_file.name)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from None
+    click.echo(f"{output}: {len(config.slo)} SLO(s), {sum(len(g.rules) for g in groups)} rules",
+               err=True)
+
+
+@main.command()
+@_config_options
 @click.option("--listen", default=None, callback=_listen, metavar="HOST:PORT",
               help=f"{_LISTEN_HELP} Overrides exporters.prometheus.listen.")
 @_plain()
@@ -145,17 +200,8 @@ def run(ctx: click.Context, file: Path | None, config_option: Path | None, liste
     """Run the agent with the configuration FILE (agent.toml); SIGHUP reloads it.
 
     The demo, with fake domains and nothing to configure, is 'failover-agent demo'."""
-    if file is not None and config_option is not None and file != config_option:
-        raise click.UsageError(f"two configurations given ({file} and --config {config_option}): give one", ctx)
-    config_file = file or config_option
-    if config_file is None:
-        raise click.UsageError("missing the configuration: failover-agent run agent.toml "
-                               "(or --config agent.toml); the demo is 'failover-agent demo'", ctx)
-    try:
-        config = load_config(config_file)
-    except ConfigError as exc:
-        click.echo(str(exc), err=True)
-        sys.exit(2)
+    config_file = _config_file(ctx, file, config_option, "; the demo is 'failover-agent demo'")
+    config = _load_or_exit(config_file)
     if config.control is not None and config.control.quorum is not None:
         raise click.UsageError(f"{config_file} has [control.quorum]: that is the quorum publisher's "
                                f"configuration; run it with 'failover-agent control quorum {config_file}'", ctx)

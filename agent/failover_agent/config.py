@@ -36,6 +36,8 @@ from pytest_failover import (
     Step,
 )
 
+from .slo import BURN_ALERTS, FASTEST_RATE, LONGEST_WINDOW, window_seconds
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -53,6 +55,7 @@ __all__ = [
     "PrometheusConfig",
     "QuorumConfig",
     "ReadinessConfig",
+    "SloConfig",
     "StatusConfig",
     "load_config",
     "parse_config",
@@ -409,6 +412,72 @@ class StatusConfig(_Model):
     max_rows: int = Field(default=1_000_000, ge=1000, le=1_000_000_000)
 
 
+
+
+def _check_window(value: str) -> str:
+    number, unit = value[:-1], value[-1:]
+    if not unit or unit not in "hdw" or not number.isdigit() or number.startswith("0"):
+        raise ValueError(f"{value!r} is not a window such as '30d', '28d' or '4w' (a whole number of h, d or w)")
+    if window_seconds(value) <= window_seconds(LONGEST_WINDOW):
+        slowest = min(BURN_ALERTS, key=lambda alert: alert.rate)
+        raise ValueError(f"{value!r} is not longer than {LONGEST_WINDOW}, the long window of the slowest "
+                         f"burn-rate alert ({slowest.rate:g}x over {slowest.long}); use e.g. '30d' or '28d'")
+    return value
+
+
+def _check_objective(value: float) -> float:
+    if not 0 < value < 100:
+        raise ValueError(f"{value:g} is not a percentage strictly between 0 and 100, such as 99.9")
+    return value
+
+
+def _check_slo_name(value: str) -> str:
+    if not value or not all(c.isalnum() or c in "_.:/-" for c in value):
+        raise ValueError(f"{value!r}: use letters, digits and _ . : / - (it becomes the 'slo' label)")
+    return value
+
+
+class SloConfig(_Model):
+    """``[[slo]]``: an objective for a pool's end-to-end availability or for a domain's probes."""
+
+    pool: str = Field(min_length=1)
+    domain: DomainURL | None = None
+    indicator: Literal["availability", "probe"] | None = None
+    objective: Annotated[float, Field(allow_inf_nan=False), AfterValidator(_check_objective)]
+    window: Annotated[str, AfterValidator(_check_window)] = "30d"
+    name: Annotated[str, AfterValidator(_check_slo_name)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SloConfig:
+        if self.indicator == "probe" and self.domain is None:
+            raise ValueError("indicator 'probe' is a domain's probe success: set domain (one of the pool's)")
+        if self.indicator == "availability" and self.domain is not None:
+            raise ValueError("indicator 'availability' is the whole pool's: remove domain, "
+                             "or use indicator 'probe' for the domain's probes")
+        budget = 100 - self.objective
+        if FASTEST_RATE * budget >= 100:
+            raise ValueError(
+                f"objective {self.objective:g} leaves an error budget of {budget:g} %: the {FASTEST_RATE:g}x burn that "
+                f"pages would be an error ratio of {FASTEST_RATE * budget:g} %, which cannot happen; "
+                f"use an objective above {100 - 100 / FASTEST_RATE:.2f}")
+        return self
+
+    @property
+    def kind(self) -> Literal["availability", "probe"]:
+        """The indicator: given, or ``probe`` for a domain and ``availability`` for a pool."""
+        return self.indicator or ("availability" if self.domain is None else "probe")
+
+    @property
+    def label(self) -> str:
+        """The SLO's name: given, or the pool's (``pool/host:port`` for a domain's)."""
+        if self.name is not None:
+            return self.name
+        if self.domain is None:
+            return self.pool
+        domain = Domain.parse(self.domain)
+        return f"{self.pool}/{domain.host}:{domain.effective_port}"
+
+
 class AgentConfig(_Model):
     """The whole ``agent.toml``."""
 
@@ -419,6 +488,7 @@ class AgentConfig(_Model):
     exporters: ExportersConfig = ExportersConfig()
     control: ControlConfig | None = None
     status: StatusConfig = StatusConfig()
+    slo: list[SloConfig] = []
 
     @model_validator(mode="after")
     def _unique(self) -> AgentConfig:
@@ -426,10 +496,27 @@ class AgentConfig(_Model):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"pool names must be unique: {', '.join(dupes)}")
+        self._check_slos()
         if (self.control is not None and not self.exporters.prometheus.enabled
                 and self.control.output_file is None):
             raise ValueError("control: with the HTTP listener disabled, set control.output_file")
         return self
+
+    def _check_slos(self) -> None:
+        pools = {p.name: p for p in self.pools}
+        for i, slo in enumerate(self.slo):
+            pool = pools.get(slo.pool)
+            if pool is None:
+                close = difflib.get_close_matches(slo.pool, list(pools), n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"the pools are {', '.join(map(repr, pools))}"
+                raise ValueError(f"slo[{i}].pool: no pool named {slo.pool!r}: {hint}")
+            if slo.domain is not None and slo.domain not in pool.domains:
+                raise ValueError(f"slo[{i}].domain: {slo.domain!r} is not a domain of pool {slo.pool!r} "
+                                 f"({', '.join(pool.domains)})")
+        labels = [slo.label for slo in self.slo]
+        dupes = sorted({n for n in labels if labels.count(n) > 1})
+        if dupes:
+            raise ValueError(f"slo names must be unique: {', '.join(dupes)} (set name on all but one)")
 
 
 def _format_loc(loc: Iterable[int | str]) -> str:
@@ -547,10 +634,10 @@ def _resolve(config: AgentConfig, base: Path) -> AgentConfig:
     return config.model_copy(update=update) if update else config
 
 
-def load_config(path: str | Path) -> AgentConfig:
+def load_config(path: str | Path, *, check_files: bool = True) -> AgentConfig:
     """Read and validate ``agent.toml`` and load every file it names (key, override, CA and
-    history files: :mod:`failover_agent.config_files`); raises :class:`ConfigError` listing
-    every error."""
+    history files: :mod:`failover_agent.config_files`; not with ``check_files=False``, for
+    commands that use none of them); raises :class:`ConfigError` listing every error."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -561,6 +648,8 @@ def load_config(path: str | Path) -> AgentConfig:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(str(path), [("", f"not valid TOML: {exc}")]) from None
     config = parse_config(data, source=str(path), base=path.resolve().parent)
+    if not check_files:
+        return config
     # imported here: it loads keys through the control writer, which imports this module
     from .config_files import file_errors
 

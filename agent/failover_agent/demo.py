@@ -99,6 +99,10 @@ def demo_config(key_file: Path, listen: str, ca_file: str | None) -> AgentConfig
         "exporters": {"prometheus": {"listen": listen}},
         "control": {"signing_key_file": key_file, "interval": 2.0, "expires_in": 60.0,
                     "disable_after": 2},
+        # for `failover-agent rules` (dashboards/slo-demo.yml): the pool, end to end, and the
+        # primary, whose probes fail for 27 s of every minute
+        "slo": [{"pool": "api", "objective": 99.9, "window": "30d"},
+                {"pool": "api", "domain": f"https://{PRIMARY}", "objective": 99.5, "window": "30d"}],
     }
     if ca_file:
         data["ca_file"] = Path(ca_file)

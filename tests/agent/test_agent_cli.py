@@ -68,6 +68,9 @@ def test_version() -> None:
         (["run"],
          "Error: missing the configuration: failover-agent run agent.toml (or --config agent.toml); "
          "the demo is 'failover-agent demo' (see 'failover-agent run --help')"),
+        (["rules"],
+         "Error: missing the configuration: failover-agent rules agent.toml (or --config agent.toml) "
+         "(see 'failover-agent rules --help')"),
         (["run", "a.toml", "--config", "b.toml"],
          "Error: two configurations given (a.toml and --config b.toml): give one (see 'failover-agent run --help')"),
         (["run", "--frobnicate"],
@@ -78,7 +81,7 @@ def test_version() -> None:
          "(see 'failover-agent control keygen --help')"),
     ],
     ids=["listen-nonsense", "port-99999", "log-level", "duration", "listen-no-host", "run-no-config",
-         "two-configs", "unknown-option", "unknown-command", "nested-group"],
+         "rules-no-config", "two-configs", "unknown-option", "unknown-command", "nested-group"],
 )
 def test_usage_errors_are_one_line_with_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                args: list[str], line: str) -> None:
@@ -188,14 +191,15 @@ def test_the_agent_process_skips_httpx_command_line(first: str, loaded: str, cli
 
 @pytest.mark.parametrize(
     ("blocked", "args"),
-    [("click", ["--help"]), ("apscheduler", ["run", "agent.toml"])],
-    ids=["click-at-start", "apscheduler-lazily"],
+    [("click", ["--help"]), ("apscheduler", ["run", "agent.toml"]), ("yaml", ["rules", "agent.toml"])],
+    ids=["click-at-start", "apscheduler-lazily", "yaml-lazily"],
 )
 def test_a_missing_extra_gives_the_install_hint(tmp_path: Path, blocked: str, args: list[str]) -> None:
     """The console script's entry point, run with a dependency of the extra unimportable:
     one line naming the module and the pip command, exit 1, no traceback."""
     (tmp_path / "agent.toml").write_text('[[pools]]\nname = "api"\ndomains = ["http://127.0.0.1:9"]\n'
-                                         '[exporters.prometheus]\nlisten = "127.0.0.1:0"\n')
+                                         '[exporters.prometheus]\nlisten = "127.0.0.1:0"\n'
+                                         '[[slo]]\npool = "api"\nobjective = 99.9\n')
     module, attr = _entry_point()
     script = (f"import sys; sys.modules[{blocked!r}] = None; sys.argv = ['failover-agent', *{args!r}]; "
               f"from {module} import {attr} as main; main()")
@@ -259,3 +263,34 @@ def test_run_names_the_address_it_cannot_listen_on(tmp_path: Path) -> None:
     assert proc.stdout.rstrip().endswith(
         "ERROR   cannot start: listen address 192.0.2.1:9464: Cannot assign requested address"), proc.stdout
     assert "Traceback" not in proc.stdout
+
+
+SLO_CONFIG = ('[[pools]]\nname = "api"\ndomains = ["https://api.example.com"]\n'
+              '[control]\nsigning_key_file = "absent.key"\n'
+              '[[slo]]\npool = "api"\nobjective = 99.9\n')
+
+
+def test_rules_writes_the_slo_rules_to_stdout_or_a_file(tmp_path: Path) -> None:
+    """``rules FILE`` prints the rule file, ``-o`` writes it (same text) and says what it wrote; the
+    files the configuration names (here a missing key) are not needed."""
+    config = tmp_path / "agent.toml"
+    config.write_text(SLO_CONFIG)
+    printed = CliRunner().invoke(main, ["rules", str(config)])
+    assert printed.exit_code == 0, printed.output
+    assert printed.output.startswith("# Prometheus rules for the SLOs of agent.toml, written by 'failover-agent rules'.")
+    out = tmp_path / "slo.yml"
+    written = CliRunner().invoke(main, ["rules", "--config", str(config), "-o", str(out)])
+    assert (written.exit_code, written.output) == (0, f"{out}: 1 SLO(s), 19 rules\n")
+    assert out.read_text(encoding="utf-8") == printed.output
+
+
+def test_rules_without_an_slo_or_with_a_bad_one_exits_2(tmp_path: Path) -> None:
+    """No [[slo]]: one line saying so; a broken one: the configuration's errors; both exit 2."""
+    config = tmp_path / "agent.toml"
+    config.write_text('[[pools]]\nname = "api"\ndomains = ["https://api.example.com"]\n')
+    assert _invoke("rules", str(config)) == (2, [
+        f'Error: {config} has no [[slo]] table (such as pool = "api", objective = 99.9, window = "30d"): '
+        "no rules to write"])
+    config.write_text(SLO_CONFIG.replace("99.9", "100"))
+    assert _invoke("rules", str(config)) == (2, [
+        f"{config}: 1 error(s)", "  slo[0].objective: 100 is not a percentage strictly between 0 and 100, such as 99.9"])

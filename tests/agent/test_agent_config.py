@@ -336,3 +336,64 @@ def test_files_the_agent_creates_may_be_absent(tmp_path: Path) -> None:
                     'output_file = "out/control.jws"\n[status]\nhistory_path = "state/history.sqlite"\n')
     assert load_config(config).control is not None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.toml", "key.bin"]
+
+
+SLO_POOLS = '[[pools]]\nname = "api"\ndomains = ["https://api.example.com", "https://api2.example.com"]\n'
+
+
+def test_slos_of_a_pool_and_of_a_domain_load_with_their_defaults(tmp_path: Path) -> None:
+    """A pool's SLO measures availability, a domain's its probes; names and window default."""
+    config = load_config(_write(tmp_path, SLO_POOLS + (
+        '[[slo]]\npool = "api"\nobjective = 99.9\n'
+        '[[slo]]\npool = "api"\ndomain = "https://api2.example.com"\nobjective = 99\nwindow = "4w"\n'
+        '[[slo]]\nname = "api-probe"\npool = "api"\nindicator = "probe"\ndomain = "https://api.example.com"\n'
+        'objective = 99.95\n')))
+    assert [(s.label, s.kind, s.objective, s.window) for s in config.slo] == [
+        ("api", "availability", 99.9, "30d"),
+        ("api/api2.example.com:443", "probe", 99.0, "4w"),
+        ("api-probe", "probe", 99.95, "30d"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "message"),
+    [
+        ('[[slo]]\npool = "api"\nobjectiv = 99.9\nobjective = 99.9\n', "slo[0].objectiv",
+         "unknown key: did you mean 'objective'?"),
+        ('[[slo]]\npool = "api"\nobjective = 100\n', "slo[0].objective",
+         "100 is not a percentage strictly between 0 and 100, such as 99.9"),
+        ('[[slo]]\npool = "api"\nobjective = 0\n', "slo[0].objective",
+         "0 is not a percentage strictly between 0 and 100, such as 99.9"),
+        ('[[slo]]\npool = "api"\nobjective = "99.9"\n', "slo[0].objective", "Input should be a valid number"),
+        ('[[slo]]\npool = "api"\nobjective = 90\n', "slo[0]",
+         "objective 90 leaves an error budget of 10 %: the 14.4x burn that pages would be an error ratio "
+         "of 144 %, which cannot happen; use an objective above 93.06"),
+        ('[[slo]]\npool = "api"\nobjective = 99.9\nwindow = "30 days"\n', "slo[0].window",
+         "'30 days' is not a window such as '30d', '28d' or '4w' (a whole number of h, d or w)"),
+        ('[[slo]]\npool = "api"\nobjective = 99.9\nwindow = "72h"\n', "slo[0].window",
+         "'72h' is not longer than 3d, the long window of the slowest burn-rate alert (1x over 3d); "
+         "use e.g. '30d' or '28d'"),
+        ('[[slo]]\npool = "apl"\nobjective = 99.9\n', "", "slo[0].pool: no pool named 'apl': did you mean 'api'?"),
+        ('[[slo]]\npool = "web"\nobjective = 99.9\n', "", "slo[0].pool: no pool named 'web': the pools are 'api'"),
+        ('[[slo]]\npool = "api"\ndomain = "https://api3.example.com"\nobjective = 99.9\n', "",
+         "slo[0].domain: 'https://api3.example.com' is not a domain of pool 'api' "
+         "(https://api.example.com, https://api2.example.com)"),
+        ('[[slo]]\npool = "api"\nindicator = "probe"\nobjective = 99.9\n', "slo[0]",
+         "indicator 'probe' is a domain's probe success: set domain (one of the pool's)"),
+        ('[[slo]]\npool = "api"\nindicator = "availability"\ndomain = "https://api.example.com"\nobjective = 99.9\n',
+         "slo[0]", "indicator 'availability' is the whole pool's: remove domain, or use indicator 'probe' "
+         "for the domain's probes"),
+        ('[[slo]]\npool = "api"\nindicator = "latency"\nobjective = 99.9\n', "slo[0].indicator",
+         "Input should be 'availability' or 'probe'"),
+        ('[[slo]]\npool = "api"\nobjective = 99.9\n[[slo]]\npool = "api"\nobjective = 99\n', "",
+         "slo names must be unique: api (set name on all but one)"),
+        ('[[slo]]\nname = "api slo"\npool = "api"\nobjective = 99.9\n', "slo[0].name",
+         "'api slo': use letters, digits and _ . : / - (it becomes the 'slo' label)"),
+    ],
+    ids=["misspelt-key", "objective-100", "objective-0", "objective-string", "objective-too-low",
+         "window-format", "window-short", "pool-misspelt", "pool-unknown", "domain-not-in-pool",
+         "probe-without-domain", "availability-with-domain", "indicator-unknown", "names-twice", "name-chars"],
+)
+def test_slo_errors_say_what_is_wrong(tmp_path: Path, text: str, path: str, message: str) -> None:
+    """Each mistake in an [[slo]] table is one error, at its path, saying what would be right."""
+    assert _errors(tmp_path, SLO_POOLS + text) == {path: message}

@@ -14,6 +14,11 @@ RULES = ROOT / "dashboards" / "alerts.yml"
 
 
 @pytest.fixture(scope="session")
+def promtool() -> str:
+    return require_binary("promtool")
+
+
+@pytest.fixture(scope="session")
 def amtool() -> str:
     return require_binary("amtool")
 

@@ -5,7 +5,8 @@ every 0.5 s. A real Prometheus scrapes the agent every second with the shipped r
 (``for:`` shortened to 1 s) and sends to a real Alertmanager running the shipped
 configuration (its webhook URLs pointed at this test, its waits shortened). The test stops
 the domain's server, and the webhook must receive ``FailoverPoolAllDomainsDown`` for the pool,
-routed to the ``oncall`` receiver.
+routed to the ``oncall`` receiver; with the rules ``failover-agent rules`` writes for the
+pool's SLO instead, the fast-burn page.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ import http.server
 import json
 import queue
 import re
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from dashboards._stack import free_port, process, wait_for
+from failover_agent.slo import ALERT_NAME
 
 from .conftest import ALERTMANAGER_CONFIG, RULES
 
@@ -96,8 +100,23 @@ def fast_alertmanager_config(tmp_path: Path, hook: str) -> Path:
     return path
 
 
-def test_an_outage_reaches_the_webhook(tmp_path: Path, prometheus_bin: str, alertmanager_bin: str) -> None:
-    """Stopping the pool's only domain makes the webhook receive FailoverPoolAllDomainsDown (oncall)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlertPath:
+    """The running path: the pool's only domain, what the webhook received, the processes' logs."""
+
+    domain: http.server.ThreadingHTTPServer
+    received: queue.Queue[tuple[str, dict[str, Any]]]
+    logs: dict[str, Path]
+
+    def tails(self) -> str:
+        return "\n".join(f"{name}: {log.read_text(errors='replace')[-2000:]}" for name, log in self.logs.items())
+
+
+@contextlib.contextmanager
+def alert_path(tmp_path: Path, prometheus_bin: str, alertmanager_bin: str, rules: Path,
+               agent_extra: str = "") -> Iterator[AlertPath]:
+    """The agent (its configuration plus ``agent_extra``) on one healthy domain, Prometheus with
+    ``rules``, the shipped Alertmanager configuration, a webhook; all ready, a few scrapes done."""
     assert AGENT_EXE.exists(), f"{AGENT_EXE} missing: pip install -e '.[dev]'"
     received: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
     with serve(received) as hook, contextlib.ExitStack() as stack:
@@ -105,59 +124,86 @@ def test_an_outage_reaches_the_webhook(tmp_path: Path, prometheus_bin: str, aler
         domain = stack.enter_context(serve(queue.Queue()))
         agent_address = f"127.0.0.1:{free_port()}"
         config = tmp_path / "agent.toml"
-        config.write_text(agent_config(f"http://127.0.0.1:{domain.server_address[1]}", agent_address))
-        agent_log = tmp_path / "agent.log"
+        config.write_text(agent_config(f"http://127.0.0.1:{domain.server_address[1]}", agent_address) + agent_extra)
+        logs = {name: tmp_path / f"{name}.log" for name in ("prometheus", "alertmanager", "agent")}
         agent = stack.enter_context(process(
-            [str(AGENT_EXE), "run", "--config", str(config), "--plain", "--log-level", "WARNING"], agent_log))
+            [str(AGENT_EXE), "run", "--config", str(config), "--plain", "--log-level", "WARNING"], logs["agent"]))
 
         am_address = f"127.0.0.1:{free_port()}"
-        am_log = tmp_path / "alertmanager.log"
         am = stack.enter_context(process([
             alertmanager_bin, f"--config.file={fast_alertmanager_config(tmp_path, hook_url)}",
             f"--storage.path={tmp_path / 'am-data'}", f"--web.listen-address={am_address}",
             "--cluster.listen-address=", "--log.level=warn",
-        ], am_log))
+        ], logs["alertmanager"]))
 
         prom_address = f"127.0.0.1:{free_port()}"
         prom_config = tmp_path / "prometheus.yml"
         prom_config.write_text(yaml.safe_dump({
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(fast_rules(tmp_path))],
+            "rule_files": [str(rules)],
             "alerting": {"alertmanagers": [{"static_configs": [{"targets": [am_address]}]}]},
             "scrape_configs": [{"job_name": "failover-agent", "static_configs": [{"targets": [agent_address]}]}],
         }), encoding="utf-8")
-        prom_log = tmp_path / "prometheus.log"
         prom = stack.enter_context(process([
             prometheus_bin, f"--config.file={prom_config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
             f"--web.listen-address={prom_address}", "--log.level=warn",
-        ], prom_log))
+        ], logs["prometheus"]))
 
-        wait_for(f"http://{agent_address}/healthz", agent, agent_log, timeout=30)
-        wait_for(f"http://{am_address}/-/ready", am, am_log, timeout=30)
-        wait_for(f"http://{prom_address}/-/ready", prom, prom_log, timeout=30)
+        wait_for(f"http://{agent_address}/healthz", agent, logs["agent"], timeout=30)
+        wait_for(f"http://{am_address}/-/ready", am, logs["alertmanager"], timeout=30)
+        wait_for(f"http://{prom_address}/-/ready", prom, logs["prometheus"], timeout=30)
         time.sleep(2)  # a few healthy probes and scrapes first: the outage is a change
-        domain.shutdown()
-        domain.server_close()  # connects are refused from now on
+        yield AlertPath(domain=domain, received=received, logs=logs)
 
-        deadline = time.monotonic() + DEADLINE
-        seen: list[str] = []
-        while time.monotonic() < deadline:
-            try:
-                path, payload = received.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            for alert in payload["alerts"]:
-                name = alert["labels"]["alertname"]
-                seen.append(f"{path}: {name} {alert['status']}")
-                if name == "FailoverPoolAllDomainsDown" and alert["status"] == "firing":
-                    assert path == "/oncall" and payload["receiver"] == "oncall"
-                    assert alert["labels"]["failover_pool"] == "e2e"
-                    assert alert["labels"]["severity"] == "page"
-                    assert f"127.0.0.1:{domain.server_address[1]}" in alert["annotations"]["description"]
-                    return
-        raise AssertionError(
-            f"no FailoverPoolAllDomainsDown within {DEADLINE} s; webhook got {seen}\n"
-            f"prometheus: {prom_log.read_text(errors='replace')[-2000:]}\n"
-            f"alertmanager: {am_log.read_text(errors='replace')[-2000:]}\n"
-            f"agent: {agent_log.read_text(errors='replace')[-2000:]}"
-        )
+
+def first_firing(path: AlertPath, name: str, **labels: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(webhook path, payload, alert) of the first firing ``name`` with ``labels`` within
+    DEADLINE seconds."""
+    deadline = time.monotonic() + DEADLINE
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        try:
+            where, payload = path.received.get(timeout=1.0)
+        except queue.Empty:
+            continue
+        for alert in payload["alerts"]:
+            seen.append(f"{where}: {alert['labels']['alertname']} {alert['status']}")
+            wanted = {"alertname": name, **labels}
+            if alert["status"] == "firing" and {k: alert["labels"].get(k) for k in wanted} == wanted:
+                return where, payload, alert
+    raise AssertionError(f"no {name} within {DEADLINE} s; webhook got {seen}\n{path.tails()}")
+
+
+def stop(domain: http.server.ThreadingHTTPServer) -> None:
+    """The domain's outage: connects are refused from now on."""
+    domain.shutdown()
+    domain.server_close()
+
+
+def test_an_outage_reaches_the_webhook(tmp_path: Path, prometheus_bin: str, alertmanager_bin: str) -> None:
+    """Stopping the pool's only domain makes the webhook receive FailoverPoolAllDomainsDown (oncall)."""
+    with alert_path(tmp_path, prometheus_bin, alertmanager_bin, fast_rules(tmp_path)) as path:
+        stop(path.domain)
+        where, payload, alert = first_firing(path, "FailoverPoolAllDomainsDown")
+        assert where == "/oncall" and payload["receiver"] == "oncall"
+        assert alert["labels"]["failover_pool"] == "e2e"
+        assert alert["labels"]["severity"] == "page"
+        assert f"127.0.0.1:{path.domain.server_address[1]}" in alert["annotations"]["description"]
+
+
+def test_a_fast_burn_pages_through_alertmanager(tmp_path: Path, prometheus_bin: str, alertmanager_bin: str) -> None:
+    """With the rules of ``failover-agent rules`` for the pool's SLO, the same outage burns the
+    budget of 99.9 % at far more than 14.4x over 1h and 5m: the webhook receives the page, oncall."""
+    slo = '\n[[slo]]\npool = "e2e"\nobjective = 99.9\n'
+    (tmp_path / "slo.toml").write_text(agent_config("http://127.0.0.1:9", "127.0.0.1:0") + slo)
+    rules = tmp_path / "slo.yml"
+    subprocess.run([str(AGENT_EXE), "rules", str(tmp_path / "slo.toml"), "-o", str(rules)], check=True,
+                   capture_output=True, timeout=60)
+    with alert_path(tmp_path, prometheus_bin, alertmanager_bin, rules, agent_extra=slo) as path:
+        stop(path.domain)
+        where, payload, alert = first_firing(path, ALERT_NAME, long_window="1h", short_window="5m")
+        assert where == "/oncall" and payload["receiver"] == "oncall"
+        assert {k: alert["labels"][k] for k in ("failover_pool", "slo", "severity")} == {
+            "failover_pool": "e2e", "slo": "e2e", "severity": "page"}
+        assert alert["annotations"]["summary"] == (
+            "SLO e2e burns its error budget 14.4x as fast as it may (over 1h and 5m)")

@@ -24,6 +24,8 @@ REQUIRED_PANELS = {
         "Request success (client)",
         "User-perceived availability",
         "SLO error-budget burn rate",
+        "Error budget remaining",  # issue 30: the rules of failover-agent rules
+        "Burn rate per SLO",
         "Domain probe success",
         "Serving domain (pool probe)",
         "Answered attempts per domain",

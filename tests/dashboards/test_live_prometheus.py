@@ -5,8 +5,9 @@ The agent runs its demo (fake domains, scripted outage: the primary's DNS fails
 variables filled in, must parse and return at least one series; every metric a
 query names must exist under that name in what Prometheus scraped from the
 agent, so a metric renamed in the code breaks this test, not the dashboard.
-The alert rules are loaded too: they must evaluate without error on the real data,
-and the demo's outage and expiring certificate must make their alerts active.
+The alert rules and the demo's SLO rules (``failover-agent rules``) are loaded too: they must
+evaluate without error on the real data, the series the SLO panels read must be recorded by
+them, and the demo's outage and expiring certificate must make their alerts active.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import httpx
 import yaml
+from failover_agent.slo import ALERT_NAME
 
 from pytest_failover import semconv
 
@@ -44,7 +46,12 @@ WORKLOAD_ONLY = {
 EXPECTED_ALERTS = {
     ("FailoverDomainDown", "api.example.com"),
     ("FailoverCertificateExpiringSoon", "api2.example.com"),
+    # the primary's probe SLO (slo-demo.yml): its outage burns far more than 14.4x a 0.5 % budget
+    (ALERT_NAME, "api.example.com"),
 }
+
+# The rules Prometheus loads: the alerts, and the demo's SLO rules (failover-agent rules).
+RULE_FILES = [DASHBOARDS / "alerts.yml", DASHBOARDS / "slo-demo.yml"]
 
 AGENT_JOB = "failover-agent"
 WORKLOAD_JOB = "client-workload"
@@ -118,11 +125,20 @@ def _problems(prom: Prom) -> list[str]:
         | {n for var in _grafana.variables(dashboard) for n in _grafana.metric_names(var.selector)}
     }
     from_agent = prom.names(AGENT_JOB)
-    for name in sorted(referenced - WORKLOAD_ONLY - from_agent):
+    recorded = {rule["record"] for rule in _rules() if "record" in rule}
+    for name in sorted({n for n in referenced if ":" in n} - recorded):
+        problems.append(f"series {name} is used by a dashboard but no loaded rule records it")
+    for name in sorted(referenced - recorded - WORKLOAD_ONLY - from_agent):
         problems.append(f"metric {name} is used by a dashboard but the agent does not export it")
     for name in sorted(WORKLOAD_ONLY - prom.names(WORKLOAD_JOB)):
         problems.append(f"metric {name} is used by a dashboard but the failover client does not export it")
     return problems
+
+
+def _rules() -> list[dict[str, Any]]:
+    """Every rule of RULE_FILES."""
+    files = [yaml.safe_load(path.read_text(encoding="utf-8")) for path in RULE_FILES]
+    return [rule for data in files for group in data["groups"] for rule in group["rules"]]
 
 
 def _concrete_problems(prom: Prom) -> list[str]:
@@ -161,7 +177,7 @@ def test_every_panel_query_returns_series_from_a_real_agent(prometheus_bin: str,
             prometheus_bin,
             tmp_path,
             {AGENT_JOB: agent, WORKLOAD_JOB: workload},
-            rule_files=[DASHBOARDS / "alerts.yml"],
+            rule_files=RULE_FILES,
         ) as base,
     ):
         prom = Prom(base)
@@ -180,8 +196,7 @@ def test_every_panel_query_returns_series_from_a_real_agent(prometheus_bin: str,
 
         groups = prom.http.get("/api/v1/rules").json()["data"]["groups"]
         rules = [rule for group in groups for rule in group["rules"]]
-        expected = yaml.safe_load((DASHBOARDS / "alerts.yml").read_text(encoding="utf-8"))
-        assert {rule["name"] for rule in rules} == {r["alert"] for g in expected["groups"] for r in g["rules"]}
+        assert {rule["name"] for rule in rules} == {r.get("alert") or r["record"] for r in _rules()}
         for rule in rules:
             assert rule["health"] == "ok", f"{rule['name']}: {rule.get('lastError')}"
             assert not rule.get("lastError"), rule["name"]
