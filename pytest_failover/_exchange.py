@@ -404,6 +404,8 @@ class Exchange:
         self.response = response
         self._answered_by = attempt.domain.url  # not the last record: a cut loser's may follow
         self.error = None
+        if attempt.span is not None and self._state.dialer is not None:
+            self._peer(attempt, response)  # before _record ends the span
         self._record(attempt, outcome, response.status_code, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
@@ -413,6 +415,16 @@ class Exchange:
                 self.clock(),
                 max_bytes=self.policy.stale_max_bytes,
             )
+
+    def _peer(self, attempt: Attempt, response: httpx.Response) -> None:
+        """Name the address a response came from on its attempt's span (a pooled
+        connection's too, which the resolving backend did not open for this attempt)."""
+        dialer = self._state.dialer
+        assert dialer is not None
+        peer = dialer.peer(response)
+        if peer is not None:
+            address, source = peer
+            attempt.span.set_attributes({semconv.NETWORK_PEER_ADDRESS: address, semconv.FAILOVER_RESOLVE_SOURCE: source})
 
     def on_error(self, attempt: Attempt, exc: httpx.TransportError) -> None:
         started = self._tracked.started if self._tracked is not None else False

@@ -160,14 +160,16 @@ class FakeDomainsFixture:
         handler: Handler | None = None,
         *,
         cert_not_after: datetime.datetime | None = None,
+        addresses: int = 1,
     ) -> FakeDomain:
         """Register ``host`` as a healthy fake domain (http on port 80, https on 443).
 
         ``handler(request) -> dict | list | str | bytes | int | Response`` (sync or
         async) or an ASGI app answers healthy requests; the default answers 200
-        with a small JSON body naming the domain.
+        with a small JSON body naming the domain. ``addresses``: how many loopback
+        addresses it has (``FakeDomain.addresses``; the system's lookup answers the first).
         """
-        return self._domains.add(host, handler, cert_not_after=cert_not_after)
+        return self._domains.add(host, handler, cert_not_after=cert_not_after, addresses=addresses)
 
     def fail(self, host: str, fault: Fault | str, *args: Any, **kwargs: Any) -> None:
         """Give ``host`` a fault from now on: ``fail(host, faults.refused())`` or

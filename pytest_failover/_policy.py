@@ -10,8 +10,12 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from .resolve import Resolver
 
 __all__ = [
     "DEFAULT_IDEMPOTENT_METHODS",
@@ -248,6 +252,15 @@ class Policy:
     - ``hedging``: :class:`Hedging`, or None (the default) to never hedge.
     - ``slow_calls``: :class:`SlowCalls`, or None (the default): only failures
       open a breaker.
+    - ``resolver``: a ``pytest_failover.resolve`` resolver (``DoHResolver``,
+      ``ChainResolver``, ...) for the pool's domains, or None (the default: the
+      system's, as without this library, at no cost). With one, the default inner
+      httpx transport connects to the addresses it answers, in turn, until one
+      takes the connection (``docs/resolve.md``); TLS and HTTP stay bound to the
+      domain's name. It is a policy field, not a ``Pool`` one: a ``Pool`` is the
+      list of interchangeable domains and their steering, and the policy already
+      says how each pool's requests are made, per pool when ``policy=`` maps pool
+      names to policies, so a resolver per pool needs no second place to look.
     """
 
     schedule: Schedule = field(default_factory=ExponentialBackoff)
@@ -270,6 +283,7 @@ class Policy:
     read_body_max_bytes: int = 8 << 20
     hedging: Hedging | None = None
     slow_calls: SlowCalls | None = None
+    resolver: Resolver | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.schedule, (ExponentialBackoff, ScheduleTable)):
@@ -291,6 +305,13 @@ class Policy:
             raise ValueError("Policy.hedging must be a Hedging or None")
         if self.slow_calls is not None and not isinstance(self.slow_calls, SlowCalls):
             raise ValueError("Policy.slow_calls must be a SlowCalls or None")
+        if self.resolver is not None and not all(
+            callable(getattr(self.resolver, name, None)) for name in ("resolve", "aresolve")
+        ):
+            raise ValueError(
+                "Policy.resolver must be a resolver of pytest_failover.resolve (with resolve() and "
+                f"aresolve()), got {self.resolver!r}"
+            )
         statuses = frozenset(self.retry_statuses)
         bad = sorted(s for s in statuses if not isinstance(s, int) or not 100 <= s <= 599)
         if bad:

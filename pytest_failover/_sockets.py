@@ -8,16 +8,70 @@ find the socket. httpcore offers no public handle on it before the response head
 arrive, so :func:`cut_request` reads its connection pool's private list. Each
 function finds nothing, and says so, when the inner transport or httpcore is not the
 one it knows: the attempt then runs to its end, bounded by its time.
+
+A third reach installs a network backend (:mod:`~pytest_failover._dial`, which uses
+httpcore's public backend classes only) under the default inner transport, for pools
+with a resolver: :func:`resolving_transport` and :func:`async_resolving_transport`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-__all__ = ["cut_request", "cuttable", "socket_of"]
+if TYPE_CHECKING:
+    import httpcore
+
+__all__ = ["async_resolving_transport", "cut_request", "cuttable", "resolving_transport", "socket_of"]
+
+# httpx's defaults for ``HTTPTransport()`` (``httpx._config.DEFAULT_LIMITS``), which
+# the pool built below must keep: public values, written out.
+_MAX_CONNECTIONS = 100
+_MAX_KEEPALIVE = 20
+_KEEPALIVE_EXPIRY = 5.0
+
+
+def _pool_options() -> dict[str, Any]:
+    """What ``HTTPTransport()`` and ``AsyncHTTPTransport()`` give their pool by default."""
+    return {
+        "ssl_context": httpx.create_ssl_context(),  # reads SSL_CERT_FILE, as httpx does
+        "max_connections": _MAX_CONNECTIONS,
+        "max_keepalive_connections": _MAX_KEEPALIVE,
+        "keepalive_expiry": _KEEPALIVE_EXPIRY,
+    }
+
+
+def resolving_transport(backend: httpcore.NetworkBackend) -> httpx.HTTPTransport:
+    """``httpx.HTTPTransport()`` whose connections ``backend`` opens.
+
+    httpx takes no network backend; ``httpcore.ConnectionPool(network_backend=...)``
+    does (public since httpcore 1.0). So the transport httpx builds by default is kept
+    (its ``handle_request``, its error mapping, its response wrapping), and the one
+    thing replaced is its ``_pool`` attribute (httpx's private name, read by
+    :func:`cut_request` already): by a pool built with the arguments
+    ``HTTPTransport()`` gives its own (httpx's SSL context from ``create_ssl_context``,
+    which reads ``SSL_CERT_FILE``; its default limits; HTTP/1.1) plus ``network_backend``.
+    Setting httpcore's private ``_network_backend`` on httpx's pool instead would
+    reach one level deeper, into the library that does not promise it.
+    """
+    import httpcore  # httpx's own dependency, which httpx imports when a transport is made
+
+    transport = httpx.HTTPTransport()
+    transport._pool = httpcore.ConnectionPool(network_backend=backend, **_pool_options())
+    return transport
+
+
+def async_resolving_transport(backend: httpcore.AsyncNetworkBackend) -> httpx.AsyncHTTPTransport:
+    """The async twin of :func:`resolving_transport` (``AsyncHTTPTransport._pool``,
+    an ``httpcore.AsyncConnectionPool``)."""
+    import httpcore  # httpx's own dependency
+
+    transport = httpx.AsyncHTTPTransport()
+    transport._pool = httpcore.AsyncConnectionPool(network_backend=backend, **_pool_options())
+    return transport
 
 
 def socket_of(response: httpx.Response) -> socket.socket | None:

@@ -52,9 +52,11 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
     from typing_extensions import Unpack
 
+    from ._dial import Dialer
     from ._exchange import Fallback
     from ._policy import Policy
     from .control import ControlDocument
+    from .resolve import Resolver
     from .shared import AsyncRedisHealth, RedisHealth
 
 __all__ = [
@@ -170,7 +172,7 @@ class State:
     Built once, by the first front-end; every field is read-only afterwards (the
     objects it holds keep their own locks)."""
 
-    __slots__ = ("clock", "core", "fallback", "shared", "stale", "sticky", "telemetry")
+    __slots__ = ("clock", "core", "dialer", "fallback", "shared", "stale", "sticky", "telemetry")
 
     def __init__(
         self,
@@ -192,10 +194,31 @@ class State:
         self.telemetry = Telemetry(options["tracer_provider"], meter_provider)
         self.telemetry.initial_breaker_states((name, pc.pool.domains) for name, pc in self.core.pools.items())
         self.stale = StaleCache()
+        self.dialer = self._dialer()
         self.sticky: Mapping[str, StickyFile] = self._restore_sticky()
         self.shared = shared = options["shared"]
         if shared is not None:
             shared.bind(self.core, clock=clock, telemetry=self.telemetry, meter_provider=meter_provider)
+
+    def _dialer(self) -> Dialer | None:
+        """The resolving state of the pools that have a resolver (``Policy.resolver``),
+        or None when none has: then nothing below the exchange changes."""
+        resolvers: dict[str, Resolver] = {}
+        for name, pool_core in self.core.pools.items():
+            resolver = pool_core.policy.resolver
+            if resolver is None:
+                continue
+            for domain in pool_core.pool.domains:
+                if resolvers.setdefault(domain.host, resolver) is not resolver:
+                    raise ValueError(
+                        f"pool {name!r}: {domain.host} is a domain of another pool with another "
+                        "resolver; a host resolves one way (give both pools the same resolver)"
+                    )
+        if not resolvers:
+            return None
+        from ._dial import Dialer  # the resolvers' package, only when one is configured
+
+        return Dialer(resolvers, clock=self.clock)
 
     def _restore_sticky(self) -> dict[str, StickyFile]:
         """The sticky file of each pool that has one (pools naming one path share it),

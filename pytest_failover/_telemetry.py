@@ -360,7 +360,9 @@ class RequestTrace:
             attributes=attributes,
         )
         propagate.inject(request.headers, context=trace.set_span_in_context(span))
-        return span, quiet
+        # The span is the current one while the attempt is sent: what runs below the
+        # transport (the resolving network backend, ``_dial.py``) adds to it.
+        return span, trace.set_span_in_context(span, quiet)
 
     def attempt_ended(
         self,

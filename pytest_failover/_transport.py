@@ -143,7 +143,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         **options: Unpack[TransportOptions],
     ) -> None:
         super().__init__(pools, policy, **options)
-        self._transport = transport if transport is not None else httpx.HTTPTransport()
+        self._transport = _sync_inner(self._state, transport)
         self._hedgers = self._thread_race()
 
     @classmethod
@@ -154,7 +154,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         its own ``transport`` (``httpx.HTTPTransport()`` by default)."""
         self = cls.__new__(cls)
         self._share(_state_of(other, f"{cls.__name__}.sharing"))
-        self._transport = transport if transport is not None else httpx.HTTPTransport()
+        self._transport = _sync_inner(self._state, transport)
         self._hedgers = self._thread_race()  # each sync front-end its own
         return self
 
@@ -274,7 +274,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         **options: Unpack[AsyncTransportOptions],
     ) -> None:
         super().__init__(pools, policy, **options)
-        self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
+        self._transport = _async_inner(self._state, transport)
 
     @classmethod
     def sharing(cls, other: FrontEnd, transport: httpx.AsyncBaseTransport | None = None) -> AsyncFailoverTransport:
@@ -282,7 +282,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         by default); the state may be used from any thread and event loop at once."""
         self = cls.__new__(cls)
         self._share(_state_of(other, f"{cls.__name__}.sharing"))
-        self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
+        self._transport = _async_inner(self._state, transport)
         return self
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -422,6 +422,44 @@ def _state_of(other: object, caller: str) -> _FailoverBase:
         f"{caller}: takes the failover front-end whose state to share (a FailoverTransport, "
         f"AsyncFailoverTransport, FailoverAdapter or FailoverMiddleware), got {type(other).__name__}{hint}"
     )
+
+
+def _sync_inner(state: State, transport: httpx.BaseTransport | None) -> httpx.BaseTransport:
+    """The inner transport: the caller's, or ``httpx.HTTPTransport()``, whose connections
+    to the domains of pools with a resolver go through it (``docs/resolve.md``)."""
+    if transport is not None:
+        _no_resolver(state)
+        return transport
+    if state.dialer is None:
+        return httpx.HTTPTransport()
+    from ._dial import ResolvingBackend
+    from ._sockets import resolving_transport
+
+    return resolving_transport(ResolvingBackend(state.dialer))
+
+
+def _async_inner(state: State, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncBaseTransport:
+    """The async twin of :func:`_sync_inner`."""
+    if transport is not None:
+        _no_resolver(state)
+        return transport
+    if state.dialer is None:
+        return httpx.AsyncHTTPTransport()
+    from ._dial import AsyncResolvingBackend
+    from ._sockets import async_resolving_transport
+
+    return async_resolving_transport(AsyncResolvingBackend(state.dialer))
+
+
+def _no_resolver(state: State) -> None:
+    """A resolver works through the inner transport this library builds; with the
+    caller's own, it would silently not be used: say so instead."""
+    if state.dialer is not None:
+        hosts = ", ".join(sorted(state.dialer.resolvers))
+        raise ValueError(
+            f"Policy.resolver (for {hosts}) works through the inner transport the failover "
+            "transport builds; leave transport= unset, or resolve in your own transport"
+        )
 
 
 def _is_async(fallback: Fallback) -> bool:

@@ -9,8 +9,8 @@ uses.
 
 Where each fault strikes::
 
-    name resolution   dns_nxdomain, dns_timeout
-    TCP connect       refused, connect_timeout
+    name resolution   dns_nxdomain, dns_timeout, dns_poisoned
+    TCP connect       refused, connect_timeout, address_down
     TLS handshake     tls_expired, tls_wrong_host, tls_untrusted   (https only)
     HTTP request      read_timeout, slow, reset, status, latency, trickle, healthy
     any of the above  flapping (the first N fail, then recover), rate (a seeded share fails)
@@ -26,8 +26,10 @@ from typing import Any, ClassVar
 from ._suggest import did_you_mean
 
 __all__ = [
+    "AddressDown",
     "ConnectTimeout",
     "DnsNxdomain",
+    "DnsPoisoned",
     "DnsTimeout",
     "Fault",
     "Flapping",
@@ -44,9 +46,11 @@ __all__ = [
     "TlsWrongHost",
     "Trickle",
     "UnknownFaultError",
+    "address_down",
     "by_name",
     "connect_timeout",
     "dns_nxdomain",
+    "dns_poisoned",
     "dns_timeout",
     "flapping",
     "healthy",
@@ -107,6 +111,44 @@ class DnsTimeout(Fault):
 
     def __post_init__(self) -> None:
         _check_seconds("dns_timeout(seconds=)", self.seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class DnsPoisoned(Fault):
+    """The system's lookup of the name answers a wrong ``address``: by default one of the
+    simulator's where every connect is refused (a black hole would cost a connect
+    timeout); another fake domain's address sends the client to that server, whose
+    certificate is for another name. Resolvers that do not ask the system (DoH,
+    HTTPDNS) are not fooled: the domain's own addresses still serve."""
+
+    name: ClassVar[str] = "dns_poisoned"
+    address: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.address is not None:
+            _check_address("dns_poisoned(address=)", self.address)
+
+
+@dataclass(frozen=True, slots=True)
+class AddressDown(Fault):
+    """One of the domain's addresses (``FakeDomain.addresses``) refuses connections; the
+    others serve. The system's lookup answers the first address only: a resolver that
+    knows them all (DoH, HTTPDNS) fails over between them."""
+
+    name: ClassVar[str] = "address_down"
+    address: str
+
+    def __post_init__(self) -> None:
+        _check_address("address_down(address=)", self.address)
+
+
+def _check_address(what: str, value: object) -> None:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(value)  # type: ignore[arg-type]  # checked here: anything may come by name
+    except ValueError:
+        raise ValueError(f"{what} must be an IP address, got {value!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +319,16 @@ def dns_timeout(seconds: float = 5.0) -> DnsTimeout:
     return DnsTimeout(seconds)
 
 
+def dns_poisoned(address: str | None = None) -> DnsPoisoned:
+    """The system's lookup answers ``address`` (default: one that refuses), not the domain's."""
+    return DnsPoisoned(address)
+
+
+def address_down(address: str) -> AddressDown:
+    """Connects to ``address``, one of the domain's addresses, are refused; the others serve."""
+    return AddressDown(address)
+
+
 def refused() -> Refused:
     """Connections are refused."""
     return Refused()
@@ -356,7 +408,9 @@ _BY_NAME: dict[str, Callable[..., Fault]] = {
         healthy,
         dns_nxdomain,
         dns_timeout,
+        dns_poisoned,
         refused,
+        address_down,
         connect_timeout,
         read_timeout,
         slow,

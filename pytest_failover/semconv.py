@@ -30,6 +30,7 @@ from opentelemetry.semconv.attributes import (
     code_attributes,
     error_attributes,
     http_attributes,
+    network_attributes,
     server_attributes,
     service_attributes,
     url_attributes,
@@ -77,6 +78,7 @@ __all__ = [
     "ERROR_TYPE",
     "ERROR_WRITE",
     "ERROR_WRITE_TIMEOUT",
+    "EVENT_ADDRESS_SWITCH",
     "EVENT_BREAKER_TRANSITION",
     "EVENT_FAULT_HEALED",
     "EVENT_FAULT_INJECTED",
@@ -117,6 +119,7 @@ __all__ = [
     "FAILOVER_REASON",
     "FAILOVER_REQUESTS",
     "FAILOVER_REQUEST_DURATION",
+    "FAILOVER_RESOLVE_SOURCE",
     "FAILOVER_RETRY_BUDGET_REJECTIONS",
     "FAILOVER_SHARED_STATE",
     "FAILOVER_SLOW_CALLS",
@@ -145,6 +148,7 @@ __all__ = [
     "JOB_READY",
     "KNOWN_HTTP_METHODS",
     "METRICS",
+    "NETWORK_PEER_ADDRESS",
     "OUTCOMES",
     "OUTCOME_CIRCUIT_OPEN",
     "OUTCOME_FAILURE",
@@ -318,6 +322,10 @@ FAILOVER_POOL: Final = "failover.pool"
 """Name of the pool a request, attempt or probe belongs to."""
 FAILOVER_DOMAIN: Final = "failover.domain"
 """Base URL of the domain (``scheme://host[:port][/prefix]``)."""
+FAILOVER_RESOLVE_SOURCE: Final = "failover.resolve.source"
+"""Attempt span: how the address it connected to was found (a ``RESOLVE_SOURCES`` value)."""
+NETWORK_PEER_ADDRESS: Final = network_attributes.NETWORK_PEER_ADDRESS
+"""Attempt span: the IP address the attempt's connection went to (pools with a resolver)."""
 FAILOVER_ATTEMPT: Final = "failover.attempt"
 """Attempt span attribute: 1 for the first attempt of a logical request, then 2, 3, ..."""
 FAILOVER_ATTEMPTS_ATTRIBUTE: Final = "failover.attempts"
@@ -397,6 +405,7 @@ ATTRIBUTE_KEYS: Final = frozenset(
         FAILOVER_FAULT_NAME, PYTEST_WORKER, PYTEST_OUTCOME, PYTEST_DURATION,
         FAILOVER_UPLOAD_SIZE, FAILOVER_UPLOAD_OFFSET, FAILOVER_UPLOAD_RESUMES, HTTP_REQUEST_BODY_SIZE,
         PROBE_LOCATION, PROBE_PHASE, READINESS_CHECK, TELEMETRY_SIGNAL, AGENT_CHECK,
+        NETWORK_PEER_ADDRESS, FAILOVER_RESOLVE_SOURCE,
     }
 )
 """Every attribute key above (span, event, metric point and resource attributes)."""
@@ -619,6 +628,10 @@ TEST_RESULT_FAIL: Final = test_attributes.TestCaseResultStatusValues.FAIL.value
 
 EVENT_BREAKER_TRANSITION: Final = "failover.breaker.transition"
 """Span event of a breaker state change (domain, from, to)."""
+EVENT_ADDRESS_SWITCH: Final = "failover.address.switch"
+"""Attempt span event: a connect to one address of the domain failed and the next is tried
+(``failover.from`` / ``failover.to``: the addresses, ``failover.reason``: the error type);
+not a switch of domain."""
 EVENT_SWITCH: Final = "failover.switch"
 """Span event of a change of the domain serving a pool (pool, from, to, reason)."""
 EVENT_RETRY_BUDGET_REJECTED: Final = "failover.retry_budget.rejected"

@@ -16,7 +16,7 @@ from typing import Any
 from .. import faults as _faults_module
 from ..faults import Fault, Healthy
 from ._errors import UnknownDomainError
-from ._faults import Certificate, FaultState, Route, on_connect, on_resolve
+from ._faults import Certificate, FaultState, Route, on_connect, on_resolve, poisoned
 from ._handlers import Handler, default_handler
 from ._intercept import activate, allocate_address, check_event_loop
 from ._record import FaultEvent, RecordedRequest, Recorder, Stage
@@ -39,6 +39,12 @@ class FakeDomain:
         #: The real loopback ports of the listeners (for clients that connect by IP).
         self.http_port = http_port
         self.https_port = https_port
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """Every address of the domain (``add(..., addresses=n)``), ``address`` first; a
+        connect to any of them reaches the domain's listeners."""
+        return tuple(self._owner._site(self.host).addresses)
 
     @property
     def url(self) -> str:
@@ -83,6 +89,7 @@ class _Site:
         self._owner = owner
         self.host = host
         self.address = allocate_address()
+        self.addresses = [self.address]  # grown by add(..., addresses=n), never shrunk
         self.registered = True
         self._handler = handler
         self.not_after = not_after
@@ -152,6 +159,7 @@ class FakeDomains:
         self._certs: Certificates | None = None
         self._bundle_dir: tempfile.TemporaryDirectory[str] | None = None
         self._intercepting: contextlib.ExitStack | None = None
+        self._sinkhole_address: str | None = None
 
     # -- lifetime
 
@@ -210,14 +218,21 @@ class FakeDomains:
         handler: Handler | None = None,
         *,
         cert_not_after: datetime.datetime | None = None,
+        addresses: int = 1,
     ) -> FakeDomain:
         """Register ``host`` (healthy). Adding it again replaces its handler and certificate date.
+
+        ``addresses``: how many loopback addresses the domain has (``FakeDomain.addresses``,
+        each in 127.77.0.0/16; the system's lookup answers the first), for resolvers that
+        answer several and the ``address_down`` fault.
 
         ``handler`` answers healthy requests: ``handler(request) -> dict | list | str |
         bytes | int | Response`` (sync or async) or an ASGI app. ``cert_not_after`` makes
         the domain serve a valid certificate that expires then.
         """
         name = _host_name(host)
+        if isinstance(addresses, bool) or not isinstance(addresses, int) or not 1 <= addresses <= 16:
+            raise ValueError(f"add(addresses=) is a number of addresses from 1 to 16, got {addresses!r}")
         if handler is not None and not callable(handler):
             raise TypeError(
                 f"a handler must be callable (a function or an ASGI app), got {handler!r}"
@@ -234,6 +249,7 @@ class FakeDomains:
         if site is not None:
             if certificate_changed:  # open connections carry the old certificate
                 servers.drop(name)
+            self._grow(site, addresses)
             assert site.domain is not None
             return site.domain
         # Start the listeners without holding the lock: the servers take it on handshakes.
@@ -245,7 +261,23 @@ class FakeDomains:
                 return self.add(host, handler, cert_not_after=cert_not_after)
             self._sites[name] = fresh
             self._by_address[fresh.address] = fresh
+        self._grow(fresh, addresses)
         return fresh.domain
+
+    def _grow(self, site: _Site, count: int) -> None:
+        """Give ``site`` at least ``count`` addresses."""
+        while len(site.addresses) < count:
+            address = allocate_address()
+            with self._lock:
+                site.addresses.append(address)
+                self._by_address[address] = site
+
+    def _sinkhole(self) -> str:
+        """The address a ``dns_poisoned()`` lookup answers: every connect to it is refused."""
+        with self._lock:
+            if self._sinkhole_address is None:
+                self._sinkhole_address = allocate_address()
+            return self._sinkhole_address
 
     def fail(self, host: str, fault: Fault | str) -> None:
         """Give ``host`` a fault (an instance or a name from ``faults.names()``), from now on."""
@@ -267,8 +299,11 @@ class FakeDomains:
             site.state = state
             site.generation += 1
         assert self._servers is not None
-        if state.needs_fresh_connections():
+        if state.needs_fresh_connections() and not isinstance(fault, _faults_module.AddressDown):
             # A pooled connection would skip the stage this fault acts at: drop them all.
+            # (Not for one address going down: the connections open to the others stay up,
+            # and every answer closes its connection while it lasts, so the next connect
+            # meets the fault.)
             self._servers.drop(site.host)
         else:
             # The server applies this fault to every request, pooled or not; only a
@@ -406,6 +441,9 @@ class _Router:
         if site is None or not site.registered:
             return None
         fault, _ = site.strike("resolve")
+        poison = poisoned(fault)
+        if poison is not None:
+            return poison.address or self._owner._sinkhole()
         failure = on_resolve(fault)
         if failure is None:
             return site.address
@@ -416,12 +454,14 @@ class _Router:
     def redirect(self, address: str, port: int) -> tuple[str, int] | None:
         site = self._owner._by_address.get(address)
         servers = self._owner._servers
+        if servers is not None and address == self._owner._sinkhole_address:
+            return "127.0.0.1", servers.closed_port
         if site is None or servers is None or site.domain is None:
             return None
         if not site.registered or port not in (80, 443):
             return "127.0.0.1", servers.closed_port
         fault, _ = site.strike("connect")
-        match on_connect(fault):
+        match on_connect(fault, address):
             case Route.BLACKHOLE:
                 return "127.0.0.1", servers.blackhole_port
             case Route.CLOSED_PORT:

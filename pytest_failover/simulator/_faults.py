@@ -38,8 +38,10 @@ import socket
 from dataclasses import dataclass
 
 from ..faults import (
+    AddressDown,
     ConnectTimeout,
     DnsNxdomain,
+    DnsPoisoned,
     DnsTimeout,
     Fault,
     Flapping,
@@ -69,6 +71,7 @@ __all__ = [
     "on_handshake",
     "on_resolve",
     "on_respond",
+    "poisoned",
     "reaches_before_respond",
     "stage_of",
 ]
@@ -76,7 +79,9 @@ __all__ = [
 STAGE_OF: dict[type[Fault], Stage] = {
     DnsNxdomain: "resolve",
     DnsTimeout: "resolve",
+    DnsPoisoned: "resolve",
     Refused: "connect",
+    AddressDown: "connect",
     ConnectTimeout: "connect",
     TlsExpired: "handshake",
     TlsWrongHost: "handshake",
@@ -218,10 +223,18 @@ class Route(enum.Enum):
     BLACKHOLE = "a listener whose accept queue is full: the SYN is dropped"
 
 
-def on_connect(fault: Fault | None) -> Route:
+def poisoned(fault: Fault | None) -> DnsPoisoned | None:
+    """The poisoning a lookup of the domain's name meets, if any (it then answers the wrong address)."""
+    return fault if isinstance(fault, DnsPoisoned) else None
+
+
+def on_connect(fault: Fault | None, address: str = "") -> Route:
+    """Where a connect to the domain's ``address`` goes."""
     match fault:
         case Refused():
             return Route.CLOSED_PORT
+        case AddressDown(address=down):
+            return Route.CLOSED_PORT if down == address else Route.LISTENER
         case ConnectTimeout():
             return Route.BLACKHOLE
         case _:

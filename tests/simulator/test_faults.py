@@ -59,7 +59,7 @@ def test_names_lists_every_constructor() -> None:
     assert set(faults.names()) == {
         "healthy", "dns_nxdomain", "dns_timeout", "refused", "connect_timeout", "read_timeout",
         "slow", "reset", "tls_expired", "tls_wrong_host", "tls_untrusted", "status", "flapping",
-        "rate", "latency", "trickle",
+        "rate", "latency", "trickle", "dns_poisoned", "address_down",
     }  # fmt: skip
 
 

@@ -1,0 +1,334 @@
+"""Resolution below the exchange: httpcore network backends that resolve a pool's
+domains through its resolver and fail over between the addresses of one domain.
+
+Rules and theory of operation
+-----------------------------
+httpcore asks its network backend for a TCP stream with ``connect_tcp(host, port,
+timeout)``, then calls ``start_tls(server_hostname=<the origin's host>)`` on it and
+writes the request with the origin's ``Host``. A backend that turns ``host`` into an
+address therefore changes where the bytes go and nothing else: SNI, the certificate
+check and the ``Host`` header stay bound to the domain's name.
+
+For a host of a pool with a resolver (:class:`Dialer` ``.resolvers``):
+
+1. the resolver answers (a ``ResolveError`` is the attempt's ``httpcore.ConnectError``:
+   the domain could not be reached);
+2. its addresses are tried in the resolver's order (Happy Eyeballs, RFC 8305, section
+   4), the addresses that failed lately moved to the end (they are still tried: a
+   stale memory must never make a domain fail);
+3. each gets its share of the time left, ``left / addresses left`` (a black hole
+   first in line costs half the time of two addresses, not all of it);
+4. a refused or timed-out connect marks the address bad for ``forget_after`` seconds
+   and the next one is tried, a span event ``failover.address.switch``; the pool and
+   the breakers hear nothing of it;
+5. the domain fails (one ``ConnectError`` or ``ConnectTimeout`` for the attempt)
+   only when every address failed or the time ran out.
+
+Any other host goes to the inner backend unchanged, as it would without a resolver.
+
+Telemetry reaches the attempt's span as the current OpenTelemetry span: the
+transports send each attempt in a context holding it (``_telemetry.attempt_started``),
+a context variable set around the send already, so the backend adds no work per
+request and nothing at all to a request that opens no connection. (httpcore's
+``trace`` extension would do too, but it is a callback per phase of every request,
+set on every request's extensions; a connection is opened far more rarely.) A pooled
+connection does not come back here: the stream it returns carries the address and
+its source (``failover_peer``), and the exchange reads them off the response's
+``network_stream`` extension (:meth:`Dialer.peer`). (The kernel's peer name would not
+do: the connection may be closed by then, and the simulator redirects connects.)
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpcore
+from opentelemetry import trace as otel_trace
+
+from .resolve import ResolveError
+from .semconv import (
+    EVENT_ADDRESS_SWITCH,
+    FAILOVER_FROM,
+    FAILOVER_REASON,
+    FAILOVER_RESOLVE_SOURCE,
+    FAILOVER_TO,
+    NETWORK_PEER_ADDRESS,
+)
+
+if TYPE_CHECKING:
+    import httpx
+    from opentelemetry.trace import Span
+
+    from .resolve import Answer, Resolver
+
+__all__ = ["AsyncResolvingBackend", "Dialer", "ResolvingBackend"]
+
+#: How long an address that refused or timed out goes to the end of its domain's line.
+BAD_ADDRESS_SECONDS = 30.0
+_CONNECT_ERRORS = (httpcore.ConnectError, httpcore.ConnectTimeout)
+
+
+class Dialer:
+    """What the sync and async backends share, without I/O: the resolver of each
+    host, the order to try a host's addresses in, the addresses that failed lately
+    and how each address was found. One per transport state (``sharing`` front-ends
+    share it); safe for threads and tasks."""
+
+    def __init__(
+        self,
+        resolvers: Mapping[str, Resolver],
+        *,
+        clock: Callable[[], float],
+        forget_after: float = BAD_ADDRESS_SECONDS,
+    ) -> None:
+        self.resolvers = dict(resolvers)
+        self.clock = clock
+        self.forget_after = forget_after
+        self._lock = threading.Lock()
+        self._bad: dict[tuple[str, str], float] = {}  # (host, address) -> bad until
+
+    def order(self, host: str, addresses: Iterable[str]) -> list[str]:
+        """``addresses`` in the order to try them: the resolver's, the addresses that
+        failed lately last (the one to be forgiven first, first)."""
+        if not self._bad:
+            return list(addresses)
+        now = self.clock()
+        good: list[str] = []
+        later: list[tuple[float, str]] = []
+        with self._lock:
+            for address in addresses:
+                until = self._bad.get((host, address))
+                if until is None or until <= now:
+                    good.append(address)
+                else:
+                    later.append((until, address))
+        return good + [address for _, address in sorted(later)]
+
+    def bad(self, host: str) -> list[str]:
+        """The addresses of ``host`` that failed lately (for tests and the docs)."""
+        now = self.clock()
+        with self._lock:
+            return [a for (h, a), until in self._bad.items() if h == host and until > now]
+
+    def failed(self, host: str, address: str) -> None:
+        with self._lock:
+            self._bad[(host, address)] = self.clock() + self.forget_after
+
+    def connected(self, host: str, address: str) -> None:
+        with self._lock:
+            self._bad.pop((host, address), None)
+
+    @staticmethod
+    def peer(response: httpx.Response) -> tuple[str, str] | None:
+        """The address ``response`` came from and how it was found, when its connection
+        was opened here (httpcore's ``network_stream`` extension is then one of ours)."""
+        return getattr(response.extensions.get("network_stream"), "failover_peer", None)
+
+    def resolve_failed(self, host: str, exc: ResolveError) -> httpcore.ConnectError:
+        return httpcore.ConnectError(f"resolving {host!r}: {exc}")
+
+
+class Dial:
+    """One ``connect_tcp`` of a host that resolves: the addresses in their order, each
+    with its share of the time left, and what happened to each (no I/O)."""
+
+    def __init__(self, dialer: Dialer, host: str, answer: Answer, timeout: float | None) -> None:
+        self.dialer = dialer
+        self.host = host
+        self.source = answer.source
+        self.addresses = dialer.order(host, answer.addresses)
+        self.deadline = None if timeout is None else dialer.clock() + timeout
+        self.errors: list[tuple[str, Exception]] = []
+        span = otel_trace.get_current_span()
+        self.span: Span | None = span if span.is_recording() else None
+
+    def __iter__(self) -> Iterator[tuple[str, float | None]]:
+        """Each address to try and the seconds it may take (None: httpcore's own limit)."""
+        count = len(self.addresses)
+        for i, address in enumerate(self.addresses):
+            limit: float | None = None
+            if self.deadline is not None:
+                left = self.deadline - self.dialer.clock()
+                if left <= 0:
+                    return  # the attempt's connect time ran out
+                limit = left / (count - i)
+            if self.errors and self.span is not None:
+                before, error = self.errors[-1]
+                self.span.add_event(
+                    EVENT_ADDRESS_SWITCH,
+                    {FAILOVER_FROM: before, FAILOVER_TO: address, FAILOVER_REASON: type(error).__name__},
+                )
+            yield address, limit
+
+    def failed(self, address: str, exc: Exception) -> None:
+        self.errors.append((address, exc))
+        self.dialer.failed(self.host, address)
+
+    def connected(self, address: str) -> None:
+        self.dialer.connected(self.host, address)
+        if self.span is not None:
+            self.span.set_attributes({NETWORK_PEER_ADDRESS: address, FAILOVER_RESOLVE_SOURCE: self.source})
+
+    def error(self) -> Exception:
+        """The attempt's error: every address failed, or the time ran out first."""
+        tried = "; ".join(f"{address}: {type(exc).__name__}: {exc}" for address, exc in self.errors)
+        untried = len(self.addresses) - len(self.errors)
+        out_of_time = untried > 0
+        what = (
+            f"ran out of time after {len(self.errors)} of {len(self.addresses)} addresses"
+            if out_of_time
+            else f"every address failed ({len(self.errors)})"
+        )
+        message = f"connecting to {self.host!r} ({self.source}): {what}" + (f": {tried}" if tried else "")
+        timed_out = out_of_time or all(isinstance(exc, httpcore.ConnectTimeout) for _, exc in self.errors)
+        error = httpcore.ConnectTimeout(message) if timed_out else httpcore.ConnectError(message)
+        if self.errors:
+            error.__cause__ = self.errors[-1][1]
+        return error
+
+
+class ResolvingBackend(httpcore.NetworkBackend):
+    """An httpcore network backend that resolves the hosts of ``dialer`` through their
+    resolver and fails over between their addresses; every other host goes to
+    ``inner`` (``httpcore.SyncBackend()``) unchanged."""
+
+    def __init__(self, dialer: Dialer, inner: httpcore.NetworkBackend | None = None) -> None:
+        self._dialer = dialer
+        self._inner = inner if inner is not None else httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        resolver = self._dialer.resolvers.get(host)
+        if resolver is None:
+            return self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        try:
+            answer = resolver.resolve(host)
+        except ResolveError as exc:
+            raise self._dialer.resolve_failed(host, exc) from exc
+        options = None if socket_options is None else list(socket_options)  # used once per address
+        dial = Dial(self._dialer, host, answer, timeout)
+        for address, limit in dial:
+            try:
+                stream = self._inner.connect_tcp(address, port, limit, local_address, options)
+            except _CONNECT_ERRORS as exc:
+                dial.failed(address, exc)
+                continue
+            dial.connected(address)
+            return _Stream(stream, (address, dial.source))
+        raise dial.error()
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        return self._inner.connect_unix_socket(path, timeout, socket_options)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
+    """The async twin of :class:`ResolvingBackend` (``inner``: ``httpcore.AnyIOBackend()``,
+    asyncio or trio; the resolvers' ``aresolve`` needs asyncio)."""
+
+    def __init__(self, dialer: Dialer, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
+        self._dialer = dialer
+        self._inner = inner if inner is not None else httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        resolver = self._dialer.resolvers.get(host)
+        if resolver is None:
+            return await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        try:
+            answer = await resolver.aresolve(host)
+        except ResolveError as exc:
+            raise self._dialer.resolve_failed(host, exc) from exc
+        options = None if socket_options is None else list(socket_options)
+        dial = Dial(self._dialer, host, answer, timeout)
+        for address, limit in dial:
+            try:
+                stream = await self._inner.connect_tcp(address, port, limit, local_address, options)
+            except _CONNECT_ERRORS as exc:
+                dial.failed(address, exc)
+                continue
+            dial.connected(address)
+            return _AsyncStream(stream, (address, dial.source))
+        raise dial.error()
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        return await self._inner.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _Stream(httpcore.NetworkStream):
+    """A stream of the inner backend that knows its peer: the address and how it was
+    found (``failover_peer``), through TLS too (``start_tls`` wraps the new stream)."""
+
+    __slots__ = ("_inner", "failover_peer")
+
+    def __init__(self, inner: httpcore.NetworkStream, peer: tuple[str, str]) -> None:
+        self._inner = inner
+        self.failover_peer = peer
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        return _Stream(self._inner.start_tls(ssl_context, server_hostname, timeout), self.failover_peer)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _AsyncStream(httpcore.AsyncNetworkStream):
+    """The async twin of :class:`_Stream`."""
+
+    __slots__ = ("_inner", "failover_peer")
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream, peer: tuple[str, str]) -> None:
+        self._inner = inner
+        self.failover_peer = peer
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        return _AsyncStream(await self._inner.start_tls(ssl_context, server_hostname, timeout), self.failover_peer)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
