@@ -21,7 +21,11 @@ For a host of a pool with a resolver (:class:`Dialer` ``.resolvers``):
 4. a refused or timed-out connect marks the address bad for ``forget_after`` seconds
    and the next one is tried, a span event ``failover.address.switch``; the pool and
    the breakers hear nothing of it;
-5. the domain fails (one ``ConnectError`` or ``ConnectTimeout`` for the attempt)
+5. when every address refused (a refusal is instant, and an address may come back
+   between two tries: with one of two addresses going down as the other comes back,
+   100 tasks saw both refused in one pass about one run in six), they are all tried
+   once more, in the same order, if time is left;
+6. the domain fails (one ``ConnectError`` or ``ConnectTimeout`` for the attempt)
    only when every address failed or the time ran out.
 
 Any other host goes to the inner backend unchanged, as it would without a resolver.
@@ -146,9 +150,18 @@ class Dial:
         self.span: Span | None = span if span.is_recording() else None
 
     def __iter__(self) -> Iterator[tuple[str, float | None]]:
-        """Each address to try and the seconds it may take (None: httpcore's own limit)."""
-        count = len(self.addresses)
-        for i, address in enumerate(self.addresses):
+        """Each address to try and the seconds it may take (None: httpcore's own limit):
+        every address once, and once more if every one of them refused (rule 5)."""
+        yield from self._pass(self.addresses)
+        refused = len(self.errors) == len(self.addresses) and not any(
+            isinstance(exc, httpcore.ConnectTimeout) for _, exc in self.errors
+        )
+        if refused:
+            yield from self._pass(self.addresses)
+
+    def _pass(self, addresses: list[str]) -> Iterator[tuple[str, float | None]]:
+        count = len(addresses)
+        for i, address in enumerate(addresses):
             limit: float | None = None
             if self.deadline is not None:
                 left = self.deadline - self.dialer.clock()
@@ -175,8 +188,7 @@ class Dial:
     def error(self) -> Exception:
         """The attempt's error: every address failed, or the time ran out first."""
         tried = "; ".join(f"{address}: {type(exc).__name__}: {exc}" for address, exc in self.errors)
-        untried = len(self.addresses) - len(self.errors)
-        out_of_time = untried > 0
+        out_of_time = len(self.errors) < len(self.addresses)
         what = (
             f"ran out of time after {len(self.errors)} of {len(self.addresses)} addresses"
             if out_of_time

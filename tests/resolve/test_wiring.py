@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -275,10 +276,6 @@ def test_a_resolver_with_a_transport_of_ones_own_is_an_error(doh_resolver: DoHRe
         FailoverTransport(Pool("api", [f"https://{API}"]), Policy(resolver=doh_resolver), transport=httpx.HTTPTransport())
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="about 1 run in 6 a request fails with both addresses refused in one dial; not diagnosed yet (issue 29)",
-)
 def test_tasks_and_threads_while_an_address_flips(
     fd: FakeDomainsFixture, doh: tuple[DoHServer, FakeDomain], doh_resolver: DoHResolver, loop: asyncio.AbstractEventLoop
 ) -> None:
@@ -339,3 +336,29 @@ def test_tasks_and_threads_while_an_address_flips(
     assert failures == []
     assert task_statuses == [200] * 100 and statuses == [200] * 100
     assert fd.requests(BACKUP) == []  # the flips never moved the pool
+
+
+A1, A2 = "127.0.0.1", "127.0.0.2"
+
+
+@pytest.mark.parametrize(
+    ("errors", "tried"),
+    [
+        ([httpcore.ConnectError, httpcore.ConnectError], [A1, A2, A1, A2]),  # every one refused: once more
+        ([httpcore.ConnectTimeout, httpcore.ConnectError], [A1, A2]),  # a time-out: no second pass
+    ],
+)
+def test_a_dial_whose_every_address_refused_tries_them_once_more(errors: list[type[Exception]], tried: list[str]) -> None:
+    """A refusal is instant and an address may come back between two tries, so a dial
+    whose every address refused goes over them once more; one that timed out does not."""
+    from pytest_failover._dial import Dial, Dialer
+    from pytest_failover.resolve import Answer
+
+    dialer = Dialer({}, clock=time.monotonic, forget_after=0.0)
+    dial = Dial(dialer, "api.test", Answer(host="api.test", addresses=(A1, A2), ttl=60.0, source="doh"), 10.0)
+    seen: list[str] = []
+    for address, _ in dial:
+        seen.append(address)
+        dial.failed(address, (errors[len(seen) - 1] if len(seen) <= len(errors) else httpcore.ConnectError)("no"))
+    assert seen == tried
+    assert type(dial.error()) is httpcore.ConnectError  # not every address timed out
