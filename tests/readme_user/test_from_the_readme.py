@@ -498,13 +498,6 @@ def test_marker_mistakes_are_explained_in_a_downstream_suite(tmp_path: Path) -> 
     assert re.search(r"\b3 errors?\b", out), out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "README finding: the misspelt-fault error lists a fault 'trickle' that neither"
-        " the simulator's nor the plugin's fault table documents"
-    ),
-)
 def test_every_fault_the_error_message_offers_is_documented() -> None:
     """Simulator page: `faults.by_name("<name>", ...)`; a misspelt name is `faults.UnknownFaultError` (with a suggestion)."""
     with pytest.raises(faults.UnknownFaultError) as caught:
