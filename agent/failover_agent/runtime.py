@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import httpx
@@ -28,6 +28,7 @@ from .checks.pool import PoolProber
 from .checks.readiness import ReadinessResult, check_readiness
 from .config import AgentConfig, PoolConfig, ProbeConfig
 from .control_writer import ControlWriter
+from .maintenance import Window
 from .metrics import origin_attributes
 from .schedule import Check, CheckGroup, group_by_interval
 from .state import AgentState, DomainStatus, PoolStatus
@@ -86,6 +87,10 @@ class Runtime:
             interval = config.control.interval
             check = Check("control", "control", interval, interval, self._control_run, {AGENT_CHECK: JOB_CONTROL})
             self.groups.append(CheckGroup("control", interval, (check,)))
+
+    def maintenance_windows(self) -> Sequence[Window]:
+        """The maintenance windows started at run time (``failover-agent maintenance start``)."""
+        return ()
 
     @property
     def checks(self) -> list[Check]:
@@ -219,7 +224,7 @@ class Runtime:
         assert self.control is not None
         before = self.state.control.disabled if self.state.control else None
         try:
-            self.control.update(self.state)
+            self.control.update(self.state, drained=self.agent.maintenance().drained())
         except Exception as exc:
             log.exception("control document not written")
             if self.state.control is not None:
