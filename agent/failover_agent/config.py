@@ -391,6 +391,7 @@ class ControlConfig(_Model):
     signing_key_file: Path
     key_id: str = ""
     override_file: Path | None = None
+    maintenance_file: Path | None = None
     path: URLPath = "/control.json"
     output_file: Path | None = None
     interval: Seconds = 10.0
@@ -578,7 +579,7 @@ class AgentConfig(_Model):
             raise ValueError("control: with the HTTP listener disabled, set control.output_file")
         return self
 
-    def _pool_named(self, name: str, where: str) -> PoolConfig:
+    def pool_named(self, name: str, where: str) -> PoolConfig:
         """The pool ``name`` (``ValueError`` at ``where``, with the closest name, if there is none)."""
         pools = {p.name: p for p in self.pools}
         pool = pools.get(name)
@@ -590,16 +591,23 @@ class AgentConfig(_Model):
 
     def _check_maintenance(self) -> None:
         for i, window in enumerate(self.maintenance):
-            pool = self._pool_named(window.pool, f"maintenance[{i}].pool")
-            stray = [url for url in window.domains if url not in pool.domains]
-            if stray:
-                raise ValueError(f"maintenance[{i}].domains: {', '.join(map(repr, stray))} "
-                                 f"{'is not a domain' if len(stray) == 1 else 'are not domains'} "
-                                 f"of pool {window.pool!r} ({', '.join(pool.domains)})")
+            self.maintenance_domains(window.pool, window.domains, f"maintenance[{i}]")
+
+    def maintenance_domains(self, pool_name: str, urls: Iterable[str], where: str) -> frozenset[str]:
+        """The domains a maintenance window of ``pool_name`` names (every domain of the pool
+        without ``urls``); ``ValueError`` at ``where`` for a pool or domain not configured."""
+        pool = self.pool_named(pool_name, f"{where}.pool")
+        urls = list(urls)
+        stray = [url for url in urls if url not in pool.domains]
+        if stray:
+            raise ValueError(f"{where}.domains: {', '.join(map(repr, stray))} "
+                             f"{'is not a domain' if len(stray) == 1 else 'are not domains'} "
+                             f"of pool {pool_name!r} ({', '.join(pool.domains)})")
+        return frozenset(urls or pool.domains)
 
     def _check_slos(self) -> None:
         for i, slo in enumerate(self.slo):
-            pool = self._pool_named(slo.pool, f"slo[{i}].pool")
+            pool = self.pool_named(slo.pool, f"slo[{i}].pool")
             if slo.domain is not None and slo.domain not in pool.domains:
                 raise ValueError(f"slo[{i}].domain: {slo.domain!r} is not a domain of pool {slo.pool!r} "
                                  f"({', '.join(pool.domains)})")
@@ -692,7 +700,7 @@ def _paths(data: Mapping[str, Any]) -> Mapping[str, Any]:
     control = out.get("control")
     if isinstance(control, dict):
         control = dict(control)
-        for key in ("signing_key_file", "override_file", "output_file"):
+        for key in ("signing_key_file", "override_file", "output_file", "maintenance_file"):
             if isinstance(control.get(key), str):
                 control[key] = Path(control[key])
         out["control"] = control
@@ -713,7 +721,7 @@ def _resolve(config: AgentConfig, base: Path) -> AgentConfig:
         c = config.control
         cupdate = {
             k: fix(getattr(c, k))
-            for k in ("signing_key_file", "override_file", "output_file")
+            for k in ("signing_key_file", "override_file", "output_file", "maintenance_file")
             if getattr(c, k) is not None and not getattr(c, k).is_absolute()
         }
         if cupdate:

@@ -186,7 +186,7 @@ def windows_at(config: AgentConfig, now: float, extra: Iterable[Window] = ()) ->
     pools = {pool.name: pool for pool in config.pools}
     out: list[Window] = []
     for index, table in enumerate(config.maintenance):
-        domains = frozenset(table.domains or pools[table.pool].domains)
+        domains = config.maintenance_domains(table.pool, table.domains, f"maintenance[{index}]")
         window = occurrence(table, domains, index, now)
         if window is not None:
             out.append(window)
