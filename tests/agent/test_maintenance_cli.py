@@ -125,3 +125,22 @@ def test_without_a_maintenance_file_the_command_says_what_to_add(tmp_path: Path)
     assert code == 2
     assert err == (f"Error: {path} sets no control.maintenance_file: the run-time windows live in that signed "
                    'file (add maintenance_file = "maintenance.jws" to [control])\n')
+
+
+async def test_a_running_agent_takes_the_window_the_command_starts(agent_toml: Path, tmp_path: Path) -> None:
+    """The agent's own decision (metric, page, drain) includes a window started by the command."""
+    from failover_agent.config import load_config
+    from failover_agent.runner import Agent
+
+    config = load_config(agent_toml)
+    agent = Agent(config.model_copy(update={"exporters": config.exporters.model_copy(
+        update={"prometheus": config.exporters.prometheus.model_copy(update={"enabled": False})}),
+        "control": config.control and config.control.model_copy(update={"output_file": tmp_path / "c.jws"})}))
+    await agent.start()
+    try:
+        assert not agent.maintenance().is_active("api", B)
+        code, out, _err = _run("start", str(agent_toml), "--pool", "api", "--domain", B, "--for", "10m")
+        assert code == 0
+        assert agent.maintenance().active[("api", B)].source == out.strip()
+    finally:
+        await agent.stop(flush_timeout=1.0)
