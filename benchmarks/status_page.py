@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from failover_agent.config import AgentConfig
 from failover_agent.demo import BACKUP, PRIMARY, REGIONAL, demo_config
 from failover_agent.runner import Agent
 from failover_agent.telemetry import Telemetry
@@ -85,8 +86,10 @@ class DemoAgent:
 
 
 @asynccontextmanager
-async def demo_agent(status: dict[str, Any] | None = None) -> AsyncIterator[DemoAgent]:
-    """The demo's configuration (probes every second) on loopback, listening on a free port."""
+async def demo_agent(status: dict[str, Any] | None = None,
+                     maintenance: list[dict[str, Any]] | None = None) -> AsyncIterator[DemoAgent]:
+    """The demo's configuration (probes every second) on loopback, listening on a free port;
+    ``status`` changes its ``[status]``, ``maintenance`` adds ``[[maintenance]]`` tables."""
     with tempfile.TemporaryDirectory(prefix="status-page-") as tmp, FakeDomains() as fd:
         for host in (PRIMARY, BACKUP, REGIONAL):
             fd.add(host, _handler)
@@ -94,6 +97,8 @@ async def demo_agent(status: dict[str, Any] | None = None) -> AsyncIterator[Demo
         config = demo_config(key, "127.0.0.1:0", fd.ca_bundle)
         if status is not None:
             config = config.model_copy(update={"status": config.status.model_copy(update=status)})
+        if maintenance is not None:
+            config = AgentConfig.model_validate({**config.model_dump(), "maintenance": maintenance})
         agent = Agent(config, telemetry=Telemetry(location=config.location))
         await agent.start()
         try:

@@ -107,6 +107,7 @@ __all__ = [
     "FAILOVER_HEDGE",
     "FAILOVER_HEDGES",
     "FAILOVER_HEDGE_OUTCOME",
+    "FAILOVER_MAINTENANCE_ACTIVE",
     "FAILOVER_OUTCOME",
     "FAILOVER_POOL",
     "FAILOVER_POOL_AVAILABLE",
@@ -726,6 +727,9 @@ FAILOVER_CONTROL_ISSUED_TIMESTAMP: Final = "failover.control.issued_timestamp"
 """Gauge, s: Unix time the served control document was issued."""
 FAILOVER_CONTROL_DOMAIN_DISABLED: Final = "failover.control.domain.disabled"
 """Gauge: 1 if the served control document disables the domain."""
+FAILOVER_MAINTENANCE_ACTIVE: Final = "failover.maintenance.active"
+"""Gauge: 1 while the domain is in a maintenance window (``[[maintenance]]`` or ``failover-agent
+maintenance start``); no series outside one (alert rules mute the domain with ``unless on``)."""
 FAILOVER_CONTROL_QUORUM_UP: Final = "failover.control.quorum.up"
 """Gauge (quorum publisher): 1 if its last Prometheus query answered sensibly and the document
 was decided anew; 0 while Prometheus is unreachable or answers nonsense and the last document
@@ -841,6 +845,7 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_CONTROL_DOMAIN_DISABLED, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_AGENT_JOB_OVERRUNS, "counter", UNIT_RUN, AGENT_SCOPE),
     Metric(FAILOVER_AGENT_TELEMETRY_DROPPED, "counter", UNIT_ITEM, AGENT_SCOPE),
+    Metric(FAILOVER_MAINTENANCE_ACTIVE, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_CONTROL_QUORUM_UP, "gauge", UNIT_NONE, QUORUM_SCOPE),
 )
 """Every metric the project emits, by OpenTelemetry name."""

@@ -22,6 +22,7 @@ from pytest_failover import __version__
 
 from .config import AgentConfig, ConfigError, _check_listen, load_config
 from .control_commands import control
+from .maintenance_commands import maintenance
 
 __all__ = ["LOG_LEVELS", "main"]
 
@@ -234,6 +235,7 @@ def demo(listen: str, duration: float | None, plain: bool, log_level: str) -> No
 
 
 main.add_command(control)
+main.add_command(maintenance)
 
 
 if __name__ == "__main__":  # pragma: no cover

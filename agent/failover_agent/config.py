@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import sys
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -19,6 +20,7 @@ import httpx
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -36,6 +38,7 @@ from pytest_failover import (
     Step,
 )
 
+from .maintenance import cron_trigger, parse_duration
 from .slo import BURN_ALERTS, FASTEST_RATE, LONGEST_WINDOW, window_seconds
 
 if sys.version_info >= (3, 11):
@@ -48,6 +51,7 @@ __all__ = [
     "ConfigError",
     "ControlConfig",
     "ExportersConfig",
+    "MaintenanceConfig",
     "OtlpConfig",
     "PolicyConfig",
     "PoolConfig",
@@ -387,6 +391,7 @@ class ControlConfig(_Model):
     signing_key_file: Path
     key_id: str = ""
     override_file: Path | None = None
+    maintenance_file: Path | None = None
     path: URLPath = "/control.json"
     output_file: Path | None = None
     interval: Seconds = 10.0
@@ -478,6 +483,76 @@ class SloConfig(_Model):
         return f"{self.pool}/{domain.host}:{domain.effective_port}"
 
 
+def _check_duration(value: str) -> str:
+    parse_duration(value)
+    return value
+
+
+def _check_instant(value: object) -> object:
+    """An RFC 3339 time with its offset: TOML's own (``2026-12-05T02:00:00Z``) or the same quoted."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an RFC 3339 time such as 2026-12-05T02:00:00Z") from None
+    if isinstance(value, datetime) and value.utcoffset() is None:
+        raise ValueError(f"{value.isoformat()} has no UTC offset: add one, such as "
+                         f"{value.isoformat()}Z or {value.isoformat()}+01:00")
+    return value
+
+
+def _check_timezone(value: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{value!r} is not an IANA time zone such as 'UTC' or 'Europe/Paris'") from None
+    return value
+
+
+Duration = Annotated[str, AfterValidator(_check_duration)]
+Instant = Annotated[datetime, BeforeValidator(_check_instant)]
+
+
+class MaintenanceConfig(_Model):
+    """``[[maintenance]]``: planned maintenance of some domains of a pool, once or on a schedule."""
+
+    pool: str = Field(min_length=1)
+    domains: list[DomainURL] = []
+    start: Instant | None = None
+    end: Instant | None = None
+    schedule: str | None = None
+    duration: Duration | None = None
+    timezone: Annotated[str, AfterValidator(_check_timezone)] = "UTC"
+    drain: Duration | None = None
+    reason: str = ""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> MaintenanceConfig:
+        once = self.start is not None or self.end is not None
+        cron = self.schedule is not None or self.duration is not None
+        if once and cron:
+            raise ValueError("set either start and end (one window) or schedule and duration (a window "
+                             "each time the schedule fires), not both")
+        if once:
+            if self.start is None or self.end is None:
+                raise ValueError(f"set both start and end (only {'start' if self.end is None else 'end'} is set)")
+            if self.end <= self.start:
+                raise ValueError(f"end ({self.end.isoformat()}) is not after start ({self.start.isoformat()})")
+        elif cron:
+            if self.schedule is None or self.duration is None:
+                raise ValueError("a schedule needs a duration, and a duration a schedule "
+                                 "(such as schedule = '0 2 * * sun' and duration = '2h')")
+            try:
+                cron_trigger(self.schedule, self.timezone)
+            except ValueError as exc:
+                raise ValueError(f"schedule: {exc}") from None
+        else:
+            raise ValueError("set start and end (one window), or schedule and duration (recurring windows)")
+        return self
+
+
 class AgentConfig(_Model):
     """The whole ``agent.toml``."""
 
@@ -489,6 +564,7 @@ class AgentConfig(_Model):
     control: ControlConfig | None = None
     status: StatusConfig = StatusConfig()
     slo: list[SloConfig] = []
+    maintenance: list[MaintenanceConfig] = []
 
     @model_validator(mode="after")
     def _unique(self) -> AgentConfig:
@@ -497,19 +573,41 @@ class AgentConfig(_Model):
         if dupes:
             raise ValueError(f"pool names must be unique: {', '.join(dupes)}")
         self._check_slos()
+        self._check_maintenance()
         if (self.control is not None and not self.exporters.prometheus.enabled
                 and self.control.output_file is None):
             raise ValueError("control: with the HTTP listener disabled, set control.output_file")
         return self
 
-    def _check_slos(self) -> None:
+    def pool_named(self, name: str, where: str) -> PoolConfig:
+        """The pool ``name`` (``ValueError`` at ``where``, with the closest name, if there is none)."""
         pools = {p.name: p for p in self.pools}
+        pool = pools.get(name)
+        if pool is None:
+            close = difflib.get_close_matches(name, list(pools), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"the pools are {', '.join(map(repr, pools))}"
+            raise ValueError(f"{where}: no pool named {name!r}: {hint}")
+        return pool
+
+    def _check_maintenance(self) -> None:
+        for i, window in enumerate(self.maintenance):
+            self.maintenance_domains(window.pool, window.domains, f"maintenance[{i}]")
+
+    def maintenance_domains(self, pool_name: str, urls: Iterable[str], where: str) -> frozenset[str]:
+        """The domains a maintenance window of ``pool_name`` names (every domain of the pool
+        without ``urls``); ``ValueError`` at ``where`` for a pool or domain not configured."""
+        pool = self.pool_named(pool_name, f"{where}.pool")
+        urls = list(urls)
+        stray = [url for url in urls if url not in pool.domains]
+        if stray:
+            raise ValueError(f"{where}.domains: {', '.join(map(repr, stray))} "
+                             f"{'is not a domain' if len(stray) == 1 else 'are not domains'} "
+                             f"of pool {pool_name!r} ({', '.join(pool.domains)})")
+        return frozenset(urls or pool.domains)
+
+    def _check_slos(self) -> None:
         for i, slo in enumerate(self.slo):
-            pool = pools.get(slo.pool)
-            if pool is None:
-                close = difflib.get_close_matches(slo.pool, list(pools), n=1)
-                hint = f"did you mean {close[0]!r}?" if close else f"the pools are {', '.join(map(repr, pools))}"
-                raise ValueError(f"slo[{i}].pool: no pool named {slo.pool!r}: {hint}")
+            pool = self.pool_named(slo.pool, f"slo[{i}].pool")
             if slo.domain is not None and slo.domain not in pool.domains:
                 raise ValueError(f"slo[{i}].domain: {slo.domain!r} is not a domain of pool {slo.pool!r} "
                                  f"({', '.join(pool.domains)})")
@@ -602,7 +700,7 @@ def _paths(data: Mapping[str, Any]) -> Mapping[str, Any]:
     control = out.get("control")
     if isinstance(control, dict):
         control = dict(control)
-        for key in ("signing_key_file", "override_file", "output_file"):
+        for key in ("signing_key_file", "override_file", "output_file", "maintenance_file"):
             if isinstance(control.get(key), str):
                 control[key] = Path(control[key])
         out["control"] = control
@@ -623,7 +721,7 @@ def _resolve(config: AgentConfig, base: Path) -> AgentConfig:
         c = config.control
         cupdate = {
             k: fix(getattr(c, k))
-            for k in ("signing_key_file", "override_file", "output_file")
+            for k in ("signing_key_file", "override_file", "output_file", "maintenance_file")
             if getattr(c, k) is not None and not getattr(c, k).is_absolute()
         }
         if cupdate:

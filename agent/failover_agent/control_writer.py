@@ -8,6 +8,8 @@ Rules, in order:
    ``control.quorum.min_locations`` locations saw it fail for ``for_seconds``.
 2. The operator override file wins: ``disable`` forces a domain off, ``enable``
    forces it on, whatever the probes say.
+2b. A domain draining for a maintenance window (:mod:`failover_agent.maintenance`) is disabled
+   as an automatic decision is: the override's ``enable`` wins over it, and rule 3 drops it.
 3. Never every domain of a pool (the library's rule,
    :func:`pytest_failover.control.check_disabled`, which clients apply too): if the
    result breaks it, the automatic decisions are dropped and only the operator's
@@ -141,14 +143,17 @@ def decide_disabled(
     state: AgentState,
     disable_after: int,
     override: Override,
+    drained: Mapping[str, Set[str]] | None = None,
 ) -> dict[str, frozenset[str]]:
-    """The disabled domains per pool from this agent's own probes, following the module's rules."""
+    """The disabled domains per pool from this agent's own probes and the domains ``drained``
+    for maintenance, following the module's rules."""
+    drained = drained or {}
     auto = {
         pool.name: {
             url for url in pool.domains
             if (d := state.domains.get((pool.name, url))) is not None
             and d.consecutive_failures >= disable_after
-        }
+        } | set(drained.get(pool.name, ()))
         for pool in pools
     }
     return apply_rules(pools, auto, override)
@@ -265,11 +270,12 @@ class ControlWriter:
         log.info("serving again document v%d from %s (issued %d)", doc.version, path, doc.issued_at)
         return doc
 
-    def update(self, state: AgentState, now: float | None = None) -> bytes:
-        """Decide from the agent's own probes, sign, store in ``state.control`` and write
-        ``output_file``; return the bytes."""
+    def update(self, state: AgentState, now: float | None = None,
+               drained: Mapping[str, Set[str]] | None = None) -> bytes:
+        """Decide from the agent's own probes and the domains ``drained`` for maintenance (rule
+        2b), sign, store in ``state.control`` and write ``output_file``; return the bytes."""
         self._refresh_override()
-        disabled = decide_disabled(self.pools, state, self.cfg.disable_after, self._override)
+        disabled = decide_disabled(self.pools, state, self.cfg.disable_after, self._override, drained or {})
         return self._publish(state, disabled, now, None)
 
     def publish(

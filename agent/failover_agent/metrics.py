@@ -16,7 +16,7 @@ time, so a reload that removes a target also removes its series.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -40,6 +40,7 @@ from pytest_failover.semconv import (
 )
 
 from .checks.result import ProbeResult
+from .maintenance import NOTHING, Decision
 from .state import AgentState, DomainStatus
 
 __all__ = ["METRIC_NAMES", "AgentMetrics", "origin_attributes"]
@@ -57,6 +58,7 @@ CONTROL_ISSUED = semconv.FAILOVER_CONTROL_ISSUED_TIMESTAMP
 CONTROL_DISABLED = semconv.FAILOVER_CONTROL_DOMAIN_DISABLED
 OVERRUNS = semconv.FAILOVER_AGENT_JOB_OVERRUNS
 DROPPED = semconv.FAILOVER_AGENT_TELEMETRY_DROPPED
+MAINTENANCE = semconv.FAILOVER_MAINTENANCE_ACTIVE
 
 METRIC_NAMES = semconv.AGENT_METRIC_NAMES
 
@@ -72,9 +74,12 @@ def origin_attributes(url: str) -> dict[str, Any]:
 class AgentMetrics:
     """Creates the instruments once and records probe results."""
 
-    def __init__(self, provider: MeterProvider, state_ref: Any, drops: Any) -> None:
-        """``state_ref()`` returns the current :class:`AgentState` (it changes on reload)."""
+    def __init__(self, provider: MeterProvider, state_ref: Any, drops: Any,
+                 maintenance: Callable[[], Decision] = lambda: NOTHING) -> None:
+        """``state_ref()`` returns the current :class:`AgentState` (it changes on reload);
+        ``maintenance()`` the maintenance decision now."""
         self._state_ref = state_ref
+        self._maintenance = maintenance
         self._drops = drops
         # each URL's origin (scheme, host, port), parsed once; the attribute mappings are built
         # per observation and dropped: the SDK keeps its own copy of each series' attributes,
@@ -112,6 +117,8 @@ class AgentMetrics:
                                       description="Unix time the served control document was issued.")
         meter.create_observable_gauge(CONTROL_DISABLED, [self._control_disabled],
                                       description="1 if the served control document disables the domain.")
+        meter.create_observable_gauge(MAINTENANCE, [self._maintenance_active],
+                                      description="1 while the domain is in a maintenance window.")
         meter.create_observable_counter(DROPPED, [self._dropped], unit=UNIT_ITEM,
                                         description="Spans or metric points lost by the OTLP exporters.")
 
@@ -227,6 +234,10 @@ class AgentMetrics:
             return []
         return [Observation(int(d.url in c.disabled.get(d.pool, frozenset())), self._domain_attrs(d))
                 for d in self._domains()]
+
+    def _maintenance_active(self, _: CallbackOptions) -> Iterable[Observation]:
+        decision = self._maintenance()
+        return [Observation(1, self._domain_attrs(d)) for d in self._domains() if decision.is_active(d.pool, d.url)]
 
     def _dropped(self, _: CallbackOptions) -> Iterable[Observation]:
         location = self.state.location

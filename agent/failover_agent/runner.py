@@ -32,6 +32,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from .config import AgentConfig
 from .console import LogReporter, Reporter
+from .maintenance import Decision, decide, windows_at
 from .metrics import AgentMetrics
 from .runtime import Runtime
 from .schedule import Check, CheckGroup
@@ -73,7 +74,10 @@ class Agent:
         self.reporter = reporter or LogReporter()
         self.listen = listen or (config.exporters.prometheus.listen
                                  if config.exporters.prometheus.enabled else None)
-        self.metrics = AgentMetrics(self.telemetry.meter_provider, lambda: self.state, self.telemetry.drops)
+        self.clock: Callable[[], float] = time.time
+        """The wall clock the maintenance windows are read against (tests move it)."""
+        self.metrics = AgentMetrics(self.telemetry.meter_provider, lambda: self.state, self.telemetry.drops,
+                                    self.maintenance)
         self._runtime: Runtime | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._groups: dict[str, CheckGroup] = {}  # the scheduled ones, by job id
@@ -256,6 +260,12 @@ class Agent:
                 listener(key, result)
             except Exception:
                 log.exception("result listener %r failed on %s", listener, key)
+
+    def maintenance(self, now: float | None = None) -> Decision:
+        """What the maintenance windows mean at ``now`` (default: :attr:`clock`)."""
+        now = self.clock() if now is None else now
+        extra = self._runtime.maintenance_windows() if self._runtime is not None else ()
+        return decide(windows_at(self.config, now, extra), now)
 
     # --- read by the HTTP listener ---------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import httpx
@@ -27,7 +27,9 @@ from .checks.domain import DomainProber
 from .checks.pool import PoolProber
 from .checks.readiness import ReadinessResult, check_readiness
 from .config import AgentConfig, PoolConfig, ProbeConfig
-from .control_writer import ControlWriter
+from .control_writer import ControlWriter, signing_key
+from .maintenance import Window
+from .maintenance_file import MaintenanceFile
 from .metrics import origin_attributes
 from .schedule import Check, CheckGroup, group_by_interval
 from .state import AgentState, DomainStatus, PoolStatus
@@ -81,11 +83,19 @@ class Runtime:
             )
             self.groups += group_by_interval(pool.name, self._pool_checks(pool, primary))
         self.control: ControlWriter | None = None
+        self._maintenance_file: MaintenanceFile | None = None
         if config.control is not None:
             self.control = ControlWriter(config.control, config.pools)
+            if config.control.maintenance_file is not None:
+                self._maintenance_file = MaintenanceFile(config.control.maintenance_file,
+                                                         signing_key(config.control))
             interval = config.control.interval
             check = Check("control", "control", interval, interval, self._control_run, {AGENT_CHECK: JOB_CONTROL})
             self.groups.append(CheckGroup("control", interval, (check,)))
+
+    def maintenance_windows(self) -> Sequence[Window]:
+        """The maintenance windows started at run time (``failover-agent maintenance start``)."""
+        return () if self._maintenance_file is None else self._maintenance_file.current()
 
     @property
     def checks(self) -> list[Check]:
@@ -100,6 +110,8 @@ class Runtime:
                 status.consecutive_successes, status.readiness = old.consecutive_successes, old.readiness
         if self.control is not None and previous.control is not None:
             self.control.version = max(self.control.version, previous.control.version)
+        if self._maintenance_file is not None and previous._maintenance_file is not None:
+            self._maintenance_file.version = max(self._maintenance_file.version, previous._maintenance_file.version)
         self.state.control = previous.state.control
         self.state.overruns = previous.state.overruns
 
@@ -219,7 +231,7 @@ class Runtime:
         assert self.control is not None
         before = self.state.control.disabled if self.state.control else None
         try:
-            self.control.update(self.state)
+            self.control.update(self.state, drained=self.agent.maintenance().drained())
         except Exception as exc:
             log.exception("control document not written")
             if self.state.control is not None:

@@ -8,6 +8,7 @@ import datetime
 import re
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -168,3 +169,38 @@ async def test_status_json_documents_the_history(demo: DemoAgent) -> None:
     assert primary["up"] is True and primary["down_since"] is None and primary["since"] <= at
     assert primary["uptime"]["1h"] == 1.0
     assert pool["history"]["results"][-1][3] == f"https://{PRIMARY}"
+
+
+async def test_a_maintenance_window_shows_a_banner_and_is_not_downtime(browser: WebDriver, tmp_path: Path) -> None:
+    """A window on the primary starts 3 s into the run: the banner announces it, then says it is under
+    way; the primary fails its probes in it, yet its badge reads MAINTENANCE, its newest bars are
+    maintenance bars (none red) and its 1 h uptime stays 100.0 %; a screenshot of it is taken."""
+    start = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3)
+    window = {"pool": "api", "domains": [f"https://{PRIMARY}"], "reason": "database upgrade",
+              "start": start, "end": start + datetime.timedelta(minutes=30)}
+    async with demo_agent(maintenance=[window]) as demo:
+        await asyncio.to_thread(browser.get, demo.url)
+        planned = await until(lambda: _text(browser, "#maintenance"), timeout=8)
+        assert re.fullmatch(rf"Planned maintenance on {re.escape(PRIMARY)} \(pool api\) from {CLOCK} to {CLOCK}: "
+                            r"database upgrade\.", planned), planned
+        await until(lambda: _bars(browser, PRIMARY_ROW)[0] >= 1, timeout=8)  # counted results before it
+        under_way = await until(lambda: (t := _text(browser, "#maintenance")).startswith("Maintenance") and t,
+                                timeout=8)
+        assert re.fullmatch(rf"Maintenance under way on {re.escape(PRIMARY)} \(pool api\) until {CLOCK}: "
+                            r"database upgrade\. Its results do not count as downtime\.", under_way), under_way
+        demo.primary_dns_fails()
+        await until(lambda: (bar := _newest(browser, PRIMARY_ROW)).startswith("maint") and "dns_error" in bar,
+                    timeout=4 * INTERVAL, step=0.02)
+        await until(lambda: len(browser.find_elements(By.CSS_SELECTOR, f"{PRIMARY_ROW} .bars span.maint")) >= 3,
+                    timeout=6 * INTERVAL)
+        assert _text(browser, f"{PRIMARY_ROW} .badge") == "MAINTENANCE"
+        assert _bars(browser, PRIMARY_ROW)[1] == 0  # no red bar: nothing counted as down
+        assert _text(browser, f"{PRIMARY_ROW} .uptime").startswith("100.0 %")
+        status = (await asyncio.to_thread(httpx.get, demo.url + "status.json", timeout=10)).json()
+        primary = status["pools"]["api"]["domains"][f"https://{PRIMARY}"]
+        assert primary["maintenance"] is True and primary["history"]["uptime"]["1h"] == 1.0
+        assert primary["history"]["results"][-1][3] == "maintenance dns_error"
+        assert status["maintenance"]["active"][0]["reason"] == "database upgrade"
+        shot = await asyncio.to_thread(browser.get_screenshot_as_png)
+        (tmp_path / "maintenance.png").write_bytes(shot)
+        assert shot.startswith(b"\x89PNG")

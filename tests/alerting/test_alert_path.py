@@ -207,3 +207,33 @@ def test_a_fast_burn_pages_through_alertmanager(tmp_path: Path, prometheus_bin: 
             "failover_pool": "e2e", "slo": "e2e", "severity": "page"}
         assert alert["annotations"]["summary"] == (
             "SLO e2e burns its error budget 14.4x as fast as it may (over 1h and 5m)")
+
+
+def test_a_domain_in_maintenance_pages_nobody(tmp_path: Path, prometheus_bin: str, alertmanager_bin: str) -> None:
+    """The pool's only domain in a maintenance window goes down: the webhook receives the pool's
+    symptom (FailoverPoolUnavailable: users fail, which no window plans) and, by then and for a few
+    evaluations more, nothing about the domain (FailoverPoolAllDomainsDown, FailoverDomainDown)."""
+    now = time.time()
+
+    def rfc3339(at: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+    window = (f'\n[[maintenance]]\npool = "e2e"\nstart = {rfc3339(now - 60)}\nend = {rfc3339(now + 3600)}\n'
+              'reason = "e2e"\n')
+    with alert_path(tmp_path, prometheus_bin, alertmanager_bin, fast_rules(tmp_path), agent_extra=window) as path:
+        stop(path.domain)
+        # every alert received until the first one and for 5 s (five evaluations) more: the domain
+        # alerts are evaluated every second with `for: 1s` like the pool's, so had they fired, they
+        # would be in (a window in the past makes this test fail on FailoverPoolAllDomainsDown)
+        names: list[str] = []
+        deadline, until = time.monotonic() + DEADLINE, None
+        while time.monotonic() < (deadline if until is None else until):
+            try:
+                _where, payload = path.received.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            names += [alert["labels"]["alertname"] for alert in payload["alerts"] if alert["status"] == "firing"]
+            if until is None and names:
+                until = time.monotonic() + 5.0
+        assert not {"FailoverPoolAllDomainsDown", "FailoverDomainDown"} & set(names), names
+        assert "FailoverPoolUnavailable" in names, f"{names}\n{path.tails()}"

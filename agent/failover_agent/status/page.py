@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from ..config import AgentConfig
+from ..maintenance import NOTHING, Decision, Window
 from ..state import AgentState
 from .history import Series
 from .recorder import Recorder, refresh_for
@@ -38,7 +39,7 @@ def asset(name: str) -> bytes:
 
 
 def status_document(state: AgentState, config: AgentConfig, recorder: Recorder | None,
-                    now: float | None = None) -> Callable[[], dict[str, Any]]:
+                    now: float | None = None, maintenance: Decision | None = None) -> Callable[[], dict[str, Any]]:
     """The ``/status.json`` document, in two steps: call this on the event loop (it takes a
     consistent snapshot, copying arrays in C), then call what it returns anywhere (it formats
     the history: the costly part, about 0.3 s at 1,000 domains, best done in a thread)."""
@@ -47,6 +48,14 @@ def status_document(state: AgentState, config: AgentConfig, recorder: Recorder |
     doc["now"] = now
     doc["refresh"] = refresh_for(config)
     doc["history"] = None if recorder is None else recorder.describe()
+    decision = maintenance or NOTHING
+    doc["maintenance"] = {
+        "active": [_window(w) for w in sorted(set(decision.active.values()), key=lambda w: (w.end, w.pool, w.source))],
+        "upcoming": [_window(w) for w in decision.upcoming],
+    }
+    for name, pool in doc["pools"].items():
+        for url, domain in pool["domains"].items():
+            domain["maintenance"] = decision.is_active(name, url)
     copies: dict[tuple[str, str], Series] = {}
     if recorder is not None:
         for name, pool in doc["pools"].items():
@@ -63,6 +72,11 @@ def status_document(state: AgentState, config: AgentConfig, recorder: Recorder |
         return doc
 
     return finish
+
+
+def _window(window: Window) -> dict[str, object]:
+    return {"pool": window.pool, "domains": sorted(window.domains), "start": window.start, "end": window.end,
+            "drain": window.drain, "reason": window.reason}
 
 
 def _describe(series: Series | None, now: float) -> dict[str, object] | None:

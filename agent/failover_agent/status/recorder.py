@@ -14,6 +14,11 @@ it; batching because one transaction per second costs the disk far less than one
 At most one write is in flight; while the disk is stuck, rows wait in memory up to
 :data:`MAX_PENDING`, then the oldest are dropped (and counted in the log).
 
+A domain's result during one of its maintenance windows (:mod:`failover_agent.maintenance`) is
+shown in the bars with the label ``maintenance`` (then its own) and is not counted in the
+uptime: a planned outage is not downtime. It is not written to the file either, so the bars
+forget it at a restart, and the uptime never counts it. Pool probes count as ever: what users see.
+
 If the file cannot be opened or written (corrupt, unreadable, disk full), the reason is
 logged once as an error and the history carries on in memory only: the agent keeps running.
 """
@@ -36,13 +41,15 @@ if TYPE_CHECKING:
     from ..config import AgentConfig, StatusConfig
     from ..state import AgentState
 
-__all__ = ["MAX_PENDING", "Recorder", "probe_label", "refresh_for"]
+__all__ = ["MAINTENANCE", "MAX_PENDING", "Recorder", "probe_label", "refresh_for"]
 
 log = logging.getLogger("failover_agent.status")
 
 MAX_PENDING = 200_000
 """Rows waiting for a stuck disk before the oldest are dropped."""
 FLUSH_EVERY = 1.0
+MAINTENANCE = "maintenance"
+"""The first word of the label of a result during a maintenance window (the page draws it apart)."""
 
 
 def probe_label(result: ProbeResult, pool_probe: bool) -> str:
@@ -70,8 +77,11 @@ class Recorder:
     :meth:`on_result` for each result, then ``aclose()``."""
 
     def __init__(self, state: Callable[[], AgentState], config: Callable[[], AgentConfig],
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 in_maintenance: Callable[[Key, float], bool] = lambda _key, _at: False) -> None:
+        """``in_maintenance(key, at)``: whether the domain ``key`` was in a maintenance window at ``at``."""
         self._state = state
+        self._in_maintenance = in_maintenance
         self._config = config
         self._clock = clock
         self.settings: StatusConfig = config().status
@@ -202,6 +212,10 @@ class Recorder:
 
     def _record(self, key: Key, result: ProbeResult, *, pool_probe: bool) -> None:
         label = probe_label(result, pool_probe)
+        if not pool_probe and self._in_maintenance(key, result.at):
+            sample = Sample(result.at, result.success, result.duration, f"{MAINTENANCE} {label}".rstrip())
+            self.history.series(key).add(sample, count=False)
+            return
         series = self.history.add(key, Sample(result.at, result.success, result.duration, label))
         if self._file is not None:
             self._pending.append((result.at, key[0], key[1], int(result.success), result.duration, label))

@@ -50,6 +50,8 @@
     return [pct(v), covered === null || covered === undefined ? null : `over ${brief(covered)}`];
   };
   const host = (url) => (url || "").replace(/^[a-z]+:\/\//, "");
+  // A result during a maintenance window: its label starts with this word (status/recorder.py).
+  const inMaintenance = (r) => typeof r[3] === "string" && r[3].startsWith("maintenance");
 
   function view(key, parent, pool) {
     let v = views.get(key);
@@ -88,13 +90,13 @@
     const pad = BARS - results.length;
     v.cells.forEach((cell, i) => {
       const r = results[i - pad];
-      cell.className = r ? (r[1] ? "ok" : "fail") : "";
+      cell.className = r ? (inMaintenance(r) ? "maint" : r[1] ? "ok" : "fail") : "";
       cell.title = r ? `${clock(r[0])} · ${r[1] ? "ok" : "failed"}${r[3] ? " · " + r[3] : ""} · ${ms(r[2])}` : "";
     });
     const top = Math.max(0.001, ...results.map((r) => r[2]));
     v.line.setAttribute("points", results.map((r, i) => `${pad + i + 0.5},${(29 - (r[2] / top) * 27).toFixed(2)}`).join(" "));
     v.marks.replaceChildren(...results.flatMap((r, i) => {
-      if (r[1]) return [];
+      if (r[1] || inMaintenance(r)) return [];
       const m = document.createElementNS(SVG, "rect");
       m.setAttribute("x", pad + i + 0.1); m.setAttribute("y", 27); m.setAttribute("width", 0.8); m.setAttribute("height", 3);
       return [m];
@@ -166,6 +168,11 @@
         d.is_primary = url === pool.primary;
         dv.name.textContent = `${host(url)}${d.is_primary ? " (primary)" : ""}`;
         stateText(dv, d.last, d.history, now, "UP", "DOWN");
+        if (d.maintenance) {
+          dv.badge.textContent = "MAINTENANCE";
+          dv.badge.className = "badge maint";
+          dv.root.classList.remove("is-down");
+        }
         const parts = [];
         if (d.last) parts.push(d.last.success ? `${d.last.status} in ${ms(d.last.duration)}`
           : `${d.last.error_type}${d.last.detail ? ": " + d.last.detail : ""}`);
@@ -181,11 +188,26 @@
       if (!keep.has(key)) { v.root.remove(); views.delete(key); }
     }
     main.querySelectorAll("article").forEach((card) => { if (!card.querySelector(".check")) card.remove(); });
+    maintenanceBanner(doc.maintenance, now);
     document.getElementById("control").textContent = controlText(doc.control, now);
     const s = doc.history;
     document.getElementById("storage").textContent = !s ? ""
       : s.backend === "sqlite" ? `History: ${s.path}, kept ${plural(s.retention_days, "day")}.`
         : `History in memory only${s.error ? ` (${s.error})` : ""}: it starts again when the agent restarts.`;
+  }
+
+  function maintenanceBanner(m, now) {
+    const banner = document.getElementById("maintenance");
+    const what = (w) => `${w.domains.map(host).join(", ")} (pool ${w.pool})`;
+    const why = (w) => (w.reason ? `: ${w.reason}` : "");
+    const lines = !m ? [] : [
+      ...m.active.map((w) => `Maintenance under way on ${what(w)} until ${when(w.end, now)}${why(w)}. ` +
+        "Its results do not count as downtime."),
+      ...m.upcoming.map((w) => `Planned maintenance on ${what(w)} from ${when(w.start, now)} to ` +
+        `${when(w.end, now)}${why(w)}.` + (w.drain ? ` Clients are moved away from ${when(w.start - w.drain, now)}.` : "")),
+    ];
+    banner.replaceChildren(...lines.map((text) => { const p = el("p"); p.textContent = text; return p; }));
+    banner.hidden = !lines.length;
   }
 
   function controlText(c, now) {
