@@ -48,13 +48,6 @@ TYP = "failover-maintenance+jwt"
 _WINDOW_KEYS = {"id", "pool", "domains", "start", "end", "drain", "reason"}
 
 
-def _registry(alg: str) -> Any:
-    # the library's registry that allows exactly the key's algorithm (one home for that rule)
-    from pytest_failover.control._jws import _registry as registry
-
-    return registry(alg)
-
-
 def sign_windows(windows: Sequence[Window], version: int, key: ControlKey) -> bytes:
     """The signed file holding ``windows`` (each ``source`` is its id)."""
     from joserfc import jws
@@ -66,7 +59,7 @@ def sign_windows(windows: Sequence[Window], version: int, key: ControlKey) -> by
         {"id": w.source, "pool": w.pool, "domains": sorted(w.domains), "start": w.start, "end": w.end,
          "drain": w.drain, "reason": w.reason} for w in windows]}
     body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    return jws.serialize_compact(header, body, key.jose_key(private=True), registry=_registry(key.alg)).encode()
+    return jws.serialize_compact(header, body, key.jose_key(private=True), registry=key.jws_registry()).encode()
 
 
 def read_windows(raw: bytes, key: ControlKey) -> tuple[int, list[Window]]:
@@ -77,7 +70,7 @@ def read_windows(raw: bytes, key: ControlKey) -> tuple[int, list[Window]]:
     if len(raw) > MAX_DOCUMENT_BYTES:
         raise ValueError(f"larger than {MAX_DOCUMENT_BYTES} bytes")
     try:
-        token = jws.deserialize_compact(raw.strip(), key.jose_key(private=False), registry=_registry(key.alg))
+        token = jws.deserialize_compact(raw.strip(), key.jose_key(private=False), registry=key.jws_registry())
     except (JoseError, ValueError, TypeError) as exc:
         raise ValueError(f"not signed with {key.describe()} ({type(exc).__name__}: {exc})") from None
     if token.headers().get("typ") != TYP:

@@ -206,6 +206,13 @@ class ControlKey:
             jwk["d"] = b64encode(self._secret)
         return OKPKey.import_key(jwk)
 
+    def jws_registry(self) -> Any:
+        """The ``joserfc`` JWS registry that allows exactly this key's algorithm (and no
+        other), for signing or verifying compact JWS of one's own ``typ`` with this key."""
+        from ._jws import _registry  # the one home of that rule
+
+        return _registry(self.alg)
+
     def describe(self) -> str:
         """``EdDSA key 'kid'`` and whether it is private: for messages, never secret."""
         kind = "public" if self._secret is None else "private" if self.alg == "EdDSA" else "secret"
