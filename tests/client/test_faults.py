@@ -40,6 +40,10 @@ CASES: dict[str, tuple[Any, set[str] | None, bool]] = {
     "status": (faults.status(503, headers={"Retry-After": "0"}), {"503"}, True),
     "flapping": (faults.flapping(1, fault=faults.refused()), {"connection_refused"}, False),
     "rate": (faults.rate(1.0, faults.refused(), seed=7), {"connection_refused"}, False),
+    # the system's lookup answers an address where every connect is refused
+    "dns_poisoned": (faults.dns_poisoned(), {"connection_refused"}, False),
+    # the primary's one address refuses (the address is the fake domain's: see the test)
+    "address_down": (faults.address_down("127.0.0.1"), {"connection_refused"}, False),
 }
 
 
@@ -63,6 +67,8 @@ def test_a_fault_on_the_primary_moves_the_request_to_the_backup(
     """Each fault is classified alike by every client (error type, whether bytes left)
     and the GET is answered by the healthy backup; a healthy primary keeps it."""
     fault, error_types, sent = CASES[name]
+    if isinstance(fault, faults.AddressDown):
+        fault = faults.address_down(domains.domain(PRIMARY).addresses[0])
     domains.heal()
     domains.fail(PRIMARY, fault)
     client = make_client([Pool("api", [f"https://{PRIMARY}", f"https://{BACKUP}"])], POLICY)
