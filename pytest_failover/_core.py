@@ -31,7 +31,7 @@ from ._policy import Policy
 from ._pool import Domain, Pool
 from ._pools import PoolCore
 from ._snapshot import TransportState
-from ._values import RequestOptions
+from ._values import DEFAULT_OPTIONS, RequestOptions
 
 if TYPE_CHECKING:
     from .control import ControlDocument
@@ -74,6 +74,10 @@ class FailoverCore:
         }
         # (scheme, host, port) as httpx.URL gives them (a default port is None)
         self._by_origin = {(d.scheme, d.host, d.port): (d, self.pools[name]) for d, name in seen.items()}
+        # The route of a request with no options whose URL names a pool domain, made once.
+        self._routes: dict[tuple[str, str, int | None], Route] = {
+            origin: (pool_core, None, domain) for origin, (domain, pool_core) in self._by_origin.items()
+        }
         self.random = random
         self.wall_clock = wall_clock  # Unix time, read only for pools with time windows
         self.control_version: int | None = None
@@ -95,6 +99,10 @@ class FailoverCore:
     def route(self, url: httpx.URL, options: RequestOptions) -> Route | None:
         """The pool a request belongs to, its pinned domain, and the domain its URL
         already points at (if any), or None when the request passes through."""
+        if options is DEFAULT_OPTIONS:  # most requests: the route of the URL's origin, if any
+            route = self._routes.get((url.scheme, url.host, url.port))
+            if route is not None:
+                return route
         if not options.enabled:
             return None
         # (scheme, host, port) as httpx.URL gives them (a default port is None)

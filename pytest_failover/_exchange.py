@@ -491,7 +491,8 @@ class Exchange:
         stop = self.stop
         assert stop is not None
         plan = self.plan
-        records = tuple([attempt.report() for attempt in plan.records])
+        ended = plan.records
+        records = (ended[0].report(),) if len(ended) == 1 else tuple([attempt.report() for attempt in ended])
         response = self.response
         status = None if response is None else response.status_code
         stale = self._stale_response() if self._stale and stale_may_answer(status) else None
