@@ -120,6 +120,9 @@ __all__ = [
     "FAILOVER_REASON",
     "FAILOVER_REQUESTS",
     "FAILOVER_REQUEST_DURATION",
+    "FAILOVER_RESOLVER",
+    "FAILOVER_RESOLVE_DURATION",
+    "FAILOVER_RESOLVE_FAILURES",
     "FAILOVER_RESOLVE_SOURCE",
     "FAILOVER_RETRY_BUDGET_REJECTIONS",
     "FAILOVER_SHARED_STATE",
@@ -235,6 +238,7 @@ __all__ = [
     "UNIT_ITEM",
     "UNIT_NONE",
     "UNIT_REQUEST",
+    "UNIT_RESOLUTION",
     "UNIT_RETRY",
     "UNIT_RUN",
     "UNIT_SECONDS",
@@ -325,6 +329,10 @@ FAILOVER_DOMAIN: Final = "failover.domain"
 """Base URL of the domain (``scheme://host[:port][/prefix]``)."""
 FAILOVER_RESOLVE_SOURCE: Final = "failover.resolve.source"
 """Attempt span: how the address it connected to was found (a ``RESOLVE_SOURCES`` value)."""
+FAILOVER_RESOLVER: Final = "failover.resolver"
+"""Resolution metrics: the kind of the resolver a host is given (``Policy.resolver``), its
+class name: ``DoHResolver``, ``ChainResolver``, ``CachingResolver``... (the agent's DNS
+mismatch: the configured resolver's, ``DoHResolver`` or ``HTTPDNSResolver``)."""
 NETWORK_PEER_ADDRESS: Final = network_attributes.NETWORK_PEER_ADDRESS
 """Attempt span: the IP address the attempt's connection went to (pools with a resolver)."""
 FAILOVER_ATTEMPT: Final = "failover.attempt"
@@ -406,7 +414,7 @@ ATTRIBUTE_KEYS: Final = frozenset(
         FAILOVER_FAULT_NAME, PYTEST_WORKER, PYTEST_OUTCOME, PYTEST_DURATION,
         FAILOVER_UPLOAD_SIZE, FAILOVER_UPLOAD_OFFSET, FAILOVER_UPLOAD_RESUMES, HTTP_REQUEST_BODY_SIZE,
         PROBE_LOCATION, PROBE_PHASE, READINESS_CHECK, TELEMETRY_SIGNAL, AGENT_CHECK,
-        NETWORK_PEER_ADDRESS, FAILOVER_RESOLVE_SOURCE,
+        NETWORK_PEER_ADDRESS, FAILOVER_RESOLVE_SOURCE, FAILOVER_RESOLVER,
     }
 )
 """Every attribute key above (span, event, metric point and resource attributes)."""
@@ -662,6 +670,8 @@ UNIT_HEDGE: Final = "{hedge}"
 """Unit annotation of hedge counts."""
 UNIT_CALL: Final = "{call}"
 """Unit annotation of call counts."""
+UNIT_RESOLUTION: Final = "{resolution}"
+"""Unit annotation of counts of name resolutions."""
 UNIT_BYTES: Final = "By"
 """Unit of byte counts (Prometheus suffix ``_bytes``)."""
 UNIT_RUN: Final = "{run}"
@@ -692,6 +702,13 @@ FAILOVER_HEDGES: Final = "failover.hedges"
 """Counter: hedged attempts, by ``failover.hedge.outcome`` (and the ones the throttle held back)."""
 FAILOVER_SLOW_CALLS: Final = "failover.slow_calls"
 """Counter: calls slower than ``SlowCalls.threshold``, per domain."""
+FAILOVER_RESOLVE_DURATION: Final = "failover.resolve.duration"
+"""Histogram, s: duration of each resolution of a pool's host through its resolver (a
+connection being opened), answered or failed (``error.type``), by ``failover.resolver`` and
+``failover.resolve.source`` (``cache`` and ``stale`` included)."""
+FAILOVER_RESOLVE_FAILURES: Final = "failover.resolve.failures"
+"""Counter: resolutions of a pool's host that gave no address (``error.type``: the
+``ResolveError`` class), by ``failover.resolver``."""
 
 # --- shared health (meter ``pytest_failover.shared``)
 FAILOVER_SHARED_STATE: Final = "failover.shared.state"
@@ -830,6 +847,8 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_RETRY_BUDGET_REJECTIONS, "counter", UNIT_RETRY, CLIENT_SCOPE),
     Metric(FAILOVER_HEDGES, "counter", UNIT_HEDGE, CLIENT_SCOPE),
     Metric(FAILOVER_SLOW_CALLS, "counter", UNIT_CALL, CLIENT_SCOPE),
+    Metric(FAILOVER_RESOLVE_DURATION, "histogram", UNIT_SECONDS, CLIENT_SCOPE),
+    Metric(FAILOVER_RESOLVE_FAILURES, "counter", UNIT_RESOLUTION, CLIENT_SCOPE),
     Metric(FAILOVER_SHARED_STATE, "gauge", UNIT_NONE, SHARED_SCOPE),
     Metric(FAILOVER_UPLOAD_BYTES, "counter", UNIT_BYTES, UPLOAD_SCOPE),
     Metric(FAILOVER_PROBE_SUCCESS, "gauge", UNIT_NONE, AGENT_SCOPE),
