@@ -99,6 +99,7 @@ __all__ = [
     "FAILOVER_CONTROL_ISSUED_TIMESTAMP",
     "FAILOVER_CONTROL_QUORUM_UP",
     "FAILOVER_CONTROL_VERSION",
+    "FAILOVER_DNS_MISMATCH",
     "FAILOVER_DOMAIN",
     "FAILOVER_FAULT",
     "FAILOVER_FAULT_HOST",
@@ -747,6 +748,10 @@ FAILOVER_CONTROL_DOMAIN_DISABLED: Final = "failover.control.domain.disabled"
 FAILOVER_MAINTENANCE_ACTIVE: Final = "failover.maintenance.active"
 """Gauge: 1 while the domain is in a maintenance window (``[[maintenance]]`` or ``failover-agent
 maintenance start``); no series outside one (alert rules mute the domain with ``unless on``)."""
+FAILOVER_DNS_MISMATCH: Final = "failover.dns.mismatch"
+"""Gauge: 1 when the system resolver's addresses of the domain and the configured resolver's
+(``[pools.resolver]``) have none in common at the last pinned probe (a sign of hijacking at
+that location), 0 when they share one; no series without a resolver or when either failed."""
 FAILOVER_CONTROL_QUORUM_UP: Final = "failover.control.quorum.up"
 """Gauge (quorum publisher): 1 if its last Prometheus query answered sensibly and the document
 was decided anew; 0 while Prometheus is unreachable or answers nonsense and the last document
@@ -865,6 +870,7 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_AGENT_JOB_OVERRUNS, "counter", UNIT_RUN, AGENT_SCOPE),
     Metric(FAILOVER_AGENT_TELEMETRY_DROPPED, "counter", UNIT_ITEM, AGENT_SCOPE),
     Metric(FAILOVER_MAINTENANCE_ACTIVE, "gauge", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_DNS_MISMATCH, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_CONTROL_QUORUM_UP, "gauge", UNIT_NONE, QUORUM_SCOPE),
 )
 """Every metric the project emits, by OpenTelemetry name."""
