@@ -30,6 +30,15 @@ For a host of a pool with a resolver (:class:`Dialer` ``.resolvers``):
 
 Any other host goes to the inner backend unchanged, as it would without a resolver.
 
+Each resolution (rule 1) is measured here, the one place every resolution of the
+transports passes, sync and async, whatever the resolver: ``failover.resolve.duration``
+(answered or failed) and ``failover.resolve.failures``, with ``failover.resolver`` (the
+configured resolver's class) and ``failover.resolve.source`` (``cache`` and ``stale``
+included, which only the outermost resolver knows: a resolver wrapped in a cache or a
+chain never sees a cache hit, and would count a chain's fallback as a failure the
+attempt never had). The instruments are the transport's (``Telemetry``), made once
+with its meter provider.
+
 Telemetry reaches the attempt's span as the current OpenTelemetry span: the
 transports send each attempt in a context holding it (``_telemetry.attempt_started``),
 a context variable set around the send already, so the backend adds no work per
@@ -54,18 +63,22 @@ from opentelemetry import trace as otel_trace
 
 from .resolve import ResolveError
 from .semconv import (
+    ERROR_TYPE,
     EVENT_ADDRESS_SWITCH,
     FAILOVER_FROM,
     FAILOVER_REASON,
     FAILOVER_RESOLVE_SOURCE,
+    FAILOVER_RESOLVER,
     FAILOVER_TO,
     NETWORK_PEER_ADDRESS,
+    SERVER_ADDRESS,
 )
 
 if TYPE_CHECKING:
     import httpx
     from opentelemetry.trace import Span
 
+    from ._telemetry import Telemetry
     from .resolve import Answer, Resolver
 
 __all__ = ["AsyncResolvingBackend", "Dialer", "ResolvingBackend"]
@@ -87,10 +100,17 @@ class Dialer:
         *,
         clock: Callable[[], float],
         forget_after: float = BAD_ADDRESS_SECONDS,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.resolvers = dict(resolvers)
         self.clock = clock
         self.forget_after = forget_after
+        self.telemetry = telemetry
+        # host -> the attributes no resolution of it changes (copied per record: the SDK may keep them)
+        self._labels: dict[str, Mapping[str, str]] = {
+            host: {SERVER_ADDRESS: host, FAILOVER_RESOLVER: type(resolver).__name__}
+            for host, resolver in self.resolvers.items()
+        }
         self._lock = threading.Lock()
         self._bad: dict[tuple[str, str], float] = {}  # (host, address) -> bad until
 
@@ -131,7 +151,22 @@ class Dialer:
         was opened here (httpcore's ``network_stream`` extension is then one of ours)."""
         return getattr(response.extensions.get("network_stream"), "failover_peer", None)
 
-    def resolve_failed(self, host: str, exc: ResolveError) -> httpcore.ConnectError:
+    def resolved(self, host: str, answer: Answer, started: float) -> None:
+        """Record a resolution of ``host`` that answered (``started``: the clock before it)."""
+        if self.telemetry is not None:
+            attributes = dict(self._labels[host])
+            attributes[FAILOVER_RESOLVE_SOURCE] = answer.source
+            self.telemetry.resolve_duration.record(self.clock() - started, attributes)
+
+    def resolve_failed(self, host: str, exc: ResolveError, started: float) -> httpcore.ConnectError:
+        """Record a resolution of ``host`` that failed; the attempt's error."""
+        if self.telemetry is not None:
+            attributes = dict(self._labels[host])
+            attributes[ERROR_TYPE] = type(exc).__name__
+            if exc.source is not None:
+                attributes[FAILOVER_RESOLVE_SOURCE] = exc.source
+            self.telemetry.resolve_duration.record(self.clock() - started, attributes)
+            self.telemetry.resolve_failures.add(1, attributes)
         return httpcore.ConnectError(f"resolving {host!r}: {exc}")
 
 
@@ -222,10 +257,12 @@ class ResolvingBackend(httpcore.NetworkBackend):
         resolver = self._dialer.resolvers.get(host)
         if resolver is None:
             return self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        started = self._dialer.clock()
         try:
             answer = resolver.resolve(host)
         except ResolveError as exc:
-            raise self._dialer.resolve_failed(host, exc) from exc
+            raise self._dialer.resolve_failed(host, exc, started) from exc
+        self._dialer.resolved(host, answer, started)
         options = None if socket_options is None else list(socket_options)  # used once per address
         dial = Dial(self._dialer, host, answer, timeout)
         for address, limit in dial:
@@ -266,10 +303,12 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
         resolver = self._dialer.resolvers.get(host)
         if resolver is None:
             return await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        started = self._dialer.clock()
         try:
             answer = await resolver.aresolve(host)
         except ResolveError as exc:
-            raise self._dialer.resolve_failed(host, exc) from exc
+            raise self._dialer.resolve_failed(host, exc, started) from exc
+        self._dialer.resolved(host, answer, started)
         options = None if socket_options is None else list(socket_options)
         dial = Dial(self._dialer, host, answer, timeout)
         for address, limit in dial:

@@ -218,7 +218,7 @@ class State:
             return None
         from ._dial import Dialer  # the resolvers' package, only when one is configured
 
-        return Dialer(resolvers, clock=self.clock)
+        return Dialer(resolvers, clock=self.clock, telemetry=self.telemetry)
 
     def _restore_sticky(self) -> dict[str, StickyFile]:
         """The sticky file of each pool that has one (pools naming one path share it),

@@ -67,6 +67,8 @@ from .semconv import (
     FAILOVER_REASON,
     FAILOVER_REQUEST_DURATION,
     FAILOVER_REQUESTS,
+    FAILOVER_RESOLVE_DURATION,
+    FAILOVER_RESOLVE_FAILURES,
     FAILOVER_RETRY_BUDGET_REJECTIONS,
     FAILOVER_SLOW_CALLS,
     FAILOVER_STEERING,
@@ -89,6 +91,7 @@ from .semconv import (
     UNIT_HEDGE,
     UNIT_NONE,
     UNIT_REQUEST,
+    UNIT_RESOLUTION,
     UNIT_RETRY,
     UNIT_SECONDS,
     UNIT_SWITCH,
@@ -254,6 +257,17 @@ class Telemetry:
         )
         self.slow_calls = meter.create_counter(
             FAILOVER_SLOW_CALLS, unit=UNIT_CALL, description="Calls slower than the slow-call threshold."
+        )
+        self.resolve_duration = meter.create_histogram(
+            FAILOVER_RESOLVE_DURATION,
+            unit=UNIT_SECONDS,
+            description="Duration of resolving a pool's host through its resolver, answered or failed.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+        )
+        self.resolve_failures = meter.create_counter(
+            FAILOVER_RESOLVE_FAILURES,
+            unit=UNIT_RESOLUTION,
+            description="Resolutions of a pool's host that gave no address.",
         )
 
     def initial_breaker_states(self, pools: Iterable[tuple[str, Iterable[Domain]]]) -> None:

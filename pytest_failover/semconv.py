@@ -99,6 +99,7 @@ __all__ = [
     "FAILOVER_CONTROL_ISSUED_TIMESTAMP",
     "FAILOVER_CONTROL_QUORUM_UP",
     "FAILOVER_CONTROL_VERSION",
+    "FAILOVER_DNS_MISMATCH",
     "FAILOVER_DOMAIN",
     "FAILOVER_FAULT",
     "FAILOVER_FAULT_HOST",
@@ -120,6 +121,9 @@ __all__ = [
     "FAILOVER_REASON",
     "FAILOVER_REQUESTS",
     "FAILOVER_REQUEST_DURATION",
+    "FAILOVER_RESOLVER",
+    "FAILOVER_RESOLVE_DURATION",
+    "FAILOVER_RESOLVE_FAILURES",
     "FAILOVER_RESOLVE_SOURCE",
     "FAILOVER_RETRY_BUDGET_REJECTIONS",
     "FAILOVER_SHARED_STATE",
@@ -235,6 +239,7 @@ __all__ = [
     "UNIT_ITEM",
     "UNIT_NONE",
     "UNIT_REQUEST",
+    "UNIT_RESOLUTION",
     "UNIT_RETRY",
     "UNIT_RUN",
     "UNIT_SECONDS",
@@ -325,6 +330,10 @@ FAILOVER_DOMAIN: Final = "failover.domain"
 """Base URL of the domain (``scheme://host[:port][/prefix]``)."""
 FAILOVER_RESOLVE_SOURCE: Final = "failover.resolve.source"
 """Attempt span: how the address it connected to was found (a ``RESOLVE_SOURCES`` value)."""
+FAILOVER_RESOLVER: Final = "failover.resolver"
+"""Resolution metrics: the kind of the resolver a host is given (``Policy.resolver``), its
+class name: ``DoHResolver``, ``ChainResolver``, ``CachingResolver``... (the agent's DNS
+mismatch: the configured resolver's, ``DoHResolver`` or ``HTTPDNSResolver``)."""
 NETWORK_PEER_ADDRESS: Final = network_attributes.NETWORK_PEER_ADDRESS
 """Attempt span: the IP address the attempt's connection went to (pools with a resolver)."""
 FAILOVER_ATTEMPT: Final = "failover.attempt"
@@ -406,7 +415,7 @@ ATTRIBUTE_KEYS: Final = frozenset(
         FAILOVER_FAULT_NAME, PYTEST_WORKER, PYTEST_OUTCOME, PYTEST_DURATION,
         FAILOVER_UPLOAD_SIZE, FAILOVER_UPLOAD_OFFSET, FAILOVER_UPLOAD_RESUMES, HTTP_REQUEST_BODY_SIZE,
         PROBE_LOCATION, PROBE_PHASE, READINESS_CHECK, TELEMETRY_SIGNAL, AGENT_CHECK,
-        NETWORK_PEER_ADDRESS, FAILOVER_RESOLVE_SOURCE,
+        NETWORK_PEER_ADDRESS, FAILOVER_RESOLVE_SOURCE, FAILOVER_RESOLVER,
     }
 )
 """Every attribute key above (span, event, metric point and resource attributes)."""
@@ -662,6 +671,8 @@ UNIT_HEDGE: Final = "{hedge}"
 """Unit annotation of hedge counts."""
 UNIT_CALL: Final = "{call}"
 """Unit annotation of call counts."""
+UNIT_RESOLUTION: Final = "{resolution}"
+"""Unit annotation of counts of name resolutions."""
 UNIT_BYTES: Final = "By"
 """Unit of byte counts (Prometheus suffix ``_bytes``)."""
 UNIT_RUN: Final = "{run}"
@@ -692,6 +703,13 @@ FAILOVER_HEDGES: Final = "failover.hedges"
 """Counter: hedged attempts, by ``failover.hedge.outcome`` (and the ones the throttle held back)."""
 FAILOVER_SLOW_CALLS: Final = "failover.slow_calls"
 """Counter: calls slower than ``SlowCalls.threshold``, per domain."""
+FAILOVER_RESOLVE_DURATION: Final = "failover.resolve.duration"
+"""Histogram, s: duration of each resolution of a pool's host through its resolver (a
+connection being opened), answered or failed (``error.type``), by ``failover.resolver`` and
+``failover.resolve.source`` (``cache`` and ``stale`` included)."""
+FAILOVER_RESOLVE_FAILURES: Final = "failover.resolve.failures"
+"""Counter: resolutions of a pool's host that gave no address (``error.type``: the
+``ResolveError`` class), by ``failover.resolver``."""
 
 # --- shared health (meter ``pytest_failover.shared``)
 FAILOVER_SHARED_STATE: Final = "failover.shared.state"
@@ -730,6 +748,10 @@ FAILOVER_CONTROL_DOMAIN_DISABLED: Final = "failover.control.domain.disabled"
 FAILOVER_MAINTENANCE_ACTIVE: Final = "failover.maintenance.active"
 """Gauge: 1 while the domain is in a maintenance window (``[[maintenance]]`` or ``failover-agent
 maintenance start``); no series outside one (alert rules mute the domain with ``unless on``)."""
+FAILOVER_DNS_MISMATCH: Final = "failover.dns.mismatch"
+"""Gauge: 1 when the system resolver's addresses of the domain and the configured resolver's
+(``[pools.resolver]``) have none in common at the last pinned probe (a sign of hijacking at
+that location), 0 when they share one; no series without a resolver or when either failed."""
 FAILOVER_CONTROL_QUORUM_UP: Final = "failover.control.quorum.up"
 """Gauge (quorum publisher): 1 if its last Prometheus query answered sensibly and the document
 was decided anew; 0 while Prometheus is unreachable or answers nonsense and the last document
@@ -830,6 +852,8 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_RETRY_BUDGET_REJECTIONS, "counter", UNIT_RETRY, CLIENT_SCOPE),
     Metric(FAILOVER_HEDGES, "counter", UNIT_HEDGE, CLIENT_SCOPE),
     Metric(FAILOVER_SLOW_CALLS, "counter", UNIT_CALL, CLIENT_SCOPE),
+    Metric(FAILOVER_RESOLVE_DURATION, "histogram", UNIT_SECONDS, CLIENT_SCOPE),
+    Metric(FAILOVER_RESOLVE_FAILURES, "counter", UNIT_RESOLUTION, CLIENT_SCOPE),
     Metric(FAILOVER_SHARED_STATE, "gauge", UNIT_NONE, SHARED_SCOPE),
     Metric(FAILOVER_UPLOAD_BYTES, "counter", UNIT_BYTES, UPLOAD_SCOPE),
     Metric(FAILOVER_PROBE_SUCCESS, "gauge", UNIT_NONE, AGENT_SCOPE),
@@ -846,6 +870,7 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_AGENT_JOB_OVERRUNS, "counter", UNIT_RUN, AGENT_SCOPE),
     Metric(FAILOVER_AGENT_TELEMETRY_DROPPED, "counter", UNIT_ITEM, AGENT_SCOPE),
     Metric(FAILOVER_MAINTENANCE_ACTIVE, "gauge", UNIT_NONE, AGENT_SCOPE),
+    Metric(FAILOVER_DNS_MISMATCH, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_CONTROL_QUORUM_UP, "gauge", UNIT_NONE, QUORUM_SCOPE),
 )
 """Every metric the project emits, by OpenTelemetry name."""

@@ -9,12 +9,13 @@ it raises :class:`ConfigError` carrying every problem at once.
 from __future__ import annotations
 
 import difflib
+import ssl
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 
 import httpx
 from pydantic import (
@@ -39,6 +40,9 @@ from pytest_failover import (
 )
 
 from .maintenance import cron_trigger, parse_duration
+
+if TYPE_CHECKING:
+    from pytest_failover.resolve import Resolver
 from .slo import BURN_ALERTS, FASTEST_RATE, LONGEST_WINDOW, window_seconds
 
 if sys.version_info >= (3, 11):
@@ -59,6 +63,7 @@ __all__ = [
     "PrometheusConfig",
     "QuorumConfig",
     "ReadinessConfig",
+    "ResolverConfig",
     "SloConfig",
     "StatusConfig",
     "load_config",
@@ -292,6 +297,55 @@ class PolicyConfig(_Model):
         return Policy(**values)
 
 
+def _check_bootstrap(values: list[str]) -> list[str]:
+    import ipaddress
+
+    for value in values:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address: bootstrap is the resolver's own address, "
+                             "such as '192.0.2.53', so reaching it needs no DNS") from None
+    return values
+
+
+def _check_resolver_url(value: str) -> str:
+    _check_scheme(value, "https://dns.example/dns-query")
+    return value
+
+
+class ResolverConfig(_Model):
+    """``[pools.resolver]``: the resolver each pinned probe compares the system's answer with
+    (``failover_dns_mismatch``): a DNS-over-HTTPS server (``doh``) or an HTTPDNS endpoint
+    (``httpdns``, a URL template with ``{host}``), reached at ``bootstrap``."""
+
+    doh: Annotated[str, AfterValidator(_check_resolver_url)] | None = None
+    httpdns: Annotated[str, AfterValidator(_check_resolver_url)] | None = None
+    bootstrap: Annotated[list[str], AfterValidator(_check_bootstrap)] = []
+    timeout: Seconds = 2.0
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ResolverConfig:
+        if (self.doh is None) == (self.httpdns is None):
+            raise ValueError("set either doh (a DNS-over-HTTPS URL such as 'https://dns.example/dns-query') "
+                             "or httpdns (a URL template such as 'https://203.0.113.1/d?host={host}'), not "
+                             + ("both" if self.doh is not None else "neither"))
+        if self.httpdns is not None and "{host}" not in self.httpdns:
+            raise ValueError(f"httpdns: {self.httpdns!r} has no '{{host}}' for the name to resolve, "
+                             "such as 'https://203.0.113.1/d?host={host}'")
+        return self
+
+    def to_resolver(self, verify: ssl.SSLContext | bool = True) -> Resolver:
+        """The library's resolver (DoH needs the ``resolve`` extra, dnspython)."""
+        from pytest_failover.resolve import DoHResolver, HTTPDNSResolver
+
+        bootstrap = self.bootstrap or None
+        if self.doh is not None:
+            return DoHResolver(self.doh, bootstrap=bootstrap, timeout=self.timeout, verify=verify)
+        assert self.httpdns is not None  # _one_kind
+        return HTTPDNSResolver(self.httpdns, bootstrap=bootstrap, timeout=self.timeout, verify=verify)
+
+
 class PoolConfig(_Model):
     """One pool: ordered domains, region orders, its policy, probes and readiness."""
 
@@ -301,6 +355,7 @@ class PoolConfig(_Model):
     policy: PolicyConfig = PolicyConfig()
     probe: ProbeConfig = ProbeConfig()
     readiness: ReadinessConfig = ReadinessConfig()
+    resolver: ResolverConfig | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> PoolConfig:

@@ -59,6 +59,7 @@ CONTROL_DISABLED = semconv.FAILOVER_CONTROL_DOMAIN_DISABLED
 OVERRUNS = semconv.FAILOVER_AGENT_JOB_OVERRUNS
 DROPPED = semconv.FAILOVER_AGENT_TELEMETRY_DROPPED
 MAINTENANCE = semconv.FAILOVER_MAINTENANCE_ACTIVE
+DNS_MISMATCH = semconv.FAILOVER_DNS_MISMATCH
 
 METRIC_NAMES = semconv.AGENT_METRIC_NAMES
 
@@ -119,6 +120,9 @@ class AgentMetrics:
                                       description="1 if the served control document disables the domain.")
         meter.create_observable_gauge(MAINTENANCE, [self._maintenance_active],
                                       description="1 while the domain is in a maintenance window.")
+        meter.create_observable_gauge(DNS_MISMATCH, [self._dns_mismatch],
+                                      description="1 when the system's and the configured resolver's "
+                                                  "addresses of the domain share none.")
         meter.create_observable_counter(DROPPED, [self._dropped], unit=UNIT_ITEM,
                                         description="Spans or metric points lost by the OTLP exporters.")
 
@@ -238,6 +242,14 @@ class AgentMetrics:
     def _maintenance_active(self, _: CallbackOptions) -> Iterable[Observation]:
         decision = self._maintenance()
         return [Observation(1, self._domain_attrs(d)) for d in self._domains() if decision.is_active(d.pool, d.url)]
+
+    def _dns_mismatch(self, _: CallbackOptions) -> Iterable[Observation]:
+        out = []
+        for d in self._domains():
+            mismatch = None if d.dns is None else d.dns.mismatch
+            if mismatch is not None:
+                out.append(Observation(int(mismatch), self._domain_attrs(d)))
+        return out
 
     def _dropped(self, _: CallbackOptions) -> Iterable[Observation]:
         location = self.state.location

@@ -3,6 +3,7 @@ state, the probers and the checks (see :mod:`agent.schedule`) that run them."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
@@ -23,6 +24,7 @@ from pytest_failover.semconv import (
     JOB_READY,
 )
 
+from .checks.dns import DnsComparer
 from .checks.domain import DomainProber
 from .checks.pool import PoolProber
 from .checks.readiness import ReadinessResult, check_readiness
@@ -57,6 +59,8 @@ class Runtime:
         # installed) for a few requests per backup and interval
         self.http = httpx.AsyncClient(transport=ProbeTransport(self.context), trust_env=False)
         self.pool_probers: dict[str, PoolProber] = {}
+        # pools with [pools.resolver]: each pinned probe also compares the system's answer with it
+        self.dns: dict[str, DnsComparer] = {}
         self.groups: list[CheckGroup] = []
         # pools with equal policy settings share one Policy (a frozen value): 1 KB a pool
         policies: dict[str, Policy] = {}
@@ -81,6 +85,9 @@ class Runtime:
                 meter_provider=agent.telemetry.client_meter_provider,
                 policy=policy,
             )
+            if pool.resolver is not None:
+                self.dns[pool.name] = DnsComparer(pool.resolver.to_resolver(verify=self.context),
+                                                  timeout=pool.resolver.timeout)
             self.groups += group_by_interval(pool.name, self._pool_checks(pool, primary))
         self.control: ControlWriter | None = None
         self._maintenance_file: MaintenanceFile | None = None
@@ -108,6 +115,7 @@ class Runtime:
             if old is not None:
                 status.last, status.consecutive_failures = old.last, old.consecutive_failures
                 status.consecutive_successes, status.readiness = old.consecutive_successes, old.readiness
+                status.dns = old.dns
         if self.control is not None and previous.control is not None:
             self.control.version = max(self.control.version, previous.control.version)
         if self._maintenance_file is not None and previous._maintenance_file is not None:
@@ -120,6 +128,8 @@ class Runtime:
         await self.http.aclose()
         for prober in self.pool_probers.values():
             await prober.aclose()
+        for comparer in self.dns.values():
+            await comparer.aclose()
 
     # --- checks -------------------------------------------------------------------------
 
@@ -149,9 +159,13 @@ class Runtime:
     def _domain_run(self, pool: PoolConfig, url: str, cfg: ProbeConfig) -> Callable[[], Awaitable[None]]:
         key = (pool.name, url)
         status = self.state.domains[key]
+        comparer = self.dns.get(pool.name)
 
         async def run() -> None:
-            result = await self.prober.probe(url, cfg)
+            if comparer is None:
+                result = await self.prober.probe(url, cfg)
+            else:
+                result, status.dns = await asyncio.gather(self.prober.probe(url, cfg), comparer.compare(status.host))
             before = status.last
             status.record(result)
             self.agent.metrics.record_probe(status, result)

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pytest_failover.semconv import BREAKER_CLOSED
 
 from .checks.readiness import ReadinessResult
 from .checks.result import ProbeResult
+
+if TYPE_CHECKING:
+    from .checks.dns import DnsCheck
 
 __all__ = ["AgentState", "ControlStatus", "DomainStatus", "PoolStatus"]
 
@@ -29,6 +33,7 @@ class DomainStatus:
     readiness: ReadinessResult | None = None
     breaker: str = BREAKER_CLOSED
     is_primary: bool = False
+    dns: DnsCheck | None = None  # the last DNS comparison, with [pools.resolver] only
 
     def record(self, result: ProbeResult) -> None:
         self.last = result

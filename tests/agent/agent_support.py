@@ -60,6 +60,8 @@ def config(fd: FakeDomains, tmp_path: Path, domains: list[str], **extra: Any) ->
     }
     for key_name in ("policy", "probe", "readiness"):
         pool[key_name].update(extra.pop(key_name, {}))
+    if "resolver" in extra:  # [pools.resolver]
+        pool["resolver"] = extra.pop("resolver")
     data: dict[str, Any] = {
         "location": "test-lab",
         "ca_file": Path(fd.ca_bundle),

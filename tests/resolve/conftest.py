@@ -66,6 +66,16 @@ def httpdns(fd: FakeDomainsFixture) -> tuple[HTTPDNSServer, FakeDomain]:
 
 
 @pytest.fixture
+def doh_resolver(fd: FakeDomainsFixture, doh: tuple[DoHServer, FakeDomain], closing: list[Resolver]) -> DoHResolver:
+    """A DoHResolver of the fake DoH server, reached by its bootstrap IP."""
+    resolver = DoHResolver(
+        f"https://{DOH_HOST}/dns-query", bootstrap=doh[1].address, verify=fd.ssl_context(), timeout=2.0
+    )
+    closing.append(resolver)
+    return resolver
+
+
+@pytest.fixture
 def make_doh(
     fd: FakeDomainsFixture, doh: tuple[DoHServer, FakeDomain], closing: list[Resolver]
 ) -> Callable[..., DoHResolver]:

@@ -97,16 +97,6 @@ def make(
         harness.close()
 
 
-@pytest.fixture
-def doh_resolver(fd: FakeDomainsFixture, doh: tuple[DoHServer, FakeDomain], closing: list[Resolver]) -> DoHResolver:
-    """A DoHResolver of the fake DoH server, reached by its bootstrap IP."""
-    resolver = DoHResolver(
-        f"https://{DOH_HOST}/dns-query", bootstrap=doh[1].address, verify=fd.ssl_context(), timeout=2.0
-    )
-    closing.append(resolver)
-    return resolver
-
-
 def attempt_spans(telemetry: FailoverTelemetry) -> list[ReadableSpan]:
     return [s for s in telemetry.spans() if s.attributes is not None and semconv.FAILOVER_ATTEMPT in s.attributes]
 
