@@ -647,6 +647,10 @@ class AgentConfig(_Model):
     def _check_maintenance(self) -> None:
         for i, window in enumerate(self.maintenance):
             self.maintenance_domains(window.pool, window.domains, f"maintenance[{i}]")
+            if window.drain is not None and self.control is None:
+                raise ValueError(f"maintenance[{i}].drain: nothing would drain: clients leave a domain when the "
+                                 "signed control document disables it, and without a [control] section the agent "
+                                 "signs none; add [control] (its signing_key_file) or remove drain")
 
     def maintenance_domains(self, pool_name: str, urls: Iterable[str], where: str) -> frozenset[str]:
         """The domains a maintenance window of ``pool_name`` names (every domain of the pool

@@ -2,8 +2,9 @@
 
 :func:`~failover_agent.config.load_config` calls :func:`file_errors` after the file itself
 validates, so ``failover-agent check-config`` and ``run`` report a key file that is not a
-JWK, an override file that does not parse, a CA bundle that is not PEM or a history file
-that is not SQLite, each at its key, before anything starts. Nothing here creates or
+JWK, an override file that does not parse, a maintenance file that does not verify with the
+signing key, a CA bundle that is not PEM or a history file that is not SQLite, each at its
+key, before anything starts. Nothing here creates or
 changes a file: folders the agent would create are only checked to be creatable.
 """
 
@@ -14,7 +15,7 @@ import ssl
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import AgentConfig
+from .config import AgentConfig, ControlConfig
 
 __all__ = ["file_errors"]
 
@@ -34,6 +35,9 @@ def file_errors(config: AgentConfig) -> list[tuple[str, str]]:
         override = control.override_file
         if override is not None and override.exists():  # absent: no overrides until it appears
             checks.append(("control.override_file", lambda: _exists_then(override, lambda: load_override(override))))
+        maintenance = control.maintenance_file
+        if maintenance is not None and maintenance.exists():  # absent: no run-time windows yet
+            checks.append(("control.maintenance_file", lambda: _maintenance(maintenance, control)))
         if control.output_file is not None:
             output = control.output_file
             checks.append(("control.output_file", lambda: _writable(output)))
@@ -53,6 +57,23 @@ def _exists_then(path: Path, load: Callable[[], object]) -> None:
     if not path.is_file():
         raise ValueError(f"no such file: {path}")
     load()
+
+
+def _maintenance(path: Path, control: ControlConfig) -> None:
+    """The file verifies with the signing key, as the agent reads it (no key: reported at its own key)."""
+    from .control_writer import signing_key
+    from .maintenance_file import read_windows
+
+    try:
+        key = signing_key(control)
+    except (OSError, ValueError):
+        return  # the key's own error, at control.signing_key_file, says it all
+    if not path.is_file():
+        raise ValueError(f"{path}: is a folder, not a file")
+    try:
+        read_windows(path.read_bytes(), key)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}; move it aside to start with no run-time windows") from None
 
 
 def _read_ca(path: Path) -> None:

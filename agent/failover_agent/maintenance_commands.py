@@ -30,9 +30,9 @@ def _fail(message: str) -> NoReturn:
 def _load(file: Path) -> tuple[AgentConfig, Path, list[Window], int]:
     """The configuration, the file's path, its windows and version (none yet: ``[]``, 0)."""
     try:
-        config = load_config(file)
+        config = load_config(file)  # verifies an existing maintenance file too
     except ConfigError as exc:
-        click.echo(str(exc), err=True)
+        click.echo(f"{exc}\nnothing changed", err=True)
         sys.exit(2)
     control = config.control
     if control is None or control.maintenance_file is None:

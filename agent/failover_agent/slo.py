@@ -30,13 +30,29 @@ The indicator (``SloConfig.kind``) picks the events, from series the agent alrea
   ``failover.requests`` with ``probe.location`` set (applications' own clients do not set
   it); bad: :data:`~pytest_failover.semconv.BAD_OUTCOMES`. Every location counts.
 - ``probe`` (a domain): the samples of its pinned probe's ``failover.probe.success``, from
-  every location; bad: a 0.
+  every location; bad: a 0. Planned maintenance is left out (below).
+
+Maintenance and the error budget
+--------------------------------
+A domain's probes fail during its maintenance window, by design. Those samples are *left out*
+of the probe SLO, neither good nor bad: its 5m error ratio has no sample while
+``failover_maintenance_active == 1`` for the domain (from any location) within those 5
+minutes, and every longer window's ratio is the mean of the 5m ratios in it, so the gaps stay
+gaps. Silencing the alerts instead (``unless on (...)`` on each alert) would be wrong for a
+budget: the failures would still be spent from ``slo:error_budget_remaining:ratio``, and the
+long windows (1h to 3d) would still hold them when the window ends, so the pages and
+tickets would fire right after planned work for no new failure. Leaving them out keeps the
+budget for what users were not told about. The cost: up to 5 minutes of good samples next
+to a window are left out too, and the rules must be evaluated at least every 5 minutes
+(Prometheus' default is 1 minute) for the 5m ratios to cover every sample. The
+``availability`` SLO leaves nothing out: it is what users of the pool see, maintenance or
+not.
 
 Per SLO, one rule group (``failover-slo-NAME``), every series labelled ``slo="NAME"`` and
 with the pool (and the domain's ``url_scheme``, ``server_address``, ``server_port``):
 
 - ``slo:failover_requests_errors:ratio_rateW`` or ``slo:failover_probe_errors:ratio_rateW``,
-  the error ratio over each window ``W`` of :data:`WINDOWS`;
+  the error ratio over each window ``W`` of :data:`WINDOWS` (a probe's: from its 5m ratios);
 - ``slo:burn_rate:ratio_rateW``: that ratio divided by the budget;
 - ``slo:error_budget_remaining:ratio``: 1 minus the SLO window's error ratio (the mean of the
   5m ratios, as Sloth computes it: one sample per evaluation instead of every scrape) over
@@ -126,6 +142,7 @@ _OUTCOME = prometheus_label(semconv.FAILOVER_OUTCOME)
 _ORIGIN = tuple(prometheus_label(key) for key in (semconv.URL_SCHEME, semconv.SERVER_ADDRESS, semconv.SERVER_PORT))
 _REQUESTS = semconv.METRICS[semconv.FAILOVER_REQUESTS].prometheus
 _PROBE_SUCCESS = semconv.METRICS[semconv.FAILOVER_PROBE_SUCCESS].prometheus
+_MAINTENANCE = semconv.METRICS[semconv.FAILOVER_MAINTENANCE_ACTIVE].prometheus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,7 +186,8 @@ def _matchers(pairs: Sequence[tuple[str, str, str]]) -> str:
 
 
 def _error_ratio(slo: SloConfig, window: str) -> str:
-    """The indicator's error ratio over ``window``, by the pool (and the domain's origin)."""
+    """The indicator's error ratio over ``window``, by the pool (and the domain's origin); a
+    probe's from its 5m ratios, which leave out maintenance (the module docstring)."""
     pool = (_POOL, "=", slo.pool)
     if slo.domain is None:
         by = _POOL
@@ -182,12 +200,18 @@ def _error_ratio(slo: SloConfig, window: str) -> str:
     # imported here: the config module imports this one, and metrics (through the checks) it
     from .metrics import origin_attributes
 
+    shortest = WINDOWS[0]
+    if window != shortest:  # the mean of the 5m ratios: a window in maintenance stays a gap
+        select = _matchers([(semconv.SLO_LABEL, "=", slo.label)])
+        return f"avg_over_time({slo_record(semconv.SLO_PROBE_ERRORS, shortest)}{select}[{window}])"
     origin = origin_attributes(slo.domain)
     by = ", ".join((_POOL, *_ORIGIN))
     keys = (semconv.URL_SCHEME, semconv.SERVER_ADDRESS, semconv.SERVER_PORT)
-    samples = f"{_PROBE_SUCCESS}{_matchers([pool, *((prometheus_label(k), '=', str(origin[k])) for k in keys)])}"
-    return (f"1 - sum by ({by}) (sum_over_time({samples}[{window}]))"
-            f" / sum by ({by}) (count_over_time({samples}[{window}]))")
+    domain = _matchers([pool, *((prometheus_label(k), '=', str(origin[k])) for k in keys)])
+    samples = f"{_PROBE_SUCCESS}{domain}"
+    return (f"(1 - sum by ({by}) (sum_over_time({samples}[{window}]))"
+            f" / sum by ({by}) (count_over_time({samples}[{window}])))"
+            f" unless on ({by}) max_over_time({_MAINTENANCE}{domain}[{window}]) == 1")
 
 
 def _budget(slo: SloConfig) -> float:

@@ -329,6 +329,80 @@ def test_run_with_a_key_file_that_is_not_a_jwk_prints_the_error_and_exits_2(tmp_
     assert run.output.splitlines() == [f"{config}: 1 error(s)", f"  {key}: {message.format(**files)}"]
 
 
+MAINTENANCE_CONFIG = POOL + '[control]\nsigning_key_file = "key.bin"\nmaintenance_file = "maintenance.jws"\n'
+
+
+def _maintenance_file(tmp_path: Path, kind: str) -> bytes:
+    """A maintenance file of ``kind``: good, signed by another key, a control document, or a bad payload."""
+    from failover_agent.maintenance import Window
+    from failover_agent.maintenance_file import TYP, sign_windows
+    from joserfc import jws
+
+    from pytest_failover.control import ControlDocument, load_key
+
+    key = load_key(tmp_path / "key.bin")
+    window = Window(pool="api", domains=frozenset({"https://api.example.com"}), start=0, end=2e9, source="m-1")
+    if kind == "good":
+        return sign_windows([window], 1, key)
+    if kind == "other-key":
+        return sign_windows([window], 1, generate_key("HS256"))
+    if kind == "control-document":
+        return ControlDocument.sign(version=1, pools={}, expires_in=60, key=key)
+    assert kind == "bad-payload"
+    body = b'{"version": "1", "windows": []}'
+    return jws.serialize_compact({"alg": key.alg, "typ": TYP}, body, key.jose_key(private=True),
+                                 registry=key.jws_registry()).encode()
+
+
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        ("other-key", "not signed with "),
+        ("control-document", "typ is 'failover-control+jwt', not 'failover-maintenance+jwt': not a maintenance file"),
+        ("bad-payload", "malformed payload: version must be an integer and windows a list"),
+    ],
+)
+def test_check_config_verifies_the_maintenance_file(tmp_path: Path, kind: str, why: str) -> None:
+    """A maintenance file that does not verify with the signing key, is another kind of JWS or
+    does not parse is an error at control.maintenance_file; check-config changes no file."""
+    from click.testing import CliRunner
+    from failover_agent.cli import main
+
+    config = _write(tmp_path, MAINTENANCE_CONFIG)
+    path = tmp_path / "maintenance.jws"
+    path.write_bytes(_maintenance_file(tmp_path, kind))
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    run = CliRunner().invoke(main, ["check-config", str(config)])
+    assert run.exit_code == 2 and run.output.splitlines()[0] == f"{config}: 1 error(s)", run.output
+    (line,) = run.output.splitlines()[1:]
+    prefix, suffix = f"control.maintenance_file: {path}: {why}", "; move it aside to start with no run-time windows"
+    assert line.startswith(prefix) and line.endswith(suffix), line
+    if kind != "other-key":  # the other key's message quotes joserfc's; the rest is word for word
+        assert line == prefix + suffix
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_good_maintenance_file_passes_and_run_refuses_a_bad_one(tmp_path: Path) -> None:
+    """check-config takes a file the key signed; `run` with a control document there exits 2
+    with the error on stderr, no traceback."""
+    from click.testing import CliRunner
+    from failover_agent.cli import main
+
+    config = _write(tmp_path, MAINTENANCE_CONFIG)
+    path = tmp_path / "maintenance.jws"
+    path.write_bytes(_maintenance_file(tmp_path, "good"))
+    ok = CliRunner().invoke(main, ["check-config", str(config)])
+    assert ok.exit_code == 0, ok.output
+    path.write_bytes(_maintenance_file(tmp_path, "control-document"))
+    run = CliRunner().invoke(main, ["run", str(config)])
+    assert isinstance(run.exception, SystemExit) and run.exit_code == 2
+    assert run.stdout == "" and "Traceback" not in run.output
+    assert run.stderr.splitlines() == [
+        f"{config}: 1 error(s)",
+        f"  control.maintenance_file: {path}: typ is 'failover-control+jwt', not 'failover-maintenance+jwt': "
+        "not a maintenance file; move it aside to start with no run-time windows"]
+
+
 def test_files_the_agent_creates_may_be_absent(tmp_path: Path) -> None:
     """An override file, an output file and a history file that do not exist yet are fine, and
     check-config creates none of them (nor their folders)."""

@@ -18,6 +18,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 
 A, B, C = "https://api.example.com", "https://api2.example.com", "https://api3.example.com"
 POOLS = f'[[pools]]\nname = "api"\ndomains = ["{A}", "{B}", "{C}"]\n'
+CONTROL = '[control]\nsigning_key_file = "control.key"\n'  # drain needs it; parse_config reads no key
 
 
 def _utc(text: str) -> float:
@@ -44,7 +45,7 @@ def _errors(tmp_path: Path, text: str) -> dict[str, str]:
 def test_one_off_and_recurring_windows_load() -> None:
     """A range takes TOML's own times or quoted RFC 3339 ones; a schedule takes a crontab line."""
     config = _config(
-        f'[[maintenance]]\npool = "api"\ndomains = ["{A}"]\nstart = 2026-12-05T02:00:00Z\n'
+        CONTROL + f'[[maintenance]]\npool = "api"\ndomains = ["{A}"]\nstart = 2026-12-05T02:00:00Z\n'
         'end = "2026-12-05T04:00:00+01:00"\ndrain = "5m"\nreason = "database upgrade"\n'
         '[[maintenance]]\npool = "api"\nschedule = "30 3 * * sun"\nduration = "1h30m"\n'
         'timezone = "Europe/Paris"\n')
@@ -105,6 +106,15 @@ def test_maintenance_errors_say_what_is_wrong(tmp_path: Path, text: str, path: s
     assert _errors(tmp_path, "[[maintenance]]\n" + text) == {path: message}
 
 
+def test_drain_without_control_is_an_error(tmp_path: Path) -> None:
+    """``drain`` with no [control] section is an error: no control document would move a client."""
+    assert _errors(tmp_path, f'[[maintenance]]\npool = "api"\ndomains = ["{A}"]\nstart = 2026-12-05T02:00:00Z\n'
+                             'end = 2026-12-05T03:00:00Z\ndrain = "5m"\n') == {
+        "": "maintenance[0].drain: nothing would drain: clients leave a domain when the signed control document "
+            "disables it, and without a [control] section the agent signs none; add [control] (its "
+            "signing_key_file) or remove drain"}
+
+
 def test_durations() -> None:
     """Durations are whole numbers of s, m, h and d, summed."""
     assert [parse_duration(t) for t in ("90s", "5m", "2h", "1h30m", "1d")] == [90, 300, 7200, 5400, 86400]
@@ -115,7 +125,7 @@ def test_durations() -> None:
 
 def test_a_one_off_window_drains_then_is_active_then_ends() -> None:
     """Before start - drain nothing; then draining; from start to end (excluded) active too."""
-    config = _config(f'[[maintenance]]\npool = "api"\ndomains = ["{A}"]\nstart = 2026-12-05T02:00:00Z\n'
+    config = _config(CONTROL + f'[[maintenance]]\npool = "api"\ndomains = ["{A}"]\nstart = 2026-12-05T02:00:00Z\n'
                      'end = 2026-12-05T03:00:00Z\ndrain = "5m"\nreason = "upgrade"\n')
     start = _utc("2026-12-05T02:00:00")
 
@@ -134,7 +144,7 @@ def test_a_one_off_window_drains_then_is_active_then_ends() -> None:
 
 def test_a_recurring_window_is_each_occurrence_of_its_schedule() -> None:
     """Sundays 02:00 for 2 h in Paris: active at 01:00 UTC on a Sunday in winter, not on Monday."""
-    config = _config('[[maintenance]]\npool = "api"\nschedule = "0 2 * * sun"\nduration = "2h"\n'
+    config = _config(CONTROL + '[[maintenance]]\npool = "api"\nschedule = "0 2 * * sun"\nduration = "2h"\n'
                      'timezone = "Europe/Paris"\ndrain = "10m"\n')
     sunday_2am_paris = _utc("2026-12-06T01:00:00")  # a Sunday; Paris is UTC+1 in December
 

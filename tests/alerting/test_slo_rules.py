@@ -68,12 +68,14 @@ TICKET_SLOW = (semconv.SEVERITY_TICKET, "3d", "6h")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Phase:
-    """``minutes`` of traffic: per minute, ``bad`` of 100 requests fail, and the domain's probe
-    fails once every ``probe_fail_every`` samples (0: never)."""
+    """``minutes`` of traffic: per minute, ``bad`` of 100 requests fail, the domain's probe
+    fails once every ``probe_fail_every`` samples (0: never), and the agent exports
+    ``failover_maintenance_active 1`` for the ``maintenance`` domain (None: for none)."""
 
     minutes: int
     bad: float = 0
     probe_fail_every: int = 0
+    maintenance: dict[str, str] | None = None  # the labels of the domain in a maintenance window
 
 
 def _counter(phases: Sequence[Phase], per_minute: Sequence[float]) -> str:
@@ -103,9 +105,18 @@ def _selector(metric: str, labels: dict[str, str]) -> str:
     return metric + "{" + ", ".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
 
 
+def _maintenance(phases: Sequence[Phase], domain: dict[str, str]) -> str:
+    """The gauge of ``domain``: 1 a minute in its windows, no sample outside them."""
+    return " ".join(f"1x{p.minutes - 1}" if p.maintenance == domain else f"_x{p.minutes}" for p in phases)
+
+
 def input_series(phases: Sequence[Phase]) -> list[dict[str, str]]:
     pool = {POOL_L: "api", LOCATION_L: "eu"}
+    maintenance = semconv.METRICS[semconv.FAILOVER_MAINTENANCE_ACTIVE].prometheus
+    windows = [{"series": _selector(maintenance, {**pool, **domain}), "values": _maintenance(phases, domain)}
+               for domain in (ORIGIN, OTHER_DOMAIN) if any(p.maintenance == domain for p in phases)]
     return [
+        *windows,
         {"series": _selector(REQUESTS, {**pool, OUTCOME_L: semconv.OUTCOME_SUCCESS}),
          "values": _counter(phases, [100 - p.bad for p in phases])},
         {"series": _selector(REQUESTS, {**pool, OUTCOME_L: semconv.OUTCOME_FAILURE}),
@@ -204,6 +215,35 @@ def slow_burn() -> dict[str, Any]:
                     [alert_case(start + 120, [], []), alert_case(start + day - 5, both_tickets, both_tickets)])
 
 
+def maintenance_hides_failures() -> dict[str, Any]:
+    """The domain's probe fails for an hour, all of it in its maintenance window.
+
+    Every 5m ratio that holds a sample of the window is left out, so no window's ratio holds a
+    failure: no alert during the window or after it ends (when a muted alert's long windows
+    would still hold the hour), and the probe SLO's budget stays whole. The pool, served by
+    its other domain, burns nothing either.
+    """
+    start = HEALTHY_DAYS
+    phases = [Phase(minutes=start), Phase(minutes=60, probe_fail_every=1, maintenance=ORIGIN), Phase(minutes=60)]
+    budget = semconv.slo_record(semconv.SLO_ERROR_BUDGET_REMAINING)
+    return scenario("a failure in a maintenance window neither pages nor burns budget", phases,
+                    [alert_case(start + at, [], []) for at in (5, 30, 55, 65, 90, 120)],
+                    [_records_at(start + at, budget, pool=1, probe=1) for at in (30, 65, 120)])
+
+
+def failure_outside_a_window_pages() -> dict[str, Any]:
+    """The same hour in a window, six healthy hours, then 10 failed probes while only the
+    pool's *other* domain is in maintenance: the fast page, as in :func:`fast_burn` (10 of
+    the 1h window's 60 samples, 33x; 5.6x over 6h, short of the 6x page, its gap-free 72
+    ratios)."""
+    start, after = HEALTHY_DAYS, HEALTHY_DAYS + 60 + 360
+    phases = [Phase(minutes=start), Phase(minutes=60, probe_fail_every=1, maintenance=ORIGIN), Phase(minutes=360),
+              Phase(minutes=10, probe_fail_every=1, maintenance=OTHER_DOMAIN)]
+    return scenario("a failure outside its window pages", phases,
+                    [alert_case(after - 5, [], []), alert_case(after + 5, [], [PAGE_FAST]),
+                     alert_case(after + 10, [], [PAGE_FAST])])
+
+
 @pytest.fixture(scope="module")
 def rules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The rules ``failover-agent rules -o`` writes for CONFIG."""
@@ -251,10 +291,12 @@ def _promtool_test(promtool: str, rules: Path, folder: Path, *cases: dict[str, A
     return _promtool(promtool, "test", "rules", str(test_file))
 
 
-@pytest.mark.parametrize("make", [blip, fast_burn, slow_burn], ids=lambda make: make.__name__)
+@pytest.mark.parametrize("make", [blip, fast_burn, slow_burn, maintenance_hides_failures,
+                                  failure_outside_a_window_pages], ids=lambda make: make.__name__)
 def test_promtool_unit_tests_of_the_generated_rules(promtool: str, rules_file: Path, tmp_path: Path,
                                                     make: Callable[[], dict[str, Any]]) -> None:
-    """A blip fires nothing, a fast burn pages, a slow burn opens a ticket (promtool test rules)."""
+    """A blip fires nothing, a fast burn pages, a slow burn opens a ticket, a failure in a
+    maintenance window neither pages nor burns budget, one outside it pages (promtool test rules)."""
     result = _promtool_test(promtool, _without_annotations(rules_file, tmp_path), tmp_path, make())
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     assert "SUCCESS" in result.stdout
