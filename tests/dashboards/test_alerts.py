@@ -102,6 +102,7 @@ MUTATIONS = {
     "FailoverPoolErrorBudgetBurnSlow": ("> (6 * 0.001)\n        for: 15m", "> (16 * 0.001)\n        for: 15m"),
     "FailoverDomainDown": ("(failover_probe_success), 2)", "(failover_probe_success), 1)"),
     "FailoverBreakerFlapping": ("[10m])) > 4", "[10m])) > 40"),
+    "FailoverDNSMismatch": ("(failover_dns_mismatch) == 1\n", "(failover_dns_mismatch) == 0\n"),
     "FailoverRetriesFrequent": ("> 1.5", "> 2.5"),
     "FailoverCertificateExpiringSoon": ("< 14 * 86400", "< 7 * 86400"),
     "FailoverBackupNotReady": ('check=~"cors|health"', 'check=~"cors|health|cert"'),
