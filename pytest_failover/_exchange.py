@@ -245,7 +245,7 @@ class Exchange:
     _answered_by = ""  # the domain of the response kept
     response: httpx.Response | None = None
     error: httpx.TransportError | None = None
-    stop: Stop | None = None
+    stop: Stop = DONE  # why no attempt follows (set when the plan stops for another reason)
     _finished = False  # the request's telemetry has ended (read by abandon only)
 
     def __init__(
@@ -286,13 +286,18 @@ class Exchange:
 
     # -- the loop's steps ------------------------------------------------------------
 
+    def first_step(self) -> Attempt | Wait | None:
+        """The first attempt (at the request's start: no clock read of its own), or a wait
+        for another request's probe; None to finish."""
+        return self._step(self.plan.next(self.started_at))
+
     def next_step(self) -> Attempt | Wait | None:
         """The next attempt, or a wait for another request's probe; None to finish."""
-        plan = self.plan
-        if plan.done:  # answered: nothing left to decide
-            self.stop = DONE
+        if self.plan.done:  # answered: nothing left to decide
             return None
-        decision = plan.next(self.clock())
+        return self._step(self.plan.next(self.clock()))
+
+    def _step(self, decision: Attempt | Wait | Stop) -> Attempt | Wait | None:
         if self.trace is not None and decision.events:
             self.trace.events(decision.events)
         if isinstance(decision, Attempt):
@@ -489,7 +494,6 @@ class Exchange:
     def finish(self) -> httpx.Response | Awaitable[httpx.Response]:
         """The response to return, a fallback's (possibly awaitable) response, or raise."""
         stop = self.stop
-        assert stop is not None
         plan = self.plan
         ended = plan.records
         records = (ended[0].report(),) if len(ended) == 1 else tuple([attempt.report() for attempt in ended])
@@ -502,7 +506,12 @@ class Exchange:
             last = plan.last_outcome
             assert last is not None
             outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
-            response.extensions["failover"] = self._reported(outcome, self._answered_by, status, last.error_type, records)
+            domain = self._answered_by
+            self._finished = True
+            if self.trace is not None:
+                self._end(outcome, domain, status, last.error_type)
+            result = (self.pool_core.name, domain, records, outcome, False, False)  # neither stale nor a fallback's
+            response.extensions["failover"] = new_tuple(FailoverResult, result)
             if self._state.sticky:
                 self._state.persist_sticky(self.pool_core, wait=self._blocking)
             return response

@@ -174,20 +174,34 @@ class RequestPlan:
             if self.hedgeable and not self.records:
                 assert core.throttle is not None
                 core.throttle.earn()
-            counted = self._counted
-            while True:
-                decision = self._decide(now, events)
-                if not isinstance(decision, tuple):  # Stop or Wait
-                    return decision
-                (domain, breaker, probe, early), delay, timeout = decision
-                if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
-                    break
-                # another process probes it (PROBING here now, see core.lease): decide again
-                self._counted = counted
-            if probe:
-                if early:
-                    self._early_allowed = False
-                self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
+            # The first attempt of a request that is neither pinned nor on a table, as most
+            # are: the pool's choice, as ``_decide`` makes it, taken at once unless it is a
+            # probe (which needs the lease below). At the request's start it has the pool's
+            # first timeout (``_timeout`` of the start, worked out once per pool).
+            choice = (
+                core.choose(now, (), self._orders[0], self._early_allowed)
+                if self.last_outcome is None and self.pinned is None and not self._initial
+                else None
+            )
+            if choice is not None and not choice[2]:
+                domain, breaker, probe, delay = choice[0], choice[1], False, 0.0
+                timeout = core.first_timeout if now == self.started_at else self._timeout(now)
+                self._counted = 1
+            else:
+                counted = self._counted
+                while True:
+                    decision = self._decide(now, events)
+                    if not isinstance(decision, tuple):  # Stop or Wait
+                        return decision
+                    (domain, breaker, probe, early), delay, timeout = decision
+                    if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
+                        break
+                    # another process probes it (PROBING here now, see core.lease): decide again
+                    self._counted = counted
+                if probe:
+                    if early:
+                        self._early_allowed = False
+                    self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
             attempt = Attempt(
                 len(self.records) + 1, domain, delay, timeout, probe, tuple(events) if events else (), False, breaker, now + delay
             )
@@ -362,11 +376,10 @@ class RequestPlan:
     ) -> tuple[Event, ...]:
         """Report what an attempt in flight did (``attempt``: which one, when a hedge
         races it); returns the events it caused."""
-        flying = self.flying
-        if len(flying) == 1 and (attempt is None or flying[0] is attempt):  # it ran alone
-            attempt = flying.pop()
+        if attempt is None or attempt not in self.flying:
+            attempt = self._land(attempt)  # the only one, or the error that says why not
         else:
-            attempt = self._land(attempt)
+            self.flying.remove(attempt)  # by identity: an attempt equals only itself
         domain = attempt.domain
         attempt.error_type = outcome.error_type
         attempt.status = outcome.status

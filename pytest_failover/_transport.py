@@ -175,14 +175,17 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
         try:
             response: httpx.Response | None = None
-            while (step := exchange.next_step()) is not None:
+            step = exchange.first_step()
+            while step is not None:
                 if step.delay > 0.0:
                     time.sleep(step.delay)
-                if isinstance(step, Wait):
-                    continue
-                if response is not None:
-                    response.close()  # a retryable answer we are moving past
-                response = self._attempt(exchange, step)
+                if not isinstance(step, Wait):
+                    if response is not None:
+                        response.close()  # a retryable answer we are moving past
+                    response = self._attempt(exchange, step)
+                    if exchange.plan.done:  # answered: nothing left to decide
+                        break
+                step = exchange.next_step()
             result = exchange.finish()
             if response is not None and result is not response:
                 response.close()  # a final server error a stored copy answers instead
@@ -298,16 +301,19 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         try:
             response: httpx.Response | None = None
-            while (step := exchange.next_step()) is not None:
+            step = exchange.first_step()
+            while step is not None:
                 if step.delay > 0.0:
                     import anyio  # httpx's own dependency; imported only when a wait is due
 
                     await anyio.sleep(step.delay)
-                if isinstance(step, Wait):
-                    continue
-                if response is not None:
-                    await response.aclose()  # a retryable answer we are moving past
-                response = await self._attempt(exchange, step)
+                if not isinstance(step, Wait):
+                    if response is not None:
+                        await response.aclose()  # a retryable answer we are moving past
+                    response = await self._attempt(exchange, step)
+                    if exchange.plan.done:  # answered: nothing left to decide
+                        break
+                step = exchange.next_step()
             result = exchange.finish()
             if response is not None and result is not response:
                 await response.aclose()  # a final server error a stored copy answers instead
