@@ -221,14 +221,15 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         try:
             attempt.sending = True
             response = self._transport.handle_request(attempt.request)
-            if exchange.reads_body(response):
+            buffer = exchange.buffer(response)
+            if buffer is not None:
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
                 # bound each operation; from here on the watchdog bounds the whole read,
                 # at the attempt's time itself: no phase is left for httpx to name (a
                 # read timeout is a read timeout), so no GRACE.
                 ticket = watchdog.arm(attempt.deadline, response)
                 try:
-                    response = self._read(response, exchange.buffer())
+                    response = self._read(response, buffer)
                 finally:
                     cut = watchdog.disarm(ticket)
         except httpx.TransportError as exc:
@@ -347,8 +348,9 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             async with async_limit(attempt.timeout + GRACE):
                 attempt.sending = True
                 response = await self._transport.handle_async_request(attempt.request)
-                if exchange.reads_body(response):
-                    response = await self._read(response, exchange.buffer())
+                buffer = exchange.buffer(response)
+                if buffer is not None:
+                    response = await self._read(response, buffer)
         except (httpx.TransportError, TimeoutError) as exc:
             if response is not None:
                 await response.aclose()
