@@ -296,7 +296,10 @@ class Exchange:
     def first_step(self) -> Attempt | Wait | None:
         """The first attempt (at the request's start: no clock read of its own), or a wait
         for another request's probe; None to finish."""
-        return self._step(self.plan.next(self.started_at))
+        decision = self.plan.next(self.started_at)
+        if decision.__class__ is Attempt and not decision.events:  # the common case: nothing to report
+            return decision
+        return self._step(decision)
 
     def next_step(self) -> Attempt | Wait | None:
         """The next attempt, or a wait for another request's probe; None to finish."""
@@ -332,10 +335,13 @@ class Exchange:
             request.headers["Host"] = domain.netloc
         timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
         limit = attempt.timeout
-        values = timeouts.values()
         # httpx's four, each set and within the attempt's time (C-level tests: a loop over
-        # the four cost 40 opcodes a request, these 15)
-        if len(timeouts) != 4 or None in values or max(values) > limit:  # cap each at the attempt's time
+        # the four cost 40 opcodes a request; max() raises for a None among them, or none)
+        try:
+            fits = max(timeouts.values()) <= limit and len(timeouts) == 4
+        except (TypeError, ValueError):
+            fits = False
+        if not fits:  # cap each at the attempt's time
             capped = {
                 key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
                 for key in ("connect", "read", "write", "pool")
@@ -415,7 +421,7 @@ class Exchange:
         self.error = None
         if attempt.span is not None and self._state.dialer is not None:
             self._peer(attempt, response)  # before _record ends the span
-        self._record(attempt, outcome, response.status_code, None)
+        self._record(attempt, outcome, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
                 self.pool_core.name,
@@ -440,7 +446,7 @@ class Exchange:
         outcome = classify_exception(exc, body_started=started)
         self.response = None
         self.error = exc
-        self._record(attempt, outcome, None, exc)
+        self._record(attempt, outcome, exc)
 
     def arrived(
         self, attempt: Attempt, response: httpx.Response | None, error: httpx.TransportError | None
@@ -453,7 +459,7 @@ class Exchange:
         self.on_response(attempt, response)
         return response
 
-    def _record(self, attempt: Attempt, outcome: Outcome, status: int | None, exception: BaseException | None) -> None:
+    def _record(self, attempt: Attempt, outcome: Outcome, exception: BaseException | None) -> None:
         now = self._state.clock()
         duration = now - attempt.sent_at
         events = self.plan.record(outcome, now, duration, attempt)
@@ -469,7 +475,7 @@ class Exchange:
             race=attempt.race,
             duration=duration,
             result=_RESULTS[outcome.kind],
-            status=status,
+            status=outcome.status,  # a response's status code, None for an error
             error_type=outcome.error_type,
             exception=exception,
         )
@@ -500,7 +506,7 @@ class Exchange:
         stop = self.stop
         plan = self.plan
         ended = plan.records
-        records = (ended[0].report(),) if len(ended) == 1 else tuple([attempt.report() for attempt in ended])
+        records = tuple(map(Attempt.report, ended))
         response = self.response
         status = None if response is None else response.status_code
         stale = self._stale_response() if self._stale and stale_may_answer(status) else None

@@ -196,10 +196,10 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             exchange.abandon()
             raise
 
-    def _attempt(self, exchange: Exchange, attempt: Attempt, hedge: bool = True) -> httpx.Response | None:
-        """Send one attempt (and its hedges, if it may hedge and ``hedge``); report the
-        outcome. The answer to return, or None when every attempt failed."""
-        if hedge and self._hedgers is not None and exchange.plan.hedgeable:
+    def _attempt(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
+        """Send one attempt (and its hedges, if it may hedge); report the outcome. The
+        answer to return, or None when every attempt failed."""
+        if self._hedgers is not None and exchange.plan.hedgeable:
             delay = exchange.hedge_delay()
             if delay is not None:
                 return self._hedgers.race(self._send, self._transport, exchange, attempt, delay)
