@@ -21,6 +21,7 @@ from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
 from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
 from ._plan import DONE
+from ._policy import Policy
 from ._pools import PoolCore
 from ._telemetry import RequestTrace, redact_url
 from ._values import (
@@ -189,18 +190,16 @@ class BodyBuffer:
 
     Either way the caller gets a response as httpx would hand it over: unread, so
     that the client decodes the bytes as they came and sets ``elapsed`` as it closes
-    the stream. An exchange that looks at the body (``load``) has it read here; the
+    the stream. An exchange that looks at the body (``_loads``) has it read here; the
     raw bytes can still be streamed then (``iter_raw``), and ``elapsed`` is set once
     the body is in (httpx never sets it for a body read already).
     """
 
-    __slots__ = ("_chunks", "_clock", "_size", "_started", "limit", "load")
+    __slots__ = ("_chunks", "_exchange", "_size", "limit")
 
-    def __init__(self, limit: int, started: float, clock: Callable[[], float], load: bool) -> None:
+    def __init__(self, limit: int, exchange: Exchange) -> None:
         self.limit = limit
-        self.load = load  # the exchange looks at the body: the app-error check, the stale cache
-        self._started = started  # when the request began (``elapsed`` counts from there)
-        self._clock = clock
+        self._exchange = exchange  # whether it looks at the body (``_loads``), and when it began
         self._chunks: list[bytes] = []
         self._size = 0
 
@@ -217,9 +216,10 @@ class BodyBuffer:
         (callgrind, in process). Left unread without ``load``; with it, decoded into
         ``content``, the raw bytes left to stream again."""
         response.stream = _InMemory(b"".join(self._chunks))
-        if self.load:
+        exchange = self._exchange
+        if exchange._loads:  # it looks at the body: the app-error check, the stale cache
             response.read()
-            response.elapsed = datetime.timedelta(seconds=self._clock() - self._started)
+            response.elapsed = datetime.timedelta(seconds=exchange.clock() - exchange.started_at)
             response.is_stream_consumed = response.is_closed = False  # as if unread: iter_raw() works
         return response
 
@@ -272,10 +272,8 @@ class Exchange:
         self._state = state
         self._blocking = blocking  # the front-end may wait for the disk (a sync one)
         self._origin = origin  # the pool domain the request's URL points at, if any
-        self.clock = clock = state.clock
         self.request = request
         self.pool_core = pool_core
-        self.policy = pool_core.policy
         self.original_url = url = request.url
         method = request.method
         stream = request.stream
@@ -283,7 +281,7 @@ class Exchange:
         if not replayable:
             self._tracked = TrackedStream(stream)
             request.stream = self._tracked
-        self.started_at = now = clock()
+        self.started_at = now = state.clock()
         self.plan = plan = state.core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
         self.trace: RequestTrace | None = state.telemetry.start(pool_core.name, method, url)
         if self.trace is not None and plan.steering is not None:
@@ -294,12 +292,24 @@ class Exchange:
             # The stale cache keys on the request as the caller made it, before rewrites.
             self._original = httpx.Request(method, url, headers=request.headers)
 
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The front-end's monotonic clock."""
+        return self._state.clock
+
+    @property
+    def policy(self) -> Policy:
+        return self.pool_core.policy
+
     # -- the loop's steps ------------------------------------------------------------
 
     def first_step(self) -> Attempt | Wait | None:
         """The first attempt (at the request's start: no clock read of its own), or a wait
         for another request's probe; None to finish."""
-        return self._step(self.plan.next(self.started_at))
+        decision = self.plan.next(self.started_at)
+        if decision.__class__ is Attempt and not decision.events:  # the common case: nothing to report
+            return decision
+        return self._step(decision)
 
     def next_step(self) -> Attempt | Wait | None:
         """The next attempt, or a wait for another request's probe; None to finish."""
@@ -335,10 +345,13 @@ class Exchange:
             request.headers["Host"] = domain.netloc
         timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
         limit = attempt.timeout
-        values = timeouts.values()
         # httpx's four, each set and within the attempt's time (C-level tests: a loop over
-        # the four cost 40 opcodes a request, these 15)
-        if len(timeouts) != 4 or None in values or max(values) > limit:  # cap each at the attempt's time
+        # the four cost 40 opcodes a request; max() raises for a None among them, or none)
+        try:
+            fits = max(timeouts.values()) <= limit and len(timeouts) == 4
+        except (TypeError, ValueError):
+            fits = False
+        if not fits:  # cap each at the attempt's time
             capped = {
                 key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
                 for key in ("connect", "read", "write", "pool")
@@ -390,19 +403,16 @@ class Exchange:
             self.trace.attempt_cancelled(attempt, attempt.span)
             self.trace.events(events)
 
-    def reads_body(self, response: httpx.Response) -> bool:
-        """Is the body read (up to :attr:`body_limit`, into :meth:`buffer`) before the
-        outcome is known? Not when the limit is 0, the answer is not a 2xx, declares a
-        length over the limit or is an event stream: then it is handed over unread. Nor when the
-        inner transport read it already (an in-process one): nothing is left to break."""
+    def buffer(self, response: httpx.Response) -> BodyBuffer | None:
+        """Where the transport reads ``response``'s body (up to :attr:`body_limit`) before
+        the outcome is known, or None: it is not read when the limit is 0, the answer is
+        not a 2xx, declares a length over the limit or is an event stream: then it is
+        handed over unread. Nor when the inner transport read it already (an in-process
+        one): nothing is left to break."""
         limit = self.body_limit
         if limit == 0 or not 200 <= response.status_code < 300 or response.is_stream_consumed:
-            return False
-        return _fits_in_memory(response.headers, limit)
-
-    def buffer(self) -> BodyBuffer:
-        """Where the transport reads a body (see :meth:`reads_body`)."""
-        return BodyBuffer(self.body_limit, self.started_at, self.clock, self._loads)
+            return None
+        return BodyBuffer(limit, self) if _fits_in_memory(response.headers, limit) else None
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
         """The error for an attempt cut at its time limit."""
@@ -414,13 +424,13 @@ class Exchange:
         return error
 
     def on_response(self, attempt: Attempt, response: httpx.Response) -> None:
-        outcome = classify_response(response, self.policy)
+        outcome = classify_response(response, self.pool_core.policy)
         self.response = response
         self._answered_by = attempt.domain.url  # not the last record: a cut loser's may follow
         self.error = None
         if attempt.span is not None and self._state.dialer is not None:
             self._peer(attempt, response)  # before _record ends the span
-        self._record(attempt, outcome, response.status_code, None)
+        self._record(attempt, outcome, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
                 self.pool_core.name,
@@ -445,7 +455,7 @@ class Exchange:
         outcome = classify_exception(exc, body_started=started)
         self.response = None
         self.error = exc
-        self._record(attempt, outcome, None, exc)
+        self._record(attempt, outcome, exc)
 
     def arrived(
         self, attempt: Attempt, response: httpx.Response | None, error: httpx.TransportError | None
@@ -458,8 +468,8 @@ class Exchange:
         self.on_response(attempt, response)
         return response
 
-    def _record(self, attempt: Attempt, outcome: Outcome, status: int | None, exception: BaseException | None) -> None:
-        now = self.clock()
+    def _record(self, attempt: Attempt, outcome: Outcome, exception: BaseException | None) -> None:
+        now = self._state.clock()
         duration = now - attempt.sent_at
         events = self.plan.record(outcome, now, duration, attempt)
         shared = self._state.shared
@@ -474,7 +484,7 @@ class Exchange:
             race=attempt.race,
             duration=duration,
             result=_RESULTS[outcome.kind],
-            status=status,
+            status=outcome.status,  # a response's status code, None for an error
             error_type=outcome.error_type,
             exception=exception,
         )
@@ -505,7 +515,7 @@ class Exchange:
         stop = self.stop
         plan = self.plan
         ended = plan.records
-        records = (ended[0].report(),) if len(ended) == 1 else tuple([attempt.report() for attempt in ended])
+        records = tuple(map(Attempt.report, ended))
         response = self.response
         status = None if response is None else response.status_code
         stale = self._stale_response() if self._stale and stale_may_answer(status) else None
