@@ -58,7 +58,12 @@ with the pool (and the domain's ``url_scheme``, ``server_address``, ``server_por
   5m ratios, as Sloth computes it: one sample per evaluation instead of every scrape) over
   the budget; 0 or below: spent;
 - the alert ``FailoverSLOErrorBudgetBurn`` per row of the table, labelled ``severity``,
-  ``long_window`` and ``short_window``.
+  ``long_window`` and ``short_window``;
+- for a pool's ``availability`` SLO, ``failover:slo_configured`` (1, with the pool): the
+  shipped ``FailoverPoolErrorBudgetBurnFast`` / ``Slow`` alerts of ``dashboards/alerts.yml``
+  (a fixed 99.9 % over every request of the pool, applications' too) end in ``unless on
+  (failover_pool) failover:slo_configured``, so a pool with its own SLO pages once, by its
+  own objective, not twice. A domain's ``probe`` SLO leaves them be: it is not the pool's.
 
 Everything here is a value: :func:`rule_groups` turns a configuration into frozen
 dataclasses, :func:`render` into the YAML file (PyYAML, imported when called).
@@ -272,6 +277,9 @@ def _group(slo: SloConfig) -> RuleGroup:
         labels=labels,
     ))
     rules += [_alert(slo, row, select) for row in BURN_ALERTS]
+    if slo.domain is None:  # the shipped FailoverPoolErrorBudgetBurn* alerts leave this pool out
+        rules.append(RecordingRule(record=semconv.SLO_CONFIGURED, expr="vector(1)",
+                                   labels={**labels, _POOL: slo.pool}))
     return RuleGroup(name=f"failover-slo-{name}", rules=tuple(rules))
 
 
