@@ -163,7 +163,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         its pools' policies), or None when no pool hedges."""
         pools = self._state.core.pools.values()
         threads = [pc.policy.hedging.threads for pc in pools if pc.policy.hedging is not None]
-        return ThreadRace(max(threads)) if threads else None
+        return ThreadRace(max(threads), self._transport) if threads else None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         exchange = self._begin(request)
@@ -200,9 +200,9 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         """Send one attempt (and its hedges, if it may hedge); report the outcome. The
         answer to return, or None when every attempt failed."""
         if self._hedgers is not None and exchange.plan.hedgeable:
-            delay = exchange.hedge_delay()
+            delay = exchange.plan.hedge_delay()
             if delay is not None:
-                return self._hedgers.race(self._send, self._transport, exchange, attempt, delay)
+                return self._hedgers.race(self._send, exchange, attempt, delay)
         exchange.prepare(attempt)
         try:
             response = self._send(exchange, attempt)
@@ -328,7 +328,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
     async def _attempt(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
         """Send one attempt (and its hedges, if it may hedge); report the outcome. The
         answer to return, or None when every attempt failed."""
-        if exchange.plan.hedgeable and exchange.hedge_delay() is not None:
+        if exchange.plan.hedgeable and exchange.plan.hedge_delay() is not None:
             return await async_race(self._send, exchange, attempt)
         exchange.prepare(attempt)
         try:
