@@ -311,6 +311,43 @@ def _one_attempt() -> Any:
     return ExponentialBackoff(max_attempts=1)
 
 
+def test_an_async_transport_resolves_under_trio(
+    fd: FakeDomainsFixture, doh: tuple[DoHServer, FakeDomain], doh_resolver: DoHResolver
+) -> None:
+    """Under trio: a poisoned system DNS with a DoH chain in front (cache waiters, DoH's two
+    queries), then one of two addresses down, then the system resolver as the chain's
+    fallback with DoH down: every request succeeds on the primary."""
+    import anyio
+
+    api = fd.add(API, addresses=2)
+    fd.add(BACKUP)
+    fd.fail(API, faults.dns_poisoned())
+    doh[0].answer(API, list(api.addresses), ttl=60)
+    cached = ChainResolver([CachingResolver(doh_resolver), SystemResolver()])
+    pool = Pool("api", [f"https://{API}", f"https://{BACKUP}"])
+
+    async def run() -> tuple[list[int], list[int]]:
+        with anyio.fail_after(30.0):  # bounded
+            transport = AsyncFailoverTransport(pool, Policy(resolver=cached, attempt_timeout=2.0, deadline=6.0))
+            async with httpx.AsyncClient(transport=transport) as client:
+                statuses = [(await client.get(f"https://{API}/p/{i}")).status_code for i in range(5)]
+                fd.fail(API, faults.address_down(api.addresses[0]))
+                statuses += [(await client.get(f"https://{API}/d/{i}")).status_code for i in range(5)]
+            await cached.aclose()
+            fd.heal(API)
+            fd.fail(DOH_HOST, faults.refused())
+            cold = ChainResolver([CachingResolver(doh_resolver), SystemResolver()])
+            fallback = AsyncFailoverTransport(pool, Policy(resolver=cold, attempt_timeout=2.0, deadline=6.0))
+            async with httpx.AsyncClient(transport=fallback) as client:
+                system = [(await client.get(f"https://{API}/s/{i}")).status_code for i in range(3)]
+            await cold.aclose()
+            return statuses, system
+
+    statuses, system = anyio.run(run, backend="trio")
+    assert statuses == [200] * 10 and system == [200] * 3
+    assert len(fd.requests(API)) == 13 and fd.requests(BACKUP) == []
+
+
 def test_a_resolver_with_a_transport_of_ones_own_is_an_error(doh_resolver: DoHResolver) -> None:
     """The resolver works through the inner transport the library builds: a caller's own is refused, not ignored."""
     with pytest.raises(ValueError, match="leave transport= unset"):
