@@ -1,5 +1,6 @@
 """Policy(resolver=...) through httpcore's network backend, over real sockets: a poisoned
-system DNS, a domain's addresses failing over, serve-stale, the certificate bound to the name."""
+system DNS, a domain's addresses failing over, serve-stale, the certificate bound to the name.
+Each runs with httpx's transports (httpcore) and httpx2's (httpcore2), sync and async."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import httpcore
 import httpx
+import httpx2
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
+import pytest_failover
 from pytest_failover import (
-    AllDomainsFailed,
     AsyncFailoverTransport,
     FailoverTransport,
     Policy,
@@ -24,6 +27,7 @@ from pytest_failover import (
     faults,
     semconv,
 )
+from pytest_failover import httpx2 as pf2
 from pytest_failover.plugin import FakeDomainsFixture
 from pytest_failover.resolve import (
     CachingResolver,
@@ -41,24 +45,43 @@ API = "api.test"
 BACKUP = "backup.test"
 
 
+# kind -> (the library, its failover transport, async?)
+KINDS: dict[str, tuple[ModuleType, Any, bool]] = {
+    "sync": (httpx, FailoverTransport, False),
+    "async": (httpx, AsyncFailoverTransport, True),
+    "httpx2": (httpx2, pf2.FailoverTransport, False),
+    "httpx2-async": (httpx2, pf2.AsyncFailoverTransport, True),
+}
+
+
 @dataclass
 class Harness:
-    """One failover transport, sync or async, driven by the same test body."""
+    """One failover transport, sync or async, of httpx or httpx2, driven by the same test body."""
 
     kind: str
-    transport: FailoverTransport | AsyncFailoverTransport
+    transport: Any
     loop: asyncio.AbstractEventLoop
 
-    def get(self, url: str) -> httpx.Response:
-        if isinstance(self.transport, FailoverTransport):
-            with httpx.Client(transport=self.transport) as client:
+    @property
+    def http(self) -> ModuleType:
+        return KINDS[self.kind][0]
+
+    @property
+    def errors(self) -> ModuleType:
+        """The module whose failover errors the transport raises."""
+        return pf2 if self.http is httpx2 else pytest_failover
+
+    def get(self, url: str) -> Any:
+        http, _, asynchronous = KINDS[self.kind]
+        if not asynchronous:
+            with http.Client(transport=self.transport) as client:
                 response = client.get(url)
                 response.read()
                 return response
         transport = self.transport
 
-        async def get() -> httpx.Response:
-            async with httpx.AsyncClient(transport=transport) as client:
+        async def get() -> Any:
+            async with http.AsyncClient(transport=transport) as client:
                 response = await client.get(url)
                 await response.aread()
                 return response
@@ -66,7 +89,7 @@ class Harness:
         return self.loop.run_until_complete(get())
 
     def close(self) -> None:
-        if isinstance(self.transport, FailoverTransport):
+        if not KINDS[self.kind][2]:
             self.transport.close()
         else:
             self.loop.run_until_complete(self.transport.aclose())
@@ -75,7 +98,7 @@ class Harness:
 Make = Callable[..., Harness]
 
 
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture(params=list(KINDS))
 def make(
     request: pytest.FixtureRequest, loop: asyncio.AbstractEventLoop, failover_telemetry: FailoverTelemetry
 ) -> Iterator[Make]:
@@ -86,7 +109,7 @@ def make(
     def build(resolver: Resolver | None, domains: tuple[str, ...] = (API, BACKUP), **policy: Any) -> Harness:
         pool = Pool("api", [f"https://{d}" for d in domains])
         options: dict[str, Any] = {"attempt_timeout": 2.0, "deadline": 6.0, **policy}
-        cls = FailoverTransport if request.param == "sync" else AsyncFailoverTransport
+        cls = KINDS[request.param][1]
         transport = cls(pool, Policy(resolver=resolver, **options), tracer_provider=failover_telemetry.tracer_provider)
         harness = Harness(request.param, transport, loop)
         made.append(harness)
@@ -234,7 +257,7 @@ def test_a_certificate_for_another_name_at_the_resolved_ip_is_refused(
     evil = fd.add("evil.test")
     doh[0].answer(API, [evil.address], ttl=60)
     harness = make(doh_resolver, domains=(API,), schedule=_one_attempt())
-    with pytest.raises(AllDomainsFailed) as caught:
+    with pytest.raises(harness.errors.AllDomainsFailed) as caught:
         harness.get(f"https://{API}/")
     assert "certificate" in repr(caught.value.__cause__ or caught.value).lower() or caught.value.attempts
     assert fd.requests("evil.test") == [] and fd.requests(API) == []
@@ -248,7 +271,7 @@ def test_the_wrong_certificate_at_the_right_ip_is_refused(
     fd.fail(API, faults.tls_wrong_host())
     doh[0].answer(API, [api.address], ttl=60)
     harness = make(doh_resolver, domains=(API,), schedule=_one_attempt())
-    with pytest.raises(AllDomainsFailed) as caught:
+    with pytest.raises(harness.errors.AllDomainsFailed) as caught:
         harness.get(f"https://{API}/")
     assert [a.error_type for a in caught.value.attempts] == [semconv.ERROR_SERVER_CERTIFICATE_INVALID]
     assert fd.requests(API) == []
