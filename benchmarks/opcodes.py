@@ -235,26 +235,18 @@ def _httpx(answers: int, *, asynchronous: bool = False, hedging: bool = False, h
     pools = [pf.Pool("bench", DOMAINS)]
     policy = pf.Policy(hedging=pf.Hedging(delay=1.0)) if hedging else None
     answered = [_ANSWER] * answers
+    http: Any = httpx
+    core: Any = httpcore
+    front: Any = pf
     if httpx2:
-        import httpcore2
+        import httpcore2 as core
         import httpx2 as http
 
-        from pytest_failover import httpx2 as pf2
-
-        inner2 = http.HTTPTransport()
-        inner2._pool = httpcore2.ConnectionPool(network_backend=httpcore2.MockBackend(answered))
-        with http.Client(transport=pf2.FailoverTransport(pools, policy, inner2, **_pinned())) as client2:
-
-            def send2(n: int) -> None:
-                for _ in range(n):
-                    _check(client2.get(URL).status_code)
-
-            yield send2
-        return
+        from pytest_failover import httpx2 as front
     if not asynchronous:
-        inner = httpx.HTTPTransport()
-        inner._pool = httpcore.ConnectionPool(network_backend=httpcore.MockBackend(answered))
-        with httpx.Client(transport=pf.FailoverTransport(pools, policy, inner, **_pinned())) as client:
+        inner = http.HTTPTransport()
+        inner._pool = core.ConnectionPool(network_backend=core.MockBackend(answered))
+        with http.Client(transport=front.FailoverTransport(pools, policy, inner, **_pinned())) as client:
 
             def send(n: int) -> None:
                 for _ in range(n):
@@ -262,9 +254,9 @@ def _httpx(answers: int, *, asynchronous: bool = False, hedging: bool = False, h
 
             yield send
         return
-    ainner = httpx.AsyncHTTPTransport()
-    ainner._pool = httpcore.AsyncConnectionPool(network_backend=httpcore.AsyncMockBackend(answered))
-    aclient = httpx.AsyncClient(transport=pf.AsyncFailoverTransport(pools, policy, ainner, **_pinned()))
+    ainner = http.AsyncHTTPTransport()
+    ainner._pool = core.AsyncConnectionPool(network_backend=core.AsyncMockBackend(answered))
+    aclient = http.AsyncClient(transport=front.AsyncFailoverTransport(pools, policy, ainner, **_pinned()))
 
     async def many(n: int) -> None:
         for _ in range(n):
