@@ -1,6 +1,11 @@
 """Resolution below the exchange: httpcore network backends that resolve a pool's
 domains through its resolver and fail over between the addresses of one domain.
 
+httpcore2 (httpx2's) has the same backend interface under another name: the backends
+here take the connection package they work in (``core``: ``httpcore`` or ``httpcore2``),
+open their streams with its backend and raise its ``ConnectError`` / ``ConnectTimeout``,
+which its httpx maps to its own; nothing here imports either package.
+
 Rules and theory of operation
 -----------------------------
 httpcore asks its network backend for a TCP stream with ``connect_tcp(host, port,
@@ -67,9 +72,9 @@ import functools
 import ssl
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import httpcore
 from opentelemetry import trace as otel_trace
 
 from .resolve import ResolveError
@@ -86,19 +91,35 @@ from .semconv import (
 )
 
 if TYPE_CHECKING:
-    import httpx
     from opentelemetry.trace import Span
 
+    from ._lib import HTTPLib, Response
     from ._telemetry import Telemetry
     from .resolve import Answer, Resolver
 
-__all__ = ["AsyncResolvingBackend", "Dialer", "ResolvingBackend", "address_failure"]
+__all__ = [
+    "AsyncResolvingBackend",
+    "Dialer",
+    "ResolvingBackend",
+    "address_failure",
+    "async_resolving_backend",
+    "resolving_backend",
+]
 
 #: How long an address that refused or timed out goes to the end of its domain's line.
 BAD_ADDRESS_SECONDS = 30.0
-_CONNECT_ERRORS = (httpcore.ConnectError, httpcore.ConnectTimeout)
 #: The least time a handshake is given, when the dial's time is (nearly) spent.
 _LEAST_SECONDS = 0.001
+
+
+def resolving_backend(lib: HTTPLib, dialer: Dialer) -> ResolvingBackend:
+    """The sync backend of ``dialer`` in ``lib``'s connection package."""
+    return ResolvingBackend(dialer, lib.core_module())
+
+
+def async_resolving_backend(lib: HTTPLib, dialer: Dialer) -> AsyncResolvingBackend:
+    """The async backend of ``dialer`` in ``lib``'s connection package."""
+    return AsyncResolvingBackend(dialer, lib.core_module())
 
 
 def address_failure(exc: BaseException) -> bool:
@@ -188,7 +209,7 @@ class Dialer:
             self._bad.pop((host, address), None)
 
     @staticmethod
-    def peer(response: httpx.Response) -> tuple[str, str] | None:
+    def peer(response: Response) -> tuple[str, str] | None:
         """The address ``response`` came from and how it was found, when its connection
         was opened here (httpcore's ``network_stream`` extension is then one of ours)."""
         return getattr(response.extensions.get("network_stream"), "failover_peer", None)
@@ -200,7 +221,7 @@ class Dialer:
             attributes[FAILOVER_RESOLVE_SOURCE] = answer.source
             self.telemetry.resolve_duration.record(self.clock() - started, attributes)
 
-    def resolve_failed(self, host: str, exc: ResolveError, started: float) -> httpcore.ConnectError:
+    def resolve_failed(self, host: str, exc: ResolveError, started: float, core: ModuleType) -> Exception:
         """Record a resolution of ``host`` that failed; the attempt's error."""
         if self.telemetry is not None:
             attributes = dict(self._labels[host])
@@ -209,14 +230,17 @@ class Dialer:
                 attributes[FAILOVER_RESOLVE_SOURCE] = exc.source
             self.telemetry.resolve_duration.record(self.clock() - started, attributes)
             self.telemetry.resolve_failures.add(1, attributes)
-        return httpcore.ConnectError(f"resolving {host!r}: {exc}")
+        error: Exception = core.ConnectError(f"resolving {host!r}: {exc}")
+        return error
 
 
 class Dial:
     """One ``connect_tcp`` of a host that resolves: the addresses in their order, each
     with its share of the time left, and what happened to each (no I/O)."""
 
-    def __init__(self, dialer: Dialer, host: str, answer: Answer, timeout: float | None) -> None:
+    def __init__(self, dialer: Dialer, host: str, answer: Answer, timeout: float | None, core: ModuleType) -> None:
+        self.core = core  # the connection package (httpcore, httpcore2) whose errors the dial sees and raises
+        self.connect_errors: tuple[type[Exception], ...] = (core.ConnectError, core.ConnectTimeout)
         self.dialer = dialer
         self.host = host
         self.source = answer.source
@@ -238,7 +262,7 @@ class Dial:
     def _all(self) -> Iterator[tuple[str, float | None]]:
         yield from self._pass(self.addresses)
         refused = len(self.errors) == len(self.addresses) and not any(
-            isinstance(exc, httpcore.ConnectTimeout) for _, exc in self.errors
+            isinstance(exc, self.core.ConnectTimeout) for _, exc in self.errors
         )
         if refused:
             yield from self._pass(self.addresses)
@@ -301,21 +325,24 @@ class Dial:
             else f"every address failed ({len(self.errors)})"
         )
         message = f"connecting to {self.host!r} ({self.source}): {what}" + (f": {tried}" if tried else "")
-        timed_out = out_of_time or all(isinstance(exc, httpcore.ConnectTimeout) for _, exc in self.errors)
-        error = httpcore.ConnectTimeout(message) if timed_out else httpcore.ConnectError(message)
+        core = self.core
+        timed_out = out_of_time or all(isinstance(exc, core.ConnectTimeout) for _, exc in self.errors)
+        error: Exception = core.ConnectTimeout(message) if timed_out else core.ConnectError(message)
         if self.errors:
             error.__cause__ = self.errors[-1][1]
         return error
 
 
-class ResolvingBackend(httpcore.NetworkBackend):
-    """An httpcore network backend that resolves the hosts of ``dialer`` through their
+class ResolvingBackend:
+    """An httpcore network backend (``core``'s: httpcore's or httpcore2's, whose pools
+    take any object with its methods) that resolves the hosts of ``dialer`` through their
     resolver and fails over between their addresses; every other host goes to
-    ``inner`` (``httpcore.SyncBackend()``) unchanged."""
+    ``inner`` (``core.SyncBackend()``) unchanged."""
 
-    def __init__(self, dialer: Dialer, inner: httpcore.NetworkBackend | None = None) -> None:
+    def __init__(self, dialer: Dialer, core: ModuleType, inner: Any = None) -> None:
         self._dialer = dialer
-        self._inner = inner if inner is not None else httpcore.SyncBackend()
+        self._core = core
+        self._inner = inner if inner is not None else core.SyncBackend()
 
     def connect_tcp(
         self,
@@ -324,7 +351,7 @@ class ResolvingBackend(httpcore.NetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
+    ) -> Any:
         resolver = self._dialer.resolvers.get(host)
         if resolver is None:
             return self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
@@ -332,17 +359,17 @@ class ResolvingBackend(httpcore.NetworkBackend):
         try:
             answer = resolver.resolve(host)
         except ResolveError as exc:
-            raise self._dialer.resolve_failed(host, exc, started) from exc
+            raise self._dialer.resolve_failed(host, exc, started, self._core) from exc
         self._dialer.resolved(host, answer, started)
         options = None if socket_options is None else list(socket_options)  # used once per address
-        return self._open(Dial(self._dialer, host, answer, timeout), port, local_address, options)
+        return self._open(Dial(self._dialer, host, answer, timeout, self._core), port, local_address, options)
 
     def _open(self, dial: Dial, port: int, local_address: str | None, options: list[Any] | None) -> _Stream:
         """A TCP stream to the next address of ``dial`` that accepts; ``dial.error()`` when none is left."""
         for address, limit in dial:
             try:
                 stream = self._inner.connect_tcp(address, port, limit, local_address, options)
-            except _CONNECT_ERRORS as exc:
+            except dial.connect_errors as exc:
                 dial.failed(address, exc)
                 continue
             dial.connected(address)
@@ -351,20 +378,21 @@ class ResolvingBackend(httpcore.NetworkBackend):
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.NetworkStream:
+    ) -> Any:
         return self._inner.connect_unix_socket(path, timeout, socket_options)
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
 
 
-class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
-    """The async twin of :class:`ResolvingBackend` (``inner``: ``httpcore.AnyIOBackend()``,
+class AsyncResolvingBackend:
+    """The async twin of :class:`ResolvingBackend` (``inner``: ``core.AnyIOBackend()``,
     asyncio or trio, as the resolvers' ``aresolve``)."""
 
-    def __init__(self, dialer: Dialer, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
+    def __init__(self, dialer: Dialer, core: ModuleType, inner: Any = None) -> None:
         self._dialer = dialer
-        self._inner = inner if inner is not None else httpcore.AnyIOBackend()
+        self._core = core
+        self._inner = inner if inner is not None else core.AnyIOBackend()
 
     async def connect_tcp(
         self,
@@ -373,7 +401,7 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> Any:
         resolver = self._dialer.resolvers.get(host)
         if resolver is None:
             return await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
@@ -381,10 +409,10 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
         try:
             answer = await resolver.aresolve(host)
         except ResolveError as exc:
-            raise self._dialer.resolve_failed(host, exc, started) from exc
+            raise self._dialer.resolve_failed(host, exc, started, self._core) from exc
         self._dialer.resolved(host, answer, started)
         options = None if socket_options is None else list(socket_options)
-        return await self._open(Dial(self._dialer, host, answer, timeout), port, local_address, options)
+        return await self._open(Dial(self._dialer, host, answer, timeout, self._core), port, local_address, options)
 
     async def _open(
         self, dial: Dial, port: int, local_address: str | None, options: list[Any] | None
@@ -393,7 +421,7 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
         for address, limit in dial:
             try:
                 stream = await self._inner.connect_tcp(address, port, limit, local_address, options)
-            except _CONNECT_ERRORS as exc:
+            except dial.connect_errors as exc:
                 dial.failed(address, exc)
                 continue
             dial.connected(address)
@@ -404,14 +432,14 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> Any:
         return await self._inner.connect_unix_socket(path, timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
 
 
-class _Stream(httpcore.NetworkStream):
+class _Stream:
     """A stream of the inner backend that knows its peer: the address and how it was
     found (``failover_peer``), through TLS too (``start_tls`` wraps the new stream).
     Until its handshake is done it keeps its dial and how to open the next address
@@ -421,7 +449,7 @@ class _Stream(httpcore.NetworkStream):
 
     def __init__(
         self,
-        inner: httpcore.NetworkStream,
+        inner: Any,
         peer: tuple[str, str],
         dial: Dial | None = None,
         redial: Callable[[], _Stream] | None = None,
@@ -432,7 +460,8 @@ class _Stream(httpcore.NetworkStream):
         self._redial = redial
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, timeout)
+        data: bytes = self._inner.read(max_bytes, timeout)
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._inner.write(buffer, timeout)
@@ -442,13 +471,13 @@ class _Stream(httpcore.NetworkStream):
 
     def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
+    ) -> Any:
         stream = self
         while stream._dial is not None and stream._redial is not None:
             dial = stream._dial
             try:
                 tls = stream._inner.start_tls(ssl_context, server_hostname, dial.handshake_limit(timeout))
-            except _CONNECT_ERRORS as exc:
+            except dial.connect_errors as exc:
                 if not dial.handshake_failed(stream.failover_peer[0], exc):
                     raise
                 stream = stream._redial()  # the next address, or the dial's error
@@ -460,14 +489,14 @@ class _Stream(httpcore.NetworkStream):
         return self._inner.get_extra_info(info)
 
 
-class _AsyncStream(httpcore.AsyncNetworkStream):
+class _AsyncStream:
     """The async twin of :class:`_Stream`."""
 
     __slots__ = ("_dial", "_inner", "_redial", "failover_peer")
 
     def __init__(
         self,
-        inner: httpcore.AsyncNetworkStream,
+        inner: Any,
         peer: tuple[str, str],
         dial: Dial | None = None,
         redial: Callable[[], Awaitable[_AsyncStream]] | None = None,
@@ -478,7 +507,8 @@ class _AsyncStream(httpcore.AsyncNetworkStream):
         self._redial = redial
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._inner.read(max_bytes, timeout)
+        data: bytes = await self._inner.read(max_bytes, timeout)
+        return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         await self._inner.write(buffer, timeout)
@@ -488,13 +518,13 @@ class _AsyncStream(httpcore.AsyncNetworkStream):
 
     async def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> Any:
         stream = self
         while stream._dial is not None and stream._redial is not None:
             dial = stream._dial
             try:
                 tls = await stream._inner.start_tls(ssl_context, server_hostname, dial.handshake_limit(timeout))
-            except _CONNECT_ERRORS as exc:
+            except dial.connect_errors as exc:
                 if not dial.handshake_failed(stream.failover_peer[0], exc):
                     raise
                 stream = await stream._redial()

@@ -5,21 +5,26 @@ rewriting the request onto the attempt's domain, classification, telemetry,
 the bounded body buffer, and carrying out the core's ending (the response, a
 stale copy, the fallback, or the error). The transports' two loops in
 ``_transport.py`` only send, read, sleep and close.
+
+No HTTP library is imported here: the front-end hands each exchange its
+:class:`~pytest_failover._lib.HTTPLib` (httpx's or httpx2's), whose classes build the
+requests, responses, body streams and errors of that library.
 """
 
 from __future__ import annotations
 
 import datetime
+import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import httpx
 from opentelemetry import context as otel_context
 
 from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
-from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
+from ._exceptions import CircuitOpen, Failover
+from ._lib import InMemory
 from ._plan import DONE
 from ._policy import Policy
 from ._pools import PoolCore
@@ -39,6 +44,7 @@ from ._values import (
 )
 
 if TYPE_CHECKING:
+    from ._lib import Headers, HTTPLib, Request, Response
     from ._pool import Domain
     from ._state import State
 
@@ -47,7 +53,6 @@ __all__ = [
     "Exchange",
     "FailoverResult",
     "Fallback",
-    "TrackedStream",
     "enter",
     "in_memory",
     "leave",
@@ -55,7 +60,9 @@ __all__ = [
 
 logger = logging.getLogger("pytest_failover")
 
-Fallback = Callable[[httpx.Request, FailoverError], httpx.Response | Awaitable[httpx.Response]]
+# Called with the request and the front-end's FailoverError (its library's, as the
+# response it returns): one fallback may serve front-ends of several libraries.
+Fallback = Callable[[Any, Any], Any]
 
 
 class FailoverResult(NamedTuple):
@@ -78,69 +85,10 @@ _RESULTS = {
 }
 
 
-class TrackedStream(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """Wraps a body that cannot be replayed, to know whether any of it was read."""
-
-    def __init__(self, inner: httpx.SyncByteStream | httpx.AsyncByteStream) -> None:
-        self.inner = inner
-        self.started = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        self.started = True
-        if not isinstance(self.inner, httpx.SyncByteStream):
-            raise RuntimeError("this request body can only be sent by an async transport")
-        yield from self.inner
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        self.started = True
-        if not isinstance(self.inner, httpx.AsyncByteStream):
-            raise RuntimeError("this request body can only be sent by a sync transport")
-        async for chunk in self.inner:
-            yield chunk
-
-    def close(self) -> None:
-        if isinstance(self.inner, httpx.SyncByteStream):
-            self.inner.close()
-
-    async def aclose(self) -> None:
-        if isinstance(self.inner, httpx.AsyncByteStream):
-            await self.inner.aclose()
-
-
-class _Continued(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body whose first chunks were already read: those, then the rest, untouched
-    (``rest`` iterates ``stream``, the body as the inner transport gave it)."""
-
-    def __init__(self, prefix: list[bytes], rest: Any, stream: httpx.SyncByteStream | httpx.AsyncByteStream) -> None:
-        self._prefix = prefix
-        self._rest = rest
-        self._stream = stream
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._prefix
-        yield from self._rest
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._prefix:
-            yield chunk
-        async for chunk in self._rest:
-            yield chunk
-
-    def close(self) -> None:
-        if isinstance(self._stream, httpx.SyncByteStream):
-            self._stream.close()
-
-    async def aclose(self) -> None:
-        if isinstance(self._stream, httpx.AsyncByteStream):
-            await self._stream.aclose()
-
-
-# httpx keeps a response's headers as (key, lowercased key, value) byte triples.
 _EVENT_STREAM = b"text/event-stream"
-_HEADERS_LISTED = isinstance(getattr(httpx.Headers({"a": "b"}), "_list", None), list)
 
 
-def _fits_in_memory(headers: httpx.Headers, limit: int) -> bool:
+def _fits_in_memory(headers: Headers, limit: int) -> bool:
     """May a 2xx body with ``headers`` be read into memory? When it declares no length, or
     one within ``limit`` (a value that is not a plain number, or two values, declare none:
     h11 refuses a conflicting pair), and it is not an event stream.
@@ -149,16 +97,12 @@ def _fits_in_memory(headers: httpx.Headers, limit: int) -> bool:
     tokens) is never held here: each event reaches the caller as it comes, and a
     connection that breaks mid-stream reaches the caller too, never replayed elsewhere.
 
-    Every request reads it, so this scans httpx's own list of byte triples (while
-    httpx keeps one): 0.23 µs against 1.9 µs for ``headers.get``, which encodes the
-    key and decodes each match (timeit), and 5,700 of the 83,000 instructions the
-    transport added to a request (callgrind, in process, side by side).
+    Every request reads it, so this scans the library's own list of byte triples (key,
+    lowercased key, value: every httpx since 0.18, and httpx2): 0.23 µs against 1.9 µs
+    for ``headers.get``, which encodes the key and decodes each match (timeit), and
+    5,700 of the 83,000 instructions the transport added to a request (callgrind, in
+    process, side by side).
     """
-    if not _HEADERS_LISTED:
-        if headers.get("Content-Type", "").lower().encode("latin-1").startswith(_EVENT_STREAM):
-            return False
-        value = headers.get("Content-Length")
-        return value is None or not value.isdigit() or int(value) <= limit
     found: bytes | None = None
     conflict = False
     for _, key, value in headers._list:
@@ -170,13 +114,9 @@ def _fits_in_memory(headers: httpx.Headers, limit: int) -> bool:
     return conflict or found is None or not found.isdigit() or int(found) <= limit
 
 
-class _InMemory(httpx.ByteStream):
-    """The raw bytes of a body the transport read (see :meth:`BodyBuffer.complete`)."""
-
-
-def in_memory(response: httpx.Response) -> bool:
+def in_memory(response: Response) -> bool:
     """Is ``response``'s body in memory: read by the transport, or made from bytes?"""
-    return response.is_stream_consumed or isinstance(response.stream, _InMemory)
+    return response.is_stream_consumed or isinstance(response.stream, InMemory)
 
 
 class BodyBuffer:
@@ -209,25 +149,23 @@ class BodyBuffer:
         self._size += len(chunk)
         return self._size > self.limit
 
-    def complete(self, response: httpx.Response) -> httpx.Response:
+    def complete(self, response: Response) -> Response:
         """``response`` with the body in memory (the caller closed its stream). The same
         response, its stream replaced: a new ``httpx.Response`` cost 87,000
         instructions, as much again as the transport adds to a whole request
         (callgrind, in process). Left unread without ``load``; with it, decoded into
         ``content``, the raw bytes left to stream again."""
-        response.stream = _InMemory(b"".join(self._chunks))
         exchange = self._exchange
+        response.stream = exchange.lib.InMemory(b"".join(self._chunks))  # of the front-end's library
         if exchange._loads:  # it looks at the body: the app-error check, the stale cache
             response.read()
             response.elapsed = datetime.timedelta(seconds=exchange.clock() - exchange.started_at)
             response.is_stream_consumed = response.is_closed = False  # as if unread: iter_raw() works
         return response
 
-    def continued(
-        self, response: httpx.Response, rest: Any, stream: httpx.SyncByteStream | httpx.AsyncByteStream
-    ) -> httpx.Response:
+    def continued(self, response: Response, rest: Any, stream: Any) -> Response:
         """``response`` streaming the chunks read so far, then ``rest`` of ``stream``."""
-        response.stream = _Continued(self._chunks, rest, stream)
+        response.stream = self._exchange.lib.Continued(self._chunks, rest, stream)
         return response
 
 
@@ -253,19 +191,20 @@ class Exchange:
     at its first attempt writes each of these at most once and never reads a default.
     """
 
-    _tracked: TrackedStream | None = None  # an unreplayable body, watched
+    _tracked: Any = None  # an unreplayable body, watched (the library's ``Tracked``)
     _stale = False  # the stale cache may store and serve this request (see PoolCore.reading)
-    _original: httpx.Request  # with _stale: the request as the caller made it
+    _original: Request  # with _stale: the request as the caller made it
     _answered_by = ""  # the domain of the response kept
-    response: httpx.Response | None = None
-    error: httpx.TransportError | None = None
+    response: Response | None = None
+    error: BaseException | None = None  # the last attempt's, a TransportError of the library
     stop: Stop = DONE  # why no attempt follows (set when the plan stops for another reason)
     _finished = False  # the request's telemetry has ended (read by abandon only)
 
     def __init__(
         self,
         state: State,
-        request: httpx.Request,
+        lib: HTTPLib,
+        request: Request,
         pool_core: PoolCore,
         pinned: Domain | None,
         origin: Domain | None,
@@ -274,6 +213,7 @@ class Exchange:
         blocking: bool,
     ) -> None:
         self._state = state
+        self.lib = lib
         self._blocking = blocking  # the front-end may wait for the disk (a sync one)
         self._origin = origin  # the pool domain the request's URL points at, if any
         self.request = request
@@ -281,9 +221,9 @@ class Exchange:
         self.original_url = url = request.url
         method = request.method
         stream = request.stream
-        replayable = isinstance(stream, httpx.ByteStream)
+        replayable = isinstance(stream, lib.ByteStream)
         if not replayable:
-            self._tracked = TrackedStream(stream)
+            self._tracked = lib.Tracked(stream)
             request.stream = self._tracked
         self.started_at = now = state.clock()
         self.plan = plan = state.core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
@@ -294,7 +234,7 @@ class Exchange:
         if stale:
             self._stale = True
             # The stale cache keys on the request as the caller made it, before rewrites.
-            self._original = httpx.Request(method, url, headers=request.headers)
+            self._original = lib.Request(method, url, headers=request.headers)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -372,15 +312,16 @@ class Exchange:
             attempt.span, attempt.quiet = trace.attempt_started(attempt, request)
         return attempt
 
-    def _copy(self) -> httpx.Request:
+    def _copy(self) -> Request:
         request = self.request
-        return httpx.Request(
+        copied: Request = self.lib.Request(
             request.method,
             request.url,
             headers=request.headers.copy(),
             stream=request.stream,
             extensions=dict(request.extensions),
         )
+        return copied
 
     # -- hedging ---------------------------------------------------------------------
 
@@ -409,7 +350,7 @@ class Exchange:
             self.trace.attempt_cancelled(attempt, attempt.span)
             self.trace.events(events)
 
-    def buffer(self, response: httpx.Response) -> BodyBuffer | None:
+    def buffer(self, response: Response) -> BodyBuffer | None:
         """Where the transport reads ``response``'s body (up to :attr:`body_limit`) before
         the outcome is known, or None: it is not read when the limit is 0, the answer is
         not a 2xx, declares a length over the limit or is an event stream: then it is
@@ -420,16 +361,16 @@ class Exchange:
             return None
         return BodyBuffer(limit, self) if _fits_in_memory(response.headers, limit) else None
 
-    def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
-        """The error for an attempt cut at its time limit."""
-        error = httpx.ReadTimeout(
+    def timed_out(self, attempt: Attempt, exc: BaseException | None) -> Any:
+        """The error for an attempt cut at its time limit (the library's ``ReadTimeout``)."""
+        error: BaseException = self.lib.ReadTimeout(
             f"attempt {attempt.number} on {attempt.domain} took longer than its {attempt.timeout:.3f} s",
             request=self.request,
         )
         error.__cause__ = exc
         return error
 
-    def on_response(self, attempt: Attempt, response: httpx.Response) -> None:
+    def on_response(self, attempt: Attempt, response: Response) -> None:
         outcome = classify_response(response, self.pool_core.policy)
         self.response = response
         self._answered_by = attempt.domain.url  # not the last record: a cut loser's may follow
@@ -446,7 +387,7 @@ class Exchange:
                 max_bytes=self.policy.stale_max_bytes,
             )
 
-    def _peer(self, attempt: Attempt, response: httpx.Response) -> None:
+    def _peer(self, attempt: Attempt, response: Response) -> None:
         """Name the address a response came from on its attempt's span (a pooled
         connection's too, which the resolving backend did not open for this attempt)."""
         dialer = self._state.dialer
@@ -456,7 +397,7 @@ class Exchange:
             address, source = peer
             attempt.span.set_attributes({semconv.NETWORK_PEER_ADDRESS: address, semconv.FAILOVER_RESOLVE_SOURCE: source})
 
-    def on_error(self, attempt: Attempt, exc: httpx.TransportError) -> None:
+    def on_error(self, attempt: Attempt, exc: BaseException) -> None:
         started = self._tracked.started if self._tracked is not None else False
         outcome = classify_exception(exc, body_started=started)
         self.response = None
@@ -464,8 +405,8 @@ class Exchange:
         self._record(attempt, outcome, exc)
 
     def arrived(
-        self, attempt: Attempt, response: httpx.Response | None, error: httpx.TransportError | None
-    ) -> httpx.Response | None:
+        self, attempt: Attempt, response: Response | None, error: BaseException | None
+    ) -> Response | None:
         """``attempt`` ended with ``response`` or ``error``: report it. The answer, if any."""
         if error is not None:
             self.on_error(attempt, error)
@@ -516,8 +457,9 @@ class Exchange:
 
     # -- the end ---------------------------------------------------------------------
 
-    def finish(self) -> httpx.Response | Awaitable[httpx.Response]:
-        """The response to return, a fallback's (possibly awaitable) response, or raise."""
+    def finish(self) -> Any:
+        """The response to return, a fallback's (possibly awaitable) response, or raise
+        (``Any``: the front-end's library's ``Response``, or an awaitable of one)."""
         stop = self.stop
         plan = self.plan
         ended = plan.records
@@ -548,7 +490,7 @@ class Exchange:
             return self._timed(stale)
         if decided is Ending.FALLBACK:
             return self._fallback(error, self._reported(semconv.OUTCOME_FALLBACK, None, None, error_type, records))
-        outcome = semconv.OUTCOME_CIRCUIT_OPEN if isinstance(error, CircuitOpenError) else semconv.OUTCOME_FAILURE
+        outcome = semconv.OUTCOME_CIRCUIT_OPEN if isinstance(error, CircuitOpen) else semconv.OUTCOME_FAILURE
         self._end(outcome, None, None, error_type)
         try:
             raise error
@@ -557,11 +499,12 @@ class Exchange:
             # left each failed request (121 objects) to the cyclic GC.
             del error
 
-    def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> FailoverError:
+    def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> Failover:
+        """The library's ``CircuitOpenError`` or ``AllDomainsFailed``."""
         pool = self.pool_core.name
         url = redact_url(self.original_url)
         if not records:
-            error: FailoverError = CircuitOpenError(
+            error: Failover = self.lib.CircuitOpenError(
                 f"pool {pool!r}: every domain is open or disabled; {self.plan.method} {url} was not sent",
                 pool=pool,
                 reason=stop.reason,
@@ -569,7 +512,7 @@ class Exchange:
             )
         else:
             tried = "; ".join(f"{r.domain}: {r.error_type}" for r in records)
-            error = AllDomainsFailed(
+            error = self.lib.AllDomainsFailed(
                 f"pool {pool!r}: {self.plan.method} {url} failed after {len(records)} "
                 f"attempt(s) ({stop.reason}): {tried}",
                 pool=pool,
@@ -583,27 +526,44 @@ class Exchange:
         error.__cause__, self.error = self.error, None
         return error
 
-    def _stale_response(self) -> httpx.Response | None:
-        return self._state.stale.lookup(
-            self.pool_core.name, self._original, self.clock(), max_age=self.policy.stale_max_age
+    def _stale_response(self) -> Response | None:
+        stale: Response | None = self._state.stale.lookup(
+            self.pool_core.name,
+            self._original,
+            self.clock(),
+            max_age=self.policy.stale_max_age,
+            response=self.lib.Response,
         )
+        return stale
 
-    def _fallback(self, error: FailoverError, info: FailoverResult) -> httpx.Response | Awaitable[httpx.Response]:
+    def _fallback(self, error: Failover, info: FailoverResult) -> Response | Awaitable[Response]:
         fallback = self._state.fallback
         assert fallback is not None
         result = fallback(self.request, error)
-        if isinstance(result, httpx.Response):
+        if isinstance(result, self.lib.Response):
             result.extensions["failover"] = info
             return self._timed(result)
+        if not inspect.isawaitable(result):
+            raise self._not_a_response(result)
 
-        async def mark(pending: Awaitable[httpx.Response]) -> httpx.Response:
+        async def mark(pending: Awaitable[Response]) -> Response:
             response = await pending
+            if not isinstance(response, self.lib.Response):
+                raise self._not_a_response(response)
             response.extensions["failover"] = info
             return self._timed(response)
 
         return mark(result)
 
-    def _timed(self, response: httpx.Response) -> httpx.Response:
+    def _not_a_response(self, result: object) -> TypeError:
+        """The error for a fallback's answer of another kind (another library's response)."""
+        kind, lib = type(result), self.lib.name
+        return TypeError(
+            f"the fallback returned a {kind.__module__}.{kind.__qualname__}, not a {lib}.Response "
+            f"(the front-end speaks {lib}: build the fallback's response with {lib})"
+        )
+
+    def _timed(self, response: Response) -> Response:
         """``response`` (a stale copy, a fallback's), with its ``elapsed`` (the whole
         request) when its body is in already (see :class:`BodyBuffer`)."""
         if response.is_closed:

@@ -1,5 +1,7 @@
 """Policy(resolver=...) through httpcore's network backend, over real sockets: a poisoned
-system DNS, a domain's addresses failing over, serve-stale, the certificate bound to the name."""
+system DNS, a domain's addresses failing over, serve-stale, the certificate bound to the name.
+Each runs with httpx's transports (httpcore) and httpx2's (httpcore2), sync and async; some on
+every front-end."""
 
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ from client.frontends import (  # tests/client: a package on the rootdir path, a
 from opentelemetry.sdk.trace import ReadableSpan
 
 from pytest_failover import (
-    AllDomainsFailed,
     AsyncFailoverTransport,
     FailoverTransport,
     Policy,
@@ -50,12 +51,12 @@ Make = Callable[..., Harness]
 EVERY_FRONT_END = pytest.mark.parametrize("make", KINDS, indirect=True)
 
 
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture(params=["sync", "async", "httpx2", "httpx2-async"])
 def make(
     request: pytest.FixtureRequest, loop: asyncio.AbstractEventLoop, failover_telemetry: FailoverTelemetry
 ) -> Iterator[Make]:
     """``make(resolver, domains=[api, backup])``: a failover client of one front-end
-    (httpx sync or async by default; any of ``KINDS`` with ``EVERY_FRONT_END``) whose
+    (httpx or httpx2, sync or async, by default; any of ``KINDS`` with ``EVERY_FRONT_END``) whose
     pool resolves through ``resolver``, with its spans captured."""
     made: list[Harness] = []
 
@@ -188,7 +189,7 @@ def test_a_handshake_reset_at_every_address_fails_the_domain(
     fd.fail("other.test", faults.address_down(other.address, stage="handshake"))
     doh[0].answer(API, [api.address, other.address], ttl=60)
     harness = make(doh_resolver, domains=(API,), schedule=_one_attempt())
-    with pytest.raises(AllDomainsFailed) as caught:
+    with pytest.raises(harness.errors.AllDomainsFailed) as caught:
         harness.get(f"https://{API}/")
     [attempt] = caught.value.attempts
     assert attempt.error_type in {semconv.ERROR_CONNECTION_RESET, semconv.ERROR_TLS, semconv.ERROR_CONNECT}
@@ -207,12 +208,12 @@ def test_a_certificate_failure_at_one_address_does_not_move_on(
     evil = fd.add("evil.test")
     answer = Answer(host=API, addresses=(evil.address, api.address), ttl=60.0, source="doh")  # in this order
     harness = make(StaticResolver(answer), domains=(API,), schedule=_one_attempt())
-    with pytest.raises(AllDomainsFailed) as caught:
+    with pytest.raises(harness.errors.AllDomainsFailed) as caught:
         harness.get(f"https://{API}/")
     assert [a.error_type for a in caught.value.attempts] == [semconv.ERROR_SERVER_CERTIFICATE_INVALID]
     assert fd.requests(API) == [] and fd.requests("evil.test") == []
     # Nor is the address remembered as bad (that would send the next request to the second one).
-    with pytest.raises(AllDomainsFailed) as again:
+    with pytest.raises(harness.errors.AllDomainsFailed) as again:
         harness.get(f"https://{API}/")
     assert [a.error_type for a in again.value.attempts] == [semconv.ERROR_SERVER_CERTIFICATE_INVALID]
     assert fd.requests(API) == []
@@ -284,7 +285,7 @@ def test_a_certificate_for_another_name_at_the_resolved_ip_is_refused(
     evil = fd.add("evil.test")
     doh[0].answer(API, [evil.address], ttl=60)
     harness = make(doh_resolver, domains=(API,), schedule=_one_attempt())
-    with pytest.raises(AllDomainsFailed) as caught:
+    with pytest.raises(harness.errors.AllDomainsFailed) as caught:
         harness.get(f"https://{API}/")
     assert "certificate" in repr(caught.value.__cause__ or caught.value).lower() or caught.value.attempts
     assert fd.requests("evil.test") == [] and fd.requests(API) == []
@@ -299,7 +300,7 @@ def test_the_wrong_certificate_at_the_right_ip_is_refused(
     fd.fail(API, faults.tls_wrong_host())
     doh[0].answer(API, [api.address], ttl=60)
     harness = make(doh_resolver, domains=(API,), schedule=_one_attempt())
-    with pytest.raises(AllDomainsFailed) as caught:
+    with pytest.raises(harness.errors.AllDomainsFailed) as caught:
         harness.get(f"https://{API}/")
     assert [a.error_type for a in caught.value.attempts] == [semconv.ERROR_SERVER_CERTIFICATE_INVALID]
     assert fd.requests(API) == []
@@ -478,7 +479,7 @@ def test_a_dial_whose_every_address_refused_tries_them_once_more(errors: list[ty
     from pytest_failover.resolve import Answer
 
     dialer = Dialer({}, clock=time.monotonic, forget_after=0.0)
-    dial = Dial(dialer, "api.test", Answer(host="api.test", addresses=(A1, A2), ttl=60.0, source="doh"), 10.0)
+    dial = Dial(dialer, "api.test", Answer(host="api.test", addresses=(A1, A2), ttl=60.0, source="doh"), 10.0, httpcore)
     seen: list[str] = []
     for address, _ in dial:
         seen.append(address)
