@@ -15,8 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._classify import error_type_of
-    from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
     from ._exchange import FailoverResult
+    from ._httpx import (
+        AllDomainsFailed,
+        AsyncFailoverTransport,
+        CircuitOpenError,
+        FailoverError,
+        FailoverTransport,
+    )
     from ._policy import (
         ExponentialBackoff,
         Hedging,
@@ -29,7 +35,6 @@ if TYPE_CHECKING:
     from ._pool import Domain, Pool
     from ._snapshot import DomainState, PoolState, TransportState
     from ._steering import TimeOrder
-    from ._transport import AsyncFailoverTransport, FailoverTransport
     from ._values import AttemptRecord
     from .control import ControlDocument, ControlError, ControlPoller
 
@@ -68,9 +73,9 @@ _WHERE = {
     "ControlPoller": ".control",
     "error_type_of": "._classify",
     "AttemptRecord": "._values",
-    "AllDomainsFailed": "._exceptions",
-    "CircuitOpenError": "._exceptions",
-    "FailoverError": "._exceptions",
+    "AllDomainsFailed": "._httpx",
+    "CircuitOpenError": "._httpx",
+    "FailoverError": "._httpx",
     "ExponentialBackoff": "._policy",
     "Hedging": "._policy",
     "Policy": "._policy",
@@ -84,9 +89,9 @@ _WHERE = {
     "PoolState": "._snapshot",
     "TransportState": "._snapshot",
     "TimeOrder": "._steering",
-    "AsyncFailoverTransport": "._transport",
+    "AsyncFailoverTransport": "._httpx",
     "FailoverResult": "._exchange",
-    "FailoverTransport": "._transport",
+    "FailoverTransport": "._httpx",
 }
 
 

@@ -3,6 +3,11 @@
 An outcome says whether the domain failed (breaker and budget count it), whether
 request bytes may have left (a re-send could duplicate a side effect), the
 low-cardinality ``error.type`` reported in telemetry, and any ``Retry-After``.
+
+Exceptions are told apart by the names of the HTTP library's classes along their MRO
+(``ConnectTimeout``, ``ReadError``, ...): httpx and httpx2 name them alike, so one table
+serves both, and neither library is imported here. What a class means is worked out
+once per class and kept.
 """
 
 from __future__ import annotations
@@ -14,8 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-
-import httpx
+from typing import TYPE_CHECKING
 
 from ._policy import Policy
 from .semconv import (
@@ -35,6 +39,9 @@ from .semconv import (
     ERROR_WRITE,
     ERROR_WRITE_TIMEOUT,
 )
+
+if TYPE_CHECKING:
+    from ._lib import Response
 
 __all__ = ["Outcome", "OutcomeKind", "classify_exception", "classify_response", "error_type_of"]
 
@@ -67,20 +74,62 @@ class Outcome:
 SUCCESS = Outcome(kind=OutcomeKind.SUCCESS)
 
 # Exceptions raised before any request byte left: always safe to send elsewhere.
-_PRE_SEND = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+PRE_SEND = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout"})
 
-# The ``error.type`` of each httpx exception, most specific first.
-_ERROR_TYPES: tuple[tuple[type[BaseException], str], ...] = (
-    (httpx.ConnectTimeout, ERROR_CONNECT_TIMEOUT),
-    (httpx.ReadTimeout, ERROR_READ_TIMEOUT),
-    (httpx.WriteTimeout, ERROR_WRITE_TIMEOUT),
-    (httpx.PoolTimeout, ERROR_POOL_TIMEOUT),
-    (httpx.RemoteProtocolError, ERROR_REMOTE_PROTOCOL),
-    (httpx.ConnectError, ERROR_CONNECT),
-    (httpx.ReadError, ERROR_READ),
-    (httpx.WriteError, ERROR_WRITE),
-    (httpx.TimeoutException, ERROR_TIMEOUT),
-)
+# The ``error.type`` of each exception class of httpx and httpx2, by its name; the first
+# name met along an exception's MRO (the most specific class) gives it.
+ERROR_TYPES: dict[str, str] = {
+    "ConnectTimeout": ERROR_CONNECT_TIMEOUT,
+    "ReadTimeout": ERROR_READ_TIMEOUT,
+    "WriteTimeout": ERROR_WRITE_TIMEOUT,
+    "PoolTimeout": ERROR_POOL_TIMEOUT,
+    "RemoteProtocolError": ERROR_REMOTE_PROTOCOL,
+    "ConnectError": ERROR_CONNECT,
+    "ReadError": ERROR_READ,
+    "WriteError": ERROR_WRITE,
+    "TimeoutException": ERROR_TIMEOUT,
+}
+
+# The classes whose cause chain may name a more precise ``error.type``.
+_CAUSED = frozenset({"ConnectError", "ReadError", "WriteError", "RemoteProtocolError"})
+
+# The packages whose classes the names above are read from.
+LIBRARIES = frozenset({"httpx", "httpx2"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """What an exception class means: its ``error.type`` (None: its qualified name), whether
+    its causes may say more, whether it is raised before any request byte left."""
+
+    error_type: str | None
+    caused: bool
+    pre_send: bool
+
+
+_KINDS: dict[type[BaseException], _Kind] = {}
+
+
+def _kind(cls: type[BaseException]) -> _Kind:
+    """The meaning of ``cls``, worked out once: the nearest class of httpx or httpx2 along
+    its MRO whose name the table knows."""
+    kind = _KINDS.get(cls)
+    if kind is None:
+        name = next(
+            (
+                c.__name__
+                for c in cls.__mro__
+                if c.__name__ in ERROR_TYPES and c.__module__.partition(".")[0] in LIBRARIES
+            ),
+            None,
+        )
+        if name is None:
+            kind = _Kind(None, caused=False, pre_send=False)
+        else:
+            kind = _Kind(ERROR_TYPES[name], caused=name in _CAUSED, pre_send=name in PRE_SEND)
+        kind = _KINDS.setdefault(cls, kind)
+    return kind
+
 
 # The more precise ``error.type`` a cause in an exception's chain gives, most specific first
 # (a certificate error is an SSLError; a refused or reset connection an OSError).
@@ -130,22 +179,22 @@ _MESSAGE_HINTS = (
 
 
 def error_type_of(exc: BaseException) -> str:
-    """The low-cardinality ``error.type`` of an exception."""
-    if isinstance(exc, (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)):
+    """The low-cardinality ``error.type`` of an exception (of httpx, httpx2, or any)."""
+    cls = type(exc)
+    kind = _kind(cls)
+    if kind.caused:
         precise = _cause_type(exc)
         if precise is not None:
             return precise
-    for kind, name in _ERROR_TYPES:
-        if isinstance(exc, kind):
-            return name
-    cls = type(exc)
+    if kind.error_type is not None:
+        return kind.error_type
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def classify_exception(exc: httpx.TransportError, *, body_started: bool = False) -> Outcome:
+def classify_exception(exc: BaseException, *, body_started: bool = False) -> Outcome:
     """Every transport error is a failure of the domain; ``sent`` says whether a
     re-send could duplicate the request."""
-    sent = body_started or not isinstance(exc, _PRE_SEND)
+    sent = body_started or not _kind(type(exc)).pre_send
     return Outcome(kind=OutcomeKind.FAILURE, error_type=error_type_of(exc), sent=sent)
 
 
@@ -166,7 +215,7 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - wall)
 
 
-def classify_response(response: httpx.Response, policy: Policy) -> Outcome:
+def classify_response(response: Response, policy: Policy) -> Outcome:
     """A response is a success, an answer, a throttle or a failure of the domain."""
     status = response.status_code
     if status in policy.retry_statuses:

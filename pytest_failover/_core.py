@@ -24,8 +24,6 @@ import time as _time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import httpx
-
 from ._plan import RequestPlan
 from ._policy import Policy
 from ._pool import Domain, Pool
@@ -34,6 +32,7 @@ from ._snapshot import TransportState
 from ._values import DEFAULT_OPTIONS, RequestOptions
 
 if TYPE_CHECKING:
+    from ._lib import URL, Headers
     from .control import ControlDocument
 
 __all__ = ["FailoverCore", "Route"]
@@ -72,7 +71,7 @@ class FailoverCore:
         self.pools: dict[str, PoolCore] = {
             p.name: PoolCore(p, policies[p.name], region=region) for p in pools
         }
-        # (scheme, host, port) as httpx.URL gives them (a default port is None)
+        # (scheme, host, port) as URL gives them (a default port is None)
         self._by_origin = {(d.scheme, d.host, d.port): (d, self.pools[name]) for d, name in seen.items()}
         # The route of a request with no options whose URL names a pool domain, made once.
         self._routes: dict[tuple[str, str, int | None], Route] = {
@@ -96,7 +95,7 @@ class FailoverCore:
                 raise TypeError(f"policy for pool {name!r} must be a Policy")
         return {n: policy.get(n) or Policy() for n in names}
 
-    def route(self, url: httpx.URL, options: RequestOptions) -> Route | None:
+    def route(self, url: URL, options: RequestOptions) -> Route | None:
         """The pool a request belongs to, its pinned domain, and the domain its URL
         already points at (if any), or None when the request passes through."""
         if options is DEFAULT_OPTIONS:  # most requests: the route of the URL's origin, if any
@@ -105,7 +104,7 @@ class FailoverCore:
                 return route
         if not options.enabled:
             return None
-        # (scheme, host, port) as httpx.URL gives them (a default port is None)
+        # (scheme, host, port) as URL gives them (a default port is None)
         scheme, host, port = url.scheme, url.host, url.port
         found = self._by_origin.get((scheme, host, port))
         if found is None and host.endswith("."):  # a fully qualified name
@@ -137,7 +136,7 @@ class FailoverCore:
         self,
         pool_core: PoolCore,
         method: str,
-        headers: httpx.Headers,
+        headers: Headers,
         options: RequestOptions,
         replayable: bool,
         pinned: Domain | None,

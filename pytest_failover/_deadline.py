@@ -21,7 +21,7 @@ An attempt's time is therefore bounded from outside:
   that gap, but makes httpcore call back a dozen times per request on the
   happy path.
 
-Both raise :class:`httpx.ReadTimeout` naming the limit, so an exceeded deadline is
+Both raise the library's ``ReadTimeout`` naming the limit, so an exceeded deadline is
 classified like any other timeout.
 """
 
@@ -37,11 +37,12 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ._sockets import socket_of
+
+if TYPE_CHECKING:
+    from ._lib import Response
 
 __all__ = ["GRACE", "async_limit", "watchdog"]
 
@@ -107,7 +108,7 @@ class _Watchdog:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         # ticket -> (when, the socket to cut or the callable to call then)
-        self._armed: dict[int, tuple[float, httpx.Response | Callable[[], object]]] = {}
+        self._armed: dict[int, tuple[float, Response | Callable[[], object]]] = {}
         self._cut: set[int] = set()  # tickets whose socket was shut down
         self._tickets = itertools.count()
         self._wake = threading.Event()
@@ -117,7 +118,7 @@ class _Watchdog:
         self.looks = 0  # how often the thread has looked at the armed attempts
         self._armed_lately = False  # set by arm(), cleared by the thread
 
-    def arm(self, at: float, response: httpx.Response) -> int:
+    def arm(self, at: float, response: Response) -> int:
         """Cut ``response``'s socket at ``at`` (monotonic seconds) unless disarmed
         first; the ticket to disarm with. The socket is looked up only when the time
         has passed, which almost no attempt lets happen: looking it up at every arm
@@ -131,7 +132,7 @@ class _Watchdog:
         nothing may hold this thread up). The ticket to disarm with."""
         return self._arm(at, action)
 
-    def _arm(self, at: float, target: httpx.Response | Callable[[], object]) -> int:
+    def _arm(self, at: float, target: Response | Callable[[], object]) -> int:
         ticket = next(self._tickets)
         self._armed[ticket] = (at, target)
         self._armed_lately = True
@@ -173,7 +174,7 @@ class _Watchdog:
                 if self._armed.pop(ticket, None) is None:
                     self._cut.discard(ticket)  # disarmed in time after all
                     continue
-                if not isinstance(target, httpx.Response):
+                if callable(target):  # a response is not
                     try:
                         target()
                     except Exception:  # a bug there must not stop every deadline

@@ -1,6 +1,11 @@
 """Resolution below the exchange: httpcore network backends that resolve a pool's
 domains through its resolver and fail over between the addresses of one domain.
 
+httpcore2 (httpx2's) has the same backend interface under another name: the backends
+here take the connection package they work in (``core``: ``httpcore`` or ``httpcore2``),
+open their streams with its backend and raise its ``ConnectError`` / ``ConnectTimeout``,
+which its httpx maps to its own; nothing here imports either package.
+
 Rules and theory of operation
 -----------------------------
 httpcore asks its network backend for a TCP stream with ``connect_tcp(host, port,
@@ -56,9 +61,9 @@ from __future__ import annotations
 import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import httpcore
 from opentelemetry import trace as otel_trace
 
 from .resolve import ResolveError
@@ -75,17 +80,26 @@ from .semconv import (
 )
 
 if TYPE_CHECKING:
-    import httpx
     from opentelemetry.trace import Span
 
+    from ._lib import HTTPLib, Response
     from ._telemetry import Telemetry
     from .resolve import Answer, Resolver
 
-__all__ = ["AsyncResolvingBackend", "Dialer", "ResolvingBackend"]
+__all__ = ["AsyncResolvingBackend", "Dialer", "ResolvingBackend", "async_resolving_backend", "resolving_backend"]
 
 #: How long an address that refused or timed out goes to the end of its domain's line.
 BAD_ADDRESS_SECONDS = 30.0
-_CONNECT_ERRORS = (httpcore.ConnectError, httpcore.ConnectTimeout)
+
+
+def resolving_backend(lib: HTTPLib, dialer: Dialer) -> ResolvingBackend:
+    """The sync backend of ``dialer`` in ``lib``'s connection package."""
+    return ResolvingBackend(dialer, lib.core_module())
+
+
+def async_resolving_backend(lib: HTTPLib, dialer: Dialer) -> AsyncResolvingBackend:
+    """The async backend of ``dialer`` in ``lib``'s connection package."""
+    return AsyncResolvingBackend(dialer, lib.core_module())
 
 
 class Dialer:
@@ -146,7 +160,7 @@ class Dialer:
             self._bad.pop((host, address), None)
 
     @staticmethod
-    def peer(response: httpx.Response) -> tuple[str, str] | None:
+    def peer(response: Response) -> tuple[str, str] | None:
         """The address ``response`` came from and how it was found, when its connection
         was opened here (httpcore's ``network_stream`` extension is then one of ours)."""
         return getattr(response.extensions.get("network_stream"), "failover_peer", None)
@@ -158,7 +172,7 @@ class Dialer:
             attributes[FAILOVER_RESOLVE_SOURCE] = answer.source
             self.telemetry.resolve_duration.record(self.clock() - started, attributes)
 
-    def resolve_failed(self, host: str, exc: ResolveError, started: float) -> httpcore.ConnectError:
+    def resolve_failed(self, host: str, exc: ResolveError, started: float, core: ModuleType) -> Exception:
         """Record a resolution of ``host`` that failed; the attempt's error."""
         if self.telemetry is not None:
             attributes = dict(self._labels[host])
@@ -167,14 +181,16 @@ class Dialer:
                 attributes[FAILOVER_RESOLVE_SOURCE] = exc.source
             self.telemetry.resolve_duration.record(self.clock() - started, attributes)
             self.telemetry.resolve_failures.add(1, attributes)
-        return httpcore.ConnectError(f"resolving {host!r}: {exc}")
+        error: Exception = core.ConnectError(f"resolving {host!r}: {exc}")
+        return error
 
 
 class Dial:
     """One ``connect_tcp`` of a host that resolves: the addresses in their order, each
     with its share of the time left, and what happened to each (no I/O)."""
 
-    def __init__(self, dialer: Dialer, host: str, answer: Answer, timeout: float | None) -> None:
+    def __init__(self, dialer: Dialer, host: str, answer: Answer, timeout: float | None, core: ModuleType) -> None:
+        self.core = core  # the connection package whose errors the dial sees and raises
         self.dialer = dialer
         self.host = host
         self.source = answer.source
@@ -189,7 +205,7 @@ class Dial:
         every address once, and once more if every one of them refused (rule 5)."""
         yield from self._pass(self.addresses)
         refused = len(self.errors) == len(self.addresses) and not any(
-            isinstance(exc, httpcore.ConnectTimeout) for _, exc in self.errors
+            isinstance(exc, self.core.ConnectTimeout) for _, exc in self.errors
         )
         if refused:
             yield from self._pass(self.addresses)
@@ -230,21 +246,25 @@ class Dial:
             else f"every address failed ({len(self.errors)})"
         )
         message = f"connecting to {self.host!r} ({self.source}): {what}" + (f": {tried}" if tried else "")
-        timed_out = out_of_time or all(isinstance(exc, httpcore.ConnectTimeout) for _, exc in self.errors)
-        error = httpcore.ConnectTimeout(message) if timed_out else httpcore.ConnectError(message)
+        core = self.core
+        timed_out = out_of_time or all(isinstance(exc, core.ConnectTimeout) for _, exc in self.errors)
+        error: Exception = core.ConnectTimeout(message) if timed_out else core.ConnectError(message)
         if self.errors:
             error.__cause__ = self.errors[-1][1]
         return error
 
 
-class ResolvingBackend(httpcore.NetworkBackend):
-    """An httpcore network backend that resolves the hosts of ``dialer`` through their
+class ResolvingBackend:
+    """An httpcore network backend (``core``'s: httpcore's or httpcore2's, whose pools
+    take any object with its methods) that resolves the hosts of ``dialer`` through their
     resolver and fails over between their addresses; every other host goes to
-    ``inner`` (``httpcore.SyncBackend()``) unchanged."""
+    ``inner`` (``core.SyncBackend()``) unchanged."""
 
-    def __init__(self, dialer: Dialer, inner: httpcore.NetworkBackend | None = None) -> None:
+    def __init__(self, dialer: Dialer, core: ModuleType, inner: Any = None) -> None:
         self._dialer = dialer
-        self._inner = inner if inner is not None else httpcore.SyncBackend()
+        self._core = core
+        self._connect_errors = (core.ConnectError, core.ConnectTimeout)
+        self._inner = inner if inner is not None else core.SyncBackend()
 
     def connect_tcp(
         self,
@@ -253,7 +273,7 @@ class ResolvingBackend(httpcore.NetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
+    ) -> Any:
         resolver = self._dialer.resolvers.get(host)
         if resolver is None:
             return self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
@@ -261,14 +281,14 @@ class ResolvingBackend(httpcore.NetworkBackend):
         try:
             answer = resolver.resolve(host)
         except ResolveError as exc:
-            raise self._dialer.resolve_failed(host, exc, started) from exc
+            raise self._dialer.resolve_failed(host, exc, started, self._core) from exc
         self._dialer.resolved(host, answer, started)
         options = None if socket_options is None else list(socket_options)  # used once per address
-        dial = Dial(self._dialer, host, answer, timeout)
+        dial = Dial(self._dialer, host, answer, timeout, self._core)
         for address, limit in dial:
             try:
                 stream = self._inner.connect_tcp(address, port, limit, local_address, options)
-            except _CONNECT_ERRORS as exc:
+            except self._connect_errors as exc:
                 dial.failed(address, exc)
                 continue
             dial.connected(address)
@@ -277,20 +297,22 @@ class ResolvingBackend(httpcore.NetworkBackend):
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.NetworkStream:
+    ) -> Any:
         return self._inner.connect_unix_socket(path, timeout, socket_options)
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
 
 
-class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
-    """The async twin of :class:`ResolvingBackend` (``inner``: ``httpcore.AnyIOBackend()``,
+class AsyncResolvingBackend:
+    """The async twin of :class:`ResolvingBackend` (``inner``: ``core.AnyIOBackend()``,
     asyncio or trio; the resolvers' ``aresolve`` needs asyncio)."""
 
-    def __init__(self, dialer: Dialer, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
+    def __init__(self, dialer: Dialer, core: ModuleType, inner: Any = None) -> None:
         self._dialer = dialer
-        self._inner = inner if inner is not None else httpcore.AnyIOBackend()
+        self._core = core
+        self._connect_errors = (core.ConnectError, core.ConnectTimeout)
+        self._inner = inner if inner is not None else core.AnyIOBackend()
 
     async def connect_tcp(
         self,
@@ -299,7 +321,7 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> Any:
         resolver = self._dialer.resolvers.get(host)
         if resolver is None:
             return await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
@@ -307,14 +329,14 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
         try:
             answer = await resolver.aresolve(host)
         except ResolveError as exc:
-            raise self._dialer.resolve_failed(host, exc, started) from exc
+            raise self._dialer.resolve_failed(host, exc, started, self._core) from exc
         self._dialer.resolved(host, answer, started)
         options = None if socket_options is None else list(socket_options)
-        dial = Dial(self._dialer, host, answer, timeout)
+        dial = Dial(self._dialer, host, answer, timeout, self._core)
         for address, limit in dial:
             try:
                 stream = await self._inner.connect_tcp(address, port, limit, local_address, options)
-            except _CONNECT_ERRORS as exc:
+            except self._connect_errors as exc:
                 dial.failed(address, exc)
                 continue
             dial.connected(address)
@@ -323,25 +345,26 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> Any:
         return await self._inner.connect_unix_socket(path, timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
 
 
-class _Stream(httpcore.NetworkStream):
+class _Stream:
     """A stream of the inner backend that knows its peer: the address and how it was
     found (``failover_peer``), through TLS too (``start_tls`` wraps the new stream)."""
 
     __slots__ = ("_inner", "failover_peer")
 
-    def __init__(self, inner: httpcore.NetworkStream, peer: tuple[str, str]) -> None:
+    def __init__(self, inner: Any, peer: tuple[str, str]) -> None:
         self._inner = inner
         self.failover_peer = peer
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, timeout)
+        data: bytes = self._inner.read(max_bytes, timeout)
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._inner.write(buffer, timeout)
@@ -351,24 +374,25 @@ class _Stream(httpcore.NetworkStream):
 
     def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
+    ) -> Any:
         return _Stream(self._inner.start_tls(ssl_context, server_hostname, timeout), self.failover_peer)
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
 
 
-class _AsyncStream(httpcore.AsyncNetworkStream):
+class _AsyncStream:
     """The async twin of :class:`_Stream`."""
 
     __slots__ = ("_inner", "failover_peer")
 
-    def __init__(self, inner: httpcore.AsyncNetworkStream, peer: tuple[str, str]) -> None:
+    def __init__(self, inner: Any, peer: tuple[str, str]) -> None:
         self._inner = inner
         self.failover_peer = peer
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._inner.read(max_bytes, timeout)
+        data: bytes = await self._inner.read(max_bytes, timeout)
+        return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         await self._inner.write(buffer, timeout)
@@ -378,7 +402,7 @@ class _AsyncStream(httpcore.AsyncNetworkStream):
 
     async def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> Any:
         return _AsyncStream(await self._inner.start_tls(ssl_context, server_hostname, timeout), self.failover_peer)
 
     def get_extra_info(self, info: str) -> Any:

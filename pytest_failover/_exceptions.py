@@ -1,10 +1,13 @@
 """The failover client's exceptions.
 
-Every exception the transports raise is an ``httpx.TransportError``, so code that
-already catches ``httpx.HTTPError`` keeps working::
+Every exception the transports raise is a ``TransportError`` of the front-end's HTTP
+library, so code that already catches ``httpx.HTTPError`` (``httpx2.HTTPError``) keeps
+working. Each library has its own three classes, declared by its front-end module
+(``pytest_failover`` for httpx, ``pytest_failover.httpx2`` for httpx2) over the
+library-neutral ones here, which hold what they carry::
 
-    httpx.TransportError
-     └── FailoverError                 (carries .attempts, .pool)
+    httpx.TransportError / httpx2.TransportError
+     └── FailoverError                 (carries .attempts, .pool; also a Failover)
           ├── AllDomainsFailed         every allowed attempt failed (.reason says why it stopped)
           └── CircuitOpenError         every domain's breaker is open: no network call was made
 
@@ -21,18 +24,19 @@ transport errors (it is bad input, not a failed request)::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._values import AttemptRecord
 
-__all__ = ["AllDomainsFailed", "CircuitOpenError", "ControlError", "FailoverError"]
+__all__ = ["AllFailed", "CircuitOpen", "ControlError", "Failover"]
 
 
-class FailoverError(httpx.TransportError):
-    """Base class: the failover client gave up on a logical request."""
+class Failover(Exception):
+    """Base class: the failover client gave up on a logical request.
+
+    Library-neutral: each front-end's ``FailoverError`` is this and its library's
+    ``TransportError``, whose constructor takes the ``request``."""
 
     def __init__(
         self,
@@ -41,15 +45,15 @@ class FailoverError(httpx.TransportError):
         pool: str,
         attempts: Sequence[AttemptRecord] = (),
         reason: str,
-        request: httpx.Request | None = None,
+        request: Any = None,
     ) -> None:
-        super().__init__(message, request=request)
+        super().__init__(message, request=request)  # type: ignore[call-arg]  # the library's TransportError, next in the MRO, takes request=
         self.pool = pool
         self.attempts: tuple[AttemptRecord, ...] = tuple(attempts)
         self.reason = reason
 
 
-class AllDomainsFailed(FailoverError):
+class AllFailed(Failover):
     """Every attempt the policy allowed failed.
 
     ``reason`` is one of ``exhausted`` (the schedule ran out), ``deadline``,
@@ -58,7 +62,7 @@ class AllDomainsFailed(FailoverError):
     """
 
 
-class CircuitOpenError(FailoverError):
+class CircuitOpen(Failover):
     """Every candidate domain is open (or disabled): the request was not sent."""
 
 

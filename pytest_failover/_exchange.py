@@ -5,21 +5,26 @@ rewriting the request onto the attempt's domain, classification, telemetry,
 the bounded body buffer, and carrying out the core's ending (the response, a
 stale copy, the fallback, or the error). The transports' two loops in
 ``_transport.py`` only send, read, sleep and close.
+
+No HTTP library is imported here: the front-end hands each exchange its
+:class:`~pytest_failover._lib.HTTPLib` (httpx's or httpx2's), whose classes build the
+requests, responses, body streams and errors of that library.
 """
 
 from __future__ import annotations
 
 import datetime
+import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import httpx
 from opentelemetry import context as otel_context
 
 from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
-from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
+from ._exceptions import CircuitOpen, Failover
+from ._lib import InMemory
 from ._plan import DONE
 from ._pools import PoolCore
 from ._telemetry import RequestTrace, redact_url
@@ -38,6 +43,7 @@ from ._values import (
 )
 
 if TYPE_CHECKING:
+    from ._lib import Headers, HTTPLib, Request, Response
     from ._pool import Domain
     from ._state import State
 
@@ -46,7 +52,6 @@ __all__ = [
     "Exchange",
     "FailoverResult",
     "Fallback",
-    "TrackedStream",
     "enter",
     "in_memory",
     "leave",
@@ -54,7 +59,9 @@ __all__ = [
 
 logger = logging.getLogger("pytest_failover")
 
-Fallback = Callable[[httpx.Request, FailoverError], httpx.Response | Awaitable[httpx.Response]]
+# Called with the request and the front-end's FailoverError (its library's, as the
+# response it returns): one fallback may serve front-ends of several libraries.
+Fallback = Callable[[Any, Any], Any]
 
 
 class FailoverResult(NamedTuple):
@@ -77,69 +84,10 @@ _RESULTS = {
 }
 
 
-class TrackedStream(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """Wraps a body that cannot be replayed, to know whether any of it was read."""
-
-    def __init__(self, inner: httpx.SyncByteStream | httpx.AsyncByteStream) -> None:
-        self.inner = inner
-        self.started = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        self.started = True
-        if not isinstance(self.inner, httpx.SyncByteStream):
-            raise RuntimeError("this request body can only be sent by an async transport")
-        yield from self.inner
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        self.started = True
-        if not isinstance(self.inner, httpx.AsyncByteStream):
-            raise RuntimeError("this request body can only be sent by a sync transport")
-        async for chunk in self.inner:
-            yield chunk
-
-    def close(self) -> None:
-        if isinstance(self.inner, httpx.SyncByteStream):
-            self.inner.close()
-
-    async def aclose(self) -> None:
-        if isinstance(self.inner, httpx.AsyncByteStream):
-            await self.inner.aclose()
-
-
-class _Continued(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body whose first chunks were already read: those, then the rest, untouched
-    (``rest`` iterates ``stream``, the body as the inner transport gave it)."""
-
-    def __init__(self, prefix: list[bytes], rest: Any, stream: httpx.SyncByteStream | httpx.AsyncByteStream) -> None:
-        self._prefix = prefix
-        self._rest = rest
-        self._stream = stream
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._prefix
-        yield from self._rest
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._prefix:
-            yield chunk
-        async for chunk in self._rest:
-            yield chunk
-
-    def close(self) -> None:
-        if isinstance(self._stream, httpx.SyncByteStream):
-            self._stream.close()
-
-    async def aclose(self) -> None:
-        if isinstance(self._stream, httpx.AsyncByteStream):
-            await self._stream.aclose()
-
-
-# httpx keeps a response's headers as (key, lowercased key, value) byte triples.
 _EVENT_STREAM = b"text/event-stream"
-_HEADERS_LISTED = isinstance(getattr(httpx.Headers({"a": "b"}), "_list", None), list)
 
 
-def _fits_in_memory(headers: httpx.Headers, limit: int) -> bool:
+def _fits_in_memory(headers: Headers, limit: int) -> bool:
     """May a 2xx body with ``headers`` be read into memory? When it declares no length, or
     one within ``limit`` (a value that is not a plain number, or two values, declare none:
     h11 refuses a conflicting pair), and it is not an event stream.
@@ -151,16 +99,12 @@ def _fits_in_memory(headers: httpx.Headers, limit: int) -> bool:
     Every request reads it, so this scans httpx's own list of byte triples (while
     httpx keeps one): 0.23 µs against 1.9 µs for ``headers.get``, which encodes the
     key and decodes each match (timeit), and 5,700 of the 83,000 instructions the
-    transport added to a request (callgrind, in process, side by side).
+    transport added to a request (callgrind, in process, side by side). httpx and httpx2
+    keep a response's headers as (key, lowercased key, value) byte triples.
     """
-    if not _HEADERS_LISTED:
-        if headers.get("Content-Type", "").lower().encode("latin-1").startswith(_EVENT_STREAM):
-            return False
-        value = headers.get("Content-Length")
-        return value is None or not value.isdigit() or int(value) <= limit
     found: bytes | None = None
     conflict = False
-    for _, key, value in headers._list:
+    for _, key, value in headers._list:  # every httpx since 0.18, and httpx2
         if key == b"content-length":
             conflict = found is not None
             found = value
@@ -169,13 +113,9 @@ def _fits_in_memory(headers: httpx.Headers, limit: int) -> bool:
     return conflict or found is None or not found.isdigit() or int(found) <= limit
 
 
-class _InMemory(httpx.ByteStream):
-    """The raw bytes of a body the transport read (see :meth:`BodyBuffer.complete`)."""
-
-
-def in_memory(response: httpx.Response) -> bool:
+def in_memory(response: Response) -> bool:
     """Is ``response``'s body in memory: read by the transport, or made from bytes?"""
-    return response.is_stream_consumed or isinstance(response.stream, _InMemory)
+    return response.is_stream_consumed or isinstance(response.stream, InMemory)
 
 
 class BodyBuffer:
@@ -196,6 +136,11 @@ class BodyBuffer:
 
     __slots__ = ("_chunks", "_clock", "_size", "_started", "limit", "load")
 
+    # The streams of the front-end's library: each ``HTTPLib`` has its subclass of this
+    # class that sets them (``lib.BodyBuffer``), so a buffer carries no library of its own.
+    InMemory: type[Any]
+    Continued: type[Any]
+
     def __init__(self, limit: int, started: float, clock: Callable[[], float], load: bool) -> None:
         self.limit = limit
         self.load = load  # the exchange looks at the body: the app-error check, the stale cache
@@ -210,24 +155,22 @@ class BodyBuffer:
         self._size += len(chunk)
         return self._size > self.limit
 
-    def complete(self, response: httpx.Response) -> httpx.Response:
+    def complete(self, response: Response) -> Response:
         """``response`` with the body in memory (the caller closed its stream). The same
         response, its stream replaced: a new ``httpx.Response`` cost 87,000
         instructions, as much again as the transport adds to a whole request
         (callgrind, in process). Left unread without ``load``; with it, decoded into
         ``content``, the raw bytes left to stream again."""
-        response.stream = _InMemory(b"".join(self._chunks))
+        response.stream = self.InMemory(b"".join(self._chunks))
         if self.load:
             response.read()
             response.elapsed = datetime.timedelta(seconds=self._clock() - self._started)
             response.is_stream_consumed = response.is_closed = False  # as if unread: iter_raw() works
         return response
 
-    def continued(
-        self, response: httpx.Response, rest: Any, stream: httpx.SyncByteStream | httpx.AsyncByteStream
-    ) -> httpx.Response:
+    def continued(self, response: Response, rest: Any, stream: Any) -> Response:
         """``response`` streaming the chunks read so far, then ``rest`` of ``stream``."""
-        response.stream = _Continued(self._chunks, rest, stream)
+        response.stream = self.Continued(self._chunks, rest, stream)
         return response
 
 
@@ -249,19 +192,20 @@ class Exchange:
     at its first attempt writes each of these at most once and never reads a default.
     """
 
-    _tracked: TrackedStream | None = None  # an unreplayable body, watched
+    _tracked: Any = None  # an unreplayable body, watched (the library's ``Tracked``)
     _stale = False  # the stale cache may store and serve this request (see PoolCore.reading)
-    _original: httpx.Request  # with _stale: the request as the caller made it
+    _original: Request  # with _stale: the request as the caller made it
     _answered_by = ""  # the domain of the response kept
-    response: httpx.Response | None = None
-    error: httpx.TransportError | None = None
+    response: Response | None = None
+    error: BaseException | None = None  # the last attempt's, a TransportError of the library
     stop: Stop | None = None
     _finished = False  # the request's telemetry has ended (read by abandon only)
 
     def __init__(
         self,
         state: State,
-        request: httpx.Request,
+        lib: HTTPLib,
+        request: Request,
         pool_core: PoolCore,
         pinned: Domain | None,
         origin: Domain | None,
@@ -270,6 +214,7 @@ class Exchange:
         blocking: bool,
     ) -> None:
         self._state = state
+        self.lib = lib
         self._blocking = blocking  # the front-end may wait for the disk (a sync one)
         self._origin = origin  # the pool domain the request's URL points at, if any
         self.clock = clock = state.clock
@@ -279,9 +224,9 @@ class Exchange:
         self.original_url = url = request.url
         method = request.method
         stream = request.stream
-        replayable = isinstance(stream, httpx.ByteStream)
+        replayable = isinstance(stream, lib.ByteStream)
         if not replayable:
-            self._tracked = TrackedStream(stream)
+            self._tracked = lib.Tracked(stream)
             request.stream = self._tracked
         self.started_at = now = clock()
         self.plan = plan = state.core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
@@ -292,7 +237,7 @@ class Exchange:
         if stale:
             self._stale = True
             # The stale cache keys on the request as the caller made it, before rewrites.
-            self._original = httpx.Request(method, url, headers=request.headers)
+            self._original = lib.Request(method, url, headers=request.headers)
 
     # -- the loop's steps ------------------------------------------------------------
 
@@ -348,15 +293,16 @@ class Exchange:
             attempt.span, attempt.quiet = trace.attempt_started(attempt, request)
         return attempt
 
-    def _copy(self) -> httpx.Request:
+    def _copy(self) -> Request:
         request = self.request
-        return httpx.Request(
+        copied: Request = self.lib.Request(
             request.method,
             request.url,
             headers=request.headers.copy(),
             stream=request.stream,
             extensions=dict(request.extensions),
         )
+        return copied
 
     # -- hedging ---------------------------------------------------------------------
 
@@ -385,7 +331,7 @@ class Exchange:
             self.trace.attempt_cancelled(attempt, attempt.span)
             self.trace.events(events)
 
-    def reads_body(self, response: httpx.Response) -> bool:
+    def reads_body(self, response: Response) -> bool:
         """Is the body read (up to :attr:`body_limit`, into :meth:`buffer`) before the
         outcome is known? Not when the limit is 0, the answer is not a 2xx, declares a
         length over the limit or is an event stream: then it is handed over unread. Nor when the
@@ -397,18 +343,18 @@ class Exchange:
 
     def buffer(self) -> BodyBuffer:
         """Where the transport reads a body (see :meth:`reads_body`)."""
-        return BodyBuffer(self.body_limit, self.started_at, self.clock, self._loads)
+        return self.lib.BodyBuffer(self.body_limit, self.started_at, self.clock, self._loads)
 
-    def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
-        """The error for an attempt cut at its time limit."""
-        error = httpx.ReadTimeout(
+    def timed_out(self, attempt: Attempt, exc: BaseException | None) -> Any:
+        """The error for an attempt cut at its time limit (the library's ``ReadTimeout``)."""
+        error: BaseException = self.lib.ReadTimeout(
             f"attempt {attempt.number} on {attempt.domain} took longer than its {attempt.timeout:.3f} s",
             request=self.request,
         )
         error.__cause__ = exc
         return error
 
-    def on_response(self, attempt: Attempt, response: httpx.Response) -> None:
+    def on_response(self, attempt: Attempt, response: Response) -> None:
         outcome = classify_response(response, self.policy)
         self.response = response
         self._answered_by = attempt.domain.url  # not the last record: a cut loser's may follow
@@ -425,7 +371,7 @@ class Exchange:
                 max_bytes=self.policy.stale_max_bytes,
             )
 
-    def _peer(self, attempt: Attempt, response: httpx.Response) -> None:
+    def _peer(self, attempt: Attempt, response: Response) -> None:
         """Name the address a response came from on its attempt's span (a pooled
         connection's too, which the resolving backend did not open for this attempt)."""
         dialer = self._state.dialer
@@ -435,7 +381,7 @@ class Exchange:
             address, source = peer
             attempt.span.set_attributes({semconv.NETWORK_PEER_ADDRESS: address, semconv.FAILOVER_RESOLVE_SOURCE: source})
 
-    def on_error(self, attempt: Attempt, exc: httpx.TransportError) -> None:
+    def on_error(self, attempt: Attempt, exc: BaseException) -> None:
         started = self._tracked.started if self._tracked is not None else False
         outcome = classify_exception(exc, body_started=started)
         self.response = None
@@ -443,8 +389,8 @@ class Exchange:
         self._record(attempt, outcome, None, exc)
 
     def arrived(
-        self, attempt: Attempt, response: httpx.Response | None, error: httpx.TransportError | None
-    ) -> httpx.Response | None:
+        self, attempt: Attempt, response: Response | None, error: BaseException | None
+    ) -> Response | None:
         """``attempt`` ended with ``response`` or ``error``: report it. The answer, if any."""
         if error is not None:
             self.on_error(attempt, error)
@@ -495,8 +441,9 @@ class Exchange:
 
     # -- the end ---------------------------------------------------------------------
 
-    def finish(self) -> httpx.Response | Awaitable[httpx.Response]:
-        """The response to return, a fallback's (possibly awaitable) response, or raise."""
+    def finish(self) -> Any:
+        """The response to return, a fallback's (possibly awaitable) response, or raise
+        (``Any``: the front-end's library's ``Response``, or an awaitable of one)."""
         stop = self.stop
         assert stop is not None
         plan = self.plan
@@ -523,7 +470,7 @@ class Exchange:
             return self._timed(stale)
         if decided is Ending.FALLBACK:
             return self._fallback(error, self._reported(semconv.OUTCOME_FALLBACK, None, None, error_type, records))
-        outcome = semconv.OUTCOME_CIRCUIT_OPEN if isinstance(error, CircuitOpenError) else semconv.OUTCOME_FAILURE
+        outcome = semconv.OUTCOME_CIRCUIT_OPEN if isinstance(error, CircuitOpen) else semconv.OUTCOME_FAILURE
         self._end(outcome, None, None, error_type)
         try:
             raise error
@@ -532,11 +479,12 @@ class Exchange:
             # left each failed request (121 objects) to the cyclic GC.
             del error
 
-    def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> FailoverError:
+    def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> Failover:
+        """The library's ``CircuitOpenError`` or ``AllDomainsFailed``."""
         pool = self.pool_core.name
         url = redact_url(self.original_url)
         if not records:
-            error: FailoverError = CircuitOpenError(
+            error: Failover = self.lib.CircuitOpenError(
                 f"pool {pool!r}: every domain is open or disabled; {self.plan.method} {url} was not sent",
                 pool=pool,
                 reason=stop.reason,
@@ -544,7 +492,7 @@ class Exchange:
             )
         else:
             tried = "; ".join(f"{r.domain}: {r.error_type}" for r in records)
-            error = AllDomainsFailed(
+            error = self.lib.AllDomainsFailed(
                 f"pool {pool!r}: {self.plan.method} {url} failed after {len(records)} "
                 f"attempt(s) ({stop.reason}): {tried}",
                 pool=pool,
@@ -558,27 +506,44 @@ class Exchange:
         error.__cause__, self.error = self.error, None
         return error
 
-    def _stale_response(self) -> httpx.Response | None:
-        return self._state.stale.lookup(
-            self.pool_core.name, self._original, self.clock(), max_age=self.policy.stale_max_age
+    def _stale_response(self) -> Response | None:
+        stale: Response | None = self._state.stale.lookup(
+            self.pool_core.name,
+            self._original,
+            self.clock(),
+            max_age=self.policy.stale_max_age,
+            response=self.lib.Response,
         )
+        return stale
 
-    def _fallback(self, error: FailoverError, info: FailoverResult) -> httpx.Response | Awaitable[httpx.Response]:
+    def _fallback(self, error: Failover, info: FailoverResult) -> Response | Awaitable[Response]:
         fallback = self._state.fallback
         assert fallback is not None
         result = fallback(self.request, error)
-        if isinstance(result, httpx.Response):
+        if isinstance(result, self.lib.Response):
             result.extensions["failover"] = info
             return self._timed(result)
+        if not inspect.isawaitable(result):
+            raise self._not_a_response(result)
 
-        async def mark(pending: Awaitable[httpx.Response]) -> httpx.Response:
+        async def mark(pending: Awaitable[Response]) -> Response:
             response = await pending
+            if not isinstance(response, self.lib.Response):
+                raise self._not_a_response(response)
             response.extensions["failover"] = info
             return self._timed(response)
 
         return mark(result)
 
-    def _timed(self, response: httpx.Response) -> httpx.Response:
+    def _not_a_response(self, result: object) -> TypeError:
+        """The error for a fallback's answer of another kind (another library's response)."""
+        kind, lib = type(result), self.lib.name
+        return TypeError(
+            f"the fallback returned a {kind.__module__}.{kind.__qualname__}, not a {lib}.Response "
+            f"(the front-end speaks {lib}: build the fallback's response with {lib})"
+        )
+
+    def _timed(self, response: Response) -> Response:
         """``response`` (a stale copy, a fallback's), with its ``elapsed`` (the whole
         request) when its body is in already (see :class:`BodyBuffer`)."""
         if response.is_closed:

@@ -10,9 +10,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .resolve import Resolver
@@ -218,7 +216,9 @@ def _count(name: str, value: int) -> None:
         raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
-ResponseCheck = Callable[[httpx.Response], bool]
+# Takes a response of the front-end's library (httpx's, httpx2's; the requests and aiohttp
+# front-ends hand it an httpx one): one policy may serve front-ends of several.
+ResponseCheck = Callable[[Any], bool]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

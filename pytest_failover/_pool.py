@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-import httpx
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ._steering import TimeOrder, windows_overlap
+
+if TYPE_CHECKING:
+    from ._lib import URL
 
 __all__ = ["Domain", "Pool"]
 
@@ -31,7 +34,7 @@ class Domain:
     port: int | None = None
     _hash: int = field(init=False, repr=False, compare=False)
     url: str = field(init=False, repr=False, compare=False)
-    _rewrites: dict[str, httpx.URL] = field(init=False, repr=False, compare=False)
+    _rewrites: dict[tuple[type[Any], str], Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Domains key every breaker and routing table and name every attempt:
@@ -48,22 +51,28 @@ class Domain:
         """Parse a base URL; reject paths, queries, credentials and unknown schemes."""
         if not isinstance(url, str) or not url:
             raise ValueError(f"domain {url!r}: expected a base URL such as 'https://api.example.com'")
+        # The standard library's parser: a domain is parsed alike whichever HTTP library
+        # the front-end speaks (and parsing one imports none).
         try:
-            parsed = httpx.URL(url)
-        except httpx.InvalidURL as exc:
+            parsed = urlsplit(url.strip())
+            port = parsed.port
+            host = parsed.hostname
+        except ValueError as exc:
             raise ValueError(f"domain {url!r}: not a URL ({exc})") from None
-        if parsed.scheme not in _DEFAULT_PORTS:
+        scheme = parsed.scheme.lower()
+        if scheme not in _DEFAULT_PORTS:
             raise ValueError(f"domain {url!r}: scheme must be http or https")
-        if not parsed.host:
-            raise ValueError(f"domain {url!r}: has no host")
-        if parsed.userinfo:
+        if "@" in parsed.netloc:
             raise ValueError(f"domain {url!r}: credentials do not belong in a domain")
+        if not host:
+            raise ValueError(f"domain {url!r}: has no host")
         if parsed.path not in ("", "/") or parsed.query or parsed.fragment:
             raise ValueError(f"domain {url!r}: only scheme, host and port are allowed")
-        port = parsed.port
-        if port == _DEFAULT_PORTS[parsed.scheme]:
+        if any(c.isspace() or c in _NOT_IN_HOSTS for c in host):
+            raise ValueError(f"domain {url!r}: not a URL (invalid host {host!r})")
+        if port == _DEFAULT_PORTS[scheme]:
             port = None
-        return cls(parsed.scheme, parsed.host.lower().rstrip("."), port)
+        return cls(scheme, _unicode_host(host.lower().rstrip(".")), port)
 
     @property
     def netloc(self) -> str:
@@ -74,13 +83,15 @@ class Domain:
     def effective_port(self) -> int:
         return self.port if self.port is not None else _DEFAULT_PORTS[self.scheme]
 
-    def rewrite(self, url: httpx.URL) -> httpx.URL:
-        """``url`` moved onto this domain, path and query kept, never producing ``//``.
+    def rewrite(self, url: URL) -> Any:
+        """``url`` moved onto this domain, path and query kept, never producing ``//``:
+        a URL of the same library (httpx's or httpx2's, moved with its own methods).
 
         Remembered (the URLs are immutable): httpx parses the moved URL anew, 40 µs,
         where the lookup is 1.5 µs, and once a pool has failed over, every request
-        its clients send is moved, mostly to the same few URLs again and again."""
-        key = str(url)
+        its clients send is moved, mostly to the same few URLs again and again. Kept
+        per URL class: a ``sharing`` group may mix httpx and httpx2 front-ends."""
+        key = (type(url), str(url))
         moved = self._rewrites.get(key)
         if moved is None:
             moved = self._moved(url)
@@ -89,7 +100,7 @@ class Domain:
             self._rewrites[key] = moved
         return moved
 
-    def _moved(self, url: httpx.URL) -> httpx.URL:
+    def _moved(self, url: URL) -> Any:
         raw_path = url.raw_path.decode("ascii") if url.raw_path else "/"
         path, _, query = raw_path.partition("?")
         while path.startswith("//"):
@@ -105,6 +116,22 @@ class Domain:
 
     def __str__(self) -> str:
         return self.url
+
+
+_NOT_IN_HOSTS = frozenset('"<>\\^`{|}%')
+
+
+def _unicode_host(host: str) -> str:
+    """``host`` with IDNA labels (``xn--``) decoded, as httpx's and httpx2's ``URL.host``
+    give it: the form requests are routed on."""
+    if "xn--" not in host:
+        return host
+    import idna  # a dependency of httpx and httpx2 alike
+
+    try:
+        return str(idna.decode(host))
+    except idna.IDNAError as exc:
+        raise ValueError(f"domain host {host!r}: not a valid internationalised name ({exc})") from None
 
 
 @dataclass(frozen=True, slots=True, init=False)

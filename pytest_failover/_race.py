@@ -38,22 +38,22 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeAlias
 
-import httpx
-
 from ._deadline import GRACE, watchdog
 from ._sockets import cut_request, cuttable
 
 if TYPE_CHECKING:
     from ._exchange import Exchange
+    from ._lib import Response
     from ._values import Attempt
 
 __all__ = ["AsyncSend", "Race", "Send", "ThreadRace", "anyio_race", "async_race"]
 
 # How a front-end puts one attempt on the wire and reads what the exchange needs of its
 # body, within the attempt's time: its response, or it raises the attempt's
-# ``httpx.TransportError``. The drivers below call nothing else of the front-end.
-Send: TypeAlias = "Callable[[Exchange, Attempt], httpx.Response]"
-AsyncSend: TypeAlias = "Callable[[Exchange, Attempt], Awaitable[httpx.Response]]"
+# ``TransportError`` of its library (``exchange.lib``). The drivers below call nothing
+# else of the front-end.
+Send: TypeAlias = "Callable[[Exchange, Attempt], Response]"
+AsyncSend: TypeAlias = "Callable[[Exchange, Attempt], Awaitable[Response]]"
 
 
 class Race:
@@ -65,7 +65,7 @@ class Race:
         self.exchange = exchange
         self._clock = exchange.clock
         self.flying: list[Attempt] = []
-        self.answer: httpx.Response | None = None  # the latest answer (a retryable one, until one wins)
+        self.answer: Response | None = None  # the latest answer (a retryable one, until one wins)
         self._last_sent = 0.0
 
     def launch(self, attempt: Attempt) -> Attempt:
@@ -102,8 +102,8 @@ class Race:
         self._last_sent = self._clock()
 
     def arrived(
-        self, flight: Attempt, response: httpx.Response | None, error: httpx.TransportError | None
-    ) -> httpx.Response | None:
+        self, flight: Attempt, response: Response | None, error: BaseException | None
+    ) -> Response | None:
         """An attempt ended: report it. Returns an answer for the loop to close: an
         earlier one it supersedes, or its own when another had won meanwhile (between
         that win and the cut of the losers): the race is over, so it is cut too, and
@@ -126,10 +126,10 @@ class Race:
 
 # -- async ----------------------------------------------------------------------------------
 
-Arrival = tuple["Attempt", httpx.Response | None, httpx.TransportError | None]
+Arrival = tuple["Attempt", "Response | None", BaseException | None]
 
 
-async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> httpx.Response | None:
+async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Response | None:
     """Send ``first`` from this task and its hedges as tasks when due; the answer that
     won (or the last retryable one), or None when every attempt failed."""
     try:
@@ -164,9 +164,9 @@ async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> htt
     timer.arm()
     try:
         try:
-            response: httpx.Response | None = await send(exchange, flight)
-            error: httpx.TransportError | None = None
-        except httpx.TransportError as exc:
+            response: Response | None = await send(exchange, flight)
+            error: BaseException | None = None
+        except exchange.lib.TransportError as exc:
             response, error = None, exc
         except asyncio.CancelledError:
             if not interrupted or task.uncancel() > 0:
@@ -230,11 +230,11 @@ async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Attempt) -> A
     """Send ``flight``: it, with its response or the transport error it ended with."""
     try:
         return flight, await send(exchange, flight), None
-    except httpx.TransportError as exc:
+    except exchange.lib.TransportError as exc:
         return flight, None, exc
 
 
-async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> httpx.Response | None:
+async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Response | None:
     """Run ``first`` and its hedges as tasks of a task group (any event loop anyio
     runs); the answer that won (or the last retryable one), or None when every
     attempt failed."""
@@ -294,8 +294,8 @@ class ThreadRace:
         self._busy = 0  # threads sending a hedge (or about to)
 
     def race(
-        self, send: Send, inner: httpx.BaseTransport, exchange: Exchange, first: Attempt, delay: float
-    ) -> httpx.Response | None:
+        self, send: Send, inner: object, exchange: Exchange, first: Attempt, delay: float
+    ) -> Response | None:
         """Send ``first`` from this thread and its hedges from the pool when due (the
         first ``delay`` seconds after it went out), each through ``send``; the losers'
         sockets are cut in ``inner``, the transport ``send`` sends with. The answer that
@@ -329,7 +329,7 @@ class ThreadRace:
         with self._lock:
             self._busy -= 1
 
-    def _pooled(self, send: Send, exchange: Exchange, first: Attempt) -> httpx.Response | None:
+    def _pooled(self, send: Send, exchange: Exchange, first: Attempt) -> Response | None:
         """Run ``first`` and its hedges from the pool while this thread waits (for inner
         transports whose sockets :func:`cut_request` cannot find); the answer that won (or
         the last retryable one), or None when every attempt failed."""
@@ -341,7 +341,7 @@ class ThreadRace:
             finally:
                 del failure  # see _sent: a cycle through this frame
         race = Race(exchange)
-        futures: dict[concurrent.futures.Future[httpx.Response], Attempt] = {}
+        futures: dict[concurrent.futures.Future[Response], Attempt] = {}
 
         def launch(attempt: Attempt) -> None:  # on a thread reserved for it
             flight = race.launch(attempt)
@@ -357,9 +357,9 @@ class ThreadRace:
                 for future in done:
                     flight = futures.pop(future)
                     try:
-                        response: httpx.Response | None = future.result()
+                        response: Response | None = future.result()
                         error = None
-                    except httpx.TransportError as exc:
+                    except exchange.lib.TransportError as exc:
                         response, error = None, exc
                     superseded = race.arrived(flight, response, error)
                     if superseded is not None:
@@ -384,11 +384,11 @@ class ThreadRace:
                 future.add_done_callback(_close_result)
         return race.answer
 
-    def _submit(self, send: Send, exchange: Exchange, flight: Attempt) -> concurrent.futures.Future[httpx.Response]:
+    def _submit(self, send: Send, exchange: Exchange, flight: Attempt) -> concurrent.futures.Future[Response]:
         assert self._executor is not None
         context = contextvars.copy_context()  # the caller's spans and baggage, in the thread
 
-        def run() -> httpx.Response:
+        def run() -> Response:
             try:
                 return context.run(send, exchange, flight)
             finally:
@@ -413,7 +413,7 @@ class _Hedges:
 
     __slots__ = ("_alone", "context", "exchange", "first", "inner", "lock", "owner", "race", "send", "timer", "waiting")
 
-    def __init__(self, owner: ThreadRace, send: Send, inner: httpx.BaseTransport, exchange: Exchange, first: Attempt) -> None:
+    def __init__(self, owner: ThreadRace, send: Send, inner: object, exchange: Exchange, first: Attempt) -> None:
         self.owner = owner
         self.send = send
         self.inner = inner  # the transport whose sockets carry the attempts
@@ -494,8 +494,8 @@ class _Hedges:
             self.owner._release()
 
     def finish(
-        self, flight: Attempt, response: httpx.Response | None, error: httpx.TransportError | None
-    ) -> httpx.Response | None:
+        self, flight: Attempt, response: Response | None, error: BaseException | None
+    ) -> Response | None:
         """In the calling thread, once its attempt ended with the race begun: report it,
         wait for the hedges in flight if it failed, and cut whatever lost."""
         race, exchange = self.race, self.exchange
@@ -528,7 +528,7 @@ class _Hedges:
         return race.answer
 
 
-def _sent(send: Send, exchange: Exchange, flight: Attempt) -> tuple[httpx.Response | None, httpx.TransportError | None]:
+def _sent(send: Send, exchange: Exchange, flight: Attempt) -> tuple[Response | None, BaseException | None]:
     """Send ``flight``: its response, or the transport error it ended with.
 
     The error's traceback holds this frame, and through it its caller's: a caller that
@@ -536,15 +536,15 @@ def _sent(send: Send, exchange: Exchange, flight: Attempt) -> tuple[httpx.Respon
     (its exchange, plan, race and hedges) to the cyclic GC. Callers ``del`` it."""
     try:
         return send(exchange, flight), None
-    except httpx.TransportError as exc:
+    except exchange.lib.TransportError as exc:
         return None, exc
 
 
-def _close_result(future: concurrent.futures.Future[httpx.Response]) -> None:
+def _close_result(future: concurrent.futures.Future[Response]) -> None:
     if not future.cancelled() and future.exception() is None:
         future.result().close()
 
 
-def _cut(transport: httpx.BaseTransport, flight: Attempt) -> None:
+def _cut(transport: object, flight: Attempt) -> None:
     """Shut the socket of an attempt that lost, so its thread stops waiting now."""
     cut_request(transport, flight.request)

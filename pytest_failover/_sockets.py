@@ -1,4 +1,11 @@
-"""The one place that reaches below httpx into httpcore, for a socket to shut down.
+"""The one place that reaches below httpx into httpcore (httpx2 into httpcore2), for a
+socket to shut down.
+
+httpcore2 is httpcore's fork under another name, with the same private names this
+module reads (``ConnectionPool._requests``, ``_optional_thread_lock``, a connection's
+``_connection._network_stream``): every function here finds them by name on the
+objects it is handed, so each works on both, and the two that build a pool take the
+front-end's :class:`~pytest_failover._lib.HTTPLib`.
 
 Two things need to stop a blocked ``recv`` from another thread: the watchdog (an
 attempt past its time, :mod:`~pytest_failover._deadline`) and the sync hedging race
@@ -20,10 +27,8 @@ import contextlib
 import socket
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 if TYPE_CHECKING:
-    import httpcore
+    from ._lib import HTTPLib, Request, Response
 
 __all__ = ["async_resolving_transport", "cut_request", "cuttable", "resolving_transport", "socket_of"]
 
@@ -34,18 +39,18 @@ _MAX_KEEPALIVE = 20
 _KEEPALIVE_EXPIRY = 5.0
 
 
-def _pool_options() -> dict[str, Any]:
+def _pool_options(lib: HTTPLib) -> dict[str, Any]:
     """What ``HTTPTransport()`` and ``AsyncHTTPTransport()`` give their pool by default."""
     return {
-        "ssl_context": httpx.create_ssl_context(),  # reads SSL_CERT_FILE, as httpx does
+        "ssl_context": lib.module.create_ssl_context(),  # reads SSL_CERT_FILE, as httpx does
         "max_connections": _MAX_CONNECTIONS,
         "max_keepalive_connections": _MAX_KEEPALIVE,
         "keepalive_expiry": _KEEPALIVE_EXPIRY,
     }
 
 
-def resolving_transport(backend: httpcore.NetworkBackend) -> httpx.HTTPTransport:
-    """``httpx.HTTPTransport()`` whose connections ``backend`` opens.
+def resolving_transport(lib: HTTPLib, backend: Any) -> Any:
+    """``httpx.HTTPTransport()`` (``lib``'s) whose connections ``backend`` opens.
 
     httpx takes no network backend; ``httpcore.ConnectionPool(network_backend=...)``
     does (public since httpcore 1.0). So the transport httpx builds by default is kept
@@ -57,37 +62,33 @@ def resolving_transport(backend: httpcore.NetworkBackend) -> httpx.HTTPTransport
     Setting httpcore's private ``_network_backend`` on httpx's pool instead would
     reach one level deeper, into the library that does not promise it.
     """
-    import httpcore  # httpx's own dependency, which httpx imports when a transport is made
-
-    transport = httpx.HTTPTransport()
-    transport._pool = httpcore.ConnectionPool(network_backend=backend, **_pool_options())
+    transport = lib.HTTPTransport()
+    transport._pool = lib.core_module().ConnectionPool(network_backend=backend, **_pool_options(lib))
     return transport
 
 
-def async_resolving_transport(backend: httpcore.AsyncNetworkBackend) -> httpx.AsyncHTTPTransport:
+def async_resolving_transport(lib: HTTPLib, backend: Any) -> Any:
     """The async twin of :func:`resolving_transport` (``AsyncHTTPTransport._pool``,
     an ``httpcore.AsyncConnectionPool``)."""
-    import httpcore  # httpx's own dependency
-
-    transport = httpx.AsyncHTTPTransport()
-    transport._pool = httpcore.AsyncConnectionPool(network_backend=backend, **_pool_options())
+    transport = lib.AsyncHTTPTransport()
+    transport._pool = lib.core_module().AsyncConnectionPool(network_backend=backend, **_pool_options(lib))
     return transport
 
 
-def socket_of(response: httpx.Response) -> socket.socket | None:
+def socket_of(response: Response) -> socket.socket | None:
     """The socket under ``response`` (httpcore's ``network_stream`` extension), if any."""
     get_extra_info = getattr(response.extensions.get("network_stream"), "get_extra_info", None)
     sock = get_extra_info("socket") if get_extra_info is not None else None
     return sock if isinstance(sock, socket.socket) else None
 
 
-def cuttable(transport: httpx.BaseTransport) -> bool:
+def cuttable(transport: object) -> bool:
     """Can :func:`cut_request` find the sockets of this inner transport's requests?"""
     pool = getattr(transport, "_pool", None)
     return isinstance(getattr(pool, "_requests", None), list) and hasattr(pool, "_optional_thread_lock")
 
 
-def cut_request(transport: httpx.BaseTransport, request: httpx.Request) -> bool:
+def cut_request(transport: object, request: Request) -> bool:
     """Shut down the socket an ``httpx.HTTPTransport`` is using for ``request`` right
     now; False when the request is not on the wire any more (or never was).
 
@@ -128,6 +129,6 @@ def cut_request(transport: httpx.BaseTransport, request: httpx.Request) -> bool:
         return True
 
 
-def _carries(queued: object, request: httpx.Request) -> bool:
+def _carries(queued: object, request: Request) -> bool:
     """Is this entry of httpcore's pool list the one sending ``request``?"""
     return getattr(getattr(queued, "request", None), "extensions", None) is request.extensions

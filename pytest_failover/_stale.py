@@ -110,8 +110,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    from ._lib import Headers, Request, Response
 
 __all__ = ["StaleCache"]
 
@@ -203,7 +205,7 @@ class _CacheControl:
     no_cache: bool  # unqualified
 
     @classmethod
-    def parse(cls, headers: httpx.Headers) -> _CacheControl:
+    def parse(cls, headers: Headers) -> _CacheControl:
         flags: set[str] = set()
         numbers: dict[str, int] = {}
         fields: set[bytes] = set()
@@ -238,7 +240,7 @@ def _http_date(value: str | None) -> int | None:
         return None
 
 
-def _lifetime(headers: httpx.Headers, cc: _CacheControl) -> tuple[int, bool]:
+def _lifetime(headers: Headers, cc: _CacheControl) -> tuple[int, bool]:
     """The freshness lifetime for a shared cache, and whether it was explicit (RFC 9111 §4.2.1)."""
     if "s-maxage" in cc.numbers:
         return cc.numbers["s-maxage"], True
@@ -253,7 +255,7 @@ def _lifetime(headers: httpx.Headers, cc: _CacheControl) -> tuple[int, bool]:
     return 0, False
 
 
-def _age(headers: httpx.Headers) -> int | None:
+def _age(headers: Headers) -> int | None:
     """The largest ``Age`` value, 0 when absent, None when one is not delta-seconds."""
     age = 0
     for value in headers.get_list("age"):
@@ -264,7 +266,7 @@ def _age(headers: httpx.Headers) -> int | None:
     return age
 
 
-def _vary_names(headers: httpx.Headers) -> tuple[str, ...] | None:
+def _vary_names(headers: Headers) -> tuple[str, ...] | None:
     """The sorted, lower-cased field names of every ``Vary`` line; None for ``Vary: *``."""
     names: set[str] = set()
     for line in headers.get_list("vary"):
@@ -347,7 +349,7 @@ class StaleCache:
             h.update(part)
         return h.digest()
 
-    def _base(self, pool: str, request: httpx.Request) -> _Base:
+    def _base(self, pool: str, request: Request) -> _Base:
         parts: list[bytes] = []
         for field in _CREDENTIAL_FIELDS:
             values = [v for k, v in request.headers.raw if k.lower() == field]
@@ -356,7 +358,7 @@ class StaleCache:
             parts.extend(values)
         return pool, self._digest(parts), request.url.raw_path
 
-    def _key(self, base: _Base, names: tuple[str, ...], request: httpx.Request) -> _Key:
+    def _key(self, base: _Base, names: tuple[str, ...], request: Request) -> _Key:
         parts: list[bytes] = []
         for name in names:
             field = name.encode("latin-1", "replace")
@@ -380,7 +382,7 @@ class StaleCache:
             if not variants:
                 del self._variants[base]
 
-    def _matches(self, base: _Base, request: httpx.Request) -> list[_Key]:
+    def _matches(self, base: _Base, request: Request) -> list[_Key]:
         variants = self._variants.get(base)
         if not variants:
             return []
@@ -392,8 +394,8 @@ class StaleCache:
     def store(
         self,
         pool: str,
-        request: httpx.Request,
-        response: httpx.Response,
+        request: Request,
+        response: Response,
         now: float,
         *,
         max_bytes: int,
@@ -428,7 +430,7 @@ class StaleCache:
         return True
 
     def _entry(
-        self, request: httpx.Request, response: httpx.Response, now: float, max_bytes: int
+        self, request: Request, response: Response, now: float, max_bytes: int
     ) -> tuple[_Entry | None, tuple[str, ...] | None]:
         """The entry to store, or None with the reason being one of the storing rules."""
         request_cc = _CacheControl.parse(request.headers)
@@ -456,7 +458,7 @@ class StaleCache:
             return None, names
         try:
             content = response.content
-        except httpx.ResponseNotRead:
+        except RuntimeError:  # the library's ResponseNotRead (a StreamError, a RuntimeError)
             return None, names
         if len(content) > max_bytes:
             return None, names
@@ -488,9 +490,11 @@ class StaleCache:
                 self._remove(key)
 
     def lookup(
-        self, pool: str, request: httpx.Request, now: float, *, max_age: float
-    ) -> httpx.Response | None:
-        """The stored answer to ``request`` if it may be served now that every domain failed."""
+        self, pool: str, request: Request, now: float, *, max_age: float, response: type[Any]
+    ) -> Any:
+        """The stored answer to ``request`` if it may be served now that every domain failed:
+        a ``response`` (the class of the front-end's library: a ``sharing`` group may mix
+        libraries, and each is served in its own)."""
         if request.method.upper() != "GET" or "range" in request.headers:
             return None
         request_cc = _CacheControl.parse(request.headers)
@@ -514,4 +518,4 @@ class StaleCache:
             (b"Age", str(int(current_age)).encode("ascii")),
             (STALE_HEADER.encode("ascii"), b"1"),
         ]
-        return httpx.Response(entry.status, headers=headers, content=entry.content, request=request)
+        return response(entry.status, headers=headers, content=entry.content, request=request)

@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import httpx
 from opentelemetry import context, metrics, propagate, trace
 
 # The instrumentations' suppression keys, which the API defines under private names
@@ -119,6 +118,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
 
+    from ._lib import URL, Request
     from ._pool import Domain
     from ._values import Attempt
 
@@ -126,7 +126,7 @@ __all__ = ["RequestTrace", "Telemetry", "redact_url"]
 
 _VERSION = __version__  # the scope version: the package's
 
-def redact_url(url: httpx.URL) -> str:
+def redact_url(url: URL) -> str:
     """``scheme://host[:port]/path``: no credentials, no query, no fragment."""
     netloc = url.netloc.decode("ascii")
     path = url.raw_path.decode("ascii").split("?", 1)[0] or "/"
@@ -291,7 +291,7 @@ class Telemetry:
         found = domains.get(domain.url)
         return found if found is not None else domains.setdefault(domain.url, _Labels.build(pool, method, domain))
 
-    def start(self, pool: str, method: str, url: httpx.URL) -> RequestTrace | None:
+    def start(self, pool: str, method: str, url: URL) -> RequestTrace | None:
         """The telemetry of a new logical request, or None while no SDK is installed
         (every span and metric call would be a no-op, so the request skips them)."""
         if not self._active:
@@ -332,7 +332,7 @@ class RequestTrace:
 
     __slots__ = ("_domains", "_method", "_pool", "_span", "_t")
 
-    def __init__(self, telemetry: Telemetry, pool: str, method: str, url: httpx.URL) -> None:
+    def __init__(self, telemetry: Telemetry, pool: str, method: str, url: URL) -> None:
         self._t = telemetry
         self._pool = pool
         self._method = method
@@ -351,7 +351,7 @@ class RequestTrace:
 
     # -- attempts ----------------------------------------------------------------------
 
-    def attempt_started(self, attempt: Attempt, request: httpx.Request) -> tuple[Span | None, Context]:
+    def attempt_started(self, attempt: Attempt, request: Request) -> tuple[Span | None, Context]:
         """The attempt's CLIENT span (None while nothing records) and the context to
         send it in: until it ends, its span and duration are ours, so
         instrumentation-httpx stays silent."""

@@ -1,20 +1,26 @@
-"""The sync and async failover transports: thin loops over the decision core.
+"""The sync and async failover loops: thin loops over the decision core.
 
-Both classes wrap an inner httpx transport and add nothing to its surface.
-Everything they share lives in :class:`~pytest_failover._exchange.Exchange`
-(no I/O) and in the core (the decisions); the two loops here differ only where
-I/O happens: sending, reading, sleeping, closing, and bounding an attempt's time.
+Each wraps an inner transport and adds nothing to its surface. Everything the two
+share lives in :class:`~pytest_failover._exchange.Exchange` (no I/O) and in the core
+(the decisions); the two loops here differ only where I/O happens: sending, reading,
+sleeping, closing, and bounding an attempt's time.
+
+The loops name no HTTP library: they are generic over the request, response and inner
+transport types, and the public transports are thin declarations over them, one pair
+per library, each with its :class:`~pytest_failover._lib.HTTPLib`:
+``pytest_failover.FailoverTransport`` (httpx, in ``_httpx.py``) and
+``pytest_failover.httpx2.FailoverTransport`` (httpx2). The constructor is written once,
+here.
 """
 
 from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar, cast
 
-import httpx
-
+from ._classify import LIBRARIES
 from ._deadline import GRACE, async_limit, watchdog
 from ._exchange import (
     BodyBuffer,
@@ -32,15 +38,39 @@ from ._state import AsyncTransportOptions, State, TransportOptions, spelt_out
 from ._values import Attempt, RequestOptions, Wait
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    from typing_extensions import Self, Unpack
 
     from ._core import Route
+    from ._lib import HTTPLib
     from .control import ControlDocument
 
-__all__ = ["AsyncFailoverTransport", "FailoverResult", "FailoverTransport", "Fallback"]
+__all__ = ["AsyncLoop", "FailoverResult", "Fallback", "SyncLoop"]
 
 # A request's route and options, worked out by a front-end that routes its native request.
 Routed: TypeAlias = "tuple[Route, RequestOptions]"
+
+
+class _SyncInner(Protocol):
+    """What the sync loop calls of its inner transport (an ``httpx.BaseTransport``, an
+    ``httpx2.BaseTransport``)."""
+
+    def handle_request(self, request: Any) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class _AsyncInner(Protocol):
+    """What the async loop calls of its inner transport."""
+
+    async def handle_async_request(self, request: Any) -> Any: ...
+
+    async def aclose(self) -> None: ...
+
+
+Req = TypeVar("Req")  # the library's Request
+Resp = TypeVar("Resp")  # and Response
+Inner = TypeVar("Inner", bound=_SyncInner)  # its BaseTransport
+AsyncInner = TypeVar("AsyncInner", bound=_AsyncInner)  # its AsyncBaseTransport
 
 
 class _FailoverBase:
@@ -48,6 +78,7 @@ class _FailoverBase:
     of their own, or another front-end's (``sharing``)."""
 
     _state: State
+    _lib: ClassVar[HTTPLib]  # the library the front-end speaks (set by each declaration)
     _asynchronous = False  # an event loop's front-end: never blocks on the disk
 
     def __init__(
@@ -108,7 +139,7 @@ class _FailoverBase:
         if shared is not None:
             shared.acquire(self)
 
-    def _begin(self, request: httpx.Request, routed: Routed | None = None) -> Exchange | None:
+    def _begin(self, request: Any, routed: Routed | None = None) -> Exchange | None:
         """The exchange of ``request``, or None when it passes through. ``routed``: its
         route and options, when the front-end worked them out already (the requests and
         aiohttp front-ends route their native request first, to pass it through as it is)."""
@@ -120,41 +151,45 @@ class _FailoverBase:
         else:
             route, options = routed
         pool_core, pinned, origin = route
-        return Exchange(self._state, request, pool_core, pinned, origin, options, blocking=not self._asynchronous)
+        return Exchange(
+            self._state, self._lib, request, pool_core, pinned, origin, options, blocking=not self._asynchronous
+        )
 
 
-class FailoverTransport(_FailoverBase, httpx.BaseTransport):
-    """An ``httpx.BaseTransport`` that fails over between the domains of its pools.
+class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
+    """A ``BaseTransport`` that fails over between the domains of its pools.
 
     ``FailoverTransport(pools, policy=None, transport=None)`` wraps
-    ``httpx.HTTPTransport()`` by default. Requests to hosts outside every pool
+    ``HTTPTransport()`` (its library's) by default. Requests to hosts outside every pool
     pass straight through. The core's inputs can be injected, for tests:
     ``clock`` (monotonic seconds: breakers, backoff, deadlines), ``wall_clock``
     (Unix time, read only for pools with ``time_orders``) and ``random`` (a
     float in [0, 1): jitter and weight draws).
     """
 
+    _transport: Inner
+
     @spelt_out(TransportOptions)
     def __init__(
         self,
         pools: Sequence[Pool] | Pool,
         policy: Policy | Mapping[str, Policy] | None = None,
-        transport: httpx.BaseTransport | None = None,
+        transport: Inner | None = None,
         **options: Unpack[TransportOptions],
     ) -> None:
         super().__init__(pools, policy, **options)
-        self._transport = _sync_inner(self._state, transport)
+        self._transport = _sync_inner(self._state, self._lib, transport)
         self._hedgers = self._thread_race()
 
     @classmethod
-    def sharing(cls, other: FrontEnd, transport: httpx.BaseTransport | None = None) -> FailoverTransport:
-        """A transport over ``other``'s state (any failover front-end: a transport, a
-        requests adapter, an aiohttp middleware): one set of breakers, budget, serving
-        domain, control document, stale cache and telemetry for both. It sends through
-        its own ``transport`` (``httpx.HTTPTransport()`` by default)."""
+    def sharing(cls, other: FrontEnd, transport: Inner | None = None) -> Self:
+        """A transport over ``other``'s state (any failover front-end: a transport of
+        either library, a requests adapter, an aiohttp middleware): one set of breakers,
+        budget, serving domain, control document, stale cache and telemetry for both. It
+        sends through its own ``transport`` (``HTTPTransport()`` by default)."""
         self = cls.__new__(cls)
         self._share(_state_of(other, f"{cls.__name__}.sharing"))
-        self._transport = _sync_inner(self._state, transport)
+        self._transport = _sync_inner(self._state, self._lib, transport)
         self._hedgers = self._thread_race()  # each sync front-end its own
         return self
 
@@ -165,16 +200,16 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         threads = [pc.policy.hedging.threads for pc in pools if pc.policy.hedging is not None]
         return ThreadRace(max(threads)) if threads else None
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
+    def handle_request(self, request: Req) -> Resp:
         exchange = self._begin(request)
         if exchange is None:
-            return self._transport.handle_request(request)
+            return cast("Resp", self._transport.handle_request(request))
         return self._run(exchange)
 
-    def _run(self, exchange: Exchange) -> httpx.Response:
+    def _run(self, exchange: Exchange) -> Resp:
         """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
         try:
-            response: httpx.Response | None = None
+            response: Any = None
             while (step := exchange.next_step()) is not None:
                 if step.delay > 0.0:
                     time.sleep(step.delay)
@@ -183,17 +218,17 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
                 if response is not None:
                     response.close()  # a retryable answer we are moving past
                 response = self._attempt(exchange, step)
-            result = exchange.finish()
+            result: Resp = exchange.finish()
             if response is not None and result is not response:
                 response.close()  # a final server error a stored copy answers instead
-            if not isinstance(result, httpx.Response):
-                raise TypeError("FailoverTransport: the fallback returned an awaitable; use a sync fallback")
+            if not isinstance(result, self._lib.Response):
+                raise TypeError(f"{type(self).__name__}: the fallback returned an awaitable; use a sync fallback")
             return result
         except BaseException:
             exchange.abandon()
             raise
 
-    def _attempt(self, exchange: Exchange, attempt: Attempt, hedge: bool = True) -> httpx.Response | None:
+    def _attempt(self, exchange: Exchange, attempt: Attempt, hedge: bool = True) -> Any:
         """Send one attempt (and its hedges, if it may hedge and ``hedge``); report the
         outcome. The answer to return, or None when every attempt failed."""
         if hedge and self._hedgers is not None and exchange.plan.hedgeable:
@@ -203,17 +238,17 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         exchange.prepare(attempt)
         try:
             response = self._send(exchange, attempt)
-        except httpx.TransportError as exc:
+        except self._lib.TransportError as exc:
             exchange.on_error(attempt, exc)
             return None
         exchange.on_response(attempt, response)
         return response
 
-    def _send(self, exchange: Exchange, attempt: Attempt) -> httpx.Response:
+    def _send(self, exchange: Exchange, attempt: Attempt) -> Any:
         """Send one attempt and read what the exchange needs of its body, all within
-        the attempt's time (raises the attempt's ``httpx.TransportError``)."""
+        the attempt's time (raises the attempt's ``TransportError``)."""
         token = enter(attempt) if attempt.quiet is not None else None
-        response: httpx.Response | None = None
+        response: Any = None
         cut = False  # the watchdog shut the socket: the attempt ran out of time
         try:
             attempt.sending = True
@@ -228,7 +263,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
                     response = self._read(response, exchange.buffer())
                 finally:
                     cut = watchdog.disarm(ticket)
-        except httpx.TransportError as exc:
+        except self._lib.TransportError as exc:
             if response is not None:
                 response.close()
             if cut:
@@ -240,9 +275,8 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         return response
 
     @staticmethod
-    def _read(response: httpx.Response, buffer: BodyBuffer) -> httpx.Response:
+    def _read(response: Any, buffer: BodyBuffer) -> Any:
         stream = response.stream
-        assert isinstance(stream, httpx.SyncByteStream)
         rest = iter(stream)
         for chunk in rest:
             if buffer.add(chunk):
@@ -259,45 +293,46 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             shared.close()
 
 
-class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
-    """The ``httpx.AsyncBaseTransport`` twin of :class:`FailoverTransport`
-    (wraps ``httpx.AsyncHTTPTransport()`` by default; works under asyncio and trio)."""
+class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
+    """The ``AsyncBaseTransport`` twin of :class:`SyncLoop` (wraps its library's
+    ``AsyncHTTPTransport()`` by default; works under asyncio and trio)."""
 
     _asynchronous = True
+    _transport: AsyncInner
 
     @spelt_out(AsyncTransportOptions)
     def __init__(
         self,
         pools: Sequence[Pool] | Pool,
         policy: Policy | Mapping[str, Policy] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: AsyncInner | None = None,
         **options: Unpack[AsyncTransportOptions],
     ) -> None:
         super().__init__(pools, policy, **options)
-        self._transport = _async_inner(self._state, transport)
+        self._transport = _async_inner(self._state, self._lib, transport)
 
     @classmethod
-    def sharing(cls, other: FrontEnd, transport: httpx.AsyncBaseTransport | None = None) -> AsyncFailoverTransport:
-        """The async twin of :meth:`FailoverTransport.sharing` (``httpx.AsyncHTTPTransport()``
+    def sharing(cls, other: FrontEnd, transport: AsyncInner | None = None) -> Self:
+        """The async twin of ``FailoverTransport.sharing`` (``AsyncHTTPTransport()``
         by default); the state may be used from any thread and event loop at once."""
         self = cls.__new__(cls)
         self._share(_state_of(other, f"{cls.__name__}.sharing"))
-        self._transport = _async_inner(self._state, transport)
+        self._transport = _async_inner(self._state, self._lib, transport)
         return self
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def handle_async_request(self, request: Req) -> Resp:
         exchange = self._begin(request)
         if exchange is None:
-            return await self._transport.handle_async_request(request)
+            return cast("Resp", await self._transport.handle_async_request(request))
         return await self._run(exchange)
 
-    async def _run(self, exchange: Exchange) -> httpx.Response:
+    async def _run(self, exchange: Exchange) -> Resp:
         """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
         shared = self._state.shared
         if shared is not None and not shared.started:
             shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         try:
-            response: httpx.Response | None = None
+            response: Any = None
             while (step := exchange.next_step()) is not None:
                 if step.delay > 0.0:
                     import anyio  # httpx's own dependency; imported only when a wait is due
@@ -308,17 +343,17 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
                 if response is not None:
                     await response.aclose()  # a retryable answer we are moving past
                 response = await self._attempt(exchange, step)
-            result = exchange.finish()
+            result: Resp = exchange.finish()
             if response is not None and result is not response:
                 await response.aclose()  # a final server error a stored copy answers instead
-            if not isinstance(result, httpx.Response):  # an async fallback
-                result = await result
+            if not isinstance(result, self._lib.Response):  # an async fallback
+                result = await cast("Awaitable[Resp]", result)
             return result
         except BaseException:
             exchange.abandon()
             raise
 
-    async def _attempt(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
+    async def _attempt(self, exchange: Exchange, attempt: Attempt) -> Any:
         """Send one attempt (and its hedges, if it may hedge); report the outcome. The
         answer to return, or None when every attempt failed."""
         if exchange.plan.hedgeable and exchange.hedge_delay() is not None:
@@ -326,27 +361,27 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         exchange.prepare(attempt)
         try:
             response = await self._send(exchange, attempt)
-        except httpx.TransportError as exc:
+        except self._lib.TransportError as exc:
             exchange.on_error(attempt, exc)
             return None
         exchange.on_response(attempt, response)
         return response
 
-    async def _send(self, exchange: Exchange, attempt: Attempt) -> httpx.Response:
+    async def _send(self, exchange: Exchange, attempt: Attempt) -> Any:
         """Send one attempt and read what the exchange needs of its body, all within
-        the attempt's time (raises the attempt's ``httpx.TransportError``)."""
+        the attempt's time (raises the attempt's ``TransportError``)."""
         token = enter(attempt) if attempt.quiet is not None else None
-        response: httpx.Response | None = None
+        response: Any = None
         try:
             async with async_limit(attempt.timeout + GRACE):
                 attempt.sending = True
                 response = await self._transport.handle_async_request(attempt.request)
                 if exchange.reads_body(response):
                     response = await self._read(response, exchange.buffer())
-        except (httpx.TransportError, TimeoutError) as exc:
+        except (self._lib.TransportError, TimeoutError) as exc:
             if response is not None:
                 await response.aclose()
-            if isinstance(exc, httpx.TransportError):
+            if not isinstance(exc, TimeoutError):
                 raise
             raise exchange.timed_out(attempt, exc) from exc
         except BaseException:  # cancelled (a hedge won): give the connection back closed
@@ -362,9 +397,8 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
         return response
 
     @staticmethod
-    async def _read(response: httpx.Response, buffer: BodyBuffer) -> httpx.Response:
+    async def _read(response: Any, buffer: BodyBuffer) -> Any:
         stream = response.stream
-        assert isinstance(stream, httpx.AsyncByteStream)
         rest = stream.__aiter__()
         async for chunk in rest:
             if buffer.add(chunk):
@@ -413,9 +447,10 @@ def _state_of(other: object, caller: str) -> _FailoverBase:
         return other
     if isinstance(other, _FrontEnd):
         return other._transport
+    kind = type(other)
     hint = (
         "; pass the failover transport the client was built with"
-        if isinstance(other, (httpx.Client, httpx.AsyncClient))
+        if kind.__name__ in ("Client", "AsyncClient") and kind.__module__.partition(".")[0] in LIBRARIES
         else ""
     )
     raise TypeError(
@@ -424,31 +459,31 @@ def _state_of(other: object, caller: str) -> _FailoverBase:
     )
 
 
-def _sync_inner(state: State, transport: httpx.BaseTransport | None) -> httpx.BaseTransport:
-    """The inner transport: the caller's, or ``httpx.HTTPTransport()``, whose connections
-    to the domains of pools with a resolver go through it (``docs/resolve.md``)."""
+def _sync_inner(state: State, lib: HTTPLib, transport: Inner | None) -> Inner:
+    """The inner transport: the caller's, or ``lib``'s ``HTTPTransport()``, whose
+    connections to the domains of pools with a resolver go through it (``docs/resolve.md``)."""
     if transport is not None:
         _no_resolver(state)
         return transport
     if state.dialer is None:
-        return httpx.HTTPTransport()
-    from ._dial import ResolvingBackend
+        return cast("Inner", lib.HTTPTransport())
+    from ._dial import resolving_backend
     from ._sockets import resolving_transport
 
-    return resolving_transport(ResolvingBackend(state.dialer))
+    return cast("Inner", resolving_transport(lib, resolving_backend(lib, state.dialer)))
 
 
-def _async_inner(state: State, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncBaseTransport:
+def _async_inner(state: State, lib: HTTPLib, transport: AsyncInner | None) -> AsyncInner:
     """The async twin of :func:`_sync_inner`."""
     if transport is not None:
         _no_resolver(state)
         return transport
     if state.dialer is None:
-        return httpx.AsyncHTTPTransport()
-    from ._dial import AsyncResolvingBackend
+        return cast("AsyncInner", lib.AsyncHTTPTransport())
+    from ._dial import async_resolving_backend
     from ._sockets import async_resolving_transport
 
-    return async_resolving_transport(AsyncResolvingBackend(state.dialer))
+    return cast("AsyncInner", async_resolving_transport(lib, async_resolving_backend(lib, state.dialer)))
 
 
 def _no_resolver(state: State) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from .._exceptions import FailoverError
+from .._httpx import FailoverError
 
 __all__ = ["carried", "last_cause"]
 
@@ -28,7 +28,7 @@ def carried(kinds: tuple[type[E], type[E]], error: FailoverError, request: objec
     """``error`` (raised by the transport) as the front-end's class: ``kinds`` is the
     (all domains failed, circuit open) pair, ``request`` the library's own request,
     which ``.request`` then returns. Raise it ``from last_cause(error)``."""
-    from .._exceptions import CircuitOpenError
+    from .._httpx import CircuitOpenError
 
     cls = kinds[1] if isinstance(error, CircuitOpenError) else kinds[0]
     mine = cls.__new__(cls, str(error))

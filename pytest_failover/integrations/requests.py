@@ -57,10 +57,11 @@ except ImportError as exc:  # pragma: no cover - exercised by the install hint t
 
 import httpx
 
-from .. import _exceptions
+from .. import _httpx as _exceptions
 from .._exchange import FailoverResult, in_memory
+from .._httpx import FailoverTransport
 from .._state import AdapterOptions, spelt_out
-from .._transport import FailoverTransport, FrontEnd, _FrontEnd, _state_of
+from .._transport import FrontEnd, _FrontEnd, _state_of
 from .._values import RequestOptions
 from ._errors import carried, last_cause
 from ._options import current_extensions

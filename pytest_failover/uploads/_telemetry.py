@@ -19,7 +19,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._classify import error_type_of
-from .._exceptions import FailoverError
+from .._httpx import FailoverError
 from .._telemetry import redact_url
 from ..semconv import (
     ERROR_TYPE,

@@ -298,7 +298,8 @@ def test_a_sync_hedge_cut_before_its_send_began_is_reported_as_the_network_saw_i
     def late_hedge(self: FailoverTransport, exchange: Any, flight: Any) -> httpx.Response:
         if flight.hedge:
             time.sleep(0.15)  # its thread is held up: the primary answers meanwhile
-        return send(self, exchange, flight)
+        response: httpx.Response = send(self, exchange, flight)
+        return response
 
     monkeypatch.setattr(FailoverTransport, "_send", late_hedge)
     with httpx.Client(transport=transport) as client:

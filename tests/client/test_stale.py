@@ -65,7 +65,8 @@ def served(
     max_age: float = 300.0,
     path: str = "/rooms?x=1",
 ) -> httpx.Response | None:
-    return cache.lookup(POOL, req(path, headers), now, max_age=max_age)
+    found: httpx.Response | None = cache.lookup(POOL, req(path, headers), now, max_age=max_age, response=httpx.Response)
+    return found
 
 
 # -- the issue ----------------------------------------------------------------
@@ -178,7 +179,7 @@ def test_only_get_is_stored_and_a_range_request_is_neither_stored_nor_answered()
     assert not cache.store(POOL, req(headers={"Range": "bytes=0-1"}), resp(), 0.0, max_bytes=BIG)
     assert stored(cache)
     assert served(cache, {"Range": "bytes=0-1"}) is None
-    assert cache.lookup(POOL, req(method="HEAD"), 1.0, max_age=300) is None
+    assert cache.lookup(POOL, req(method="HEAD"), 1.0, max_age=300, response=httpx.Response) is None
 
 
 def test_a_successful_unsafe_request_invalidates_the_path_in_every_partition() -> None:
@@ -296,8 +297,8 @@ def test_the_key_is_pool_path_and_query_but_not_the_host() -> None:
     """A pool's domains are interchangeable; the pool, the path and the query are not."""
     cache = StaleCache()
     assert stored(cache)
-    assert cache.lookup(POOL, req(host="https://api2.example.com"), 1.0, max_age=300) is not None
-    assert cache.lookup("other", req(), 1.0, max_age=300) is None
+    assert cache.lookup(POOL, req(host="https://api2.example.com"), 1.0, max_age=300, response=httpx.Response) is not None
+    assert cache.lookup("other", req(), 1.0, max_age=300, response=httpx.Response) is None
     assert served(cache, path="/rooms?x=2") is None
     assert served(cache, path="/rooms") is None
 
@@ -604,7 +605,7 @@ def test_concurrent_stores_and_lookups_keep_the_bounds_and_the_books() -> None:
                     )
                     cache.store(POOL, req(path, headers), response, float(i), max_bytes=150)
                 elif op < 0.95:
-                    answer = cache.lookup(POOL, req(path, headers), float(i), max_age=300)
+                    answer = cache.lookup(POOL, req(path, headers), float(i), max_age=300, response=httpx.Response)
                     assert answer is None or answer.headers[STALE_HEADER] == "1"
                 else:
                     cache.store(
@@ -656,7 +657,7 @@ def test_a_lookup_never_crosses_credentials_or_vary_selection(
     cache = StaleCache()
     response = resp("public, max-age=60", {"Vary": ", ".join(vary)} if vary else None)
     assert cache.store(POOL, req(headers=_headers(stored_profile)), response, 0.0, max_bytes=BIG)
-    answer = cache.lookup(POOL, req(headers=_headers(looked_profile)), 1.0, max_age=300)
+    answer = cache.lookup(POOL, req(headers=_headers(looked_profile)), 1.0, max_age=300, response=httpx.Response)
     same_credentials = stored_profile[:3] == looked_profile[:3]
     selecting = [_FIELDS.index(name) for name in vary]
     same_selection = all(stored_profile[i] == looked_profile[i] for i in selecting)

@@ -228,6 +228,7 @@ INSTALL_EXTRAS = {  # README, Install: each extra and what it says it brings
     "control": {"joserfc", "cryptography"},
     "requests": {"requests"},
     "aiohttp": {"aiohttp"},
+    "httpx2": {"httpx2"},
     "redis": {"redis"},
     "resolve": {"dnspython"},
     "agent": set(),

@@ -345,7 +345,7 @@ def test_a_dial_whose_every_address_refused_tries_them_once_more(errors: list[ty
     from pytest_failover.resolve import Answer
 
     dialer = Dialer({}, clock=time.monotonic, forget_after=0.0)
-    dial = Dial(dialer, "api.test", Answer(host="api.test", addresses=(A1, A2), ttl=60.0, source="doh"), 10.0)
+    dial = Dial(dialer, "api.test", Answer(host="api.test", addresses=(A1, A2), ttl=60.0, source="doh"), 10.0, httpcore)
     seen: list[str] = []
     for address, _ in dial:
         seen.append(address)

@@ -1,0 +1,44 @@
+"""The httpx front-end: ``FailoverTransport`` and ``AsyncFailoverTransport`` for httpx
+(``pytest_failover.FailoverTransport``), and their errors.
+
+Thin declarations over the library-neutral loops of :mod:`._transport`; the httpx2 twin
+is :mod:`pytest_failover.httpx2`. The requests and aiohttp front-ends speak httpx inside,
+over these.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from ._exceptions import AllFailed, CircuitOpen, Failover
+from ._lib import HTTPLib
+from ._transport import AsyncLoop, SyncLoop
+
+__all__ = ["HTTPX", "AllDomainsFailed", "AsyncFailoverTransport", "CircuitOpenError", "FailoverError", "FailoverTransport"]
+
+
+class FailoverError(Failover, httpx.TransportError):
+    """Base class: the failover client gave up on a logical request (an ``httpx.TransportError``)."""
+
+
+class AllDomainsFailed(AllFailed, FailoverError):
+    __doc__ = AllFailed.__doc__
+
+
+class CircuitOpenError(CircuitOpen, FailoverError):
+    __doc__ = CircuitOpen.__doc__
+
+
+HTTPX = HTTPLib(httpx, "httpcore", (FailoverError, AllDomainsFailed, CircuitOpenError))
+
+
+class FailoverTransport(SyncLoop[httpx.Request, httpx.Response, httpx.BaseTransport], httpx.BaseTransport):
+    __doc__ = SyncLoop.__doc__
+    _lib = HTTPX
+
+
+class AsyncFailoverTransport(
+    AsyncLoop[httpx.Request, httpx.Response, httpx.AsyncBaseTransport], httpx.AsyncBaseTransport
+):
+    __doc__ = AsyncLoop.__doc__
+    _lib = HTTPX
