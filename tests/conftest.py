@@ -4,6 +4,11 @@ In CI (``CI`` set) a skipped test fails the run: the tests that need a real
 component (Prometheus, promtool, TLS, sockets, the official LLM SDKs) must run there,
 and a skip would hide that the component is missing. A module skipped as a whole while
 it is collected (``pytest.importorskip``) fails the same way.
+
+The transport's behaviour tests run against httpx and httpx2 alike (the ``make_client``
+kinds, ``tests/client/frontends.py``). In CI a run that ran the httpx half and not the
+httpx2 one fails too, however the httpx2 half was left out (skipped, deselected with
+``-k``, or its kinds taken off the list).
 """
 
 from __future__ import annotations
@@ -27,6 +32,38 @@ ALONE = (
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", ALONE)
+    if IN_CI and not hasattr(config, "workerinput"):  # an xdist worker sends its reports on
+        config.pluginmanager.register(BothHalves(), "failover-both-halves")
+
+
+class BothHalves:
+    """Counts the tests of each half that ran (their call phase passed or failed: not
+    skipped); at the end, in CI, a run with httpx tests and no httpx2 one fails. With
+    xdist the reports reach the controller, which counts them."""
+
+    HTTPX = ("[sync]", "[async]")  # the ids of the httpx kinds, and of the sync/async pairs
+    HTTPX2 = ("[httpx2]", "[httpx2-async]")
+
+    def __init__(self) -> None:
+        self.ran = {"httpx": 0, "httpx2": 0}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" or report.skipped:
+            return
+        for half, ids in (("httpx", self.HTTPX), ("httpx2", self.HTTPX2)):
+            if report.nodeid.endswith(ids):
+                self.ran[half] += 1
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.ran["httpx"] and not self.ran["httpx2"]:
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            message = (
+                f"{self.ran['httpx']} transport tests ran against httpx and none against httpx2: "
+                "CI must run both halves (install httpx2: pip install -e '.[dev]'; do not deselect them)"
+            )
+            if reporter is not None:
+                reporter.write_line(message, red=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(wrapper=True)

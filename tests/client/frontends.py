@@ -5,6 +5,8 @@ the front-end ``share`` instead, if given: its ``sharing`` constructor):
 
 - ``sync``: ``httpx.Client`` over ``FailoverTransport``;
 - ``async``: ``httpx.AsyncClient`` over ``AsyncFailoverTransport`` (its own event loop);
+- ``httpx2`` and ``httpx2-async``: the same with httpx2's clients over
+  ``pytest_failover.httpx2``'s transports;
 - ``requests``: ``requests.Session`` with ``FailoverAdapter`` mounted on both schemes;
 - ``aiohttp``: ``aiohttp.ClientSession`` with ``FailoverMiddleware`` (its own event loop,
   the threaded resolver, which the outage simulator reaches).
@@ -24,19 +26,37 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import aiohttp
 import httpx
+import httpx2
 import requests
 import trustme
 
+import pytest_failover
 from pytest_failover import AsyncFailoverTransport, FailoverResult, FailoverTransport, Policy, Pool
+from pytest_failover import httpx2 as pf2
 from pytest_failover.integrations import failover_options
 from pytest_failover.integrations.aiohttp import FailoverMiddleware
 from pytest_failover.integrations.requests import FailoverAdapter
 
-KINDS = ("sync", "async", "requests", "aiohttp")
+KINDS = ("sync", "async", "httpx2", "httpx2-async", "requests", "aiohttp")
+
+# The kinds whose client is httpx's API: (the library, its failover transport, async?).
+HTTPX_KINDS: dict[str, tuple[ModuleType, Any, bool]] = {
+    "sync": (httpx, FailoverTransport, False),
+    "async": (httpx, AsyncFailoverTransport, True),
+    "httpx2": (httpx2, pf2.FailoverTransport, False),
+    "httpx2-async": (httpx2, pf2.AsyncFailoverTransport, True),
+}
+
+
+def http_of(request: object) -> ModuleType:
+    """The library (httpx or httpx2) of a request a fallback or a check is handed: the
+    requests and aiohttp front-ends speak httpx inside."""
+    return httpx2 if isinstance(request, httpx2.Request) else httpx
 
 
 @dataclass(frozen=True)
@@ -76,23 +96,20 @@ class Harness:
         if trust is not None:
             context = ssl.create_default_context()
             trust.configure_trust(context)
-        if kind == "sync":
-            inner = httpx.HTTPTransport(verify=context or True)
+        self.http: ModuleType | None = None  # the httpx-API library of the client, if it has one
+        # Whose FailoverError, AllDomainsFailed and CircuitOpenError it raises (the requests
+        # and aiohttp front-ends raise their own, subclasses of pytest_failover's).
+        self.errors: ModuleType = pf2 if kind.startswith("httpx2") else pytest_failover
+        self.asynchronous = False
+        if kind in HTTPX_KINDS:
+            self.http, front_end, self.asynchronous = http, front_end, asynchronous = HTTPX_KINDS[kind]
+            if asynchronous:
+                self.loop = asyncio.new_event_loop()
+            inner = (http.AsyncHTTPTransport if asynchronous else http.HTTPTransport)(verify=context or True)
             self.transport: Any = (
-                FailoverTransport(pools, policy, inner, **kwargs)
-                if share is None
-                else FailoverTransport.sharing(share, inner)
+                front_end(pools, policy, inner, **kwargs) if share is None else front_end.sharing(share, inner)
             )
-            self._client: Any = httpx.Client(transport=self.transport)
-        elif kind == "async":
-            self.loop = asyncio.new_event_loop()
-            ainner = httpx.AsyncHTTPTransport(verify=context or True)
-            self.transport = (
-                AsyncFailoverTransport(pools, policy, ainner, **kwargs)
-                if share is None
-                else AsyncFailoverTransport.sharing(share, ainner)
-            )
-            self._client = httpx.AsyncClient(transport=self.transport)
+            self._client: Any = (http.AsyncClient if asynchronous else http.Client)(transport=self.transport)
         elif kind == "requests":
             self.transport = FailoverAdapter(pools, policy, **kwargs) if share is None else FailoverAdapter.sharing(share)
             session = requests.Session()
@@ -122,21 +139,20 @@ class Harness:
     @property
     def transport_errors(self) -> tuple[type[Exception], ...]:
         """What this client raises when the network fails under it."""
-        return {
-            "requests": (requests.RequestException,),
-            "aiohttp": (aiohttp.ClientError,),
-        }.get(self.kind, (httpx.TransportError,))
+        if self.http is not None:
+            return (self.http.TransportError,)
+        return {"requests": (requests.RequestException,), "aiohttp": (aiohttp.ClientError,)}[self.kind]
 
     def stream_body(self, chunks: list[bytes]) -> Any:
         """A streamed request body, as this client's users write one (a generator, an
         async generator, an aiohttp ``StreamReader``): never replayable."""
-        if self.kind in ("sync", "requests"):
+        if self.kind == "requests" or (self.http is not None and not self.asynchronous):
 
             def sync() -> Iterator[bytes]:
                 yield from chunks
 
             return sync()
-        if self.kind == "async":
+        if self.http is not None:
 
             async def agen() -> AsyncIterator[bytes]:
                 for chunk in chunks:
@@ -165,17 +181,14 @@ class Harness:
         extensions: Mapping[str, Any] | None = None,
     ) -> View:
         options = (extensions or {}).get("failover")
-        if self.kind == "sync":
+        if self.http is not None and not self.asynchronous:
             r = self._client.request(method, url, content=content, headers=headers, extensions=extensions)
             return View(r.status_code, r.headers, r.content, r.extensions.get("failover"))
-        if self.kind == "async":
+        if self.http is not None:
             assert self.loop is not None
 
-            async def send() -> httpx.Response:
-                response: httpx.Response = await self._client.request(
-                    method, url, content=content, headers=headers, extensions=extensions
-                )
-                return response
+            async def send() -> Any:
+                return await self._client.request(method, url, content=content, headers=headers, extensions=extensions)
 
             r = self.loop.run_until_complete(send())
             return View(r.status_code, r.headers, r.content, r.extensions.get("failover"))
@@ -200,7 +213,7 @@ class Harness:
             return
         self._closed = True
         if self.loop is not None:
-            self.loop.run_until_complete(self._client.aclose() if self.kind == "async" else self._client.close())
+            self.loop.run_until_complete(self._client.aclose() if self.http is not None else self._client.close())
             self.loop.close()
         else:
             self._client.close()

@@ -18,6 +18,7 @@ from pytest_failover import ExponentialBackoff, FailoverTransport, Policy, Pool
 from pytest_failover.integrations import failover_options
 from pytest_failover.integrations.requests import FailoverAdapter
 
+from .frontends import http_of
 from .servers import LoopbackServer, closed_port
 from .test_transport import fast
 
@@ -187,10 +188,13 @@ def test_the_package_imports_neither_library() -> None:
 
 
 def test_a_fallback_answer_becomes_the_library_response(make_client: Any) -> None:
-    """The fallback returns an ``httpx.Response``; every client hands it over as its own."""
+    """The fallback returns a response of the front-end's httpx library (httpx inside the
+    requests and aiohttp front-ends); every client hands it over as its own."""
     dead = f"http://127.0.0.1:{closed_port()}"
     client = make_client(
-        [Pool("api", [dead])], fast(), fallback=lambda request, error: httpx.Response(203, headers={"X-Offline": "1"}, content=b"cached")
+        [Pool("api", [dead])],
+        fast(),
+        fallback=lambda request, error: http_of(request).Response(203, headers={"X-Offline": "1"}, content=b"cached"),
     )
     response = client.request("GET", dead + "/x")
     assert (response.status_code, response.headers["x-offline"], response.content) == (203, "1", b"cached")

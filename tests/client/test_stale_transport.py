@@ -26,7 +26,7 @@ def test_a_private_answer_is_never_served_to_anybody(make_client: Any, servers: 
     assert client.request("GET", a.url() + "/me", headers=mine).json() == {"user": "a"}
     a.set(reset=True)
     for who in ("token-a", "token-b"):
-        with pytest.raises(FailoverError):
+        with pytest.raises(client.errors.FailoverError):
             client.request("GET", a.url() + "/me", headers={"Authorization": f"Bearer {who}"})
 
 
@@ -41,7 +41,7 @@ def test_a_shareable_answer_is_served_stale_to_the_same_credentials_only(
     a.set(reset=True)
     stale = client.request("GET", a.url() + "/rooms", headers={"Authorization": "Bearer token-a"})
     assert stale.headers["X-Failover-Stale"] == "1" and stale.json() == {"rooms": [1]}
-    with pytest.raises(FailoverError):
+    with pytest.raises(client.errors.FailoverError):
         client.request("GET", a.url() + "/rooms", headers={"Authorization": "Bearer token-b"})
 
 
@@ -77,7 +77,7 @@ def test_vary_selects_which_stored_answer_may_be_served(make_client: Any, server
     client.request("GET", a.url() + "/greeting", headers={"Accept-Language": "de"})
     a.set(reset=True)
     assert client.request("GET", a.url() + "/greeting", headers={"Accept-Language": "de"}).status_code == 200
-    with pytest.raises(FailoverError):
+    with pytest.raises(client.errors.FailoverError):
         client.request("GET", a.url() + "/greeting", headers={"Accept-Language": "fr"})
 
 

@@ -175,13 +175,12 @@ def test_budget_rejections_are_counted(make_client: Any, servers: dict[str, Loop
 
 
 def test_circuit_open_outcome(make_client: Any, otel: Otel) -> None:
-    from pytest_failover import AllDomainsFailed, CircuitOpenError
 
     dead = f"http://127.0.0.1:{closed_port()}"
     client = make_client([Pool("api", [dead])], policy(breaker_threshold=1), **otel.kwargs)
-    with pytest.raises(AllDomainsFailed):  # the first one fails on the wire
+    with pytest.raises(client.errors.AllDomainsFailed):  # the first one fails on the wire
         client.request("GET", dead)
-    with pytest.raises(CircuitOpenError):  # pinned to the open domain: refused before sending
+    with pytest.raises(client.errors.CircuitOpenError):  # pinned to the open domain: refused before sending
         client.request("GET", dead, extensions={"failover": {"domain": dead}})
     outcomes = {p[0]["failover.outcome"]: p[1].value for p in otel.points("failover.requests")}
     assert outcomes == {"failure": 1, "circuit_open": 1}
