@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from pytest_failover import Policy, faults
+from pytest_failover.httpx2 import AllDomainsFailed
 from pytest_failover.plugin import FakeDomainsFixture
 from pytest_failover.simulator import LLMServer
 from pytest_failover.telemetry_capture import FailoverTelemetry
@@ -166,6 +167,28 @@ def test_a_whole_answer_slower_than_the_attempt_timeout_is_cut_and_not_sent_agai
     re-sent and the SDK raises."""
     chat = make_chat(policy=Policy(attempt_timeout=0.2, deadline=5.0))
     llm.fail(PRIMARY, faults.latency(1.0))
-    with pytest.raises(chat.connection_error):
+    with pytest.raises(chat.connection_error) as raised:
         chat.call(False)
     assert hosts(llm) == [PRIMARY]
+    cause = raised.value.__cause__
+    assert isinstance(cause, AllDomainsFailed) and cause.reason == "not_retryable"
+    assert [a.error_type for a in cause.attempts] == ["read_timeout"]
+
+
+@STREAMED
+def test_when_every_domain_is_down_the_sdk_raises_with_the_transports_error_as_cause(
+    chat: Chat, llm: FakeDomainsFixture, streamed: bool
+) -> None:
+    """Nothing was sent anywhere: the SDK's connection error carries ``AllDomainsFailed``,
+    whose attempts say what each domain did."""
+    llm.fail(PRIMARY, faults.refused())
+    llm.fail(BACKUP, faults.dns_nxdomain())
+    with pytest.raises(chat.connection_error) as raised:
+        chat.call(streamed)
+    cause = raised.value.__cause__
+    assert isinstance(cause, AllDomainsFailed)
+    assert {(a.domain, a.error_type) for a in cause.attempts} == {
+        (DOMAINS[0], "connection_refused"),
+        (DOMAINS[1], "dns_error"),
+    }
+    assert hosts(llm) == []
