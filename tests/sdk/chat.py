@@ -4,7 +4,7 @@
 (``typed_clients``), and ``chat.call(streamed, headers)`` makes one call the way that SDK's
 users do: a chat completion (OpenAI) or a message (Anthropic), whole or streamed, and
 returns the reply's text. The async kinds run on an event loop of their own. Errors are
-the SDK's own; ``status_error`` and ``connection_error`` name its classes.
+the SDK's own; ``status_error``, ``connection_error`` and ``timeout_error`` name its classes.
 """
 
 from __future__ import annotations
@@ -48,17 +48,20 @@ class Chat:
         self._loop = asyncio.new_event_loop() if kind.startswith("async") else None
         self.status_error: type[openai.APIStatusError | anthropic.APIStatusError]
         self.connection_error: type[openai.APIConnectionError | anthropic.APIConnectionError]
+        self.timeout_error: type[openai.APITimeoutError | anthropic.APITimeoutError]
         self.client: Client
         if kind.endswith("openai"):
             self.status_error, self.connection_error = (
                 openai.APIStatusError,
                 openai.APIConnectionError,
             )
+            self.timeout_error = openai.APITimeoutError
         else:
             self.status_error, self.connection_error = (
                 anthropic.APIStatusError,
                 anthropic.APIConnectionError,
             )
+            self.timeout_error = anthropic.APITimeoutError
         if kind == "openai":
             self.client = build.openai_client(domains, max_retries=max_retries, policy=policy)
         elif kind == "async openai":

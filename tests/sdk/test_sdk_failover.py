@@ -159,6 +159,18 @@ def test_a_stream_runs_past_the_policys_deadline(
     assert hosts(llm) == [PRIMARY]
 
 
+def test_a_stream_quiet_for_longer_than_the_attempt_timeout_is_cut_and_not_sent_again(
+    make_chat: MakeChat, llm: FakeDomainsFixture
+) -> None:
+    """Each read of a stream waits at most the attempt timeout (the SDK's read timeout, capped
+    by it): a longer silence is the SDK's timeout error, and nothing is re-sent."""
+    chat = make_chat(policy=Policy(attempt_timeout=0.2, deadline=0.2))
+    llm.fail(PRIMARY, faults.trickle(0.35))  # a byte every 0.35 s
+    with pytest.raises(chat.timeout_error):
+        chat.call(True, KEY)
+    assert hosts(llm) == [PRIMARY]
+
+
 def test_a_whole_answer_slower_than_the_attempt_timeout_is_cut_and_not_sent_again(
     make_chat: MakeChat, llm: FakeDomainsFixture
 ) -> None:
