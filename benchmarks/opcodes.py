@@ -9,6 +9,8 @@ in frames whose code lies in the ``pytest_failover`` package, and the calls into
 modules and fill caches). Variants:
 
 - httpx sync (``FailoverTransport``) and async (``AsyncFailoverTransport``);
+- httpx2 sync (``pytest_failover.httpx2.FailoverTransport``), the same request path
+  over httpx2 and httpcore2;
 - httpx sync with ``Policy(hedging=Hedging(delay=1.0))``: hedging configured, never due;
 - requests with ``FailoverAdapter`` mounted;
 - aiohttp with ``FailoverMiddleware``.
@@ -87,10 +89,11 @@ URL = "http://127.0.0.1:9/v1/ping"
 DOMAINS = ["http://127.0.0.1:9", "http://127.0.0.1:10"]  # loopback, never connected to
 HTTPX_SYNC = "httpx sync"
 HTTPX_ASYNC = "httpx async"
+HTTPX2_SYNC = "httpx2 sync"
 HEDGING = "httpx sync, Hedging(delay=1.0)"
 REQUESTS_ADAPTER = "requests FailoverAdapter"
 AIOHTTP = "aiohttp FailoverMiddleware"
-VARIANTS = (HTTPX_SYNC, HTTPX_ASYNC, HEDGING, REQUESTS_ADAPTER, AIOHTTP)
+VARIANTS = (HTTPX_SYNC, HTTPX_ASYNC, HTTPX2_SYNC, HEDGING, REQUESTS_ADAPTER, AIOHTTP)
 
 Send = Callable[[int], None]
 """Sends ``n`` happy-path GETs through one variant's client."""
@@ -221,9 +224,10 @@ _ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
 
 
 @contextmanager
-def _httpx(answers: int, *, asynchronous: bool = False, hedging: bool = False) -> Iterator[Send]:
+def _httpx(answers: int, *, asynchronous: bool = False, hedging: bool = False, httpx2: bool = False) -> Iterator[Send]:
     """httpx's own transport under ours, its connection pool on httpcore's in-memory
-    network: one keep-alive connection that has ``answers`` answers to read."""
+    network: one keep-alive connection that has ``answers`` answers to read (``httpx2``:
+    httpx2's transport under ``pytest_failover.httpx2``'s, on httpcore2's)."""
     import httpcore
 
     import pytest_failover as pf
@@ -231,10 +235,18 @@ def _httpx(answers: int, *, asynchronous: bool = False, hedging: bool = False) -
     pools = [pf.Pool("bench", DOMAINS)]
     policy = pf.Policy(hedging=pf.Hedging(delay=1.0)) if hedging else None
     answered = [_ANSWER] * answers
+    http: Any = httpx
+    core: Any = httpcore
+    front: Any = pf
+    if httpx2:
+        import httpcore2 as core
+        import httpx2 as http
+
+        from pytest_failover import httpx2 as front
     if not asynchronous:
-        inner = httpx.HTTPTransport()
-        inner._pool = httpcore.ConnectionPool(network_backend=httpcore.MockBackend(answered))
-        with httpx.Client(transport=pf.FailoverTransport(pools, policy, inner, **_pinned())) as client:
+        inner = http.HTTPTransport()
+        inner._pool = core.ConnectionPool(network_backend=core.MockBackend(answered))
+        with http.Client(transport=front.FailoverTransport(pools, policy, inner, **_pinned())) as client:
 
             def send(n: int) -> None:
                 for _ in range(n):
@@ -242,9 +254,9 @@ def _httpx(answers: int, *, asynchronous: bool = False, hedging: bool = False) -
 
             yield send
         return
-    ainner = httpx.AsyncHTTPTransport()
-    ainner._pool = httpcore.AsyncConnectionPool(network_backend=httpcore.AsyncMockBackend(answered))
-    aclient = httpx.AsyncClient(transport=pf.AsyncFailoverTransport(pools, policy, ainner, **_pinned()))
+    ainner = http.AsyncHTTPTransport()
+    ainner._pool = core.AsyncConnectionPool(network_backend=core.AsyncMockBackend(answered))
+    aclient = http.AsyncClient(transport=front.AsyncFailoverTransport(pools, policy, ainner, **_pinned()))
 
     async def many(n: int) -> None:
         for _ in range(n):
@@ -347,6 +359,7 @@ def _check(status: int) -> None:
 _BUILD: dict[str, Callable[[int], AbstractContextManager[Send]]] = {  # answers -> the variant's sender
     HTTPX_SYNC: _httpx,
     HTTPX_ASYNC: lambda answers: _httpx(answers, asynchronous=True),
+    HTTPX2_SYNC: lambda answers: _httpx(answers, httpx2=True),
     HEDGING: lambda answers: _httpx(answers, hedging=True),
     REQUESTS_ADAPTER: lambda answers: _requests(),
     AIOHTTP: lambda answers: _aiohttp(),

@@ -104,8 +104,7 @@ class HTTPLib:
     Attributes are the library's own classes (``Request``, ``Response``, ``ByteStream``,
     ``TransportError``, ``ReadTimeout``, the default transports, ...), the three failover
     errors of that library (subclasses of its ``TransportError``) and the body streams
-    of this package made of its stream classes (and ``BodyBuffer``, the exchange's body
-    buffer making them). ``core`` is the name of the library's
+    of this package made of its stream classes. ``core`` is the name of the library's
     connection package (``httpcore`` or ``httpcore2``), the one :mod:`._sockets` reaches
     into.
     """
@@ -155,10 +154,6 @@ class HTTPLib:
         self.Tracked: type[Any] = type("Tracked", (Tracked, *both), dict(streams))
         self.Continued: type[Any] = type("Continued", (Continued, *both), dict(streams))
         self.InMemory: type[Any] = type("InMemory", (InMemory, module.ByteStream), {"__module__": __name__})
-        from ._exchange import BodyBuffer  # which imports this module
-
-        kept = {"__slots__": (), "InMemory": self.InMemory, "Continued": self.Continued, "__module__": __name__}
-        self.BodyBuffer: type[BodyBuffer] = type("BodyBuffer", (BodyBuffer,), kept)
 
     def core_module(self) -> ModuleType:
         """The library's connection package (imported by the library with its transports)."""

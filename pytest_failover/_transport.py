@@ -210,14 +210,17 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
         try:
             response: Any = None
-            while (step := exchange.next_step()) is not None:
+            step = exchange.first_step()
+            while step is not None:
                 if step.delay > 0.0:
                     time.sleep(step.delay)
-                if isinstance(step, Wait):
-                    continue
-                if response is not None:
-                    response.close()  # a retryable answer we are moving past
-                response = self._attempt(exchange, step)
+                if not isinstance(step, Wait):
+                    if response is not None:
+                        response.close()  # a retryable answer we are moving past
+                    response = self._attempt(exchange, step)
+                    if exchange.plan.done:  # answered: nothing left to decide
+                        break
+                step = exchange.next_step()
             result: Resp = exchange.finish()
             if response is not None and result is not response:
                 response.close()  # a final server error a stored copy answers instead
@@ -228,10 +231,10 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             exchange.abandon()
             raise
 
-    def _attempt(self, exchange: Exchange, attempt: Attempt, hedge: bool = True) -> Any:
-        """Send one attempt (and its hedges, if it may hedge and ``hedge``); report the
-        outcome. The answer to return, or None when every attempt failed."""
-        if hedge and self._hedgers is not None and exchange.plan.hedgeable:
+    def _attempt(self, exchange: Exchange, attempt: Attempt) -> Any:
+        """Send one attempt (and its hedges, if it may hedge); report the outcome. The
+        answer to return, or None when every attempt failed."""
+        if self._hedgers is not None and exchange.plan.hedgeable:
             delay = exchange.hedge_delay()
             if delay is not None:
                 return self._hedgers.race(self._send, self._transport, exchange, attempt, delay)
@@ -253,14 +256,15 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         try:
             attempt.sending = True
             response = self._transport.handle_request(attempt.request)
-            if exchange.reads_body(response):
+            buffer = exchange.buffer(response)
+            if buffer is not None:
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
                 # bound each operation; from here on the watchdog bounds the whole read,
                 # at the attempt's time itself: no phase is left for httpx to name (a
                 # read timeout is a read timeout), so no GRACE.
                 ticket = watchdog.arm(attempt.deadline, response)
                 try:
-                    response = self._read(response, exchange.buffer())
+                    response = self._read(response, buffer)
                 finally:
                     cut = watchdog.disarm(ticket)
         except self._lib.TransportError as exc:
@@ -333,16 +337,19 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         try:
             response: Any = None
-            while (step := exchange.next_step()) is not None:
+            step = exchange.first_step()
+            while step is not None:
                 if step.delay > 0.0:
                     import anyio  # httpx's own dependency; imported only when a wait is due
 
                     await anyio.sleep(step.delay)
-                if isinstance(step, Wait):
-                    continue
-                if response is not None:
-                    await response.aclose()  # a retryable answer we are moving past
-                response = await self._attempt(exchange, step)
+                if not isinstance(step, Wait):
+                    if response is not None:
+                        await response.aclose()  # a retryable answer we are moving past
+                    response = await self._attempt(exchange, step)
+                    if exchange.plan.done:  # answered: nothing left to decide
+                        break
+                step = exchange.next_step()
             result: Resp = exchange.finish()
             if response is not None and result is not response:
                 await response.aclose()  # a final server error a stored copy answers instead
@@ -376,8 +383,9 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             async with async_limit(attempt.timeout + GRACE):
                 attempt.sending = True
                 response = await self._transport.handle_async_request(attempt.request)
-                if exchange.reads_body(response):
-                    response = await self._read(response, exchange.buffer())
+                buffer = exchange.buffer(response)
+                if buffer is not None:
+                    response = await self._read(response, buffer)
         except (self._lib.TransportError, TimeoutError) as exc:
             if response is not None:
                 await response.aclose()

@@ -910,6 +910,10 @@ SLO_BURN_RATE: Final = "burn_rate"
 SLO_ERROR_BUDGET_REMAINING: Final = "error_budget_remaining"
 """Share of the SLO window's error budget left (1: untouched, 0 or below: spent)."""
 SLO_RECORDS: Final = (SLO_PROBE_ERRORS, SLO_REQUEST_ERRORS, SLO_BURN_RATE, SLO_ERROR_BUDGET_REMAINING)
+SLO_CONFIGURED: Final = "failover:slo_configured"
+"""Recording rule ``failover-agent rules`` writes for each pool with an ``availability`` SLO: 1,
+labelled with the pool and the SLO. The shipped pool burn-rate alerts (``dashboards/alerts.yml``)
+leave those pools out (``unless on (failover_pool)``), so a pool pages once, not twice."""
 
 
 def slo_record(quantity: str, window: str | None = None) -> str:

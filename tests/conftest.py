@@ -41,7 +41,7 @@ class BothHalves:
     skipped); at the end, in CI, a run with httpx tests and no httpx2 one fails. With
     xdist the reports reach the controller, which counts them."""
 
-    HTTPX = ("[sync]", "[async]")  # the ids of the httpx kinds, and of the sync/async pairs
+    HTTPX = ("[sync]", "[async]", "[httpx]")  # the ids of the httpx kinds, the sync/async pairs, ``http``
     HTTPX2 = ("[httpx2]", "[httpx2-async]")
 
     def __init__(self) -> None:
@@ -100,6 +100,7 @@ PRELOAD = (
     "cryptography.hazmat.primitives.asymmetric.rsa",
     "cryptography.x509",
     "httpx",
+    "httpx2",
     "opentelemetry.sdk.metrics",
     "opentelemetry.sdk.trace",
     "pytest_failover.simulator",

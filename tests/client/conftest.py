@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
+import httpx
+import httpx2
 import pytest
 import trustme
 
@@ -52,3 +55,11 @@ def make_client(request: pytest.FixtureRequest) -> Iterator[Any]:
     yield make
     for harness in made:
         harness.close()
+
+
+@pytest.fixture(params=[httpx, httpx2], ids=["httpx", "httpx2"])
+def http(request: pytest.FixtureRequest) -> ModuleType:
+    """The httpx-API library a test body runs against: httpx, then httpx2 (whose transports
+    sit on httpcore2)."""
+    module: ModuleType = request.param
+    return module

@@ -15,6 +15,7 @@ import textwrap
 import httpx
 import httpx2
 import pytest
+from typing_extensions import assert_type
 
 import pytest_failover
 from pytest_failover import Pool
@@ -231,3 +232,22 @@ def test_alias_httpx_after_httpx_was_imported_changes_nothing() -> None:
         """
     )
     assert out.splitlines() == ["refused", "True True True"]
+
+
+def test_mypy_types_each_front_end_with_its_library() -> None:
+    """Strict mypy sees each front-end's library: an httpx2 transport takes an httpx2 inner
+    transport and serves an httpx2 client, returning httpx2 responses; one of the other
+    library is refused (each ignore below is used, or strict mypy fails on it)."""
+
+    def ok(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200)
+
+    pools = [Pool("api", ["https://api.example.com"])]
+    transport = pf2.FailoverTransport(pools, transport=httpx2.MockTransport(ok))
+    assert_type(transport.handle_request(httpx2.Request("GET", "https://api.example.com/")), httpx2.Response)
+    assert_type(pf2.AsyncFailoverTransport.sharing(transport), pf2.AsyncFailoverTransport)
+    with httpx2.Client(transport=transport) as client:
+        assert client.get("https://api.example.com/").status_code == 200
+    pf2.FailoverTransport(pools, transport=httpx.MockTransport(lambda r: httpx.Response(200)))  # type: ignore[arg-type]  # httpx's
+    httpx.Client(transport=pf2.FailoverTransport(pools)).close()  # type: ignore[arg-type]  # an httpx2 transport
+    httpx2.Client(transport=pytest_failover.FailoverTransport(pools)).close()  # type: ignore[arg-type]  # an httpx one

@@ -5,11 +5,15 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from types import ModuleType
 
 import httpx
 import pytest
 
 from pytest_failover._deadline import _Watchdog
+from pytest_failover._sockets import socket_of
+
+from .servers import LoopbackServer
 
 
 class _Stream:
@@ -97,3 +101,18 @@ def test_a_response_without_a_socket_is_never_cut(pair: tuple[socket.socket, soc
     assert dog.disarm(ticket) is False
     cut = dog.arm(time.monotonic() + 0.02, _response(pair[0]))
     assert _wait_cut(pair[0], 1.0) < 0.5 and dog.disarm(cut) is True
+
+
+def test_the_socket_under_a_real_response_is_found(http: ModuleType, servers: dict[str, LoopbackServer]) -> None:
+    """The seam finds the socket under a response of httpx's transport (httpcore's
+    ``network_stream``) and of httpx2's (httpcore2's), and the watchdog cuts it."""
+    a = servers["a"]
+    with http.Client() as client, client.stream("GET", a.url() + "/held") as response:
+        sock = socket_of(response)
+        assert isinstance(sock, socket.socket) and sock.getpeername()[1] == a.port
+        dog = _Watchdog()
+        ticket = dog.arm(time.monotonic(), response)
+        deadline = time.monotonic() + 2.0
+        while ticket in dog._armed and time.monotonic() < deadline:  # until the thread looked
+            time.sleep(0.005)
+        assert dog.disarm(ticket) is True  # found, and shut down

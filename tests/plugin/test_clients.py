@@ -24,6 +24,16 @@ EXAMPLES = {
 }
 
 
+def test_httpx2_clients_fail_over_with_the_plugin(downstream: pytest.Pytester) -> None:
+    """httpx2's clients, sync and async, fail over through ``pytest_failover.httpx2`` in a
+    downstream suite: faults from the marker and the fixture, TLS through the test CA (a
+    client built before the domains trusts it through ``fake_domains_ssl_context``)."""
+    copy_example(downstream, "example_httpx2.py")
+    result = downstream.runpytest("-v", "example_httpx2.py")
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["*test_a_client_built_before_the_domains_trusts_their_ca PASSED*"])
+
+
 @pytest.mark.parametrize("client", list(EXAMPLES))
 def test_client_sees_each_fault(downstream: pytest.Pytester, client: str) -> None:
     """Every fault reaches the client through its own stack and raises that client's own exception."""

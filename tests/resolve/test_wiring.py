@@ -1,5 +1,6 @@
 """Policy(resolver=...) through httpcore's network backend, over real sockets: a poisoned
-system DNS, a domain's addresses failing over, serve-stale, the certificate bound to the name."""
+system DNS, a domain's addresses failing over, serve-stale, the certificate bound to the name.
+Each runs with httpx's transports (httpcore) and httpx2's (httpcore2), sync and async."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import httpcore
 import httpx
+import httpx2
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
+import pytest_failover
 from pytest_failover import (
-    AllDomainsFailed,
     AsyncFailoverTransport,
     FailoverTransport,
     Policy,
@@ -24,8 +27,10 @@ from pytest_failover import (
     faults,
     semconv,
 )
+from pytest_failover import httpx2 as pf2
 from pytest_failover.plugin import FakeDomainsFixture
 from pytest_failover.resolve import (
+    Answer,
     CachingResolver,
     ChainResolver,
     DoHResolver,
@@ -41,24 +46,43 @@ API = "api.test"
 BACKUP = "backup.test"
 
 
+# kind -> (the library, its failover transport, async?)
+KINDS: dict[str, tuple[ModuleType, Any, bool]] = {
+    "sync": (httpx, FailoverTransport, False),
+    "async": (httpx, AsyncFailoverTransport, True),
+    "httpx2": (httpx2, pf2.FailoverTransport, False),
+    "httpx2-async": (httpx2, pf2.AsyncFailoverTransport, True),
+}
+
+
 @dataclass
 class Harness:
-    """One failover transport, sync or async, driven by the same test body."""
+    """One failover transport, sync or async, of httpx or httpx2, driven by the same test body."""
 
     kind: str
-    transport: FailoverTransport | AsyncFailoverTransport
+    transport: Any
     loop: asyncio.AbstractEventLoop
 
-    def get(self, url: str) -> httpx.Response:
-        if isinstance(self.transport, FailoverTransport):
-            with httpx.Client(transport=self.transport) as client:
+    @property
+    def http(self) -> ModuleType:
+        return KINDS[self.kind][0]
+
+    @property
+    def errors(self) -> ModuleType:
+        """The module whose failover errors the transport raises."""
+        return pf2 if self.http is httpx2 else pytest_failover
+
+    def get(self, url: str) -> Any:
+        http, _, asynchronous = KINDS[self.kind]
+        if not asynchronous:
+            with http.Client(transport=self.transport) as client:
                 response = client.get(url)
                 response.read()
                 return response
         transport = self.transport
 
-        async def get() -> httpx.Response:
-            async with httpx.AsyncClient(transport=transport) as client:
+        async def get() -> Any:
+            async with http.AsyncClient(transport=transport) as client:
                 response = await client.get(url)
                 await response.aread()
                 return response
@@ -66,7 +90,7 @@ class Harness:
         return self.loop.run_until_complete(get())
 
     def close(self) -> None:
-        if isinstance(self.transport, FailoverTransport):
+        if not KINDS[self.kind][2]:
             self.transport.close()
         else:
             self.loop.run_until_complete(self.transport.aclose())
@@ -75,7 +99,7 @@ class Harness:
 Make = Callable[..., Harness]
 
 
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture(params=list(KINDS))
 def make(
     request: pytest.FixtureRequest, loop: asyncio.AbstractEventLoop, failover_telemetry: FailoverTelemetry
 ) -> Iterator[Make]:
@@ -86,7 +110,7 @@ def make(
     def build(resolver: Resolver | None, domains: tuple[str, ...] = (API, BACKUP), **policy: Any) -> Harness:
         pool = Pool("api", [f"https://{d}" for d in domains])
         options: dict[str, Any] = {"attempt_timeout": 2.0, "deadline": 6.0, **policy}
-        cls = FailoverTransport if request.param == "sync" else AsyncFailoverTransport
+        cls = KINDS[request.param][1]
         transport = cls(pool, Policy(resolver=resolver, **options), tracer_provider=failover_telemetry.tracer_provider)
         harness = Harness(request.param, transport, loop)
         made.append(harness)
@@ -147,18 +171,21 @@ def test_poisoned_system_dns_with_doh_stays_on_the_primary(
     assert failover_telemetry.switches() == []
 
 
+@pytest.mark.parametrize("stage", ["connect", "handshake"])
 def test_one_address_down_serves_from_the_other(
     fd: FakeDomainsFixture,
     doh: tuple[DoHServer, FakeDomain],
     doh_resolver: DoHResolver,
     make: Make,
     failover_telemetry: FailoverTelemetry,
+    stage: str,
 ) -> None:
-    """One of two addresses refuses: every request succeeds on the other, the breaker stays closed, one address switch."""
+    """One of two addresses refuses, or resets the TLS handshake: every request succeeds on
+    the other, the breaker stays closed, one address switch."""
     api = fd.add(API, addresses=2)
     fd.add(BACKUP)
     down, up = api.addresses
-    fd.fail(API, faults.address_down(down))  # a connect fault: each answer closes its connection
+    fd.fail(API, faults.address_down(down, stage=stage))  # a connect fault: each answer closes its connection
     doh[0].answer(API, [down, up], ttl=60)
     harness = make(doh_resolver)
     assert [harness.get(f"https://{API}/{i}").status_code for i in range(20)] == [200] * 20
@@ -186,6 +213,67 @@ def test_every_address_down_fails_the_domain(
     harness = make(doh_resolver)
     assert harness.get(f"https://{API}/").status_code == 200
     assert len(fd.requests(BACKUP)) == 1
+
+
+def test_a_handshake_reset_at_every_address_fails_the_domain(
+    fd: FakeDomainsFixture, doh: tuple[DoHServer, FakeDomain], doh_resolver: DoHResolver, make: Make
+) -> None:
+    """Both addresses reset the TLS handshake (the one a second time, as a sole address): the
+    attempt fails as a connect error of the domain after trying each, and sends nothing."""
+    api = fd.add(API)
+    other = fd.add("other.test")  # a second address that resets too
+    fd.fail(API, faults.address_down(api.address, stage="handshake"))
+    fd.fail("other.test", faults.address_down(other.address, stage="handshake"))
+    doh[0].answer(API, [api.address, other.address], ttl=60)
+    harness = make(doh_resolver, domains=(API,), schedule=_one_attempt())
+    with pytest.raises(harness.errors.AllDomainsFailed) as caught:
+        harness.get(f"https://{API}/")
+    [attempt] = caught.value.attempts
+    assert attempt.error_type in {semconv.ERROR_CONNECTION_RESET, semconv.ERROR_TLS, semconv.ERROR_CONNECT}
+    message = str(caught.value.__cause__ or caught.value)
+    assert api.address in message and other.address in message, message
+    assert fd.requests(API) == [] and fd.requests("other.test") == []
+
+
+def test_a_certificate_failure_at_one_address_does_not_move_on(
+    fd: FakeDomainsFixture, doh: tuple[DoHServer, FakeDomain], doh_resolver: DoHResolver, make: Make
+) -> None:
+    """The first address presents a certificate for another name, the second the right one:
+    the attempt fails as ``server_certificate_invalid`` without trying the second, and the
+    first is not remembered as a bad address (``_dial.address_failure`` says why)."""
+    api = fd.add(API)
+    evil = fd.add("evil.test")
+    answer = Answer(host=API, addresses=(evil.address, api.address), ttl=60.0, source="doh")  # in this order
+    harness = make(StaticResolver(answer), domains=(API,), schedule=_one_attempt())
+    with pytest.raises(harness.errors.AllDomainsFailed) as caught:
+        harness.get(f"https://{API}/")
+    assert [a.error_type for a in caught.value.attempts] == [semconv.ERROR_SERVER_CERTIFICATE_INVALID]
+    assert fd.requests(API) == [] and fd.requests("evil.test") == []
+    # Nor is the address remembered as bad (that would send the next request to the second one).
+    with pytest.raises(harness.errors.AllDomainsFailed) as again:
+        harness.get(f"https://{API}/")
+    assert [a.error_type for a in again.value.attempts] == [semconv.ERROR_SERVER_CERTIFICATE_INVALID]
+    assert fd.requests(API) == []
+
+
+class StaticResolver:
+    """A resolver that always gives one answer, its addresses in a known order (a DNS
+    message's records have none)."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+
+    def resolve(self, host: str) -> Answer:
+        return self.answer
+
+    async def aresolve(self, host: str) -> Answer:
+        return self.answer
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
 
 
 def test_resolver_down_with_a_warm_cache_serves_stale(
@@ -234,7 +322,7 @@ def test_a_certificate_for_another_name_at_the_resolved_ip_is_refused(
     evil = fd.add("evil.test")
     doh[0].answer(API, [evil.address], ttl=60)
     harness = make(doh_resolver, domains=(API,), schedule=_one_attempt())
-    with pytest.raises(AllDomainsFailed) as caught:
+    with pytest.raises(harness.errors.AllDomainsFailed) as caught:
         harness.get(f"https://{API}/")
     assert "certificate" in repr(caught.value.__cause__ or caught.value).lower() or caught.value.attempts
     assert fd.requests("evil.test") == [] and fd.requests(API) == []
@@ -248,7 +336,7 @@ def test_the_wrong_certificate_at_the_right_ip_is_refused(
     fd.fail(API, faults.tls_wrong_host())
     doh[0].answer(API, [api.address], ttl=60)
     harness = make(doh_resolver, domains=(API,), schedule=_one_attempt())
-    with pytest.raises(AllDomainsFailed) as caught:
+    with pytest.raises(harness.errors.AllDomainsFailed) as caught:
         harness.get(f"https://{API}/")
     assert [a.error_type for a in caught.value.attempts] == [semconv.ERROR_SERVER_CERTIFICATE_INVALID]
     assert fd.requests(API) == []

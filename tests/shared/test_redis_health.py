@@ -351,3 +351,43 @@ def test_the_requests_and_aiohttp_front_ends_take_shared(redis_server: RedisServ
     assert middleware.state().shared is not None
     asyncio.run(middleware.aclose())
     assert middleware.state().shared.state == "closed"  # type: ignore[union-attr]  # configured
+
+
+def test_an_httpx2_transport_shares_health_with_an_httpx_one(
+    make: Callable[..., FailoverTransport], redis_server: RedisServer, prefix: str
+) -> None:
+    """httpx2's front-end takes ``shared=`` as httpx's does: the httpx transport opens the
+    dead primary, the httpx2 one (another process, by its own RedisHealth) hears it and
+    sends its next request to the backup with no attempt on the primary."""
+    import httpx2
+
+    from pytest_failover import httpx2 as pf2
+
+    domains = Domains()
+    first = make(domains)
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        try:
+            response = domains.handle(httpx.Request(request.method, str(request.url)))  # counted alike
+        except httpx.ConnectError as exc:
+            raise httpx2.ConnectError(str(exc), request=request) from None
+        return httpx2.Response(response.status_code, text=response.text)
+
+    health = RedisHealth(redis_server.url, prefix=prefix)
+    second = pf2.FailoverTransport([Pool("api", [A, B])], POLICY, httpx2.MockTransport(handle), shared=health)
+    try:
+        connected(first)
+        wait_for(lambda: second.state().shared.state == "connected", "httpx2 connected")  # type: ignore[union-attr]  # configured
+        domains.down.add(A)
+        with httpx.Client(transport=first) as client:
+            for _ in range(2):
+                assert client.get(f"{A}/x").text == B
+        wait_for(lambda: second._state.core.pools["api"].standing(Domain.parse(A), time.monotonic())
+                 in (Standing.RESTING, Standing.OPEN), "the httpx2 transport's breaker of A open")
+        before = domains.hits[A]
+        with httpx2.Client(transport=second) as client2:
+            response = client2.get(f"{A}/x")
+        assert response.text == B and len(response.extensions["failover"].attempts) == 1
+        assert domains.hits[A] == before
+    finally:
+        second.close()

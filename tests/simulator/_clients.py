@@ -11,28 +11,40 @@ import asyncio
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from types import ModuleType
 
 import aiohttp
 import httpx
+import httpx2
 import requests
 import urllib3
 
 Get = Callable[[str, float, float], tuple[int, bytes]]
 
 
-def httpx_sync(url: str, connect: float, read: float) -> tuple[int, bytes]:
-    with httpx.Client(timeout=httpx.Timeout(read, connect=connect)) as client:
-        response = client.get(url)
-        return response.status_code, response.content
+def _httpx_sync(http: ModuleType) -> Get:
+    """httpx's (or httpx2's) sync client."""
 
-
-def httpx_async(url: str, connect: float, read: float) -> tuple[int, bytes]:
-    async def main() -> tuple[int, bytes]:
-        async with httpx.AsyncClient(timeout=httpx.Timeout(read, connect=connect)) as client:
-            response = await client.get(url)
+    def get(url: str, connect: float, read: float) -> tuple[int, bytes]:
+        with http.Client(timeout=http.Timeout(read, connect=connect)) as client:
+            response = client.get(url)
             return response.status_code, response.content
 
-    return asyncio.run(main())
+    return get
+
+
+def _httpx_async(http: ModuleType) -> Get:
+    """httpx's (or httpx2's) async client."""
+
+    def get(url: str, connect: float, read: float) -> tuple[int, bytes]:
+        async def main() -> tuple[int, bytes]:
+            async with http.AsyncClient(timeout=http.Timeout(read, connect=connect)) as client:
+                response = await client.get(url)
+                return response.status_code, response.content
+
+        return asyncio.run(main())
+
+    return get
 
 
 def requests_get(url: str, connect: float, read: float) -> tuple[int, bytes]:
@@ -72,8 +84,10 @@ def aiohttp_get(url: str, connect: float, read: float) -> tuple[int, bytes]:
 
 
 CLIENTS: dict[str, Get] = {
-    "httpx": httpx_sync,
-    "httpx-async": httpx_async,
+    "httpx": _httpx_sync(httpx),
+    "httpx-async": _httpx_async(httpx),
+    "httpx2": _httpx_sync(httpx2),
+    "httpx2-async": _httpx_async(httpx2),
     "requests": requests_get,
     "urllib3": urllib3_get,
     "urllib": urllib_get,

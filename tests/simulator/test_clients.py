@@ -11,6 +11,7 @@ from http.client import IncompleteRead
 
 import aiohttp
 import httpx
+import httpx2
 import pytest
 import requests
 import urllib3.exceptions
@@ -90,9 +91,15 @@ EXPECTED: dict[str, dict[str, tuple[type[BaseException], str]]] = {
     },
 }
 EXPECTED["slow"] = EXPECTED["read_timeout"]
+for _expected in EXPECTED.values():  # httpx2 raises httpx's errors under its own name
+    for _http in ("httpx", "httpx-async"):
+        _error, _text = _expected[_http]
+        _expected[_http.replace("httpx", "httpx2")] = (getattr(httpx2, _error.__name__), _text)
 _TLS = {
     "httpx": httpx.ConnectError,
     "httpx-async": httpx.ConnectError,
+    "httpx2": httpx2.ConnectError,
+    "httpx2-async": httpx2.ConnectError,
     "requests": requests.exceptions.SSLError,
     "urllib3": urllib3.exceptions.SSLError,
     "urllib": urllib.error.URLError,
