@@ -19,6 +19,7 @@ from benchmarks._options import Options
 BENCHMARKS = {
     "happy_path": "benchmarks.happy_path",
     "frontends": "benchmarks.frontends",
+    "sdks": "benchmarks.sdks",
     "dead_primary": "benchmarks.dead_primary",
     "outage": "benchmarks.outage",
     "per_test": "benchmarks.per_test",

@@ -4,7 +4,8 @@ It answers every request with ``200`` and a two-byte JSON body (or ``503`` on th
 ports listed in ``--status-503``), keeps connections alive unless the client asks
 for ``Connection: close``, and counts the requests it answered. ``GET /__count``
 returns that count (not counted itself); ``GET /v1/chunked`` answers the same body
-without a length (``Transfer-Encoding: chunked``). It listens only on 127.0.0.1, prints
+without a length (``Transfer-Encoding: chunked``); ``POST /v1/chat/completions`` answers a
+short OpenAI ``chat.completion`` (what the SDK benchmark's calls parse). It listens only on 127.0.0.1, prints
 ``{"ports": [...]}`` on one line once it is ready, and exits when its standard
 input closes (the parent went away) or after ``--max-seconds``.
 
@@ -25,6 +26,16 @@ import threading
 _COUNT = 0
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
 _CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+_COMPLETION_BODY = json.dumps({
+    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1764892800, "model": "bench",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello.", "refusal": None},
+                 "finish_reason": "stop", "logprobs": None}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+}).encode()
+_COMPLETION = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+    + str(len(_COMPLETION_BODY)).encode() + b"\r\n\r\n" + _COMPLETION_BODY
+)
 _FAIL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
 
 
@@ -72,6 +83,9 @@ class _Http(asyncio.Protocol):
             elif head.startswith(b"get /v1/chunked "):  # the same answer, without a length
                 _COUNT += 1
                 self.transport.write(_CHUNKED)
+            elif head.startswith(b"post /v1/chat/completions ") and self.status_line is _OK:
+                _COUNT += 1
+                self.transport.write(_COMPLETION)
             else:
                 _COUNT += 1
                 self.transport.write(
