@@ -199,6 +199,7 @@ class Exchange:
     error: BaseException | None = None  # the last attempt's, a TransportError of the library
     stop: Stop = DONE  # why no attempt follows (set when the plan stops for another reason)
     _finished = False  # the request's telemetry has ended (read by abandon only)
+    trace: RequestTrace | None
 
     def __init__(
         self,
@@ -227,9 +228,9 @@ class Exchange:
             request.stream = self._tracked
         self.started_at = now = state.clock()
         self.plan = plan = state.core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
-        self.trace: RequestTrace | None = state.telemetry.start(pool_core.name, method, url)
-        if self.trace is not None and plan.steering is not None:
-            self.trace.steered(plan.steering)
+        self.trace = trace = state.telemetry.start(pool_core.name, method, url)
+        if trace is not None and plan.steering is not None:
+            trace.steered(plan.steering)
         self.body_limit, self._loads, stale = pool_core.reading[plan.may_resend, plan.method == "GET"]
         if stale:
             self._stale = True
@@ -460,7 +461,6 @@ class Exchange:
     def finish(self) -> Any:
         """The response to return, a fallback's (possibly awaitable) response, or raise
         (``Any``: the front-end's library's ``Response``, or an awaitable of one)."""
-        stop = self.stop
         plan = self.plan
         ended = plan.records
         records = tuple(map(Attempt.report, ended))
@@ -482,8 +482,8 @@ class Exchange:
             if self._state.sticky:
                 self._state.persist_sticky(self.pool_core, wait=self._blocking)
             return response
-        error = self._error(stop, records)
-        error_type = semconv.OUTCOME_CIRCUIT_OPEN if not records else (records[-1].error_type or stop.reason)
+        error = self._error(self.stop, records)
+        error_type = semconv.OUTCOME_CIRCUIT_OPEN if not records else (records[-1].error_type or self.stop.reason)
         if decided is Ending.STALE:
             assert stale is not None
             stale.extensions["failover"] = self._reported(semconv.OUTCOME_STALE, None, stale.status_code, error_type, records)

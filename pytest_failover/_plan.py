@@ -179,7 +179,6 @@ class RequestPlan:
             raise RuntimeError(f"attempt {self.flying[0].number} is in flight: record its outcome first")
         if self.done:
             return DONE
-        events: list[Event] = []
         core = self.core
         with core.lock:
             if self.hedgeable and not self.records:
@@ -199,6 +198,7 @@ class RequestPlan:
                 attempt = Attempt(1, choice[0], choice[1], 0.0, timeout, now)
                 self._counted = 1
             else:
+                events: list[Event] = []
                 counted = self._counted
                 while True:
                     decision = self._decide(now, events)

@@ -148,9 +148,7 @@ async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
     async def send_hedge(hedge: Attempt) -> Arrival:
         arrival = await _async_sent(send, exchange, hedge)
         if hedge in race.flying:  # not cut off meanwhile
-            superseded = race.arrived(*arrival)
-            if superseded is not None:
-                await superseded.aclose()
+            await _arrive(race, arrival)
             nonlocal interrupted
             if race.exchange.plan.done and sending and not interrupted:  # once: see uncancel() below
                 interrupted = True
@@ -176,9 +174,7 @@ async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
             sending = False
             timer.stop()
         if not interrupted:
-            superseded = race.arrived(flight, response, error)
-            if superseded is not None:
-                await superseded.aclose()
+            await _arrive(race, (flight, response, error))
         while not race.over:  # the first attempt failed: the hedges in flight may still answer
             await asyncio.wait([hedges[f] for f in race.flying], return_when=asyncio.FIRST_COMPLETED)
         race.cut_losers()
@@ -226,6 +222,14 @@ class _AsyncHedgeTimer:
         self.arm()
 
 
+async def _arrive(race: Race, arrival: Arrival) -> None:
+    """The arrival of the async drivers: report it, and close the answer it replaces
+    (or its own, when another won meanwhile: see :meth:`Race.arrived`)."""
+    superseded = race.arrived(*arrival)
+    if superseded is not None:
+        await superseded.aclose()
+
+
 async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Attempt) -> Arrival:
     """Send ``flight``: it, with its response or the transport error it ended with."""
     try:
@@ -255,9 +259,7 @@ async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
                 with anyio.move_on_after(math.inf if wait is None else wait):
                     arrival = await receive.receive()
                 if arrival is not None:
-                    superseded = race.arrived(*arrival)
-                    if superseded is not None:
-                        await superseded.aclose()
+                    await _arrive(race, arrival)
                     continue
                 hedge = race.hedge()
                 if hedge is not None:
