@@ -21,6 +21,7 @@ from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
 from ._exceptions import AllDomainsFailed, CircuitOpenError, FailoverError
 from ._plan import DONE
+from ._policy import Policy
 from ._pools import PoolCore
 from ._telemetry import RequestTrace, redact_url
 from ._values import (
@@ -135,12 +136,18 @@ class _Continued(httpx.SyncByteStream, httpx.AsyncByteStream):
 
 
 # httpx keeps a response's headers as (key, lowercased key, value) byte triples.
+_EVENT_STREAM = b"text/event-stream"
 _HEADERS_LISTED = isinstance(getattr(httpx.Headers({"a": "b"}), "_list", None), list)
 
 
-def _declared_length(headers: httpx.Headers) -> int | None:
-    """The body length ``headers`` declare: None when they declare none, or a value
-    that is not a plain number, or two values (h11 refuses a conflicting pair).
+def _fits_in_memory(headers: httpx.Headers, limit: int) -> bool:
+    """May a 2xx body with ``headers`` be read into memory? When it declares no length, or
+    one within ``limit`` (a value that is not a plain number, or two values, declare none:
+    h11 refuses a conflicting pair), and it is not an event stream.
+
+    An event stream (``Content-Type: text/event-stream``: server-sent events, an LLM's
+    tokens) is never held here: each event reaches the caller as it comes, and a
+    connection that breaks mid-stream reaches the caller too, never replayed elsewhere.
 
     Every request reads it, so this scans httpx's own list of byte triples (while
     httpx keeps one): 0.23 µs against 1.9 µs for ``headers.get``, which encodes the
@@ -148,15 +155,19 @@ def _declared_length(headers: httpx.Headers) -> int | None:
     transport added to a request (callgrind, in process, side by side).
     """
     if not _HEADERS_LISTED:
+        if headers.get("Content-Type", "").lower().encode("latin-1").startswith(_EVENT_STREAM):
+            return False
         value = headers.get("Content-Length")
-        return int(value) if value is not None and value.isdigit() else None
+        return value is None or not value.isdigit() or int(value) <= limit
     found: bytes | None = None
+    conflict = False
     for _, key, value in headers._list:
         if key == b"content-length":
-            if found is not None:
-                return None
+            conflict = found is not None
             found = value
-    return int(found) if found is not None and found.isdigit() else None
+        elif key == b"content-type" and value.lower().startswith(_EVENT_STREAM):
+            return False
+    return conflict or found is None or not found.isdigit() or int(found) <= limit
 
 
 class _InMemory(httpx.ByteStream):
@@ -179,18 +190,16 @@ class BodyBuffer:
 
     Either way the caller gets a response as httpx would hand it over: unread, so
     that the client decodes the bytes as they came and sets ``elapsed`` as it closes
-    the stream. An exchange that looks at the body (``load``) has it read here; the
+    the stream. An exchange that looks at the body (``_loads``) has it read here; the
     raw bytes can still be streamed then (``iter_raw``), and ``elapsed`` is set once
     the body is in (httpx never sets it for a body read already).
     """
 
-    __slots__ = ("_chunks", "_clock", "_size", "_started", "limit", "load")
+    __slots__ = ("_chunks", "_exchange", "_size", "limit")
 
-    def __init__(self, limit: int, started: float, clock: Callable[[], float], load: bool) -> None:
+    def __init__(self, limit: int, exchange: Exchange) -> None:
         self.limit = limit
-        self.load = load  # the exchange looks at the body: the app-error check, the stale cache
-        self._started = started  # when the request began (``elapsed`` counts from there)
-        self._clock = clock
+        self._exchange = exchange  # whether it looks at the body (``_loads``), and when it began
         self._chunks: list[bytes] = []
         self._size = 0
 
@@ -207,9 +216,10 @@ class BodyBuffer:
         (callgrind, in process). Left unread without ``load``; with it, decoded into
         ``content``, the raw bytes left to stream again."""
         response.stream = _InMemory(b"".join(self._chunks))
-        if self.load:
+        exchange = self._exchange
+        if exchange._loads:  # it looks at the body: the app-error check, the stale cache
             response.read()
-            response.elapsed = datetime.timedelta(seconds=self._clock() - self._started)
+            response.elapsed = datetime.timedelta(seconds=exchange.clock() - exchange.started_at)
             response.is_stream_consumed = response.is_closed = False  # as if unread: iter_raw() works
         return response
 
@@ -245,7 +255,7 @@ class Exchange:
     _answered_by = ""  # the domain of the response kept
     response: httpx.Response | None = None
     error: httpx.TransportError | None = None
-    stop: Stop | None = None
+    stop: Stop = DONE  # why no attempt follows (set when the plan stops for another reason)
     _finished = False  # the request's telemetry has ended (read by abandon only)
 
     def __init__(
@@ -262,10 +272,8 @@ class Exchange:
         self._state = state
         self._blocking = blocking  # the front-end may wait for the disk (a sync one)
         self._origin = origin  # the pool domain the request's URL points at, if any
-        self.clock = clock = state.clock
         self.request = request
         self.pool_core = pool_core
-        self.policy = pool_core.policy
         self.original_url = url = request.url
         method = request.method
         stream = request.stream
@@ -273,7 +281,7 @@ class Exchange:
         if not replayable:
             self._tracked = TrackedStream(stream)
             request.stream = self._tracked
-        self.started_at = now = clock()
+        self.started_at = now = state.clock()
         self.plan = plan = state.core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
         self.trace: RequestTrace | None = state.telemetry.start(pool_core.name, method, url)
         if self.trace is not None and plan.steering is not None:
@@ -284,15 +292,32 @@ class Exchange:
             # The stale cache keys on the request as the caller made it, before rewrites.
             self._original = httpx.Request(method, url, headers=request.headers)
 
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The front-end's monotonic clock."""
+        return self._state.clock
+
+    @property
+    def policy(self) -> Policy:
+        return self.pool_core.policy
+
     # -- the loop's steps ------------------------------------------------------------
+
+    def first_step(self) -> Attempt | Wait | None:
+        """The first attempt (at the request's start: no clock read of its own), or a wait
+        for another request's probe; None to finish."""
+        decision = self.plan.next(self.started_at)
+        if decision.__class__ is Attempt and not decision.events:  # the common case: nothing to report
+            return decision
+        return self._step(decision)
 
     def next_step(self) -> Attempt | Wait | None:
         """The next attempt, or a wait for another request's probe; None to finish."""
-        plan = self.plan
-        if plan.done:  # answered: nothing left to decide
-            self.stop = DONE
+        if self.plan.done:  # answered: nothing left to decide
             return None
-        decision = plan.next(self.clock())
+        return self._step(self.plan.next(self.clock()))
+
+    def _step(self, decision: Attempt | Wait | Stop) -> Attempt | Wait | None:
         if self.trace is not None and decision.events:
             self.trace.events(decision.events)
         if isinstance(decision, Attempt):
@@ -320,10 +345,13 @@ class Exchange:
             request.headers["Host"] = domain.netloc
         timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
         limit = attempt.timeout
-        values = timeouts.values()
         # httpx's four, each set and within the attempt's time (C-level tests: a loop over
-        # the four cost 40 opcodes a request, these 15)
-        if len(timeouts) != 4 or None in values or max(values) > limit:  # cap each at the attempt's time
+        # the four cost 40 opcodes a request; max() raises for a None among them, or none)
+        try:
+            fits = max(timeouts.values()) <= limit and len(timeouts) == 4
+        except (TypeError, ValueError):
+            fits = False
+        if not fits:  # cap each at the attempt's time
             capped = {
                 key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
                 for key in ("connect", "read", "write", "pool")
@@ -375,20 +403,16 @@ class Exchange:
             self.trace.attempt_cancelled(attempt, attempt.span)
             self.trace.events(events)
 
-    def reads_body(self, response: httpx.Response) -> bool:
-        """Is the body read (up to :attr:`body_limit`, into :meth:`buffer`) before the
-        outcome is known? Not when the limit is 0, the answer is not a 2xx, or it
-        declares a length over the limit: then it is handed over unread. Nor when the
-        inner transport read it already (an in-process one): nothing is left to break."""
+    def buffer(self, response: httpx.Response) -> BodyBuffer | None:
+        """Where the transport reads ``response``'s body (up to :attr:`body_limit`) before
+        the outcome is known, or None: it is not read when the limit is 0, the answer is
+        not a 2xx, declares a length over the limit or is an event stream: then it is
+        handed over unread. Nor when the inner transport read it already (an in-process
+        one): nothing is left to break."""
         limit = self.body_limit
         if limit == 0 or not 200 <= response.status_code < 300 or response.is_stream_consumed:
-            return False
-        declared = _declared_length(response.headers)
-        return declared is None or declared <= limit
-
-    def buffer(self) -> BodyBuffer:
-        """Where the transport reads a body (see :meth:`reads_body`)."""
-        return BodyBuffer(self.body_limit, self.started_at, self.clock, self._loads)
+            return None
+        return BodyBuffer(limit, self) if _fits_in_memory(response.headers, limit) else None
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
         """The error for an attempt cut at its time limit."""
@@ -400,13 +424,13 @@ class Exchange:
         return error
 
     def on_response(self, attempt: Attempt, response: httpx.Response) -> None:
-        outcome = classify_response(response, self.policy)
+        outcome = classify_response(response, self.pool_core.policy)
         self.response = response
         self._answered_by = attempt.domain.url  # not the last record: a cut loser's may follow
         self.error = None
         if attempt.span is not None and self._state.dialer is not None:
             self._peer(attempt, response)  # before _record ends the span
-        self._record(attempt, outcome, response.status_code, None)
+        self._record(attempt, outcome, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
                 self.pool_core.name,
@@ -431,7 +455,7 @@ class Exchange:
         outcome = classify_exception(exc, body_started=started)
         self.response = None
         self.error = exc
-        self._record(attempt, outcome, None, exc)
+        self._record(attempt, outcome, exc)
 
     def arrived(
         self, attempt: Attempt, response: httpx.Response | None, error: httpx.TransportError | None
@@ -444,8 +468,8 @@ class Exchange:
         self.on_response(attempt, response)
         return response
 
-    def _record(self, attempt: Attempt, outcome: Outcome, status: int | None, exception: BaseException | None) -> None:
-        now = self.clock()
+    def _record(self, attempt: Attempt, outcome: Outcome, exception: BaseException | None) -> None:
+        now = self._state.clock()
         duration = now - attempt.sent_at
         events = self.plan.record(outcome, now, duration, attempt)
         shared = self._state.shared
@@ -460,7 +484,7 @@ class Exchange:
             race=attempt.race,
             duration=duration,
             result=_RESULTS[outcome.kind],
-            status=status,
+            status=outcome.status,  # a response's status code, None for an error
             error_type=outcome.error_type,
             exception=exception,
         )
@@ -489,10 +513,9 @@ class Exchange:
     def finish(self) -> httpx.Response | Awaitable[httpx.Response]:
         """The response to return, a fallback's (possibly awaitable) response, or raise."""
         stop = self.stop
-        assert stop is not None
         plan = self.plan
         ended = plan.records
-        records = (ended[0].report(),) if len(ended) == 1 else tuple([attempt.report() for attempt in ended])
+        records = tuple(map(Attempt.report, ended))
         response = self.response
         status = None if response is None else response.status_code
         stale = self._stale_response() if self._stale and stale_may_answer(status) else None
@@ -502,7 +525,12 @@ class Exchange:
             last = plan.last_outcome
             assert last is not None
             outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
-            response.extensions["failover"] = self._reported(outcome, self._answered_by, status, last.error_type, records)
+            domain = self._answered_by
+            self._finished = True
+            if self.trace is not None:
+                self._end(outcome, domain, status, last.error_type)
+            result = (self.pool_core.name, domain, records, outcome, False, False)  # neither stale nor a fallback's
+            response.extensions["failover"] = new_tuple(FailoverResult, result)
             if self._state.sticky:
                 self._state.persist_sticky(self.pool_core, wait=self._blocking)
             return response

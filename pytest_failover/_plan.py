@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from . import _steering, semconv
 from ._breaker import BreakerTransition
 from ._classify import Outcome
-from ._policy import ExponentialBackoff
+from ._policy import ExponentialBackoff, Policy
 from ._pool import Domain
 from ._pools import Choice, Members, Orders, PoolCore
 from ._values import (
@@ -98,6 +98,8 @@ class RequestPlan:
     _hedges = 0  # hedges sent
     _throttled = False  # a hedge of this request was held back by the throttle
     _failed_on: tuple[Domain, str] | None = None  # the domain and error that moved it
+    pinned: Domain | None = None  # the one domain it may go to
+    hedgeable = False  # may it hedge (``Policy.hedging``: only what could be sent twice)?
 
     def __init__(
         self,
@@ -113,13 +115,12 @@ class RequestPlan:
     ) -> None:
         self.core = core
         self._orders = orders  # the order the first attempt walks, the one after, why
-        self.policy = policy = core.policy
         self.method = method
         self.idempotent = idempotent
         self.replayable = replayable
-        self.pinned = pinned
+        if pinned is not None:
+            self.pinned = pinned
         self.started_at = now
-        self.deadline_at = now + policy.deadline
         self._random = random
         # The one record of each attempt (``Attempt``), in one of two lists: those that
         # ended, in the order they ended, and those in flight (more than one only while a
@@ -130,10 +131,20 @@ class RequestPlan:
         # (``Policy.hedging``: only what could be sent twice)?
         resendable = idempotent and replayable
         self.may_resend = resendable and core.resends
-        self.hedgeable = resendable and hedge and core.hedging is not None
+        if core.hedging is not None and resendable and hedge:
+            self.hedgeable = True
         if core.table is not None and pinned is None:
             with core.lock:
                 self._initial = tuple(core.admissible(now, orders))
+
+    @property
+    def policy(self) -> Policy:
+        return self.core.policy
+
+    @property
+    def deadline_at(self) -> float:
+        """When the request is out of time (the deadline after its start)."""
+        return self.started_at + self.core.policy.deadline
 
     @property
     def pool(self) -> str:
@@ -174,25 +185,41 @@ class RequestPlan:
             if self.hedgeable and not self.records:
                 assert core.throttle is not None
                 core.throttle.earn()
-            counted = self._counted
-            while True:
-                decision = self._decide(now, events)
-                if not isinstance(decision, tuple):  # Stop or Wait
-                    return decision
-                (domain, breaker, probe, early), delay, timeout = decision
-                if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
-                    break
-                # another process probes it (PROBING here now, see core.lease): decide again
-                self._counted = counted
-            if probe:
-                if early:
-                    self._early_allowed = False
-                self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
-            attempt = Attempt(
-                len(self.records) + 1, domain, delay, timeout, probe, tuple(events) if events else (), False, breaker, now + delay
+            # The first attempt of a request that is neither pinned nor on a table, as most
+            # are: the pool's choice, as ``_decide`` makes it, taken at once unless it is a
+            # probe (which needs the lease below). At the request's start it has the pool's
+            # first timeout (``_timeout`` of the start, worked out once per pool).
+            choice = (
+                core.choose(now, (), self._orders[0], self._early_allowed)
+                if self.last_outcome is None and self.pinned is None and not self._initial
+                else None
             )
+            if choice is not None and not choice[2]:
+                timeout = core.first_timeout if now == self.started_at else self._timeout(now)
+                attempt = Attempt(1, choice[0], choice[1], 0.0, timeout, now)
+                self._counted = 1
+            else:
+                counted = self._counted
+                while True:
+                    decision = self._decide(now, events)
+                    if not isinstance(decision, tuple):  # Stop or Wait
+                        return decision
+                    (domain, breaker, probe, early), delay, timeout = decision
+                    if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
+                        break
+                    # another process probes it (PROBING here now, see core.lease): decide again
+                    self._counted = counted
+                if probe:
+                    if early:
+                        self._early_allowed = False
+                    self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
+                attempt = Attempt(len(self.records) + 1, domain, breaker, delay, timeout, now + delay)
+                if probe:
+                    attempt.probe = True
+                if events:
+                    attempt.events = tuple(events)
             if core.slow_calls is not None:
-                core.slow_calls[domain].began(attempt, attempt.sent_at)
+                core.slow_calls[attempt.domain].began(attempt, attempt.sent_at)
         self.flying.append(attempt)
         return attempt
 
@@ -245,8 +272,8 @@ class RequestPlan:
                     return None
                 self._throttled = True
                 return HedgeThrottled(pool=self.pool, domain=domain)
-            attempt = Attempt(len(self.records) + len(self.flying) + 1, domain, 0.0, timeout, False, (), True, breaker, now)
-            attempt.raced = True
+            attempt = Attempt(len(self.records) + len(self.flying) + 1, domain, breaker, 0.0, timeout, now)
+            attempt.hedge = attempt.raced = True
             if core.slow_calls is not None:
                 core.slow_calls[domain].began(attempt, now)
         self._hedges += 1
@@ -296,7 +323,7 @@ class RequestPlan:
         ``besides``, or for the moment this request may probe an open domain early."""
         if self.pinned is not None:
             return None
-        budget = min(self.policy.probe_wait - self._waited, self.deadline_at - now)
+        budget = min(self.core.policy.probe_wait - self._waited, self.deadline_at - now)
         delay = min(self._next_wait, budget)
         if not self.core.probing(besides=besides):
             probe_at = self.core.early_probe_at() if self._early_allowed else None
@@ -337,7 +364,7 @@ class RequestPlan:
     def _backoff(self, now: float) -> float:
         """The wait before a counted retry: the schedule's, lengthened by a (capped)
         ``Retry-After``."""
-        schedule = self.policy.schedule
+        schedule = self.core.policy.schedule
         if isinstance(schedule, ExponentialBackoff):
             delay = schedule.delay(self._counted, self._random)
         else:
@@ -345,14 +372,14 @@ class RequestPlan:
             delay = max(0.0, self.started_at + schedule.offset(index, self._random) - now)
         last = self.last_outcome
         if last is not None and last.retry_after is not None:
-            delay = max(delay, min(last.retry_after, self.policy.retry_after_cap))
+            delay = max(delay, min(last.retry_after, self.core.policy.retry_after_cap))
         return delay
 
     def _timeout(self, start: float) -> float:
         """The time an attempt starting at ``start`` may take: to the deadline, capped
         by the per-attempt timeout."""
         timeout = self.deadline_at - start
-        cap = self.policy.attempt_timeout
+        cap = self.core.policy.attempt_timeout
         return timeout if cap is None or cap > timeout else cap  # not min(): 0.1 us a call
 
     # -- record -----------------------------------------------------------------------
@@ -362,11 +389,13 @@ class RequestPlan:
     ) -> tuple[Event, ...]:
         """Report what an attempt in flight did (``attempt``: which one, when a hedge
         races it); returns the events it caused."""
-        flying = self.flying
-        if len(flying) == 1 and (attempt is None or flying[0] is attempt):  # it ran alone
-            attempt = flying.pop()
+        if attempt is None:
+            attempt = self._land(None)  # the only one
         else:
-            attempt = self._land(attempt)
+            try:
+                self.flying.remove(attempt)  # by identity: an attempt equals only itself
+            except ValueError:
+                self._land(attempt)  # raises: it is not in flight
         domain = attempt.domain
         attempt.error_type = outcome.error_type
         attempt.status = outcome.status
@@ -378,28 +407,27 @@ class RequestPlan:
         self.last_outcome = outcome
         events: list[Event] = []
         core = self.core
-        breaker = attempt.breaker
         with core.lock:
             slow = False if core.slow_calls is None else self._slow_call(attempt, now, duration, events)
             if outcome.failed or (slow and attempt.probe and core.faster_elsewhere(domain)):  # a slow probe fails
-                transition = breaker.failure(now, attempt.sent_at, attempt.probe)
+                transition = attempt.breaker.failure(now, attempt.sent_at, attempt.probe)
                 if outcome.failed:
                     self._failed_on = (domain, outcome.error_type or "failure")
                 self._add_transition(events, domain, transition, None if outcome.failed else _SLOW)
             else:  # the domain answered: healthy, even when it asks to slow down
-                transition = breaker.success(now, attempt.sent_at, attempt.probe)
+                transition = attempt.breaker.success(now, attempt.sent_at, attempt.probe)
                 if core.latency is not None:
                     core.latency[domain].add(duration)
                 if transition is not None:  # rare: the common success changes nothing
                     self._add_transition(events, domain, transition)
             budget = core.budget
-            if budget is not None:
-                if not outcome.retryable:
-                    budget.refund()
-                elif attempt.number > 1 and outcome.sent and not attempt.hedge:
+            if outcome.retryable:
+                if budget is not None and attempt.number > 1 and outcome.sent and not attempt.hedge:
                     budget.charge()  # a failed retry: the only thing the budget charges
-            if not outcome.retryable:
+            else:
                 self.done = True
+                if budget is not None:
+                    budget.refund()
                 # What moves the pool: an answer to an attempt sent since it last moved (one
                 # sent before is old news: under concurrency it would move the pool back and
                 # forth), and not a hedge that won alone (one slow answer raced says nothing

@@ -119,6 +119,10 @@ class PoolCore:
         self._affinity_urls = tuple(d.url for d in pool.affinity_domains)
         self.time_orders = tuple((window, self._walk(order)) for window, order in pool.time_orders)
         self.steers = bool(self.weights or self.affinity or self.time_orders)
+        # The time a request's first attempt has when it starts with the request: the whole
+        # deadline, capped by the per-attempt timeout (``RequestPlan._timeout`` at the start).
+        cap = policy.attempt_timeout
+        self.first_timeout = policy.deadline if cap is None or cap > policy.deadline else cap
         self.budget = TokenBucket(policy.retry_budget) if policy.retry_budget else None
         # How much of a 2xx body a request reads before its outcome is known: for the
         # app-error check, and so that a re-sendable request whose connection breaks

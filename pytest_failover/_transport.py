@@ -175,14 +175,17 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
         try:
             response: httpx.Response | None = None
-            while (step := exchange.next_step()) is not None:
+            step = exchange.first_step()
+            while step is not None:
                 if step.delay > 0.0:
                     time.sleep(step.delay)
-                if isinstance(step, Wait):
-                    continue
-                if response is not None:
-                    response.close()  # a retryable answer we are moving past
-                response = self._attempt(exchange, step)
+                if not isinstance(step, Wait):
+                    if response is not None:
+                        response.close()  # a retryable answer we are moving past
+                    response = self._attempt(exchange, step)
+                    if exchange.plan.done:  # answered: nothing left to decide
+                        break
+                step = exchange.next_step()
             result = exchange.finish()
             if response is not None and result is not response:
                 response.close()  # a final server error a stored copy answers instead
@@ -193,10 +196,10 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
             exchange.abandon()
             raise
 
-    def _attempt(self, exchange: Exchange, attempt: Attempt, hedge: bool = True) -> httpx.Response | None:
-        """Send one attempt (and its hedges, if it may hedge and ``hedge``); report the
-        outcome. The answer to return, or None when every attempt failed."""
-        if hedge and self._hedgers is not None and exchange.plan.hedgeable:
+    def _attempt(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
+        """Send one attempt (and its hedges, if it may hedge); report the outcome. The
+        answer to return, or None when every attempt failed."""
+        if self._hedgers is not None and exchange.plan.hedgeable:
             delay = exchange.hedge_delay()
             if delay is not None:
                 return self._hedgers.race(self._send, self._transport, exchange, attempt, delay)
@@ -218,14 +221,15 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         try:
             attempt.sending = True
             response = self._transport.handle_request(attempt.request)
-            if exchange.reads_body(response):
+            buffer = exchange.buffer(response)
+            if buffer is not None:
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
                 # bound each operation; from here on the watchdog bounds the whole read,
                 # at the attempt's time itself: no phase is left for httpx to name (a
                 # read timeout is a read timeout), so no GRACE.
                 ticket = watchdog.arm(attempt.deadline, response)
                 try:
-                    response = self._read(response, exchange.buffer())
+                    response = self._read(response, buffer)
                 finally:
                     cut = watchdog.disarm(ticket)
         except httpx.TransportError as exc:
@@ -298,16 +302,19 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         try:
             response: httpx.Response | None = None
-            while (step := exchange.next_step()) is not None:
+            step = exchange.first_step()
+            while step is not None:
                 if step.delay > 0.0:
                     import anyio  # httpx's own dependency; imported only when a wait is due
 
                     await anyio.sleep(step.delay)
-                if isinstance(step, Wait):
-                    continue
-                if response is not None:
-                    await response.aclose()  # a retryable answer we are moving past
-                response = await self._attempt(exchange, step)
+                if not isinstance(step, Wait):
+                    if response is not None:
+                        await response.aclose()  # a retryable answer we are moving past
+                    response = await self._attempt(exchange, step)
+                    if exchange.plan.done:  # answered: nothing left to decide
+                        break
+                step = exchange.next_step()
             result = exchange.finish()
             if response is not None and result is not response:
                 await response.aclose()  # a final server error a stored copy answers instead
@@ -341,8 +348,9 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
             async with async_limit(attempt.timeout + GRACE):
                 attempt.sending = True
                 response = await self._transport.handle_async_request(attempt.request)
-                if exchange.reads_body(response):
-                    response = await self._read(response, exchange.buffer())
+                buffer = exchange.buffer(response)
+                if buffer is not None:
+                    response = await self._read(response, buffer)
         except (httpx.TransportError, TimeoutError) as exc:
             if response is not None:
                 await response.aclose()

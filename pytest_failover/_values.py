@@ -127,10 +127,13 @@ class Attempt:
     the layer that learns each fact, so no fact is kept twice. The stateful tests
     check its invariants."""
 
-    # What is learnt later starts as a class attribute (as in ``RequestPlan``): the
-    # decision sets ten fields, the layers that learn the rest set those they learn.
-    # (Hence no ``__slots__``: with them, every field is set for every attempt, 61
-    # opcodes where this costs 35.)
+    # What is learnt later, or only for some attempts, starts as a class attribute (as in
+    # ``RequestPlan``): the decision sets seven fields, and a probe, a hedge or one that
+    # caused events one more; the layers that learn the rest set those they learn.
+    # (Hence no ``__slots__``: with them, every field is set for every attempt.)
+    probe = False
+    events: tuple[Event, ...] = ()
+    hedge = False
     request: Any  # the httpx.Request it sends, set by the exchange
     span: Any = None  # with telemetry: its CLIENT span, and the context to send it in
     quiet: Any = None
@@ -142,26 +145,12 @@ class Attempt:
     sent = False
     race: str | None = None
 
-    def __init__(
-        self,
-        number: int,
-        domain: Domain,
-        delay: float,
-        timeout: float,
-        probe: bool,
-        events: tuple[Event, ...],
-        hedge: bool,
-        breaker: Breaker,
-        sent_at: float,
-    ) -> None:
+    def __init__(self, number: int, domain: Domain, breaker: Breaker, delay: float, timeout: float, sent_at: float) -> None:
         self.number = number
         self.domain = domain
+        self.breaker = breaker  # the domain's
         self.delay = delay
         self.timeout = timeout
-        self.probe = probe
-        self.events = events
-        self.hedge = hedge
-        self.breaker = breaker  # the domain's
         self.sent_at = sent_at
         self.deadline = sent_at + timeout
 

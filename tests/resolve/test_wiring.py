@@ -26,6 +26,7 @@ from pytest_failover import (
 )
 from pytest_failover.plugin import FakeDomainsFixture
 from pytest_failover.resolve import (
+    Answer,
     CachingResolver,
     ChainResolver,
     DoHResolver,
@@ -147,18 +148,21 @@ def test_poisoned_system_dns_with_doh_stays_on_the_primary(
     assert failover_telemetry.switches() == []
 
 
+@pytest.mark.parametrize("stage", ["connect", "handshake"])
 def test_one_address_down_serves_from_the_other(
     fd: FakeDomainsFixture,
     doh: tuple[DoHServer, FakeDomain],
     doh_resolver: DoHResolver,
     make: Make,
     failover_telemetry: FailoverTelemetry,
+    stage: str,
 ) -> None:
-    """One of two addresses refuses: every request succeeds on the other, the breaker stays closed, one address switch."""
+    """One of two addresses refuses, or resets the TLS handshake: every request succeeds on
+    the other, the breaker stays closed, one address switch."""
     api = fd.add(API, addresses=2)
     fd.add(BACKUP)
     down, up = api.addresses
-    fd.fail(API, faults.address_down(down))  # a connect fault: each answer closes its connection
+    fd.fail(API, faults.address_down(down, stage=stage))  # a connect fault: each answer closes its connection
     doh[0].answer(API, [down, up], ttl=60)
     harness = make(doh_resolver)
     assert [harness.get(f"https://{API}/{i}").status_code for i in range(20)] == [200] * 20
@@ -186,6 +190,67 @@ def test_every_address_down_fails_the_domain(
     harness = make(doh_resolver)
     assert harness.get(f"https://{API}/").status_code == 200
     assert len(fd.requests(BACKUP)) == 1
+
+
+def test_a_handshake_reset_at_every_address_fails_the_domain(
+    fd: FakeDomainsFixture, doh: tuple[DoHServer, FakeDomain], doh_resolver: DoHResolver, make: Make
+) -> None:
+    """Both addresses reset the TLS handshake (the one a second time, as a sole address): the
+    attempt fails as a connect error of the domain after trying each, and sends nothing."""
+    api = fd.add(API)
+    other = fd.add("other.test")  # a second address that resets too
+    fd.fail(API, faults.address_down(api.address, stage="handshake"))
+    fd.fail("other.test", faults.address_down(other.address, stage="handshake"))
+    doh[0].answer(API, [api.address, other.address], ttl=60)
+    harness = make(doh_resolver, domains=(API,), schedule=_one_attempt())
+    with pytest.raises(AllDomainsFailed) as caught:
+        harness.get(f"https://{API}/")
+    [attempt] = caught.value.attempts
+    assert attempt.error_type in {semconv.ERROR_CONNECTION_RESET, semconv.ERROR_TLS, semconv.ERROR_CONNECT}
+    message = str(caught.value.__cause__ or caught.value)
+    assert api.address in message and other.address in message, message
+    assert fd.requests(API) == [] and fd.requests("other.test") == []
+
+
+def test_a_certificate_failure_at_one_address_does_not_move_on(
+    fd: FakeDomainsFixture, doh: tuple[DoHServer, FakeDomain], doh_resolver: DoHResolver, make: Make
+) -> None:
+    """The first address presents a certificate for another name, the second the right one:
+    the attempt fails as ``server_certificate_invalid`` without trying the second, and the
+    first is not remembered as a bad address (``_dial.address_failure`` says why)."""
+    api = fd.add(API)
+    evil = fd.add("evil.test")
+    answer = Answer(host=API, addresses=(evil.address, api.address), ttl=60.0, source="doh")  # in this order
+    harness = make(StaticResolver(answer), domains=(API,), schedule=_one_attempt())
+    with pytest.raises(AllDomainsFailed) as caught:
+        harness.get(f"https://{API}/")
+    assert [a.error_type for a in caught.value.attempts] == [semconv.ERROR_SERVER_CERTIFICATE_INVALID]
+    assert fd.requests(API) == [] and fd.requests("evil.test") == []
+    # Nor is the address remembered as bad (that would send the next request to the second one).
+    with pytest.raises(AllDomainsFailed) as again:
+        harness.get(f"https://{API}/")
+    assert [a.error_type for a in again.value.attempts] == [semconv.ERROR_SERVER_CERTIFICATE_INVALID]
+    assert fd.requests(API) == []
+
+
+class StaticResolver:
+    """A resolver that always gives one answer, its addresses in a known order (a DNS
+    message's records have none)."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+
+    def resolve(self, host: str) -> Answer:
+        return self.answer
+
+    async def aresolve(self, host: str) -> Answer:
+        return self.answer
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
 
 
 def test_resolver_down_with_a_warm_cache_serves_stale(
