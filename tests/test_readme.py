@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from failover_agent.slo import ALERT_NAME
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -178,11 +179,14 @@ def _tour() -> tuple[list[str], str]:
 
 
 def test_tour_names_its_commands_and_writes_the_config() -> None:
-    """The tour activates .venv before its first command, then checks and runs agent.toml."""
-    lines, _ = _tour()
+    """The tour activates .venv before its first command, then checks agent.toml, writes its
+    SLO's rules and runs it; agent.toml has an SLO and a maintenance window."""
+    lines, toml = _tour()
     assert lines[0].split("#")[0].split() == ["source", ".venv/bin/activate"]
     assert [line.split("#")[0].split()[:2] for line in lines[1:]] == [
-        ["failover-agent", "check-config"], ["failover-agent", "run"]]
+        ["failover-agent", "check-config"], ["failover-agent", "rules"], ["failover-agent", "run"]]
+    config = tomllib.loads(toml)
+    assert config["slo"] and config["maintenance"]
 
 
 @pytest.fixture
@@ -219,7 +223,7 @@ def tour_shell(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
 def test_tour_runs_in_a_fresh_shell_as_printed(tour_shell: tuple[subprocess.Popen[str], Path]) -> None:
     """In a new shell, the set-up's and the tour's lines run as printed: the config checks out,
     the agent serves /healthz on the port the tour names, and Ctrl-C stops it cleanly."""
-    shell, _ = tour_shell
+    shell, folder = tour_shell
     deadline = time.monotonic() + TOUR_SECONDS
     url = f"http://{TOUR_LISTEN[0]}:{TOUR_LISTEN[1]}/healthz"
     healthy = False
@@ -238,3 +242,5 @@ def test_tour_runs_in_a_fresh_shell_as_printed(tour_shell: tuple[subprocess.Pope
     assert healthy, f"the agent never answered {url} (exit {shell.returncode}):\n{output}"
     assert "agent.toml: OK (1 pool(s), 2 domain(s), location 'laptop')" in output, output
     assert shell.returncode == 0, output
+    rules = (folder / "slo.yml").read_text(encoding="utf-8")  # the rules line wrote them
+    assert f"alert: {ALERT_NAME}" in rules and "failover:slo_configured" in rules
