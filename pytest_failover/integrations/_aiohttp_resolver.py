@@ -21,7 +21,6 @@ import socket
 from typing import TYPE_CHECKING
 
 import aiohttp
-import httpcore
 from aiohttp.abc import AbstractResolver, ResolveResult
 from opentelemetry import trace as otel_trace
 
@@ -54,7 +53,7 @@ class FailoverResolver(AbstractResolver):
         try:
             answer = await resolver.aresolve(name)
         except ResolveError as exc:
-            raise OSError(str(dialer.resolve_failed(name, exc, started, httpcore))) from exc
+            raise OSError(dialer.resolve_failed(name, exc, started)) from exc
         dialer.resolved(name, answer, started)
         span = otel_trace.get_current_span()  # the attempt's: aiohttp resolves in its task
         if span.is_recording():

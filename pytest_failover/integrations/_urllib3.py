@@ -54,10 +54,10 @@ class _ResolvingConnection(HTTPConnection):
             try:
                 answer = resolver.resolve(self.host)
             except ResolveError as exc:
-                raise NewConnectionError(self, str(dialer.resolve_failed(self.host, exc, started, httpcore))) from exc
+                raise NewConnectionError(self, dialer.resolve_failed(self.host, exc, started)) from exc
             dialer.resolved(self.host, answer, started)
             timeout = self.timeout if isinstance(self.timeout, int | float) else None
-            dial = self._failover_dial = Dial(dialer, self.host, answer, timeout, httpcore)
+            dial = self._failover_dial = Dial(dialer, self.host, answer, timeout, httpcore)  # the errors it keeps: httpcore's
         for address, limit in dial:
             try:
                 sock = create_connection(

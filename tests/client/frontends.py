@@ -114,9 +114,8 @@ class Harness:
             self.http, front_end, self.asynchronous = http, front_end, asynchronous = HTTPX_KINDS[kind]
             if asynchronous:
                 self.loop = loop or asyncio.new_event_loop()
-            inner = (
-                None if resolving else (http.AsyncHTTPTransport if asynchronous else http.HTTPTransport)(verify=context or True)
-            )
+            kind_of_inner = http.AsyncHTTPTransport if asynchronous else http.HTTPTransport
+            inner = None if resolving else kind_of_inner(verify=context or True)
             self.transport: Any = (
                 front_end(pools, policy, inner, **kwargs) if share is None else front_end.sharing(share, inner)
             )

@@ -1,7 +1,5 @@
 """Policy(resolver=...) through httpcore's network backend, over real sockets: a poisoned
-system DNS, a domain's addresses failing over, serve-stale, the certificate bound to the name.
-Each runs with httpx's transports (httpcore) and httpx2's (httpcore2), sync and async; some on
-every front-end."""
+system DNS, a domain's addresses failing over, serve-stale, the certificate bound to the name."""
 
 from __future__ import annotations
 
@@ -56,7 +54,8 @@ def make(
     request: pytest.FixtureRequest, loop: asyncio.AbstractEventLoop, failover_telemetry: FailoverTelemetry
 ) -> Iterator[Make]:
     """``make(resolver, domains=[api, backup])``: a failover client of one front-end
-    (httpx or httpx2, sync or async, by default; any of ``KINDS`` with ``EVERY_FRONT_END``) whose
+    (httpx or httpx2, sync or async, by default: httpcore's and httpcore2's backends; any
+    of ``KINDS`` with ``EVERY_FRONT_END``) whose
     pool resolves through ``resolver``, with its spans captured."""
     made: list[Harness] = []
 
