@@ -221,8 +221,9 @@ class Dialer:
             attributes[FAILOVER_RESOLVE_SOURCE] = answer.source
             self.telemetry.resolve_duration.record(self.clock() - started, attributes)
 
-    def resolve_failed(self, host: str, exc: ResolveError, started: float, core: ModuleType) -> Exception:
-        """Record a resolution of ``host`` that failed; the attempt's error."""
+    def resolve_failed(self, host: str, exc: ResolveError, started: float) -> str:
+        """Record a resolution of ``host`` that failed; the message of the attempt's error
+        (each seam raises its own kind: its httpcore's ``ConnectError``, urllib3's, aiohttp's)."""
         if self.telemetry is not None:
             attributes = dict(self._labels[host])
             attributes[ERROR_TYPE] = type(exc).__name__
@@ -230,8 +231,7 @@ class Dialer:
                 attributes[FAILOVER_RESOLVE_SOURCE] = exc.source
             self.telemetry.resolve_duration.record(self.clock() - started, attributes)
             self.telemetry.resolve_failures.add(1, attributes)
-        error: Exception = core.ConnectError(f"resolving {host!r}: {exc}")
-        return error
+        return f"resolving {host!r}: {exc}"
 
 
 class Dial:
@@ -359,7 +359,7 @@ class ResolvingBackend:
         try:
             answer = resolver.resolve(host)
         except ResolveError as exc:
-            raise self._dialer.resolve_failed(host, exc, started, self._core) from exc
+            raise self._core.ConnectError(self._dialer.resolve_failed(host, exc, started)) from exc
         self._dialer.resolved(host, answer, started)
         options = None if socket_options is None else list(socket_options)  # used once per address
         return self._open(Dial(self._dialer, host, answer, timeout, self._core), port, local_address, options)
@@ -387,7 +387,7 @@ class ResolvingBackend:
 
 class AsyncResolvingBackend:
     """The async twin of :class:`ResolvingBackend` (``inner``: ``core.AnyIOBackend()``,
-    asyncio or trio; the resolvers' ``aresolve`` needs asyncio)."""
+    asyncio or trio, as the resolvers' ``aresolve``)."""
 
     def __init__(self, dialer: Dialer, core: ModuleType, inner: Any = None) -> None:
         self._dialer = dialer
@@ -409,7 +409,7 @@ class AsyncResolvingBackend:
         try:
             answer = await resolver.aresolve(host)
         except ResolveError as exc:
-            raise self._dialer.resolve_failed(host, exc, started, self._core) from exc
+            raise self._core.ConnectError(self._dialer.resolve_failed(host, exc, started)) from exc
         self._dialer.resolved(host, answer, started)
         options = None if socket_options is None else list(socket_options)
         return await self._open(Dial(self._dialer, host, answer, timeout, self._core), port, local_address, options)

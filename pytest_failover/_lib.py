@@ -112,12 +112,9 @@ class HTTPLib:
     __slots__ = (
         "AllDomainsFailed",
         "AsyncByteStream",
-        "AsyncClient",
         "AsyncHTTPTransport",
-        "BodyBuffer",
         "ByteStream",
         "CircuitOpenError",
-        "Client",
         "Continued",
         "FailoverError",
         "HTTPTransport",
@@ -146,8 +143,6 @@ class HTTPLib:
         self.ReadTimeout: type[Any] = module.ReadTimeout
         self.HTTPTransport: type[Any] = module.HTTPTransport
         self.AsyncHTTPTransport: type[Any] = module.AsyncHTTPTransport
-        self.Client: type[Any] = module.Client
-        self.AsyncClient: type[Any] = module.AsyncClient
         self.FailoverError, self.AllDomainsFailed, self.CircuitOpenError = errors
         streams = {"_sync": module.SyncByteStream, "_async": module.AsyncByteStream, "__module__": __name__}
         both = (module.SyncByteStream, module.AsyncByteStream)

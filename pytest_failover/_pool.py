@@ -55,10 +55,16 @@ class Domain:
         # the front-end speaks (and parsing one imports none).
         try:
             parsed = urlsplit(url.strip())
-            port = parsed.port
             host = parsed.hostname
         except ValueError as exc:
             raise ValueError(f"domain {url!r}: not a URL ({exc})") from None
+        try:
+            port = parsed.port
+        except ValueError:
+            raw = parsed.netloc.rpartition(":")[2]
+            if raw.isdigit():
+                raise ValueError(f"domain {url!r}: port {int(raw)} out of range (0 to 65535)") from None
+            raise ValueError(f"domain {url!r}: not a URL (invalid port {raw!r})") from None
         scheme = parsed.scheme.lower()
         if scheme not in _DEFAULT_PORTS:
             raise ValueError(f"domain {url!r}: scheme must be http or https")

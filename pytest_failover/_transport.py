@@ -198,7 +198,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         its pools' policies), or None when no pool hedges."""
         pools = self._state.core.pools.values()
         threads = [pc.policy.hedging.threads for pc in pools if pc.policy.hedging is not None]
-        return ThreadRace(max(threads)) if threads else None
+        return ThreadRace(max(threads), self._transport) if threads else None
 
     def handle_request(self, request: Req) -> Resp:
         exchange = self._begin(request)
@@ -235,9 +235,9 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         """Send one attempt (and its hedges, if it may hedge); report the outcome. The
         answer to return, or None when every attempt failed."""
         if self._hedgers is not None and exchange.plan.hedgeable:
-            delay = exchange.hedge_delay()
+            delay = exchange.plan.hedge_delay()
             if delay is not None:
-                return self._hedgers.race(self._send, self._transport, exchange, attempt, delay)
+                return self._hedgers.race(self._send, exchange, attempt, delay)
         exchange.prepare(attempt)
         try:
             response = self._send(exchange, attempt)
@@ -363,7 +363,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
     async def _attempt(self, exchange: Exchange, attempt: Attempt) -> Any:
         """Send one attempt (and its hedges, if it may hedge); report the outcome. The
         answer to return, or None when every attempt failed."""
-        if exchange.plan.hedgeable and exchange.hedge_delay() is not None:
+        if exchange.plan.hedgeable and exchange.plan.hedge_delay() is not None:
             return await async_race(self._send, exchange, attempt)
         exchange.prepare(attempt)
         try:
@@ -471,7 +471,7 @@ def _sync_inner(state: State, lib: HTTPLib, transport: Inner | None) -> Inner:
     """The inner transport: the caller's, or ``lib``'s ``HTTPTransport()``, whose
     connections to the domains of pools with a resolver go through it (``docs/resolve.md``)."""
     if transport is not None:
-        _no_resolver(state)
+        _no_resolver(state, transport)
         return transport
     if state.dialer is None:
         return cast("Inner", lib.HTTPTransport())
@@ -484,7 +484,7 @@ def _sync_inner(state: State, lib: HTTPLib, transport: Inner | None) -> Inner:
 def _async_inner(state: State, lib: HTTPLib, transport: AsyncInner | None) -> AsyncInner:
     """The async twin of :func:`_sync_inner`."""
     if transport is not None:
-        _no_resolver(state)
+        _no_resolver(state, transport)
         return transport
     if state.dialer is None:
         return cast("AsyncInner", lib.AsyncHTTPTransport())
@@ -494,10 +494,12 @@ def _async_inner(state: State, lib: HTTPLib, transport: AsyncInner | None) -> As
     return cast("AsyncInner", async_resolving_transport(lib, async_resolving_backend(lib, state.dialer)))
 
 
-def _no_resolver(state: State) -> None:
-    """A resolver works through the inner transport this library builds; with the
-    caller's own, it would silently not be used: say so instead."""
-    if state.dialer is not None:
+def _no_resolver(state: State, transport: object) -> None:
+    """A resolver works through the inner transport this library builds (or a front-end's
+    own, marked ``wires_resolver``: the requests adapter's and the aiohttp middleware's,
+    which wire it into their client); with the caller's own, it would silently not be
+    used: say so instead."""
+    if state.dialer is not None and not getattr(transport, "wires_resolver", False):
         hosts = ", ".join(sorted(state.dialer.resolvers))
         raise ValueError(
             f"Policy.resolver (for {hosts}) works through the inner transport the failover "

@@ -11,6 +11,12 @@ the front-end ``share`` instead, if given: its ``sharing`` constructor):
 - ``aiohttp``: ``aiohttp.ClientSession`` with ``FailoverMiddleware`` (its own event loop,
   the threaded resolver, which the outage simulator reaches).
 
+With a pool resolver (``Policy.resolver``), each client resolves through it the way its
+users wire one: the httpx transports build their inner transport, the requests adapter
+its own connections, and the aiohttp session gets ``FailoverMiddleware.connector()``.
+``loop=`` runs the async clients on a loop of the caller's (kept open), so resolvers
+whose async side the caller closes later share it.
+
 ``request()`` sends one request the way that client's users do (per-request failover
 options as ``extensions`` for httpx, inside ``failover_options`` for the others),
 reads the body, and returns a :class:`View`: status, headers, body and the
@@ -85,10 +91,13 @@ class Harness:
         *,
         trust: trustme.CA | None = None,
         share: Any = None,
+        loop: asyncio.AbstractEventLoop | None = None,
         **kwargs: Any,
     ) -> None:
         self.kind = kind
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._own_loop = loop is None
+        resolving = getattr(policy, "resolver", None) is not None  # the front-end wires it itself
         self._closing: list[Any] = []
         self._closed = False
         self._verify: str | bool = True  # requests: per request, as REQUESTS_CA_BUNDLE would beat a session's
@@ -104,8 +113,9 @@ class Harness:
         if kind in HTTPX_KINDS:
             self.http, front_end, self.asynchronous = http, front_end, asynchronous = HTTPX_KINDS[kind]
             if asynchronous:
-                self.loop = asyncio.new_event_loop()
-            inner = (http.AsyncHTTPTransport if asynchronous else http.HTTPTransport)(verify=context or True)
+                self.loop = loop or asyncio.new_event_loop()
+            kind_of_inner = http.AsyncHTTPTransport if asynchronous else http.HTTPTransport
+            inner = None if resolving else kind_of_inner(verify=context or True)
             self.transport: Any = (
                 front_end(pools, policy, inner, **kwargs) if share is None else front_end.sharing(share, inner)
             )
@@ -123,13 +133,17 @@ class Harness:
                 self._verify = str(bundle)
             self._client = session
         elif kind == "aiohttp":
-            self.loop = asyncio.new_event_loop()
+            self.loop = loop or asyncio.new_event_loop()
             self.transport = (
                 FailoverMiddleware(pools, policy, **kwargs) if share is None else FailoverMiddleware.sharing(share)
             )
 
             async def start() -> aiohttp.ClientSession:
-                connector = aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver(), ssl=context or True)
+                connector = (
+                    self.transport.connector(ssl=context or True)
+                    if resolving
+                    else aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver(), ssl=context or True)
+                )
                 return aiohttp.ClientSession(connector=connector, middlewares=(self.transport,))
 
             self._client = self.loop.run_until_complete(start())
@@ -170,6 +184,10 @@ class Harness:
             return stream
 
         return self.loop.run_until_complete(reader())
+
+    def get(self, url: str) -> View:
+        """``request("GET", url)``."""
+        return self.request("GET", url)
 
     def request(
         self,
@@ -214,7 +232,8 @@ class Harness:
         self._closed = True
         if self.loop is not None:
             self.loop.run_until_complete(self._client.aclose() if self.http is not None else self._client.close())
-            self.loop.close()
+            if self._own_loop:
+                self.loop.close()
         else:
             self._client.close()
         for thing in self._closing:

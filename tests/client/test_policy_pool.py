@@ -25,11 +25,37 @@ def test_domain_normalises_case_trailing_dot_and_default_port() -> None:
         ("https://user:pw@api.example.com", "credentials"),
         ("", "expected a base URL"),
         ("https://", "host"),
+        ("https://api.example.com:99999", r"port 99999 out of range \(0 to 65535\)"),
+        ("https://api.example.com:abc", "invalid port 'abc'"),
+        ("https://a b.example", "invalid host"),
     ],
 )
 def test_domain_rejects_what_is_not_a_base_url(url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Domain.parse(url)
+
+
+def test_domains_parse_without_an_http_library_as_its_urls_name_them() -> None:
+    """The standard library parses a domain; an IDNA host is kept in the form httpx and
+    httpx2 route on (``URL.host``: decoded)."""
+    import httpx2
+
+    for url in ("https://xn--bcher-kva.example", "https://bücher.example"):
+        assert Domain.parse(url).host == httpx.URL(url).host == httpx2.URL(url).host == "bücher.example"
+
+
+def test_a_rewrite_keeps_the_library_of_the_url_it_moves() -> None:
+    """A sharing group may mix httpx and httpx2: the same URL moved for each stays a URL of
+    its own library (the memo is per URL class)."""
+    import httpx2
+
+    target = Domain.parse("https://api2.example.com")
+    for _ in range(2):  # the second time from the memo
+        moved, moved2 = target.rewrite(httpx.URL("https://api.example.com/a?b=1")), target.rewrite(
+            httpx2.URL("https://api.example.com/a?b=1")
+        )
+        assert type(moved) is httpx.URL and type(moved2) is httpx2.URL
+        assert str(moved) == str(moved2) == "https://api2.example.com/a?b=1"
 
 
 def test_pool_rejects_duplicates_and_unknown_region_domains() -> None:
