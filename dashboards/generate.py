@@ -729,9 +729,10 @@ def _latency_panels() -> Iterator[Json]:
     )
     yield timeseries(
         "Probe total time p95 per domain",
-        "95th percentile of the whole pinned probe per domain and location.",
+        "95th percentile of the whole pinned probe per domain and location, over the probes of each step "
+        "(the agent exports each probe's duration as a gauge, as blackbox_exporter does).",
         [target(
-            f"histogram_quantile(0.95, sum by (le, {ORIGIN_L}, {LOCATION_L}) (rate({PROBE_DURATION}_bucket{{{AGENT}}}[$__rate_interval])))",
+            f"max by ({ORIGIN_L}, {LOCATION_L}) (quantile_over_time(0.95, {PROBE_DURATION}{{{AGENT}}}[$__rate_interval]))",
             f"{origin()} @ {show(LOCATION_L)}",
         )],
         w=12, h=8, unit="s",

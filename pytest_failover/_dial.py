@@ -20,7 +20,9 @@ For a host of a pool with a resolver (:class:`Dialer` ``.resolvers``):
    first in line costs half the time of two addresses, not all of it);
 4. a refused or timed-out connect marks the address bad for ``forget_after`` seconds
    and the next one is tried, a span event ``failover.address.switch``; the pool and
-   the breakers hear nothing of it;
+   the breakers hear nothing of it. So does a TLS handshake that fails at the address
+   (reset, end of stream, timed out, a protocol error), except for the certificate
+   check (:func:`address_failure` says why);
 5. when every address refused (a refusal is instant, and an address may come back
    between two tries: with one of two addresses going down as the other comes back,
    100 tasks saw both refused in one pass about one run in six), they are all tried
@@ -29,6 +31,14 @@ For a host of a pool with a resolver (:class:`Dialer` ``.resolvers``):
    only when every address failed or the time ran out.
 
 Any other host goes to the inner backend unchanged, as it would without a resolver.
+
+The TLS handshake is httpcore's: it calls ``start_tls`` on the stream ``connect_tcp``
+returned. So that stream (``_Stream``) keeps its dial until the handshake is done: a
+handshake that fails at the address closes it (httpcore's backends close the stream
+they could not wrap), dials the next address of the same line and shakes hands there.
+httpcore gives the handshake its connect timeout again; the dial's deadline is moved
+to ``now + timeout`` when the first handshake starts, and each handshake and connect
+after it gets its share of the time left, as in rule 3.
 
 Each resolution (rule 1) is measured here, the one place every resolution of the
 transports passes, sync and async, whatever the resolver: ``failover.resolve.duration``
@@ -53,9 +63,10 @@ do: the connection may be closed by then, and the simulator redirects connects.)
 
 from __future__ import annotations
 
+import functools
 import ssl
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpcore
@@ -81,11 +92,42 @@ if TYPE_CHECKING:
     from ._telemetry import Telemetry
     from .resolve import Answer, Resolver
 
-__all__ = ["AsyncResolvingBackend", "Dialer", "ResolvingBackend"]
+__all__ = ["AsyncResolvingBackend", "Dialer", "ResolvingBackend", "address_failure"]
 
 #: How long an address that refused or timed out goes to the end of its domain's line.
 BAD_ADDRESS_SECONDS = 30.0
 _CONNECT_ERRORS = (httpcore.ConnectError, httpcore.ConnectTimeout)
+#: The least time a handshake is given, when the dial's time is (nearly) spent.
+_LEAST_SECONDS = 0.001
+
+
+def address_failure(exc: BaseException) -> bool:
+    """Does a failed TLS handshake count against the address, so that the next address
+    of the same domain is tried? Yes for a reset, an end of stream, a time-out or a TLS
+    protocol error; no when the certificate check refused the server
+    (``ssl.SSLCertVerificationError`` anywhere in the exception's chain).
+
+    Why a certificate failure is not an address failure: the certificate belongs to the
+    name, not to the address. It fails the same way at every address when the domain's
+    certificate itself is wrong (expired, renewed without its chain), or when something
+    on this client's path intercepts TLS, and both are the domain's failure, to be seen
+    as ``server_certificate_invalid`` by its breaker, its pool and its alerts, not hidden
+    behind an address that happened to work. When only some addresses present a bad
+    certificate, the answer that sent us there is in doubt: a resolver that gave one
+    hostile address is not trusted for the others (as ``allow`` refuses a whole answer
+    for one forbidden address), and the pool's next domain is the safer place to go.
+    Trying another address would weaken no check (each handshake is verified against the
+    name), but it would spend the attempt's time on handshakes with a server that
+    already failed to prove who it is, and hide the signal.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return False
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return True
 
 
 class Dialer:
@@ -183,10 +225,17 @@ class Dial:
         self.errors: list[tuple[str, Exception]] = []
         span = otel_trace.get_current_span()
         self.span: Span | None = span if span.is_recording() else None
+        self._left = 1  # addresses left in this pass, the one being tried included
+        self._shaking = False  # has the first TLS handshake started?
+        self._tries = self._all()
 
     def __iter__(self) -> Iterator[tuple[str, float | None]]:
         """Each address to try and the seconds it may take (None: httpcore's own limit):
-        every address once, and once more if every one of them refused (rule 5)."""
+        every address once, and once more if every one of them refused (rule 5). One
+        line per dial: iterating again goes on where the last loop stopped."""
+        return self._tries
+
+    def _all(self) -> Iterator[tuple[str, float | None]]:
         yield from self._pass(self.addresses)
         refused = len(self.errors) == len(self.addresses) and not any(
             isinstance(exc, httpcore.ConnectTimeout) for _, exc in self.errors
@@ -203,6 +252,7 @@ class Dial:
                 if left <= 0:
                     return  # the attempt's connect time ran out
                 limit = left / (count - i)
+            self._left = count - i
             if self.errors and self.span is not None:
                 before, error = self.errors[-1]
                 self.span.add_event(
@@ -214,6 +264,27 @@ class Dial:
     def failed(self, address: str, exc: Exception) -> None:
         self.errors.append((address, exc))
         self.dialer.failed(self.host, address)
+
+    def handshake_limit(self, timeout: float | None) -> float | None:
+        """The seconds the TLS handshake at the address being tried may take: its share
+        of the time left, the dial's deadline moved to ``now + timeout`` (httpcore's
+        connect timeout, which it gives the handshake too) when the first one starts."""
+        if timeout is None:
+            return None
+        now = self.dialer.clock()
+        if not self._shaking:
+            self._shaking = True
+            self.deadline = now + timeout if self.deadline is None else max(self.deadline, now + timeout)
+        left = (self.deadline if self.deadline is not None else now + timeout) - now
+        return max(left, _LEAST_SECONDS) / self._left
+
+    def handshake_failed(self, address: str, exc: Exception) -> bool:
+        """Note a failed TLS handshake at ``address``; True when the next address is to
+        be tried (:func:`address_failure`), False when the error is the attempt's."""
+        if not address_failure(exc):
+            return False
+        self.failed(address, exc)
+        return True
 
     def connected(self, address: str) -> None:
         self.dialer.connected(self.host, address)
@@ -264,7 +335,10 @@ class ResolvingBackend(httpcore.NetworkBackend):
             raise self._dialer.resolve_failed(host, exc, started) from exc
         self._dialer.resolved(host, answer, started)
         options = None if socket_options is None else list(socket_options)  # used once per address
-        dial = Dial(self._dialer, host, answer, timeout)
+        return self._open(Dial(self._dialer, host, answer, timeout), port, local_address, options)
+
+    def _open(self, dial: Dial, port: int, local_address: str | None, options: list[Any] | None) -> _Stream:
+        """A TCP stream to the next address of ``dial`` that accepts; ``dial.error()`` when none is left."""
         for address, limit in dial:
             try:
                 stream = self._inner.connect_tcp(address, port, limit, local_address, options)
@@ -272,7 +346,7 @@ class ResolvingBackend(httpcore.NetworkBackend):
                 dial.failed(address, exc)
                 continue
             dial.connected(address)
-            return _Stream(stream, (address, dial.source))
+            return _Stream(stream, (address, dial.source), dial, functools.partial(self._open, dial, port, local_address, options))
         raise dial.error()
 
     def connect_unix_socket(
@@ -286,7 +360,7 @@ class ResolvingBackend(httpcore.NetworkBackend):
 
 class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
     """The async twin of :class:`ResolvingBackend` (``inner``: ``httpcore.AnyIOBackend()``,
-    asyncio or trio; the resolvers' ``aresolve`` needs asyncio)."""
+    asyncio or trio, as the resolvers' ``aresolve``)."""
 
     def __init__(self, dialer: Dialer, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
         self._dialer = dialer
@@ -310,7 +384,12 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
             raise self._dialer.resolve_failed(host, exc, started) from exc
         self._dialer.resolved(host, answer, started)
         options = None if socket_options is None else list(socket_options)
-        dial = Dial(self._dialer, host, answer, timeout)
+        return await self._open(Dial(self._dialer, host, answer, timeout), port, local_address, options)
+
+    async def _open(
+        self, dial: Dial, port: int, local_address: str | None, options: list[Any] | None
+    ) -> _AsyncStream:
+        """The async twin of :meth:`ResolvingBackend._open`."""
         for address, limit in dial:
             try:
                 stream = await self._inner.connect_tcp(address, port, limit, local_address, options)
@@ -318,7 +397,9 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
                 dial.failed(address, exc)
                 continue
             dial.connected(address)
-            return _AsyncStream(stream, (address, dial.source))
+            return _AsyncStream(
+                stream, (address, dial.source), dial, functools.partial(self._open, dial, port, local_address, options)
+            )
         raise dial.error()
 
     async def connect_unix_socket(
@@ -332,13 +413,23 @@ class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
 
 class _Stream(httpcore.NetworkStream):
     """A stream of the inner backend that knows its peer: the address and how it was
-    found (``failover_peer``), through TLS too (``start_tls`` wraps the new stream)."""
+    found (``failover_peer``), through TLS too (``start_tls`` wraps the new stream).
+    Until its handshake is done it keeps its dial and how to open the next address
+    (``redial``): a handshake that fails at the address moves on to the next one."""
 
-    __slots__ = ("_inner", "failover_peer")
+    __slots__ = ("_dial", "_inner", "_redial", "failover_peer")
 
-    def __init__(self, inner: httpcore.NetworkStream, peer: tuple[str, str]) -> None:
+    def __init__(
+        self,
+        inner: httpcore.NetworkStream,
+        peer: tuple[str, str],
+        dial: Dial | None = None,
+        redial: Callable[[], _Stream] | None = None,
+    ) -> None:
         self._inner = inner
         self.failover_peer = peer
+        self._dial = dial
+        self._redial = redial
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         return self._inner.read(max_bytes, timeout)
@@ -352,7 +443,18 @@ class _Stream(httpcore.NetworkStream):
     def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
     ) -> httpcore.NetworkStream:
-        return _Stream(self._inner.start_tls(ssl_context, server_hostname, timeout), self.failover_peer)
+        stream = self
+        while stream._dial is not None and stream._redial is not None:
+            dial = stream._dial
+            try:
+                tls = stream._inner.start_tls(ssl_context, server_hostname, dial.handshake_limit(timeout))
+            except _CONNECT_ERRORS as exc:
+                if not dial.handshake_failed(stream.failover_peer[0], exc):
+                    raise
+                stream = stream._redial()  # the next address, or the dial's error
+                continue
+            return _Stream(tls, stream.failover_peer)
+        return _Stream(stream._inner.start_tls(ssl_context, server_hostname, timeout), stream.failover_peer)
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
@@ -361,11 +463,19 @@ class _Stream(httpcore.NetworkStream):
 class _AsyncStream(httpcore.AsyncNetworkStream):
     """The async twin of :class:`_Stream`."""
 
-    __slots__ = ("_inner", "failover_peer")
+    __slots__ = ("_dial", "_inner", "_redial", "failover_peer")
 
-    def __init__(self, inner: httpcore.AsyncNetworkStream, peer: tuple[str, str]) -> None:
+    def __init__(
+        self,
+        inner: httpcore.AsyncNetworkStream,
+        peer: tuple[str, str],
+        dial: Dial | None = None,
+        redial: Callable[[], Awaitable[_AsyncStream]] | None = None,
+    ) -> None:
         self._inner = inner
         self.failover_peer = peer
+        self._dial = dial
+        self._redial = redial
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         return await self._inner.read(max_bytes, timeout)
@@ -379,7 +489,18 @@ class _AsyncStream(httpcore.AsyncNetworkStream):
     async def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
     ) -> httpcore.AsyncNetworkStream:
-        return _AsyncStream(await self._inner.start_tls(ssl_context, server_hostname, timeout), self.failover_peer)
+        stream = self
+        while stream._dial is not None and stream._redial is not None:
+            dial = stream._dial
+            try:
+                tls = await stream._inner.start_tls(ssl_context, server_hostname, dial.handshake_limit(timeout))
+            except _CONNECT_ERRORS as exc:
+                if not dial.handshake_failed(stream.failover_peer[0], exc):
+                    raise
+                stream = await stream._redial()
+                continue
+            return _AsyncStream(tls, stream.failover_peer)
+        return _AsyncStream(await stream._inner.start_tls(ssl_context, server_hostname, timeout), stream.failover_peer)
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)

@@ -136,12 +136,18 @@ class _Continued(httpx.SyncByteStream, httpx.AsyncByteStream):
 
 
 # httpx keeps a response's headers as (key, lowercased key, value) byte triples.
+_EVENT_STREAM = b"text/event-stream"
 _HEADERS_LISTED = isinstance(getattr(httpx.Headers({"a": "b"}), "_list", None), list)
 
 
-def _declared_length(headers: httpx.Headers) -> int | None:
-    """The body length ``headers`` declare: None when they declare none, or a value
-    that is not a plain number, or two values (h11 refuses a conflicting pair).
+def _fits_in_memory(headers: httpx.Headers, limit: int) -> bool:
+    """May a 2xx body with ``headers`` be read into memory? When it declares no length, or
+    one within ``limit`` (a value that is not a plain number, or two values, declare none:
+    h11 refuses a conflicting pair), and it is not an event stream.
+
+    An event stream (``Content-Type: text/event-stream``: server-sent events, an LLM's
+    tokens) is never held here: each event reaches the caller as it comes, and a
+    connection that breaks mid-stream reaches the caller too, never replayed elsewhere.
 
     Every request reads it, so this scans httpx's own list of byte triples (while
     httpx keeps one): 0.23 µs against 1.9 µs for ``headers.get``, which encodes the
@@ -149,15 +155,19 @@ def _declared_length(headers: httpx.Headers) -> int | None:
     transport added to a request (callgrind, in process, side by side).
     """
     if not _HEADERS_LISTED:
+        if headers.get("Content-Type", "").lower().encode("latin-1").startswith(_EVENT_STREAM):
+            return False
         value = headers.get("Content-Length")
-        return int(value) if value is not None and value.isdigit() else None
+        return value is None or not value.isdigit() or int(value) <= limit
     found: bytes | None = None
+    conflict = False
     for _, key, value in headers._list:
         if key == b"content-length":
-            if found is not None:
-                return None
+            conflict = found is not None
             found = value
-    return int(found) if found is not None and found.isdigit() else None
+        elif key == b"content-type" and value.lower().startswith(_EVENT_STREAM):
+            return False
+    return conflict or found is None or not found.isdigit() or int(found) <= limit
 
 
 class _InMemory(httpx.ByteStream):
@@ -403,14 +413,13 @@ class Exchange:
     def buffer(self, response: httpx.Response) -> BodyBuffer | None:
         """Where the transport reads ``response``'s body (up to :attr:`body_limit`) before
         the outcome is known, or None: it is not read when the limit is 0, the answer is
-        not a 2xx, or it declares a length over the limit: then it is handed over unread.
-        Nor when the inner transport read it already (an in-process one): nothing is left
-        to break."""
+        not a 2xx, declares a length over the limit or is an event stream: then it is
+        handed over unread. Nor when the inner transport read it already (an in-process
+        one): nothing is left to break."""
         limit = self.body_limit
         if limit == 0 or not 200 <= response.status_code < 300 or response.is_stream_consumed:
             return None
-        declared = _declared_length(response.headers)
-        return BodyBuffer(limit, self) if declared is None or declared <= limit else None
+        return BodyBuffer(limit, self) if _fits_in_memory(response.headers, limit) else None
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> httpx.ReadTimeout:
         """The error for an attempt cut at its time limit."""

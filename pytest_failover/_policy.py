@@ -248,7 +248,9 @@ class Policy:
       the request may be retried, so a connection that breaks mid-body fails over
       like any other failure. At most ``read_body_max_bytes`` are held: a larger
       body streams through to the caller, and a failure past that point reaches
-      the caller. Set it to False for streamed downloads.
+      the caller. Set it to False for streamed downloads. An event stream
+      (``text/event-stream``, e.g. an LLM's tokens) is never read: it reaches the
+      caller as it comes, and a break mid-stream is never replayed.
     - ``hedging``: :class:`Hedging`, or None (the default) to never hedge.
     - ``slow_calls``: :class:`SlowCalls`, or None (the default): only failures
       open a breaker.

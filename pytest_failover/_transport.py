@@ -436,7 +436,7 @@ def _sync_inner(state: State, transport: httpx.BaseTransport | None) -> httpx.Ba
     """The inner transport: the caller's, or ``httpx.HTTPTransport()``, whose connections
     to the domains of pools with a resolver go through it (``docs/resolve.md``)."""
     if transport is not None:
-        _no_resolver(state)
+        _no_resolver(state, transport)
         return transport
     if state.dialer is None:
         return httpx.HTTPTransport()
@@ -449,7 +449,7 @@ def _sync_inner(state: State, transport: httpx.BaseTransport | None) -> httpx.Ba
 def _async_inner(state: State, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncBaseTransport:
     """The async twin of :func:`_sync_inner`."""
     if transport is not None:
-        _no_resolver(state)
+        _no_resolver(state, transport)
         return transport
     if state.dialer is None:
         return httpx.AsyncHTTPTransport()
@@ -459,10 +459,12 @@ def _async_inner(state: State, transport: httpx.AsyncBaseTransport | None) -> ht
     return async_resolving_transport(AsyncResolvingBackend(state.dialer))
 
 
-def _no_resolver(state: State) -> None:
-    """A resolver works through the inner transport this library builds; with the
-    caller's own, it would silently not be used: say so instead."""
-    if state.dialer is not None:
+def _no_resolver(state: State, transport: object) -> None:
+    """A resolver works through the inner transport this library builds (or a front-end's
+    own, marked ``wires_resolver``: the requests adapter's and the aiohttp middleware's,
+    which wire it into their client); with the caller's own, it would silently not be
+    used: say so instead."""
+    if state.dialer is not None and not getattr(transport, "wires_resolver", False):
         hosts = ", ".join(sorted(state.dialer.resolvers))
         raise ValueError(
             f"Policy.resolver (for {hosts}) works through the inner transport the failover "

@@ -11,7 +11,8 @@ Where each fault strikes::
 
     name resolution   dns_nxdomain, dns_timeout, dns_poisoned
     TCP connect       refused, connect_timeout, address_down
-    TLS handshake     tls_expired, tls_wrong_host, tls_untrusted   (https only)
+    TLS handshake     tls_expired, tls_wrong_host, tls_untrusted   (https only),
+                      address_down(stage="handshake")
     HTTP request      read_timeout, slow, reset, status, latency, trickle, healthy
     any of the above  flapping (the first N fail, then recover), rate (a seeded share fails)
 """
@@ -129,17 +130,27 @@ class DnsPoisoned(Fault):
             _check_address("dns_poisoned(address=)", self.address)
 
 
+#: Where an address that is down fails a connection (``address_down(stage=)``).
+ADDRESS_DOWN_STAGES = ("connect", "handshake")
+
+
 @dataclass(frozen=True, slots=True)
 class AddressDown(Fault):
-    """One of the domain's addresses (``FakeDomain.addresses``) refuses connections; the
-    others serve. The system's lookup answers the first address only: a resolver that
-    knows them all (DoH, HTTPDNS) fails over between them."""
+    """One of the domain's addresses (``FakeDomain.addresses``) is down; the others serve.
+    ``stage="connect"`` (the default): it refuses connections; ``stage="handshake"``: it
+    accepts them and resets each at once, so a TLS handshake meets a reset (a broken TLS
+    terminator at that address). The system's lookup answers the first address only: a
+    resolver that knows them all (DoH, HTTPDNS) fails over between them."""
 
     name: ClassVar[str] = "address_down"
     address: str
+    stage: str = "connect"
 
     def __post_init__(self) -> None:
         _check_address("address_down(address=)", self.address)
+        if self.stage not in ADDRESS_DOWN_STAGES:
+            raise ValueError(f"address_down(stage=) is one of {ADDRESS_DOWN_STAGES}, got {self.stage!r}")
+
 
 
 def _check_address(what: str, value: object) -> None:
@@ -324,9 +335,10 @@ def dns_poisoned(address: str | None = None) -> DnsPoisoned:
     return DnsPoisoned(address)
 
 
-def address_down(address: str) -> AddressDown:
-    """Connects to ``address``, one of the domain's addresses, are refused; the others serve."""
-    return AddressDown(address)
+def address_down(address: str, *, stage: str = "connect") -> AddressDown:
+    """Connects to ``address``, one of the domain's addresses, are refused (``stage="connect"``)
+    or reset during the TLS handshake (``stage="handshake"``); the others serve."""
+    return AddressDown(address, stage)
 
 
 def refused() -> Refused:

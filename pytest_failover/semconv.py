@@ -162,7 +162,6 @@ __all__ = [
     "OUTCOME_SUCCESS",
     "PHASE_TOTAL",
     "PLUGIN_SCOPE",
-    "PROBE_DURATION_BUCKETS",
     "PROBE_LOCATION",
     "PROBE_PHASE",
     "PROBE_PHASES",
@@ -723,7 +722,8 @@ FAILOVER_UPLOAD_BYTES: Final = "failover.upload.bytes"
 FAILOVER_PROBE_SUCCESS: Final = "failover.probe.success"
 """Gauge: 1 if the last pinned probe of the domain succeeded."""
 FAILOVER_PROBE_DURATION: Final = "failover.probe.duration"
-"""Histogram, s: duration of the whole pinned probe (one histogram per domain)."""
+"""Gauge, s: duration of the whole last pinned probe (blackbox_exporter's
+``probe_duration_seconds``): one series per domain, where a histogram was seven."""
 FAILOVER_PROBE_PHASE_DURATION: Final = "failover.probe.phase.duration"
 """Gauge, s: duration of each phase of the last pinned probe (blackbox_exporter's
 ``probe_http_duration_seconds``)."""
@@ -768,11 +768,6 @@ DURATION_BUCKETS: Final[tuple[float, ...]] = (
 )
 """The semantic conventions' recommended buckets (s) of ``http.client.request.duration``,
 also used for ``failover.request.duration``."""
-PROBE_DURATION_BUCKETS: Final[tuple[float, ...]] = (0.025, 0.1, 0.25, 1.0)
-"""Buckets (s) of ``failover.probe.duration``: a subset of :data:`DURATION_BUCKETS`. One
-series per domain x bucket adds up: at 1,000 domains a bound costs 1,000 series and about
-160 KiB of every scrape, so four (same region, same continent, far, slow; beyond, +Inf: very
-slow or timed out). The phase gauges keep each probe's exact durations."""
 
 # =========================================================================== Prometheus
 
@@ -857,7 +852,7 @@ METRICS: Final[Mapping[str, Metric]] = _metrics(
     Metric(FAILOVER_SHARED_STATE, "gauge", UNIT_NONE, SHARED_SCOPE),
     Metric(FAILOVER_UPLOAD_BYTES, "counter", UNIT_BYTES, UPLOAD_SCOPE),
     Metric(FAILOVER_PROBE_SUCCESS, "gauge", UNIT_NONE, AGENT_SCOPE),
-    Metric(FAILOVER_PROBE_DURATION, "histogram", UNIT_SECONDS, AGENT_SCOPE),
+    Metric(FAILOVER_PROBE_DURATION, "gauge", UNIT_SECONDS, AGENT_SCOPE),
     Metric(FAILOVER_PROBE_PHASE_DURATION, "gauge", UNIT_SECONDS, AGENT_SCOPE),
     Metric(FAILOVER_PROBE_STATUS_CODE, "gauge", UNIT_NONE, AGENT_SCOPE),
     Metric(FAILOVER_POOL_AVAILABLE, "gauge", UNIT_NONE, AGENT_SCOPE),
@@ -910,6 +905,10 @@ SLO_BURN_RATE: Final = "burn_rate"
 SLO_ERROR_BUDGET_REMAINING: Final = "error_budget_remaining"
 """Share of the SLO window's error budget left (1: untouched, 0 or below: spent)."""
 SLO_RECORDS: Final = (SLO_PROBE_ERRORS, SLO_REQUEST_ERRORS, SLO_BURN_RATE, SLO_ERROR_BUDGET_REMAINING)
+SLO_CONFIGURED: Final = "failover:slo_configured"
+"""Recording rule ``failover-agent rules`` writes for each pool with an ``availability`` SLO: 1,
+labelled with the pool and the SLO. The shipped pool burn-rate alerts (``dashboards/alerts.yml``)
+leave those pools out (``unless on (failover_pool)``), so a pool pages once, not twice."""
 
 
 def slo_record(quantity: str, window: str | None = None) -> str:

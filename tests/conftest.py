@@ -1,8 +1,9 @@
 """Project-wide test configuration.
 
 In CI (``CI`` set) a skipped test fails the run: the tests that need a real
-component (Prometheus, promtool, TLS, sockets) must run there, and a skip would
-hide that the component is missing.
+component (Prometheus, promtool, TLS, sockets, the official LLM SDKs) must run there,
+and a skip would hide that the component is missing. A module skipped as a whole while
+it is collected (``pytest.importorskip``) fails the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +35,19 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if IN_CI and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, which must run every test: {reason}"
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A whole module skipped at import (``pytest.importorskip("openai")``) fails in CI too."""
+    report = yield
+    if IN_CI and report.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, which must run every test: {reason}"

@@ -39,11 +39,12 @@ from pytest_failover import (
     Step,
 )
 
-from .maintenance import cron_trigger, parse_duration
+from .durations import seconds
+from .maintenance import cron_trigger
 
 if TYPE_CHECKING:
     from pytest_failover.resolve import Resolver
-from .slo import BURN_ALERTS, FASTEST_RATE, LONGEST_WINDOW, window_seconds
+from .slo import BURN_ALERTS, FASTEST_RATE, LONGEST_WINDOW
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -475,10 +476,7 @@ class StatusConfig(_Model):
 
 
 def _check_window(value: str) -> str:
-    number, unit = value[:-1], value[-1:]
-    if not unit or unit not in "hdw" or not number.isdigit() or number.startswith("0"):
-        raise ValueError(f"{value!r} is not a window such as '30d', '28d' or '4w' (a whole number of h, d or w)")
-    if window_seconds(value) <= window_seconds(LONGEST_WINDOW):
+    if seconds(value, "slo.window") <= seconds(LONGEST_WINDOW, "rules.window"):
         slowest = min(BURN_ALERTS, key=lambda alert: alert.rate)
         raise ValueError(f"{value!r} is not longer than {LONGEST_WINDOW}, the long window of the slowest "
                          f"burn-rate alert ({slowest.rate:g}x over {slowest.long}); use e.g. '30d' or '28d'")
@@ -538,9 +536,14 @@ class SloConfig(_Model):
         return f"{self.pool}/{domain.host}:{domain.effective_port}"
 
 
-def _check_duration(value: str) -> str:
-    parse_duration(value)
-    return value
+def _duration(key: str) -> AfterValidator:
+    """A validator of a duration written for ``key`` (:data:`failover_agent.durations.KEYS`)."""
+
+    def check(value: str) -> str:
+        seconds(value, key)
+        return value
+
+    return AfterValidator(check)
 
 
 def _check_instant(value: object) -> object:
@@ -566,7 +569,6 @@ def _check_timezone(value: str) -> str:
     return value
 
 
-Duration = Annotated[str, AfterValidator(_check_duration)]
 Instant = Annotated[datetime, BeforeValidator(_check_instant)]
 
 
@@ -578,9 +580,9 @@ class MaintenanceConfig(_Model):
     start: Instant | None = None
     end: Instant | None = None
     schedule: str | None = None
-    duration: Duration | None = None
+    duration: Annotated[str, _duration("maintenance.duration")] | None = None
     timezone: Annotated[str, AfterValidator(_check_timezone)] = "UTC"
-    drain: Duration | None = None
+    drain: Annotated[str, _duration("maintenance.drain")] | None = None
     reason: str = ""
 
     @model_validator(mode="after")

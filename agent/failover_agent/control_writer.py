@@ -147,16 +147,21 @@ def decide_disabled(
 ) -> dict[str, frozenset[str]]:
     """The disabled domains per pool from this agent's own probes and the domains ``drained``
     for maintenance, following the module's rules."""
-    drained = drained or {}
     auto = {
         pool.name: {
             url for url in pool.domains
             if (d := state.domains.get((pool.name, url))) is not None
             and d.consecutive_failures >= disable_after
-        } | set(drained.get(pool.name, ()))
+        }
         for pool in pools
     }
-    return apply_rules(pools, auto, override)
+    return apply_rules(pools, with_drained(auto, drained or {}), override)
+
+
+def with_drained(auto: Mapping[str, Set[str]], drained: Mapping[str, Set[str]]) -> dict[str, set[str]]:
+    """Rule 2b: the domains ``drained`` for maintenance join the automatic decisions ``auto``
+    (an agent's probes, or the quorum's votes), per pool."""
+    return {pool: set(auto.get(pool, ())) | set(drained.get(pool, ())) for pool in auto.keys() | drained.keys()}
 
 
 def signing_key(cfg: ControlConfig) -> ControlKey:
@@ -279,12 +284,15 @@ class ControlWriter:
         return self._publish(state, disabled, now, None)
 
     def publish(
-        self, state: AgentState, auto: Mapping[str, Set[str]], quorum: Quorum, now: float | None = None
+        self, state: AgentState, auto: Mapping[str, Set[str]], quorum: Quorum, now: float | None = None,
+        drained: Mapping[str, Set[str]] | None = None,
     ) -> bytes:
         """The quorum publisher's :meth:`update`: ``auto`` are the domains the quorum saw down
-        (rule 1), ``quorum`` records who agreed; rules 2 and 3 apply as on an agent."""
+        (rule 1), ``quorum`` records who agreed, ``drained`` the domains draining for maintenance
+        (rule 2b); rules 2 and 3 apply as on an agent."""
         self._refresh_override()
-        return self._publish(state, apply_rules(self.pools, auto, self._override), now, quorum)
+        disabled = apply_rules(self.pools, with_drained(auto, drained or {}), self._override)
+        return self._publish(state, disabled, now, quorum)
 
     def _publish(
         self, state: AgentState, disabled: dict[str, frozenset[str]], now: float | None, quorum: Quorum | None

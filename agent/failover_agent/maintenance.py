@@ -28,33 +28,22 @@ I/O, so the decision is tested without sleeping.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
+
+from .durations import seconds
 
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
 
     from .config import AgentConfig, MaintenanceConfig
 
-__all__ = ["NOTHING", "Decision", "Window", "cron_trigger", "decide", "occurrence", "parse_duration", "windows_at"]
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"(?:([1-9][0-9]*)([smhd]))+")
-_PART = re.compile(r"([1-9][0-9]*)([smhd])")
+__all__ = ["NOTHING", "Decision", "Window", "cron_trigger", "decide", "occurrence", "windows_at"]
 
 DomainKey = tuple[str, str]
 """A domain: ``(pool, url)``."""
-
-
-def parse_duration(text: str) -> float:
-    """``"5m"``, ``"2h"``, ``"1h30m"``: seconds (``ValueError`` naming the accepted forms)."""
-    if not _DURATION.fullmatch(text):
-        raise ValueError(f"{text!r} is not a duration such as '90s', '5m', '2h' or '1h30m' "
-                         "(whole numbers of s, m, h or d)")
-    return float(sum(int(n) * _UNITS[unit] for n, unit in _PART.findall(text)))
 
 
 def cron_trigger(schedule: str, tz: str) -> CronTrigger:
@@ -108,7 +97,7 @@ class Window:
 def occurrence(config: MaintenanceConfig, domains: frozenset[str], index: int, now: float) -> Window | None:
     """The occurrence of ``config`` that matters at ``now``: the one under way or draining, else
     the next one (None: none left). ``domains`` are its domains (all the pool's when it names none)."""
-    drain = 0.0 if config.drain is None else parse_duration(config.drain)
+    drain = 0.0 if config.drain is None else float(seconds(config.drain, "maintenance.drain"))
 
     def window(start: float, end: float) -> Window:
         return Window(pool=config.pool, domains=domains, start=start, end=end, drain=drain,
@@ -118,7 +107,7 @@ def occurrence(config: MaintenanceConfig, domains: frozenset[str], index: int, n
         return window(config.start.timestamp(), config.end.timestamp())
     assert config.schedule is not None and config.duration is not None  # the config's rule
     trigger = cron_trigger(config.schedule, config.timezone)
-    length = parse_duration(config.duration)
+    length = seconds(config.duration, "maintenance.duration")
     # The earliest start after now - length: under way if it is not after now (a start at exactly
     # now - length has ended: ranges are half-open, so look one microsecond on, at most twice).
     after = datetime.fromtimestamp(now - length, timezone.utc)

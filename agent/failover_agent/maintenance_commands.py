@@ -16,7 +16,8 @@ import click
 
 from .config import AgentConfig, ConfigError, load_config
 from .control_writer import _atomic_write, signing_key
-from .maintenance import Window, parse_duration
+from .durations import seconds
+from .maintenance import Window
 from .maintenance_file import read_windows, sign_windows
 
 __all__ = ["maintenance"]
@@ -56,9 +57,9 @@ def _save(config: AgentConfig, path: Path, windows: list[Window], version: int) 
 
 def _seconds(option: str, text: str) -> float:
     try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=option) from None
+        return float(seconds(text, option))
+    except ValueError as exc:  # the message names the option
+        raise click.BadParameter(str(exc)) from None
 
 
 def _instant(option: str, text: str) -> float:

@@ -32,11 +32,15 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_failover.control import MAX_DOCUMENT_BYTES, ControlKey
 
+from .control_writer import signing_key
 from .maintenance import Window
+
+if TYPE_CHECKING:
+    from .config import ControlConfig
 
 __all__ = ["TYP", "MaintenanceFile", "read_windows", "sign_windows"]
 
@@ -102,6 +106,14 @@ class MaintenanceFile:
     version: int = -1
     windows: tuple[Window, ...] = ()
     _mtime: float | None = None
+
+    @classmethod
+    def of(cls, control: ControlConfig) -> MaintenanceFile | None:
+        """The reader of ``control.maintenance_file`` with the control key (None: no such file
+        configured); for an agent and for the quorum publisher alike."""
+        if control.maintenance_file is None:
+            return None
+        return cls(control.maintenance_file, signing_key(control))
 
     def current(self) -> tuple[Window, ...]:
         """The windows, re-reading the file if it changed (a bad file is logged and ignored)."""

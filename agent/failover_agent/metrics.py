@@ -1,10 +1,12 @@
 """The agent's own metrics (meter ``failover_agent``), named in :mod:`pytest_failover.semconv`.
 
-Series per domain, like blackbox_exporter's: the last probe's success, status and one gauge
-per phase (``failover.probe.phase.duration{phase}``), one histogram of the whole probe
-(:data:`~pytest_failover.semconv.PROBE_DURATION_BUCKETS`), the certificate expiry as a Unix
-time (https), and the readiness, control and serving flags: at most 25 series for an https
-backup with every check on (``tests/agent/test_agent_prometheus_text.py`` counts them).
+Series per domain, like blackbox_exporter's: the last probe's success, status, duration
+(``failover.probe.duration``, a gauge as blackbox's ``probe_duration_seconds``: a histogram
+was seven series a domain) and one gauge per phase (``failover.probe.phase.duration{phase}``),
+the certificate expiry as a Unix time (https), and the readiness, control, serving and
+maintenance flags: at most 15 series for an https backup with every check on
+(``tests/agent/test_agent_prometheus_text.py`` counts them). All are observable gauges read
+from the agent's state at collection: the SDK keeps no per-domain aggregation between scrapes.
 
 A domain is named by its origin: ``url.scheme``, ``server.address`` and ``server.port`` (two
 ports of one host are two domains), with ``failover.pool`` and ``probe.location``. Pool-wide
@@ -26,7 +28,6 @@ from pytest_failover.semconv import (
     AGENT_SCOPE,
     FAILOVER_POOL,
     PHASE_TOTAL,
-    PROBE_DURATION_BUCKETS,
     PROBE_LOCATION,
     PROBE_PHASE,
     READINESS_CHECK,
@@ -90,16 +91,14 @@ class AgentMetrics:
         # (pool, url) -> (earliest notAfter of the chain, when seen), from the pinned probes
         self._certs: dict[tuple[str, str], tuple[float, float]] = {}
         meter = provider.get_meter(AGENT_SCOPE)
-        self._duration = meter.create_histogram(
-            PROBE_DURATION, unit=UNIT_SECONDS, description="Duration of the whole pinned domain probe.",
-            explicit_bucket_boundaries_advisory=PROBE_DURATION_BUCKETS,
-        )
         self._overruns = meter.create_counter(
             OVERRUNS, unit=UNIT_RUN,
             description="Check runs skipped because the previous run was still going (or missed).",
         )
         meter.create_observable_gauge(PROBE_SUCCESS, [self._probe_success],
                                       description="1 if the last pinned probe of the domain succeeded.")
+        meter.create_observable_gauge(PROBE_DURATION, [self._probe_duration], unit=UNIT_SECONDS,
+                                      description="Duration of the whole last pinned probe of the domain.")
         meter.create_observable_gauge(PHASE_DURATION, [self._phase_duration], unit=UNIT_SECONDS,
                                       description="Duration of each phase of the last pinned probe.")
         meter.create_observable_gauge(PROBE_STATUS, [self._probe_status],
@@ -150,7 +149,7 @@ class AgentMetrics:
     # --- recording -------------------------------------------------------------------
 
     def record_probe(self, d: DomainStatus, result: ProbeResult) -> None:
-        self._duration.record(result.phases.get(PHASE_TOTAL, result.duration), self._domain_attrs(d))
+        """Note what a gauge cannot read from the state later: the certificate's expiry and when."""
         if result.cert_not_after is not None:
             self._certs[(d.pool, d.url)] = (result.cert_not_after, result.at)
 
@@ -166,6 +165,10 @@ class AgentMetrics:
 
     def _probe_success(self, _: CallbackOptions) -> Iterable[Observation]:
         return [Observation(int(d.last.success), self._domain_attrs(d))
+                for d in self._domains() if d.last is not None]
+
+    def _probe_duration(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(round(d.last.phases.get(PHASE_TOTAL, d.last.duration), 6), self._domain_attrs(d))
                 for d in self._domains() if d.last is not None]
 
     def _phase_duration(self, _: CallbackOptions) -> Iterable[Observation]:

@@ -29,7 +29,7 @@ from .checks.domain import DomainProber
 from .checks.pool import PoolProber
 from .checks.readiness import ReadinessResult, check_readiness
 from .config import AgentConfig, PoolConfig, ProbeConfig
-from .control_writer import ControlWriter, signing_key
+from .control_writer import ControlWriter
 from .maintenance import Window
 from .maintenance_file import MaintenanceFile
 from .metrics import origin_attributes
@@ -93,9 +93,7 @@ class Runtime:
         self._maintenance_file: MaintenanceFile | None = None
         if config.control is not None:
             self.control = ControlWriter(config.control, config.pools)
-            if config.control.maintenance_file is not None:
-                self._maintenance_file = MaintenanceFile(config.control.maintenance_file,
-                                                         signing_key(config.control))
+            self._maintenance_file = MaintenanceFile.of(config.control)
             interval = config.control.interval
             check = Check("control", "control", interval, interval, self._control_run, {AGENT_CHECK: JOB_CONTROL})
             self.groups.append(CheckGroup("control", interval, (check,)))

@@ -58,7 +58,12 @@ with the pool (and the domain's ``url_scheme``, ``server_address``, ``server_por
   5m ratios, as Sloth computes it: one sample per evaluation instead of every scrape) over
   the budget; 0 or below: spent;
 - the alert ``FailoverSLOErrorBudgetBurn`` per row of the table, labelled ``severity``,
-  ``long_window`` and ``short_window``.
+  ``long_window`` and ``short_window``;
+- for a pool's ``availability`` SLO, ``failover:slo_configured`` (1, with the pool): the
+  shipped ``FailoverPoolErrorBudgetBurnFast`` / ``Slow`` alerts of ``dashboards/alerts.yml``
+  (a fixed 99.9 % over every request of the pool, applications' too) end in ``unless on
+  (failover_pool) failover:slo_configured``, so a pool with its own SLO pages once, by its
+  own objective, not twice. A domain's ``probe`` SLO leaves them be: it is not the pool's.
 
 Everything here is a value: :func:`rule_groups` turns a configuration into frozen
 dataclasses, :func:`render` into the YAML file (PyYAML, imported when called).
@@ -73,6 +78,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_failover import semconv
 from pytest_failover.semconv import prometheus_label, slo_record
+
+from .durations import seconds
 
 if TYPE_CHECKING:
     from .config import AgentConfig, SloConfig
@@ -89,7 +96,6 @@ __all__ = [
     "RuleGroup",
     "render",
     "rule_groups",
-    "window_seconds",
 ]
 
 ALERT_NAME = "FailoverSLOErrorBudgetBurn"
@@ -107,16 +113,13 @@ class BurnAlert:
     def __post_init__(self) -> None:
         if self.severity not in semconv.SEVERITIES:
             raise ValueError(f"severity {self.severity!r} is not one of {semconv.SEVERITIES}")
-        if window_seconds(self.short) >= window_seconds(self.long):
+        if _rule_window(self.short) >= _rule_window(self.long):
             raise ValueError(f"short window {self.short} is not shorter than long window {self.long}")
 
 
-_UNITS = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
-
-
-def window_seconds(window: str) -> int:
-    """Seconds of a Prometheus duration such as ``5m``, ``1h``, ``30d`` (one unit)."""
-    return int(window[:-1]) * _UNITS[window[-1]]
+def _rule_window(window: str) -> int:
+    """Seconds of one of the alerts' own windows (``5m`` .. ``3d``)."""
+    return seconds(window, "rules.window")
 
 
 BURN_ALERTS: tuple[BurnAlert, ...] = (
@@ -128,12 +131,12 @@ BURN_ALERTS: tuple[BurnAlert, ...] = (
 """The SRE Workbook's multiwindow, multi-burn-rate alerts (chapter 5, table 5-8 and the
 ticket rows of Sloth and Pyrra)."""
 
-WINDOWS: tuple[str, ...] = tuple(sorted({w for a in BURN_ALERTS for w in (a.long, a.short)}, key=window_seconds))
+WINDOWS: tuple[str, ...] = tuple(sorted({w for a in BURN_ALERTS for w in (a.long, a.short)}, key=_rule_window))
 """Every window an alert reads, shortest first: 5m, 30m, 1h, 2h, 6h, 1d, 3d."""
 
 FASTEST_RATE = max(a.rate for a in BURN_ALERTS)
 """An objective must leave a budget that this rate can burn (an error ratio up to 100 %)."""
-LONGEST_WINDOW = max((a.long for a in BURN_ALERTS), key=window_seconds)
+LONGEST_WINDOW = max((a.long for a in BURN_ALERTS), key=_rule_window)
 """An SLO window must be longer than the slowest alert's long window."""
 
 _POOL = prometheus_label(semconv.FAILOVER_POOL)
@@ -231,8 +234,8 @@ def _alert(slo: SloConfig, row: BurnAlert, select: str) -> AlertingRule:
     burn = semconv.SLO_BURN_RATE
     expr = (f"{slo_record(burn, row.long)}{select} > {row.rate:g}"
             f" and {slo_record(burn, row.short)}{select} > {row.rate:g}")
-    spent = row.rate * window_seconds(row.long) / window_seconds(slo.window)
-    lasts = window_seconds(slo.window) / row.rate / 86_400
+    spent = row.rate * _rule_window(row.long) / seconds(slo.window, "slo.window")
+    lasts = seconds(slo.window, "slo.window") / row.rate / 86_400
     slo_label = f"{{{{ $labels.{semconv.SLO_LABEL} }}}}"
     return AlertingRule(
         alert=ALERT_NAME,
@@ -274,6 +277,9 @@ def _group(slo: SloConfig) -> RuleGroup:
         labels=labels,
     ))
     rules += [_alert(slo, row, select) for row in BURN_ALERTS]
+    if slo.domain is None:  # the shipped FailoverPoolErrorBudgetBurn* alerts leave this pool out
+        rules.append(RecordingRule(record=semconv.SLO_CONFIGURED, expr="vector(1)",
+                                   labels={**labels, _POOL: slo.pool}))
     return RuleGroup(name=f"failover-slo-{name}", rules=tuple(rules))
 
 

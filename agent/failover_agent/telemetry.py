@@ -21,12 +21,14 @@ client's own metrics carry the probe's location like the agent's. The agent's ow
 (scope ``failover_agent``) carries the package version and the schema URL.
 
 Views shape what the failover client of the pool probes records (:func:`agent_views`): its
-``failover.request.duration`` is dropped (a pool probe is one logical request: its outcome is
-``failover.requests``, and its attempts' durations are ``http.client.request.duration``),
-and ``http.client.request.duration`` gets :data:`POOL_ATTEMPT_BUCKETS` (2 bounds) instead of
-the semantic conventions' 14, without exemplar reservoirs unless spans are exported (an
-exemplar without a trace to point at is dead weight). At 1,000 domains in pools of 2 that
-took the client's part of the scrape from 19,000 series to 4,500.
+two histograms, ``failover.request.duration`` and ``http.client.request.duration``, are
+dropped. A pool probe is one logical request: its outcome is ``failover.requests``, its
+attempts are counted in ``failover.attempts`` (by result and ``error.type``), and each domain's
+latency on the same path is the pinned probe's ``failover.probe.duration`` and phase gauges;
+the spans, when exported, keep every attempt's duration. A histogram per domain and error
+type was 5 series each (3 buckets, ``_sum``, ``_count``) and the SDK's largest per-series
+state: without them a domain is named by at most 20 series in the default configuration
+(``tests/agent/test_agent_cardinality.py`` counts them on a real run).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from opentelemetry.sdk.metrics.export import (
     MetricsData,
     PeriodicExportingMetricReader,
 )
-from opentelemetry.sdk.metrics.view import DropAggregation, ExplicitBucketHistogramAggregation, View
+from opentelemetry.sdk.metrics.view import DropAggregation, View
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -78,10 +80,8 @@ from pytest_failover.semconv import (
     CLIENT_SCOPE,
     DURATION_BUCKETS,
     FAILOVER_AGENT_TELEMETRY_DROPPED,
-    FAILOVER_PROBE_DURATION,
     FAILOVER_REQUEST_DURATION,
     HTTP_CLIENT_REQUEST_DURATION,
-    PROBE_DURATION_BUCKETS,
     PROBE_LOCATION,
     SCHEMA_URL,
     SERVICE_NAME,
@@ -95,8 +95,6 @@ from .prometheus_text import PrometheusTextReader, cardinality_limits
 __all__ = [
     "AGENT_VERSION",
     "DURATION_BUCKETS",
-    "POOL_ATTEMPT_BUCKETS",
-    "PROBE_DURATION_BUCKETS",
     "OtelEnvironmentError",
     "Telemetry",
     "agent_resource",
@@ -108,8 +106,7 @@ __all__ = [
 
 log = logging.getLogger("failover_agent.telemetry")
 
-# DURATION_BUCKETS (the semantic conventions' recommended buckets) and PROBE_DURATION_BUCKETS
-# (their 1-2.5-5 subset, for the probes' domain x phase histogram) live in pytest_failover.semconv.
+# DURATION_BUCKETS (the semantic conventions' recommended buckets) live in pytest_failover.semconv.
 
 
 class _NoExemplars(ExemplarReservoir):
@@ -353,32 +350,14 @@ def agent_resource(service_name: str, location: str) -> Resource:
     return defaults.merge(OTELResourceDetector().detect()).merge(Resource({PROBE_LOCATION: location}))
 
 
-POOL_ATTEMPT_BUCKETS: tuple[float, ...] = (0.1, 1.0)
-"""Buckets (s) of the pool probes' ``http.client.request.duration`` in the agent: coarse, as the
-pinned probes' ``failover.probe.duration`` already has each domain's latency (same path, same
-interval); the attempts' count and sum stay exact."""
-
-
-def agent_views(*, client_exemplars: bool) -> list[View]:
+def agent_views() -> list[View]:
     """The views of the agent's meter provider (disjoint: an instrument two views match would
-    be exported twice). ``client_exemplars``: keep the client's exemplar reservoirs (spans
-    are exported, so an exemplar can point at one)."""
+    be exported twice): no exemplar reservoirs for the agent's own gauges, no histograms for
+    the failover client of the pool probes (the module docstring says why)."""
     return [
-        View(
-            instrument_name=FAILOVER_PROBE_DURATION,
-            meter_name=AGENT_SCOPE,
-            aggregation=ExplicitBucketHistogramAggregation(PROBE_DURATION_BUCKETS),
-            exemplar_reservoir_factory=_no_exemplars,
-        ),
         View(instrument_type=ObservableGauge, meter_name=AGENT_SCOPE, exemplar_reservoir_factory=_no_exemplars),
-        # the failover client of the pool probes
         View(instrument_name=FAILOVER_REQUEST_DURATION, meter_name=CLIENT_SCOPE, aggregation=DropAggregation()),
-        View(
-            instrument_name=HTTP_CLIENT_REQUEST_DURATION,
-            meter_name=CLIENT_SCOPE,
-            aggregation=ExplicitBucketHistogramAggregation(POOL_ATTEMPT_BUCKETS),
-            exemplar_reservoir_factory=None if client_exemplars else _no_exemplars,
-        ),
+        View(instrument_name=HTTP_CLIENT_REQUEST_DURATION, meter_name=CLIENT_SCOPE, aggregation=DropAggregation()),
     ]
 
 
@@ -456,7 +435,7 @@ class Telemetry:
                 )
             )
             log.info("OTLP metric export to %s", getattr(metric_exporter, "_endpoint", "?"))
-        views = agent_views(client_exemplars=self.spans_exported)
+        views = agent_views()
         self.meter_provider = _AgentMeterProvider(resource=resource, metric_readers=readers, views=views)
         self.client_meter_provider = LabelledMeterProvider(
             self.meter_provider, {PROBE_LOCATION: location}

@@ -9,7 +9,8 @@
         ...  # any client: httpx, requests, urllib3, urllib, aiohttp
 
 See docs/simulator.md for how it works, every fault and what each client raises, and
-docs/resolve.md for the fake resolvers (``DoHServer``, ``HTTPDNSServer``).
+docs/resolve.md for the fake resolvers (``DoHServer``, ``HTTPDNSServer``); ``TusServer``
+and ``LLMServer`` are handlers that speak tus and the OpenAI / Anthropic APIs.
 Needs the ``simulator`` extra (``trustme``).
 """
 
@@ -17,6 +18,7 @@ from ._dns import DNSQuery, DoHServer, HTTPDNSServer, NameFault
 from ._domains import FakeDomain, FakeDomains
 from ._errors import BlockedHostError, SimulatorError, UnknownDomainError, UnsupportedClientError
 from ._handlers import Handler, Response, ResponseSpec
+from ._llm import LLMServer
 from ._record import FaultEvent, RecordedRequest, Stage
 from ._tus import StoredUpload, TusServer, TusStorage
 
@@ -29,6 +31,7 @@ __all__ = [
     "FaultEvent",
     "HTTPDNSServer",
     "Handler",
+    "LLMServer",
     "NameFault",
     "RecordedRequest",
     "Response",

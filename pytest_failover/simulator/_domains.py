@@ -466,6 +466,8 @@ class _Router:
                 return "127.0.0.1", servers.blackhole_port
             case Route.CLOSED_PORT:
                 return "127.0.0.1", servers.closed_port
+            case Route.HANG_UP:
+                return "127.0.0.1", servers.hang_up_port
             case Route.LISTENER:
                 return "127.0.0.1", site.domain.https_port if port == 443 else site.domain.http_port
 

@@ -221,6 +221,7 @@ class Route(enum.Enum):
     LISTENER = "the domain's server"
     CLOSED_PORT = "a bound port nobody listens on: the kernel answers RST"
     BLACKHOLE = "a listener whose accept queue is full: the SYN is dropped"
+    HANG_UP = "a listener that resets each connection it accepts: a TLS handshake meets a reset"
 
 
 def poisoned(fault: Fault | None) -> DnsPoisoned | None:
@@ -233,8 +234,10 @@ def on_connect(fault: Fault | None, address: str = "") -> Route:
     match fault:
         case Refused():
             return Route.CLOSED_PORT
-        case AddressDown(address=down):
-            return Route.CLOSED_PORT if down == address else Route.LISTENER
+        case AddressDown(address=down, stage=stage):
+            if down != address:
+                return Route.LISTENER
+            return Route.HANG_UP if stage == "handshake" else Route.CLOSED_PORT
         case ConnectTimeout():
             return Route.BLACKHOLE
         case _:

@@ -176,6 +176,13 @@ class Servers:
         self.closed_port: int = self._closed.getsockname()[1]
         self._blackhole, self._fillers = _full_listener()
         self.blackhole_port: int = self._blackhole.getsockname()[1]
+        self._hang_up = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.hang_up_port: int = self._hang_up.getsockname()[1]
+        hang_up = threading.Thread(
+            target=self._reset_forever, name="pytest-failover hang-up listener", daemon=True
+        )
+        hang_up.start()
+        self._acceptors.append(hang_up)
 
     # -- listeners
 
@@ -224,7 +231,7 @@ class Servers:
 
     def close(self) -> None:
         self._closing = True
-        for listener in self._listeners:  # wake each accept() with a connection of our own
+        for listener in (*self._listeners, self._hang_up):  # wake each accept() with a connection of our own
             with (
                 contextlib.suppress(OSError),
                 socket.create_connection(listener.getsockname(), timeout=1.0),
@@ -238,8 +245,29 @@ class Servers:
             if thread is not threading.current_thread():  # a handler closing its servers
                 thread.join(max(0.0, deadline - time.monotonic()))
         self._coroutines.close()
-        for sock in (self._closed, self._blackhole, *self._fillers, *self._listeners):
+        for sock in (self._closed, self._blackhole, self._hang_up, *self._fillers, *self._listeners):
             sock.close()
+
+    def _reset_forever(self) -> None:
+        """Accept every connection of the hang-up port, wait for the client's first bytes
+        (its TLS ClientHello: so the client's connect has surely completed, whatever its
+        event loop does after it) and reset it (SO_LINGER 0: the kernel sends RST)
+        (``address_down(stage="handshake")``)."""
+        while True:
+            try:
+                sock, _ = self._hang_up.accept()
+            except OSError:
+                if self._closing:
+                    return
+                time.sleep(0.01)  # out of file descriptors, say: do not spin
+                continue
+            with contextlib.suppress(OSError):  # a client that sends nothing: reset after 1 s
+                sock.settimeout(1.0)
+                sock.recv(1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+            if self._closing:
+                return
 
     def _accept_forever(
         self, listener: socket.socket, site: Site, scheme: Scheme, tls: ssl.SSLContext | None

@@ -280,7 +280,7 @@ def test_rules_writes_the_slo_rules_to_stdout_or_a_file(tmp_path: Path) -> None:
     assert printed.output.startswith("# Prometheus rules for the SLOs of agent.toml, written by 'failover-agent rules'.")
     out = tmp_path / "slo.yml"
     written = CliRunner().invoke(main, ["rules", "--config", str(config), "-o", str(out)])
-    assert (written.exit_code, written.output) == (0, f"{out}: 1 SLO(s), 19 rules\n")
+    assert (written.exit_code, written.output) == (0, f"{out}: 1 SLO(s), 20 rules\n")
     assert out.read_text(encoding="utf-8") == printed.output
 
 

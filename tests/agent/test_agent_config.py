@@ -443,7 +443,8 @@ def test_slos_of_a_pool_and_of_a_domain_load_with_their_defaults(tmp_path: Path)
          "objective 90 leaves an error budget of 10 %: the 14.4x burn that pages would be an error ratio "
          "of 144 %, which cannot happen; use an objective above 93.06"),
         ('[[slo]]\npool = "api"\nobjective = 99.9\nwindow = "30 days"\n', "slo[0].window",
-         "'30 days' is not a window such as '30d', '28d' or '4w' (a whole number of h, d or w)"),
+         "slo.window takes one whole number of h (hours), d (days) or w (weeks), such as '30d', '28d' or '4w': "
+         "not '30 days'"),
         ('[[slo]]\npool = "api"\nobjective = 99.9\nwindow = "72h"\n', "slo[0].window",
          "'72h' is not longer than 3d, the long window of the slowest burn-rate alert (1x over 3d); "
          "use e.g. '30d' or '28d'"),

@@ -74,8 +74,9 @@ async def test_dns_fault_shows_primary_down_pool_available_and_breaker_open(
         for phase in ("dns", "connect", "tls", "ttfb", "transfer"):
             assert pick(samples, "failover_probe_phase_duration_seconds", **origin(BACKUP), phase=phase), phase
         assert pick(samples, "failover_probe_phase_duration_seconds", **origin(PRIMARY), phase="dns")
-        assert pick(samples, "failover_probe_duration_seconds_bucket", **origin(BACKUP), le="+Inf")
-        assert pick(samples, "failover_probe_duration_seconds_count", **origin(PRIMARY))
+        (backup_took,) = pick(samples, "failover_probe_duration_seconds", **origin(BACKUP))
+        assert backup_took > 0
+        assert pick(samples, "failover_probe_duration_seconds", **origin(PRIMARY))  # failed probes last too
         (version,) = pick(samples, "failover_control_version", failover_pool="api")
         (issued,) = pick(samples, "failover_control_issued_timestamp_seconds", failover_pool="api")
         assert version > 0 and abs(issued - time.time()) < 60

@@ -15,7 +15,7 @@ from failover_agent.checks.result import ProbeResult
 from failover_agent.metrics import AgentMetrics
 from failover_agent.prometheus_text import PrometheusTextReader
 from failover_agent.state import AgentState, ControlStatus, DomainStatus, PoolStatus
-from failover_agent.telemetry import POOL_ATTEMPT_BUCKETS, Telemetry
+from failover_agent.telemetry import Telemetry
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
@@ -26,7 +26,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_failover import Domain
 from pytest_failover._telemetry import Telemetry as ClientTelemetry
-from pytest_failover.semconv import PROBE_DURATION_BUCKETS
 
 Series = tuple[str, frozenset[tuple[str, str]]]
 
@@ -141,11 +140,11 @@ def test_a_domain_has_at_most_25_series() -> None:
             key = (label["server_address"], label["server_port"])
             per_domain[key] = per_domain.get(key, 0) + 1
     assert set(per_domain) == {("api.example.com", "443"), ("api2.example.com", "443"), ("api2.example.com", "8443")}
-    assert max(per_domain.values()) <= 25, per_domain
-    # the worst case, counted (see metrics.py): the histogram's buckets, +Inf, _count and _sum;
-    # five phases; success, status, serving, certificate expiry, control; three readiness checks
-    worst = len(PROBE_DURATION_BUCKETS) + 3 + 5 + 5 + 3
-    assert per_domain[("api2.example.com", "8443")] == worst == 20
+    assert max(per_domain.values()) <= 15, per_domain
+    # the worst case, counted (see metrics.py): the probe's duration and its five phases;
+    # success, status, serving, certificate expiry, control; three readiness checks
+    worst = 1 + 5 + 5 + 3
+    assert per_domain[("api2.example.com", "8443")] == worst == 14
     names = {name for name, _ in samples}
     assert "failover_probe_phase_duration_seconds" in names
     assert not any("failover_domain" in dict(labels) or "job" in dict(labels) for _, labels in samples)
@@ -199,9 +198,9 @@ def test_scope_labels_are_left_out_unless_asked_for() -> None:
 
 
 def test_the_agent_s_views_shape_the_failover_client_s_metrics() -> None:
-    """In the agent, the client's failover.request.duration is dropped, its
-    http.client.request.duration has POOL_ATTEMPT_BUCKETS, the probe histogram
-    PROBE_DURATION_BUCKETS, and /metrics has no scope label (OTLP keeps the scopes)."""
+    """In the agent, the client's two histograms (failover.request.duration and
+    http.client.request.duration) are dropped, its counters kept; the probe's duration is a
+    gauge; and /metrics has no scope label (OTLP keeps the scopes)."""
     telemetry = Telemetry(location="lab")
     assert telemetry.prometheus is not None
     client = ClientTelemetry(meter_provider=telemetry.client_meter_provider)
@@ -209,6 +208,8 @@ def test_the_agent_s_views_shape_the_failover_client_s_metrics() -> None:
     client.request_duration.record(0.2, {"failover.pool": "api", "failover.outcome": "success"})
     client.attempt_duration.record(0.2, {"failover.pool": "api", "server.address": domain.host,
                                          "server.port": 443, "http.request.method": "GET"})
+    client.attempts.add(1, {"failover.pool": "api", "server.address": domain.host,
+                            "failover.attempt.result": "success"})
     state = _https_pool_state()
     metrics = AgentMetrics(telemetry.meter_provider, lambda: state, _NoDrops())
     for d in state.domains.values():
@@ -219,13 +220,14 @@ def test_the_agent_s_views_shape_the_failover_client_s_metrics() -> None:
     samples = _series(text)
     names = {name for name, _ in samples}
     assert not any(name.startswith("failover_request_duration") for name in names)
-    les = {name: {dict(labels)["le"] for n, labels in samples if n == name}
-           for name in ("http_client_request_duration_seconds_bucket", "failover_probe_duration_seconds_bucket")}
-    assert les["http_client_request_duration_seconds_bucket"] == {*map(str, POOL_ATTEMPT_BUCKETS), "+Inf"}
-    assert les["failover_probe_duration_seconds_bucket"] == {*map(str, PROBE_DURATION_BUCKETS), "+Inf"}
-    assert samples[("http_client_request_duration_seconds_count", frozenset({
-        ("failover_pool", "api"), ("server_address", "api.example.com"), ("server_port", "443"),
-        ("http_request_method", "GET"), ("probe_location", "lab")}))] == 1
+    assert not any(name.startswith("http_client_request_duration") for name in names)
+    assert not any(name.startswith("failover_probe_duration_seconds_") for name in names)  # no histogram
+    assert samples[("failover_attempts_total", frozenset({
+        ("failover_pool", "api"), ("server_address", "api.example.com"), ("failover_attempt_result", "success"),
+        ("probe_location", "lab")}))] == 1
+    durations = {dict(labels)["server_port"]: v for (n, labels), v in samples.items()
+                 if n == "failover_probe_duration_seconds"}
+    assert set(durations) == {"443", "8443"} and all(v > 0 for v in durations.values())
     assert not {k for k in _labels_of(text) if k.startswith("otel_scope_")}
 
 
@@ -238,13 +240,13 @@ def test_clients_of_one_labelled_provider_share_their_meter_and_instruments() ->
     provider = telemetry.client_meter_provider
     first, second = ClientTelemetry(meter_provider=provider), ClientTelemetry(meter_provider=provider)
     assert provider.get_meter("x") is provider.get_meter("x") and provider.get_meter("x") is not provider.get_meter("y")
-    assert first.attempt_duration is second.attempt_duration
+    assert first.attempts is second.attempts
     attrs: dict[str, str | int] = {"failover.pool": "api", "server.address": "api.example.com",
-                                   "server.port": 443, "http.request.method": "GET"}
-    first.attempt_duration.record(0.2, attrs)
-    second.attempt_duration.record(0.3, attrs)
+                                   "server.port": 443, "failover.attempt.result": "success"}
+    first.attempts.add(1, attrs)
+    second.attempts.add(1, attrs)
     samples = _series(telemetry.prometheus.render().decode())
     telemetry.shutdown()
     labels = frozenset({("failover_pool", "api"), ("server_address", "api.example.com"), ("server_port", "443"),
-                        ("http_request_method", "GET"), ("probe_location", "lab")})
-    assert samples[("http_client_request_duration_seconds_count", labels)] == 2
+                        ("failover_attempt_result", "success"), ("probe_location", "lab")})
+    assert samples[("failover_attempts_total", labels)] == 2

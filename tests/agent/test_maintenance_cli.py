@@ -65,8 +65,8 @@ def test_start_then_end_through_the_signed_file(agent_toml: Path, tmp_path: Path
         (["--pool", "api", "--domain", "https://web.example.com", "--for", "1h"],
          f"Error: --domain: 'https://web.example.com' is not a domain of pool 'api' ({A}, {B})\n"),
         (["--pool", "api", "--for", "an hour"],
-         "Error: Invalid value for --for: 'an hour' is not a duration such as '90s', '5m', '2h' or '1h30m' "
-         "(whole numbers of s, m, h or d)\n"),
+         "Error: Invalid value: --for takes whole numbers of s (seconds), m (minutes), h (hours) or d (days), "
+         "the largest unit first, such as '90s', '5m', '2h' or '1h30m': not 'an hour'\n"),
         (["--pool", "api", "--for", "1h", "--at", "2026-12-05T02:00:00"],
          "Error: Invalid value for --at: '2026-12-05T02:00:00' has no UTC offset: add one, such as "
          "2026-12-05T02:00:00Z\n"),

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -17,9 +17,9 @@ from agent_support import config, cors_handler, eventually, fake_domains, runnin
 from failover_agent.checks.result import ProbeResult
 from failover_agent.config import parse_config
 from failover_agent.state import AgentState, ControlStatus, DomainStatus, PoolStatus
-from failover_agent.status.history import BARS, Counts, History, Sample, Series
+from failover_agent.status.history import BARS, Counts, History, Key, Sample, Series
 from failover_agent.status.recorder import Recorder, probe_label
-from failover_agent.status.store import HistoryFile, HistoryFileError
+from failover_agent.status.store import SCHEMA_VERSION, HistoryFile, HistoryFileError, Row
 
 from pytest_failover.simulator import FakeDomains
 
@@ -154,8 +154,8 @@ def test_probe_label_names_what_happened() -> None:
 # --- the file --------------------------------------------------------------------------
 
 
-def _rows(n: int, start: float, every: float = 1.0, domain: str = A) -> list[tuple[float, str, str, int, float, str]]:
-    return [(start + i * every, "api", domain, int(i % 4 != 0), 0.01 * i, "200") for i in range(n)]
+def _rows(n: int, start: float, every: float = 1.0, domain: str = A) -> list[Row]:
+    return [(start + i * every, "api", domain, int(i % 4 != 0), 0.01 * i, "200", 1) for i in range(n)]
 
 
 def test_file_survives_a_restart(tmp_path: Path) -> None:
@@ -209,6 +209,67 @@ def test_unreadable_path_is_a_clear_error(tmp_path: Path) -> None:
         HistoryFile(tmp_path, retention_days=7, max_rows=1000).open(T0)  # a directory
 
 
+def test_maintenance_results_are_kept_as_bars_but_never_counted(tmp_path: Path) -> None:
+    """A result written as not counted (during a maintenance window) comes back in the bars,
+    with its label, but adds nothing to the minute or hour counts nor to the uptime's coverage."""
+    path = tmp_path / "history.sqlite"
+    now = T0 + 3000
+    f = HistoryFile(path, retention_days=7, max_rows=10_000)
+    f.open(now)
+    f.write([(now - 30, "api", A, 0, 0.5, "maintenance dns_error", 0),
+             (now - 20, "api", A, 0, 0.5, "maintenance dns_error", 0),
+             (now - 10, "api", A, 1, 0.01, "200", 1)], {}, now)
+    f.close()
+    again = HistoryFile(path, retention_days=7, max_rows=10_000)
+    loaded = again.open(now)
+    again.close()
+    assert [(s.at, s.ok, s.label) for s in loaded.recent[("api", A)]] == [
+        (now - 30, False, "maintenance dns_error"), (now - 20, False, "maintenance dns_error"), (now - 10, True, "200")]
+    assert [(ok, total) for _, _, ok, total in loaded.minutes] == [(1, 1)]
+    assert [(ok, total) for _, _, ok, total in loaded.hours] == [(1, 1)]
+    assert loaded.first == {("api", A): now - 10}
+
+
+_VERSION_1 = """
+CREATE TABLE checks (id INTEGER PRIMARY KEY, pool TEXT NOT NULL, domain TEXT NOT NULL, up INTEGER, since REAL,
+    UNIQUE (pool, domain));
+CREATE TABLE results (check_id INTEGER NOT NULL, at REAL NOT NULL, ok INTEGER NOT NULL, latency REAL NOT NULL,
+    label TEXT NOT NULL);
+CREATE INDEX results_check_at ON results (check_id, at);
+CREATE TABLE hours (check_id INTEGER NOT NULL, hour INTEGER NOT NULL, ok INTEGER NOT NULL, total INTEGER NOT NULL,
+    PRIMARY KEY (check_id, hour)) WITHOUT ROWID;
+INSERT INTO checks VALUES (1, 'api', 'https://api.example.com', 1, 0);
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
+    """A file written by the agent before maintenance results were kept opens: its results
+    stay, all counted, and new ones (counted or not) are written beside them."""
+    path = tmp_path / "history.sqlite"
+    now = T0 + 3000
+    db = sqlite3.connect(path)
+    db.executescript(_VERSION_1)
+    db.executemany("INSERT INTO results VALUES (1, ?, ?, 0.01, '200')", [(now - 100, 1), (now - 90, 0)])
+    db.execute("INSERT INTO hours VALUES (1, ?, 1, 2)", (int(now // 3600),))
+    db.commit()
+    db.close()
+    f = HistoryFile(path, retention_days=7, max_rows=10_000)
+    loaded = f.open(now)
+    assert loaded.rows == 2 and loaded.first == {("api", A): now - 100}
+    assert [(ok, total) for _, _, ok, total in loaded.minutes] == [(1, 2)]
+    f.write([(now - 5, "api", A, 0, 0.5, "maintenance dns_error", 0)], {}, now)
+    f.close()
+    db = sqlite3.connect(path)
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    rows = db.execute("SELECT at, label, counted FROM results ORDER BY at").fetchall()
+    hours = db.execute("SELECT ok, total FROM hours").fetchall()
+    db.close()
+    assert version == SCHEMA_VERSION == 2
+    assert rows == [(now - 100, "200", 1), (now - 90, "200", 1), (now - 5, "maintenance dns_error", 0)]
+    assert hours == [(1, 2)]  # the maintenance result adds nothing to the uptime
+
+
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "history.sqlite"
     db = sqlite3.connect(path)
@@ -230,14 +291,15 @@ def _state() -> AgentState:
 
 
 @asynccontextmanager
-async def recording(state: AgentState, history: Path | None) -> AsyncIterator[Recorder]:
+async def recording(state: AgentState, history: Path | None,
+                    in_maintenance: Callable[[Key, float], bool] = lambda _key, _at: False) -> AsyncIterator[Recorder]:
     """A started recorder of ``state``, its history file at ``history`` (or none)."""
     pool: dict[str, object] = {"name": "api", "domains": [A, B], "probe": {"interval": 0.2, "timeout": 0.1}}
     data: dict[str, object] = {"pools": [pool]}
     if history is not None:
         data["status"] = {"history_path": history}
     cfg = parse_config(data)
-    rec = Recorder(lambda: state, lambda: cfg)
+    rec = Recorder(lambda: state, lambda: cfg, in_maintenance=in_maintenance)
     await rec.start()
     try:
         yield rec
@@ -274,6 +336,32 @@ async def test_recorder_records_each_result_and_survives_restart(tmp_path: Path)
         assert series.first == now  # the coverage of the uptime, exact across the restart
         pool = again.history.get(("api", ""))
         assert pool is not None and pool.samples()[0].label == A
+
+
+async def test_a_maintenance_window_is_still_marked_after_a_restart(tmp_path: Path) -> None:
+    """Results during a window are bars labelled ``maintenance``; after a restart they still
+    are, and the uptime still leaves them out (100 % though the domain failed in the window)."""
+    now = time.time()
+    path = tmp_path / "history.sqlite"
+    window = (now + 1, now + 3)
+    state = _state()
+    async with recording(state, path, in_maintenance=lambda key, at: key == ("api", A)
+                         and window[0] <= at < window[1]) as rec:
+        _probed(rec, state, A, ProbeResult(True, 200, None, 0.02, at=now))
+        _probed(rec, state, A, ProbeResult(False, None, "dns_error", 0.5, at=now + 1))
+        _probed(rec, state, A, ProbeResult(False, None, "dns_error", 0.5, at=now + 2))
+        _probed(rec, state, A, ProbeResult(True, 200, None, 0.02, at=now + 3))
+        before = rec.history.get(("api", A))
+        assert before is not None
+        marked = [s.label for s in before.samples()]
+        assert before.uptime(now + 3)["1h"][0] == 1.0
+    async with recording(_state(), path) as again:  # the window is over: no maintenance callback needed
+        series = again.history.get(("api", A))
+        assert series is not None
+        assert [s.label for s in series.samples()] == marked == ["200", "maintenance dns_error",
+                                                                 "maintenance dns_error", "200"]
+        assert series.uptime(now + 3)["1h"][0] == 1.0
+        assert series.describe(now + 3)["uptime"] == {"1h": 1.0, "24h": None, "7d": None}
 
 
 async def test_recorder_follows_a_reload(tmp_path: Path) -> None:

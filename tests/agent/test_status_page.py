@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from failover_agent.demo import PRIMARY
+from failover_agent.demo import BACKUP, PRIMARY
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -204,3 +204,77 @@ async def test_a_maintenance_window_shows_a_banner_and_is_not_downtime(browser: 
         shot = await asyncio.to_thread(browser.get_screenshot_as_png)
         (tmp_path / "maintenance.png").write_bytes(shot)
         assert shot.startswith(b"\x89PNG")
+
+
+async def test_the_history_and_its_maintenance_bars_survive_a_restart(browser: WebDriver, tmp_path: Path) -> None:
+    """With a history file, a 4 s window on the primary (which fails in it) ends; the agent restarts
+    with no window configured: the page shows the earlier results, the window's as maintenance bars
+    (none red), and the 1 h uptime still leaves them out (100.0 %); a screenshot of it is taken."""
+    history = tmp_path / "history.sqlite"
+    start = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3)
+    end = start + datetime.timedelta(seconds=4)
+    window = {"pool": "api", "domains": [f"https://{PRIMARY}"], "reason": "database upgrade", "start": start,
+              "end": end}
+    async with (demo_agent(status={"history_path": history}, maintenance=[window]) as demo,
+                httpx.AsyncClient(trust_env=False, timeout=10) as client):
+
+        async def labels() -> list[str]:
+            doc = (await client.get(demo.url + "status.json")).json()
+            kept = doc["pools"]["api"]["domains"][f"https://{PRIMARY}"]["history"]  # None: no result yet
+            return [] if kept is None else [r[3] for r in kept["results"]]
+
+        deadline = time.monotonic() + 20
+        while not any(label.startswith("maintenance") for label in await labels()):
+            assert time.monotonic() < deadline, "no maintenance result within 20 s"
+            await asyncio.sleep(0.05)
+        demo.primary_dns_fails()
+        await asyncio.sleep(max(0.0, end.timestamp() - 1.0 - time.time()))
+        demo.domains.heal(PRIMARY)  # a second before the end: every failure lies in the window
+        while (seen := await labels())[-1].startswith("maintenance") or seen.count("200") < 2:
+            assert time.monotonic() < deadline, f"no result after the window within 20 s: {seen}"
+            await asyncio.sleep(0.05)
+    before = [label for label in seen if label.startswith("maintenance")]
+    assert "maintenance dns_error" in before, seen
+
+    async with demo_agent(status={"history_path": history}) as demo:
+        await asyncio.to_thread(browser.get, demo.url)
+        await until(lambda: len(browser.find_elements(By.CSS_SELECTOR, f"{PRIMARY_ROW} .bars span.maint"))
+                    >= len(before), timeout=8)
+        assert _bars(browser, PRIMARY_ROW)[1] == 0  # no red bar: the window's failures are not downtime
+        assert _text(browser, f"{PRIMARY_ROW} .uptime").startswith("100.0 %")
+        status = (await asyncio.to_thread(httpx.get, demo.url + "status.json", timeout=10)).json()
+        assert status["history"]["backend"] == "sqlite" and status["maintenance"]["active"] == []
+        primary = status["pools"]["api"]["domains"][f"https://{PRIMARY}"]["history"]
+        assert [r[3] for r in primary["results"]][:len(seen)] == seen  # the results of before the restart
+        assert primary["uptime"]["1h"] == 1.0
+        shot = await asyncio.to_thread(browser.get_screenshot_as_png)
+        (tmp_path / "after-restart.png").write_bytes(shot)
+        assert shot.startswith(b"\x89PNG")
+
+
+async def test_a_dns_mismatch_shows_a_badge_and_its_addresses(browser: WebDriver, tmp_path: Path) -> None:
+    """With ``[pools.resolver]``, no badge while the system and the resolver agree; once the
+    primary's system DNS is poisoned (``failover_dns_mismatch`` 1), a DNS MISMATCH badge and a
+    line naming both answers, in place; a screenshot of it is taken."""
+    async with demo_agent(resolver=True) as demo:
+        await asyncio.to_thread(browser.get, demo.url)
+        real = demo.domains.domain(PRIMARY).address
+        await until(lambda: _bars(browser, PRIMARY_ROW)[0] >= 2, timeout=8)
+        status = (await asyncio.to_thread(httpx.get, demo.url + "status.json", timeout=10)).json()
+        dns = status["pools"]["api"]["domains"][f"https://{PRIMARY}"]["dns"]
+        assert dns["mismatch"] is False and dns["resolver"] == [real]  # the control: they agree
+        assert "DNS MISMATCH" not in _text(browser, PRIMARY_ROW)
+
+        demo.primary_dns_poisoned()
+        badge = f"{PRIMARY_ROW} .badge.dns"
+        await until(lambda: _text(browser, badge) == "DNS MISMATCH", timeout=6 * INTERVAL)
+        line = _text(browser, PRIMARY_ROW)
+        match = re.search(r"DNS mismatch: the system resolves (\S+), the resolver (\S+) ", line)
+        assert match is not None, line
+        assert match[1] != real and match[2] == real
+        status = (await asyncio.to_thread(httpx.get, demo.url + "status.json", timeout=10)).json()
+        assert status["pools"]["api"]["domains"][f"https://{PRIMARY}"]["dns"]["mismatch"] is True
+        other = f'[data-key=\'["api","https://{BACKUP}"]\']'
+        assert not _text(browser, f"{other} .badge.dns")  # only the poisoned domain
+        shot = await asyncio.to_thread(browser.get_screenshot_as_png)
+        (tmp_path / "dns-mismatch.png").write_bytes(shot)

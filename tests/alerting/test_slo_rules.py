@@ -27,7 +27,7 @@ from failover_agent.slo import ALERT_NAME
 from pytest_failover import semconv
 from pytest_failover.semconv import prometheus_label
 
-from .conftest import ALERTMANAGER_CONFIG
+from .conftest import ALERTMANAGER_CONFIG, RULES
 
 CONFIG = """
 location = "eu"
@@ -262,10 +262,10 @@ def _promtool(promtool: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_promtool_check_rules_accepts_the_generated_rules(promtool: str, rules_file: Path) -> None:
     """``promtool check rules``: valid, no duplicates, 19 rules a SLO (7 ratios, 7 burn rates,
-    the budget left, 4 alerts)."""
+    the budget left, 4 alerts), and the pool's SLO ``failover:slo_configured``."""
     result = _promtool(promtool, "check", "rules", str(rules_file))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 38 rules found" in result.stdout
+    assert "SUCCESS: 39 rules found" in result.stdout
 
 
 def _without_annotations(rules_file: Path, folder: Path, edit: Callable[[str], str] = lambda text: text,
@@ -352,3 +352,71 @@ def test_every_generated_alert_routes_by_severity(amtool: str, rules_file: Path)
         result = subprocess.run([amtool, "config", "routes", "test", f"--config.file={ALERTMANAGER_CONFIG}",
                                  f"--verify.receivers={expected}", *args], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+SHIPPED_FAST = "FailoverPoolErrorBudgetBurnFast"
+
+
+def _shipped_rules(folder: Path) -> Path:
+    """dashboards/alerts.yml without its annotations (the case is about which alerts fire)."""
+    data = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    for group in data["groups"]:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    out = folder / "shipped.yml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False, width=100_000), encoding="utf-8")
+    return out
+
+
+def _two_pools_burn(with_slo: bool) -> dict[str, Any]:
+    """fast_burn for pool ``api`` (which has the SLOs) and every request of pool ``web`` (none)
+    failing over the same 10 minutes; ten minutes in, which alerts page for which pool."""
+    start = HEALTHY_DAYS
+    phases = [Phase(minutes=start), Phase(minutes=10, bad=100, probe_fail_every=1)]
+    case = scenario("one page a pool", phases, [])
+    web = {POOL_L: "web", LOCATION_L: "eu"}
+    case["input_series"] += [
+        {"series": _selector(REQUESTS, {**web, OUTCOME_L: semconv.OUTCOME_SUCCESS}), "values": _counter(phases, [100, 0])},
+        {"series": _selector(REQUESTS, {**web, OUTCOME_L: semconv.OUTCOME_FAILURE}), "values": _counter(phases, [0, 100])},
+    ]
+    shipped = [{"exp_labels": {POOL_L: pool, semconv.SEVERITY_LABEL: semconv.SEVERITY_PAGE, "slo": "99.9%"}}
+               for pool in (["api", "web"] if not with_slo else ["web"])]
+    case["alert_rule_test"] = [{"eval_time": f"{start + 10}m", "alertname": SHIPPED_FAST, "exp_alerts": shipped}]
+    if with_slo:
+        case["alert_rule_test"].append(alert_case(start + 10, [PAGE_FAST, PAGE_SLOW, TICKET_FAST, TICKET_SLOW],
+                                                  [PAGE_FAST]))
+    return case
+
+
+def test_a_pool_with_an_slo_is_paged_by_it_alone(promtool: str, rules_file: Path, tmp_path: Path) -> None:
+    """With the shipped rules and the generated ones loaded together, a fast burn of pool
+    ``api`` (which has an availability SLO) pages through its SLO's alerts and not through
+    the shipped FailoverPoolErrorBudgetBurnFast; pool ``web`` (no SLO) is still paged by it."""
+    generated = _without_annotations(rules_file, tmp_path)
+    tests = {"rule_files": [str(generated), str(_shipped_rules(tmp_path))], "evaluation_interval": EVALUATION,
+             "tests": [_two_pools_burn(with_slo=True)]}
+    (tmp_path / "both_test.yml").write_text(yaml.safe_dump(tests, sort_keys=False, width=100_000), encoding="utf-8")
+    result = _promtool(promtool, "test", "rules", str(tmp_path / "both_test.yml"))
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+
+
+def test_without_the_slo_record_the_shipped_alert_pages_the_pool_too(promtool: str, tmp_path: Path) -> None:
+    """The shipped rules alone (no failover:slo_configured): the same burn pages pool ``api``
+    through FailoverPoolErrorBudgetBurnFast too, so the ``unless`` is what keeps it to one page."""
+    tests = {"rule_files": [str(_shipped_rules(tmp_path))], "evaluation_interval": EVALUATION,
+             "tests": [_two_pools_burn(with_slo=False)]}
+    (tmp_path / "shipped_test.yml").write_text(yaml.safe_dump(tests, sort_keys=False, width=100_000),
+                                               encoding="utf-8")
+    result = _promtool(promtool, "test", "rules", str(tmp_path / "shipped_test.yml"))
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+
+
+def test_only_a_pools_availability_slo_writes_the_record(rules_file: Path) -> None:
+    """failover:slo_configured comes once, from the pool's availability SLO, labelled with the
+    pool; the domain's probe SLO writes none (the shipped pool alerts are not about it)."""
+    data = yaml.safe_load(rules_file.read_text(encoding="utf-8"))
+    found = [(group["name"], rule) for group in data["groups"] for rule in group["rules"]
+             if rule.get("record") == semconv.SLO_CONFIGURED]
+    assert found == [(f"failover-slo-{POOL_SLO}", {"record": semconv.SLO_CONFIGURED, "expr": "vector(1)",
+                                                   "labels": {semconv.SLO_LABEL: POOL_SLO, POOL_L: "api"}})]
+    assert f"unless on ({POOL_L}) {semconv.SLO_CONFIGURED}" in RULES.read_text(encoding="utf-8")

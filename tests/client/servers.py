@@ -27,7 +27,7 @@ class Behaviour:
     body: bytes = b'{"ok": true}'
     delay: float = 0.0  # seconds before answering
     reset: bool = False  # close with RST instead of answering
-    truncate: bool = False  # send the headers and half the body, then RST
+    truncate: bool = False  # send the headers (``headers`` too) and half the body, then RST
     chunked: bool = False  # no Content-Length: the body in 64 KiB chunks
 
 
@@ -86,9 +86,10 @@ class LoopbackServer:
                     b = self.behaviour
                 if b.delay:
                     await asyncio.sleep(b.delay)
+                extra = "".join(f"{k}: {v}\r\n" for k, v in b.headers.items())
                 if b.truncate:
                     writer.write(
-                        f"HTTP/1.1 200 OK\r\nContent-Length: {2 * len(b.body)}\r\n\r\n".encode()
+                        f"HTTP/1.1 200 OK\r\n{extra}Content-Length: {2 * len(b.body)}\r\n\r\n".encode()
                         + b.body
                     )
                     await writer.drain()
@@ -99,7 +100,6 @@ class LoopbackServer:
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     writer.transport.abort()
                     return
-                extra = "".join(f"{k}: {v}\r\n" for k, v in b.headers.items())
                 if b.chunked:
                     writer.write(
                         f"HTTP/1.1 {b.status} {_REASONS.get(b.status, 'Status')}\r\n{extra}"

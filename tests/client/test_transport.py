@@ -375,6 +375,24 @@ def test_connection_broken_mid_body_fails_over_for_retryable_requests(
     assert b.counts["POST"] == 0
 
 
+@pytest.mark.parametrize("content_type", ["text/event-stream", "Text/Event-Stream; charset=utf-8"])
+def test_an_event_stream_is_handed_over_unread_and_never_replayed(
+    make_client: Any, servers: Servers, content_type: str
+) -> None:
+    """Server-sent events reach the caller as they come, even for a request that may be
+    re-sent: a break mid-stream is the caller's error, and no other domain is asked."""
+    a, b = servers["a"], servers["b"]
+    a.set(truncate=True, headers={"content-type": content_type})
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(sticky=False))
+    with pytest.raises(client.transport_errors):
+        client.request("GET", a.url() + "/events")
+    with pytest.raises(client.transport_errors):
+        client.request("POST", a.url() + "/v1/chat", content=b"{}", headers={"Idempotency-Key": "k"})
+    assert b.total == 0
+    a.set(truncate=True, headers={"content-type": "application/json"})  # the rule's other side
+    assert client.request("GET", a.url() + "/rooms").headers["x-served-by"] == "b"
+
+
 def test_read_body_off_hands_the_stream_over_unread(make_client: Any, servers: Servers) -> None:
     a, b = servers["a"], servers["b"]
     a.set(truncate=True)

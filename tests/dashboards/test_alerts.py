@@ -99,7 +99,10 @@ def test_every_alert_has_a_firing_and_a_silent_case() -> None:
 MUTATIONS = {
     "FailoverPoolUnavailable": ("for: 2m\n        labels:\n          severity: page\n        annotations:\n          summary: \"Pool", "for: 0m\n        labels:\n          severity: page\n        annotations:\n          summary: \"Pool"),
     "FailoverPoolErrorBudgetBurnFast": (") > (14.4 * 0.001)\n          and", ") > (14.4 * 0.001)\n          or"),
-    "FailoverPoolErrorBudgetBurnSlow": ("> (6 * 0.001)\n        for: 15m", "> (16 * 0.001)\n        for: 15m"),
+    "FailoverPoolErrorBudgetBurnSlow": ("> (6 * 0.001)\n          unless on (failover_pool) failover:slo_configured\n"
+                                        "        for: 15m",
+                                        "> (16 * 0.001)\n          unless on (failover_pool) failover:slo_configured\n"
+                                        "        for: 15m"),
     "FailoverDomainDown": ("(failover_probe_success), 2)", "(failover_probe_success), 1)"),
     "FailoverBreakerFlapping": ("[10m])) > 4", "[10m])) > 40"),
     "FailoverDNSMismatch": ("(failover_dns_mismatch) == 1\n", "(failover_dns_mismatch) == 0\n"),

@@ -33,12 +33,13 @@ AGENT_DURATION = 120.0
 DATA_DEADLINE = 50.0
 
 # Metrics the demo never produces (no retry budget is ever exhausted, nothing is
-# hedged or slow): they must come from the client workload instead, through the
-# same exporter (hedged, slow traffic: _stack.hedge_and_slow_down).
+# hedged or slow; the agent drops its pool probes' attempt histogram): they must come
+# from the client workload instead, through the same exporter (hedged, slow traffic:
+# _stack.hedge_and_slow_down).
 WORKLOAD_ONLY = {
     semconv.METRICS[name].prometheus
     for name in (semconv.FAILOVER_RETRY_BUDGET_REJECTIONS, semconv.FAILOVER_HEDGES, semconv.FAILOVER_SLOW_CALLS)
-}
+} | {f"{semconv.METRICS[semconv.HTTP_CLIENT_REQUEST_DURATION].prometheus}_bucket"}
 
 # Alerts the demo's script must make active (pending or firing) at some point:
 # the primary's DNS fails 8 s in (one location, so one failing location is enough),

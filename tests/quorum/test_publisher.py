@@ -8,6 +8,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from click.testing import CliRunner
 from failover_agent.cli import main
 from failover_agent.config import AgentConfig, ConfigError, parse_config
 from failover_agent.control_writer import ControlWriter
+from failover_agent.maintenance import Window
+from failover_agent.maintenance_file import sign_windows
 from failover_agent.quorum import prometheus
 from failover_agent.quorum.prometheus import PrometheusQuery, QuorumSourceError
 from failover_agent.quorum.promql import location_votes
@@ -39,6 +42,7 @@ def _votes(*rows: tuple[str, str, str], pool: str = "api") -> dict[str, Any]:
 
 
 def _config(tmp_path: Path, domains: tuple[str, ...] = (A, B, C), output: Path | None = None,
+            maintenance: list[dict[str, Any]] | None = None, maintenance_file: Path | None = None,
             **quorum: Any) -> AgentConfig:
     key = save_key(tmp_path / "control.key", KEY, private=True, overwrite=True)
     control: dict[str, Any] = {
@@ -47,8 +51,10 @@ def _config(tmp_path: Path, domains: tuple[str, ...] = (A, B, C), output: Path |
     }
     if output is not None:
         control["output_file"] = output
+    if maintenance_file is not None:
+        control["maintenance_file"] = maintenance_file
     return parse_config({"location": "publisher", "pools": [{"name": "api", "domains": list(domains)}],
-                         "control": control})
+                         "control": control, "maintenance": maintenance or []})
 
 
 Answer = Callable[[httpx.Request], httpx.Response]
@@ -149,6 +155,68 @@ def test_the_pool_rule_still_holds(tmp_path: Path) -> None:
     doc = _doc(publisher)
     assert dict(doc.disabled) == {"api": frozenset()}
     assert doc.quorum is not None and set(doc.quorum.agreed["api"]) == {A, B}
+
+
+# --------------------------------------------------------------------------- maintenance drains
+
+T0 = 1_800_000_000
+
+
+def _disabled_at(publisher: QuorumPublisher, times: list[int]) -> list[tuple[frozenset[str], dict[str, Any]]]:
+    """Per poll at ``T0 + t``: the domains of pool api the signed document disables, and its
+    quorum's ``agreed``."""
+    async def go() -> list[tuple[frozenset[str], dict[str, Any]]]:
+        out = []
+        try:
+            for t in times:
+                assert await publisher.poll(now=T0 + t)
+                raw = publisher.document()
+                assert raw is not None
+                doc = ControlDocument.parse(raw, key=KEY.public(), now=T0 + t)
+                assert doc.quorum is not None
+                out.append((doc.disabled.get("api", frozenset()), dict(doc.quorum.agreed)))
+        finally:
+            await publisher.aclose()
+        return out
+
+    return asyncio.run(go())
+
+
+def _window(**extra: Any) -> dict[str, Any]:
+    """Maintenance of A over [T0 + 600, T0 + 1200) with a 5 minute drain."""
+    return {"pool": "api", "domains": [A], "start": datetime.fromtimestamp(T0 + 600, timezone.utc),
+            "end": datetime.fromtimestamp(T0 + 1200, timezone.utc), "drain": "5m", **extra}
+
+
+def test_a_configured_window_drains_its_domain_through_the_quorum_document(tmp_path: Path) -> None:
+    """No location votes A down, yet the document disables it from start - drain until the end
+    of its window, then enables it again; ``quorum.agreed`` stays empty (nobody voted)."""
+    times = [0, 299, 300, 600, 1199, 1200]
+    publisher, _ = _publisher(tmp_path, Scripted(*[ok(_votes())] * len(times)), maintenance=[_window()])
+    assert _disabled_at(publisher, times) == [
+        (frozenset(), {}), (frozenset(), {}), (frozenset({A}), {}), (frozenset({A}), {}), (frozenset({A}), {}),
+        (frozenset(), {})]
+
+
+def test_a_window_started_at_run_time_drains_through_the_quorum_document(tmp_path: Path) -> None:
+    """``failover-agent maintenance start`` against the publisher's configuration writes the signed
+    maintenance file; the publisher reads it and drains as for a configured window."""
+    path = tmp_path / "maintenance.jws"
+    window = Window(pool="api", domains=frozenset({B}), start=T0 + 600, end=T0 + 1200, drain=300.0, reason="",
+                    source="w1")
+    path.write_bytes(sign_windows([window], 1, KEY))
+    publisher, _ = _publisher(tmp_path, Scripted(*[ok(_votes())] * 3), maintenance_file=path)
+    assert [disabled for disabled, _ in _disabled_at(publisher, [0, 300, 1200])] == [
+        frozenset(), frozenset({B}), frozenset()]
+
+
+def test_a_drain_with_the_rest_of_the_pool_voted_down_keeps_the_pool_rule(tmp_path: Path) -> None:
+    """Pool of A and B: the quorum votes B down while A drains; disabling both would leave the
+    pool nothing, so neither automatic decision is taken (rule 3); alone, the vote disables B."""
+    votes = _votes(("api2.example.com", "443", "eu"), ("api2.example.com", "443", "us"))
+    publisher, _ = _publisher(tmp_path, Scripted(ok(votes), ok(votes)), domains=(A, B), maintenance=[_window()])
+    assert _disabled_at(publisher, [0, 300]) == [
+        (frozenset({B}), {"api": {B: ("eu", "us")}}), (frozenset(), {"api": {B: ("eu", "us")}})]
 
 
 # --------------------------------------------------------------------------- Prometheus failing

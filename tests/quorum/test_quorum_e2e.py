@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -97,6 +98,21 @@ def listening(proc: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> 
     raise AssertionError(f"{proc.args!r} is not listening:\n{log.read_text(errors='replace')[-3000:]}")
 
 
+def start_prometheus(stack: contextlib.ExitStack, binary: str, folder: Path,
+                     config: dict[str, Any]) -> tuple[str, subprocess.Popen[bytes], Path]:
+    """A real Prometheus with ``config`` on a free port, stopped with ``stack``: its
+    ``host:port``, process and log file."""
+    address = f"127.0.0.1:{free_port()}"
+    config_file = folder / "prometheus.yml"
+    config_file.write_text(yaml.safe_dump(config))
+    log = folder / "prometheus.log"
+    proc = stack.enter_context(process([
+        binary, f"--config.file={config_file}", f"--storage.tsdb.path={folder / 'tsdb'}",
+        f"--web.listen-address={address}", "--log.level=warn",
+    ], log))
+    return address, proc, log
+
+
 def _document(url: str, key: ControlKey) -> ControlDocument | None:
     response = httpx.get(url, timeout=2.0)
     if response.status_code == 503:
@@ -140,18 +156,11 @@ def test_a_quorum_of_locations_disables_and_re_enables(tmp_path: Path) -> None:
             started[location] = (proc, log)
         agents = {location: (listening(proc, log), proc, log) for location, (proc, log) in started.items()}
 
-        prometheus = f"127.0.0.1:{free_port()}"
-        prom_config = tmp_path / "prometheus.yml"
-        prom_config.write_text(yaml.safe_dump({
+        prometheus, prom, prom_log = start_prometheus(stack, prometheus_bin, tmp_path, {
             "global": {"scrape_interval": f"{int(SCRAPE * 1000)}ms", "scrape_timeout": f"{int(SCRAPE * 1000)}ms"},
             "scrape_configs": [{"job_name": "failover-agent",
                                 "static_configs": [{"targets": [a[0] for a in agents.values()]}]}],
-        }))
-        prom_log = tmp_path / "prometheus.log"
-        prom = stack.enter_context(process([
-            prometheus_bin, f"--config.file={prom_config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address={prometheus}", "--log.level=warn",
-        ], prom_log))
+        })
 
         pub_config = tmp_path / "publisher.toml"
         pub_config.write_text(publisher_config("127.0.0.1:0", key_file, prometheus))

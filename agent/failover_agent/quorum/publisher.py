@@ -11,6 +11,12 @@ the override file and the pool rule follow, and the document is signed with a
 ``quorum`` member listing who agreed. A domain is enabled again as soon as fewer locations
 vote for it.
 
+Maintenance drains work as on an agent (rule 2b): the publisher reads the ``[[maintenance]]``
+tables of its own configuration and ``control.maintenance_file`` (``failover-agent maintenance
+start`` run against the publisher's configuration), and a domain draining for a window is
+disabled from ``start - drain`` to ``end`` whatever the votes, the pool rule still holding.
+It is not listed in ``quorum.agreed``: no location voted it down.
+
 When Prometheus is unreachable, too slow (``timeout``), or answers anything but the
 expected vector, nothing is signed: the document already served stays exactly as it was
 (until it expires; clients that applied it keep it until a newer one arrives). The state
@@ -39,6 +45,8 @@ from pytest_failover.semconv import FAILOVER_CONTROL_QUORUM_UP, PROBE_LOCATION, 
 from ..config import AgentConfig, PoolConfig, QuorumConfig
 from ..control_writer import ControlWriter, document_response
 from ..listener import Listener, Request, Response, json_response, split_listen
+from ..maintenance import Decision, decide, windows_at
+from ..maintenance_file import MaintenanceFile
 from ..metrics import AgentMetrics
 from ..prometheus_text import PROMETHEUS_CONTENT_TYPE
 from ..state import AgentState, DomainStatus, PoolStatus
@@ -106,6 +114,7 @@ class QuorumPublisher:
         self.state = _state(config)
         self.writer = ControlWriter(config.control, config.pools, quorum=True)
         self.writer.restore(self.state)  # a restart while Prometheus is down keeps the last decision
+        self._maintenance_file = MaintenanceFile.of(config.control)
         self.expr = location_votes(self.settings.for_seconds)
         self.source = PrometheusQuery(self.settings.prometheus_url, timeout=self.settings.timeout,
                                       headers=self.settings.headers, transport=transport)
@@ -141,7 +150,8 @@ class QuorumPublisher:
         before = self.state.control.disabled if self.state.control else None
         quorum = Quorum(min_locations=self.settings.min_locations, for_seconds=self.settings.for_seconds,
                         agreed=agreed)
-        self.writer.publish(self.state, {pool: set(d) for pool, d in agreed.items()}, quorum, now)
+        self.writer.publish(self.state, {pool: set(d) for pool, d in agreed.items()}, quorum, now,
+                            drained=self.maintenance(now).drained())
         self._source("ok", "")
         after = self.state.control.disabled if self.state.control else {}
         if self.agreed != agreed or before != after:
@@ -151,6 +161,12 @@ class QuorumPublisher:
                      disabled or "nothing", shown or "no domain is down")
         self.agreed = agreed
         return True
+
+    def maintenance(self, now: float | None = None) -> Decision:
+        """What the maintenance windows (configured and run-time) mean at ``now``."""
+        now = time.time() if now is None else now
+        extra = () if self._maintenance_file is None else self._maintenance_file.current()
+        return decide(windows_at(self.config, now, extra), now)
 
     def _source(self, new: str, detail: str) -> None:
         if new == self.source_state:

@@ -16,8 +16,9 @@ At most one write is in flight; while the disk is stuck, rows wait in memory up 
 
 A domain's result during one of its maintenance windows (:mod:`failover_agent.maintenance`) is
 shown in the bars with the label ``maintenance`` (then its own) and is not counted in the
-uptime: a planned outage is not downtime. It is not written to the file either, so the bars
-forget it at a restart, and the uptime never counts it. Pool probes count as ever: what users see.
+uptime: a planned outage is not downtime. It is written to the file marked as not counted, so
+after a restart the bars still show the window and the uptime still leaves it out. Pool probes
+count as ever: what users see.
 
 If the file cannot be opened or written (corrupt, unreadable, disk full), the reason is
 logged once as an error and the history carries on in memory only: the agent keeps running.
@@ -212,13 +213,14 @@ class Recorder:
 
     def _record(self, key: Key, result: ProbeResult, *, pool_probe: bool) -> None:
         label = probe_label(result, pool_probe)
-        if not pool_probe and self._in_maintenance(key, result.at):
-            sample = Sample(result.at, result.success, result.duration, f"{MAINTENANCE} {label}".rstrip())
-            self.history.series(key).add(sample, count=False)
-            return
-        series = self.history.add(key, Sample(result.at, result.success, result.duration, label))
+        counted = pool_probe or not self._in_maintenance(key, result.at)
+        if not counted:
+            label = f"{MAINTENANCE} {label}".rstrip()
+        series = self.history.series(key)
+        series.add(Sample(result.at, result.success, result.duration, label), count=counted)
         if self._file is not None:
-            self._pending.append((result.at, key[0], key[1], int(result.success), result.duration, label))
+            self._pending.append((result.at, key[0], key[1], int(result.success), result.duration, label,
+                                  int(counted)))
             assert series.up is not None and series.since is not None
             self._streaks[key] = (series.up, series.since)
 

@@ -1,15 +1,19 @@
 """The status history on disk: one SQLite file (stdlib :mod:`sqlite3`), bounded in age and rows.
 
-Tables (``PRAGMA user_version`` 1)::
+Tables (``PRAGMA user_version`` 2)::
 
     checks(id INTEGER PRIMARY KEY, pool TEXT, domain TEXT, up INTEGER, since REAL)
         one row per check (domain '' is the pool probe): whether it is up and since when
         (its streak may be older than any kept result); unique (pool, domain)
-    results(check_id INTEGER, at REAL, ok INTEGER, latency REAL, label TEXT)
-        one row per result, about 56 bytes on disk with its index (check_id, at)
+    results(check_id INTEGER, at REAL, ok INTEGER, latency REAL, label TEXT, counted INTEGER)
+        one row per result, about 56 bytes on disk with its index (check_id, at); ``counted``
+        is 0 for a result during a maintenance window (a bar, never uptime)
     hours(check_id INTEGER, hour INTEGER, ok INTEGER, total INTEGER)
-        successes and results per check and hour (Unix time // 3600), for the 24 h and
-        7 d uptime: reading them back is 168 rows a check, not every result of a week
+        successes and counted results per check and hour (Unix time // 3600), for the 24 h
+        and 7 d uptime: reading them back is 168 rows a check, not every result of a week
+
+Version 1 (no ``counted``: it kept no maintenance result) is upgraded in place when opened,
+every old row counted; a file of a newer version is refused with a clear error.
 
 A :class:`HistoryFile` is used from ONE thread only (the recorder's writer thread: a
 connection belongs to the thread that opened it, and a commit may wait for the disk).
@@ -30,11 +34,12 @@ from .history import BARS, HOURS, MINUTES, Key, Sample
 
 __all__ = ["SCHEMA_VERSION", "HistoryFile", "HistoryFileError", "Loaded", "Row"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 PRUNE_EVERY = 60.0  # seconds between two retention passes
 
-Row = tuple[float, str, str, int, float, str]
-"""``(at, pool, domain, ok, latency, label)``: one result as stored."""
+Row = tuple[float, str, str, int, float, str, int]
+"""``(at, pool, domain, ok, latency, label, counted)``: one result as stored (``counted`` 0:
+during a maintenance window, in the bars but not in the uptime)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS checks (
@@ -42,7 +47,7 @@ CREATE TABLE IF NOT EXISTS checks (
     UNIQUE (pool, domain));
 CREATE TABLE IF NOT EXISTS results (
     check_id INTEGER NOT NULL, at REAL NOT NULL, ok INTEGER NOT NULL, latency REAL NOT NULL,
-    label TEXT NOT NULL);
+    label TEXT NOT NULL, counted INTEGER NOT NULL DEFAULT 1);
 CREATE INDEX IF NOT EXISTS results_check_at ON results (check_id, at);
 CREATE TABLE IF NOT EXISTS hours (
     check_id INTEGER NOT NULL, hour INTEGER NOT NULL, ok INTEGER NOT NULL, total INTEGER NOT NULL,
@@ -115,7 +120,7 @@ class HistoryFile:
             self._db.execute("PRAGMA journal_mode = WAL")  # a reader never blocks the writer
             self._db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
             self._db.executescript(_SCHEMA)
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._upgrade(self._db)
             self._prune(now)
             return self._load(now)
         except HistoryFileError:
@@ -124,6 +129,20 @@ class HistoryFile:
         except (sqlite3.Error, OSError) as exc:
             self.close()
             raise self._fail(exc, "open it") from exc
+
+    @staticmethod
+    def _upgrade(db: sqlite3.Connection) -> None:
+        """Bring a file of an older schema (or a new one) to :data:`SCHEMA_VERSION`, in one transaction."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+            if "counted" not in columns:  # version 1: every result it kept was counted
+                db.execute("ALTER TABLE results ADD COLUMN counted INTEGER NOT NULL DEFAULT 1")
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     def _load(self, now: float) -> Loaded:
         assert self._db is not None
@@ -135,7 +154,8 @@ class HistoryFile:
             self._ids[key] = check_id
             if up is not None and since is not None:
                 loaded.streaks[key] = (bool(up), since)
-            (first,) = db.execute("SELECT min(at) FROM results WHERE check_id = ?", (check_id,)).fetchone()
+            (first,) = db.execute("SELECT min(at) FROM results WHERE check_id = ? AND counted",
+                                  (check_id,)).fetchone()
             if first is not None:
                 loaded.first[key] = first
             recent = db.execute("SELECT at, ok, latency, label FROM results WHERE check_id = ?"
@@ -144,7 +164,7 @@ class HistoryFile:
                 loaded.recent[key] = [Sample(at, bool(ok), latency, label) for at, ok, latency, label in reversed(recent)]
             for minute, ok, total in db.execute(
                     "SELECT CAST(at / 60 AS INTEGER) AS minute, sum(ok), count(*) FROM results"
-                    " WHERE check_id = ? AND at >= ? GROUP BY minute", (check_id, (now // 60 - MINUTES + 1) * 60)):
+                    " WHERE check_id = ? AND counted AND at >= ? GROUP BY minute", (check_id, (now // 60 - MINUTES + 1) * 60)):
                 loaded.minutes.append((key, minute * 60.0, ok, total))
             for hour, ok, total in db.execute("SELECT hour, ok, total FROM hours WHERE check_id = ? AND hour >= ?",
                                               (check_id, int(now // 3600) - HOURS + 1)):
@@ -152,7 +172,8 @@ class HistoryFile:
         return loaded
 
     def write(self, rows: list[Row], streaks: dict[Key, tuple[bool, float]], now: float) -> None:
-        """Append ``rows`` and the checks' current streaks in one transaction; prune now and then."""
+        """Append ``rows`` and the checks' current streaks in one transaction (only counted rows
+        add to the hour counts); prune now and then."""
         if self._db is None:
             raise HistoryFileError(f"status history file {self.path}: not open")
         try:
@@ -163,11 +184,13 @@ class HistoryFile:
                     cursor = self._db.execute("INSERT INTO checks (pool, domain) VALUES (?, ?)", key)
                     assert cursor.lastrowid is not None
                     ids[key] = cursor.lastrowid
-            self._db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?)",
-                                 [(ids[(pool, domain)], at, ok, latency, label)
-                                  for at, pool, domain, ok, latency, label in rows])
+            self._db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)",
+                                 [(ids[(pool, domain)], at, ok, latency, label, counted)
+                                  for at, pool, domain, ok, latency, label, counted in rows])
             hours: dict[tuple[int, int], list[int]] = {}
-            for at, pool, domain, ok, *_ in rows:
+            for at, pool, domain, ok, _, _, counted in rows:
+                if not counted:
+                    continue
                 counts = hours.setdefault((ids[(pool, domain)], int(at // 3600)), [0, 0])
                 counts[0] += ok
                 counts[1] += 1
