@@ -69,6 +69,7 @@ from ._urls import parse
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from .._dial import Dialer
     from .._policy import Policy
     from .._pool import Pool
 
@@ -91,7 +92,7 @@ _KINDS = (AllDomainsFailed, CircuitOpenError)
 
 # The connectors ``FailoverMiddleware.connector()`` made, and the resolving state each
 # resolves through (weak: a closed session's connector goes).
-_CONNECTORS: weakref.WeakKeyDictionary[aiohttp.BaseConnector, object] = weakref.WeakKeyDictionary()
+_CONNECTORS: weakref.WeakKeyDictionary[aiohttp.BaseConnector, Dialer] = weakref.WeakKeyDictionary()
 
 
 class FailoverMiddleware(_FrontEnd):
@@ -174,14 +175,14 @@ class FailoverMiddleware(_FrontEnd):
         return await _native(response, request)
 
 
-def _check_connector(request: ClientRequest, dialer: object) -> None:
+def _check_connector(request: ClientRequest, dialer: Dialer) -> None:
     """A pool's resolver works through the connector ``FailoverMiddleware.connector()``
     makes; with the session's own connector, it would silently not be used: say so
     before anything is sent."""
     session = request.session
     connector = session.connector if session is not None else None
     if connector is None or _CONNECTORS.get(connector) is not dialer:
-        hosts = ", ".join(sorted(getattr(dialer, "resolvers", ())))
+        hosts = ", ".join(sorted(dialer.resolvers))
         raise ValueError(
             f"Policy.resolver (for {hosts}) works through the connector the FailoverMiddleware "
             "makes: aiohttp.ClientSession(connector=failover.connector(), middlewares=(failover,))"
