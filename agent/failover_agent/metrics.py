@@ -9,8 +9,8 @@ maintenance flags: at most 15 series for an https backup with every check on
 agent's state when collected. ``/metrics`` renders them straight from it
 (:attr:`PrometheusTextReader.gauges <failover_agent.prometheus_text.PrometheusTextReader.gauges>`);
 they become SDK instruments only when another reader (OTLP) needs them, as the SDK keeps
-state for every series between collections (some 1.5 KB a series, 25 MiB of RSS at 1,000
-domains). The counters stay SDK instruments: few series, updated as probes run.
+state for every series between collections (at 1,000 domains, 8,500 series: the agent's
+RSS went from 95 to 82 MiB without it). The counters stay SDK instruments: few series, updated as probes run.
 
 A domain is named by its origin: ``url.scheme``, ``server.address`` and ``server.port`` (two
 ports of one host are two domains), with ``failover.pool`` and ``probe.location``. Pool-wide

@@ -29,8 +29,8 @@ Gauges read from the agent's own state need not go through the SDK at all: ``gau
 set, returns them as :class:`GaugeFamily` values (observations, as an observable gauge's
 callback gives them) and the reader renders them with the same naming rules. The SDK keeps
 per series, between collections, a hash key, a copy of its attributes and an aggregation
-with its own lock: for the agent's 8,500 gauge series at 1,000 domains that was some 25 MiB
-of RSS after the first scrape. A gauge the SDK also collects (for OTLP) is rendered once,
+with its own lock: for the agent's 8,500 gauge series at 1,000 domains that was 13 MiB of
+its RSS (95 MiB with them, 82 without). A gauge the SDK also collects (for OTLP) is rendered once,
 from ``gauges``.
 """
 
