@@ -32,7 +32,7 @@ from selenium.webdriver.chrome.service import Service
 
 from pytest_failover import faults
 from pytest_failover.control import generate_key, save_key
-from pytest_failover.simulator import FakeDomains, Response
+from pytest_failover.simulator import DoHServer, FakeDomains, Response
 
 __all__ = ["DemoAgent", "chrome", "demo_agent", "missing_browser"]
 
@@ -79,6 +79,11 @@ class DemoAgent:
         """The demo timeline's +8 s step, now."""
         self.domains.fail(PRIMARY, faults.dns_nxdomain())
 
+    def primary_dns_poisoned(self) -> None:
+        """The system's lookup of the primary answers a wrong address (with ``resolver=True``,
+        the DoH server still answers the right one: ``failover_dns_mismatch`` 1)."""
+        self.domains.fail(PRIMARY, faults.dns_poisoned())
+
     def backup_cert_expires_soon(self) -> None:
         """The demo timeline's +20 s step, now."""
         soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=5)
@@ -87,9 +92,12 @@ class DemoAgent:
 
 @asynccontextmanager
 async def demo_agent(status: dict[str, Any] | None = None,
-                     maintenance: list[dict[str, Any]] | None = None) -> AsyncIterator[DemoAgent]:
+                     maintenance: list[dict[str, Any]] | None = None,
+                     resolver: bool = False) -> AsyncIterator[DemoAgent]:
     """The demo's configuration (probes every second) on loopback, listening on a free port;
-    ``status`` changes its ``[status]``, ``maintenance`` adds ``[[maintenance]]`` tables."""
+    ``status`` changes its ``[status]``, ``maintenance`` adds ``[[maintenance]]`` tables,
+    ``resolver`` a fake DoH server answering each domain's own address as the pool's
+    ``[pools.resolver]`` (the DNS comparison)."""
     with tempfile.TemporaryDirectory(prefix="status-page-") as tmp, FakeDomains() as fd:
         for host in (PRIMARY, BACKUP, REGIONAL):
             fd.add(host, _handler)
@@ -99,6 +107,14 @@ async def demo_agent(status: dict[str, Any] | None = None,
             config = config.model_copy(update={"status": config.status.model_copy(update=status)})
         if maintenance is not None:
             config = AgentConfig.model_validate({**config.model_dump(), "maintenance": maintenance})
+        if resolver:
+            doh = DoHServer()
+            doh_domain = fd.add("doh.test", doh)
+            for host in (PRIMARY, BACKUP, REGIONAL):
+                doh.answer(host, [fd.domain(host).address], ttl=60)
+            data = config.model_dump()
+            data["pools"][0]["resolver"] = {"doh": "https://doh.test/dns-query", "bootstrap": [doh_domain.address]}
+            config = AgentConfig.model_validate(data)
         agent = Agent(config, telemetry=Telemetry(location=config.location))
         await agent.start()
         try:

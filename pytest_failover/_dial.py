@@ -360,7 +360,7 @@ class ResolvingBackend(httpcore.NetworkBackend):
 
 class AsyncResolvingBackend(httpcore.AsyncNetworkBackend):
     """The async twin of :class:`ResolvingBackend` (``inner``: ``httpcore.AnyIOBackend()``,
-    asyncio or trio; the resolvers' ``aresolve`` needs asyncio)."""
+    asyncio or trio, as the resolvers' ``aresolve``)."""
 
     def __init__(self, dialer: Dialer, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
         self._dialer = dialer

@@ -231,6 +231,10 @@ class BodyBuffer:
         return response
 
 
+# httpx's four timeouts, none of them set.
+_UNLIMITED: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"))
+
+
 def enter(attempt: Attempt) -> object:
     """Run in the attempt's context (in the thread or task that sends it); the token
     to :func:`leave` with."""
@@ -352,10 +356,12 @@ class Exchange:
         except (TypeError, ValueError):
             fits = False
         if not fits:  # cap each at the attempt's time
-            capped = {
-                key: limit if timeouts.get(key) is None else min(timeouts[key], limit)
-                for key in ("connect", "read", "write", "pool")
-            }
+            if timeouts == _UNLIMITED:  # none set (requests' default): each is the attempt's time
+                capped = dict.fromkeys(_UNLIMITED, limit)
+            else:
+                capped = {
+                    key: limit if timeouts.get(key) is None else min(timeouts[key], limit) for key in _UNLIMITED
+                }
             request.extensions = {**request.extensions, "timeout": capped}
         attempt.request = request
         if attempt.delay:  # it waited: it goes out now, and has its whole time from here

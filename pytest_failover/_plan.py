@@ -233,14 +233,10 @@ class RequestPlan:
         return self.core.hedge_delay(self.flying[0].domain)
 
     def _may_hedge(self) -> bool:
-        hedging = self.core.hedging
-        return (
-            self.hedgeable
-            and hedging is not None
-            and not self.done
-            and bool(self.flying)
-            and self._hedges < hedging.max_extra
-        )
+        # hedgeable: the pool hedges (``max_hedges`` is its ``Hedging.max_extra``)
+        if not self.hedgeable or self.done or not self.flying:
+            return False
+        return self._hedges < self.core.max_hedges
 
     def hedge(self, now: float) -> Attempt | HedgeThrottled | None:
         """A hedge while the attempts in flight have not answered: to the next domain

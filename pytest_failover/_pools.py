@@ -149,6 +149,7 @@ class PoolCore:
         hedging = policy.hedging
         self.hedging = hedging
         self.throttle = HedgeThrottle(hedging) if hedging is not None else None
+        self.max_hedges = hedging.max_extra if hedging is not None else 0  # hedges per request
         self.latency = (
             {d: LatencyWindow() for d in pool.domains} if hedging is not None and hedging.delay is None else None
         )

@@ -287,23 +287,23 @@ class ThreadRace:
     unhedged +78,000, hedging configured +140,400).
     """
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, inner: httpx.BaseTransport) -> None:
         self.threads = threads
+        self.inner = inner  # the transport the front-end's ``send`` sends with
+        self._cuts = cuttable(inner)  # a property of the transport: asked once, not per request
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._busy = 0  # threads sending a hedge (or about to)
 
-    def race(
-        self, send: Send, inner: httpx.BaseTransport, exchange: Exchange, first: Attempt, delay: float
-    ) -> httpx.Response | None:
+    def race(self, send: Send, exchange: Exchange, first: Attempt, delay: float) -> httpx.Response | None:
         """Send ``first`` from this thread and its hedges from the pool when due (the
         first ``delay`` seconds after it went out), each through ``send``; the losers'
-        sockets are cut in ``inner``, the transport ``send`` sends with. The answer that
-        won (or the last retryable one), or None when every attempt failed."""
-        if not cuttable(inner):
+        sockets are cut in :attr:`inner`. The answer that won (or the last retryable
+        one), or None when every attempt failed."""
+        if not self._cuts:
             return self._pooled(send, exchange, first)
         flight = exchange.prepare(first)
-        hedges = _Hedges(self, send, inner, exchange, flight)
+        hedges = _Hedges(self, send, exchange, flight)
         wait = max(0.0, flight.sent_at + delay - exchange.clock())
         hedges.timer.append(watchdog.call_at(time.monotonic() + wait, hedges.due))
         response, error = _sent(send, exchange, flight)
@@ -411,17 +411,18 @@ class _Hedges:
     it (:meth:`finish`). ``lock`` guards the race: the exchange is shared by the
     calling thread and the hedges'."""
 
-    __slots__ = ("_alone", "context", "exchange", "first", "inner", "lock", "owner", "race", "send", "timer", "waiting")
+    # What only a due hedge sets starts as a class attribute (as in ``RequestPlan``): a
+    # request that answers first, the common case, never writes it. (Hence no ``__slots__``.)
+    race: Race | None = None  # begun by the first hedge that is due
+    _alone = False  # the first attempt ended before any hedge was due
 
-    def __init__(self, owner: ThreadRace, send: Send, inner: httpx.BaseTransport, exchange: Exchange, first: Attempt) -> None:
+    def __init__(self, owner: ThreadRace, send: Send, exchange: Exchange, first: Attempt) -> None:
         self.owner = owner
         self.send = send
-        self.inner = inner  # the transport whose sockets carry the attempts
+        self.inner = owner.inner  # the transport whose sockets carry the attempts
         self.exchange = exchange
         self.first = first
         self.lock = threading.Lock()
-        self.race: Race | None = None  # begun by the first hedge that is due
-        self._alone = False  # the first attempt ended before any hedge was due
         self.timer: list[int] = []  # the armed tickets
         self.waiting: list[threading.Event] = []  # the calling thread's, once it waits for the hedges
         self.context = contextvars.copy_context()  # the caller's spans and baggage, in the hedge's thread

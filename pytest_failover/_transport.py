@@ -163,7 +163,7 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         its pools' policies), or None when no pool hedges."""
         pools = self._state.core.pools.values()
         threads = [pc.policy.hedging.threads for pc in pools if pc.policy.hedging is not None]
-        return ThreadRace(max(threads)) if threads else None
+        return ThreadRace(max(threads), self._transport) if threads else None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         exchange = self._begin(request)
@@ -200,9 +200,9 @@ class FailoverTransport(_FailoverBase, httpx.BaseTransport):
         """Send one attempt (and its hedges, if it may hedge); report the outcome. The
         answer to return, or None when every attempt failed."""
         if self._hedgers is not None and exchange.plan.hedgeable:
-            delay = exchange.hedge_delay()
+            delay = exchange.plan.hedge_delay()
             if delay is not None:
-                return self._hedgers.race(self._send, self._transport, exchange, attempt, delay)
+                return self._hedgers.race(self._send, exchange, attempt, delay)
         exchange.prepare(attempt)
         try:
             response = self._send(exchange, attempt)
@@ -328,7 +328,7 @@ class AsyncFailoverTransport(_FailoverBase, httpx.AsyncBaseTransport):
     async def _attempt(self, exchange: Exchange, attempt: Attempt) -> httpx.Response | None:
         """Send one attempt (and its hedges, if it may hedge); report the outcome. The
         answer to return, or None when every attempt failed."""
-        if exchange.plan.hedgeable and exchange.hedge_delay() is not None:
+        if exchange.plan.hedgeable and exchange.plan.hedge_delay() is not None:
             return await async_race(self._send, exchange, attempt)
         exchange.prepare(attempt)
         try:
@@ -436,7 +436,7 @@ def _sync_inner(state: State, transport: httpx.BaseTransport | None) -> httpx.Ba
     """The inner transport: the caller's, or ``httpx.HTTPTransport()``, whose connections
     to the domains of pools with a resolver go through it (``docs/resolve.md``)."""
     if transport is not None:
-        _no_resolver(state)
+        _no_resolver(state, transport)
         return transport
     if state.dialer is None:
         return httpx.HTTPTransport()
@@ -449,7 +449,7 @@ def _sync_inner(state: State, transport: httpx.BaseTransport | None) -> httpx.Ba
 def _async_inner(state: State, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncBaseTransport:
     """The async twin of :func:`_sync_inner`."""
     if transport is not None:
-        _no_resolver(state)
+        _no_resolver(state, transport)
         return transport
     if state.dialer is None:
         return httpx.AsyncHTTPTransport()
@@ -459,10 +459,12 @@ def _async_inner(state: State, transport: httpx.AsyncBaseTransport | None) -> ht
     return async_resolving_transport(AsyncResolvingBackend(state.dialer))
 
 
-def _no_resolver(state: State) -> None:
-    """A resolver works through the inner transport this library builds; with the
-    caller's own, it would silently not be used: say so instead."""
-    if state.dialer is not None:
+def _no_resolver(state: State, transport: object) -> None:
+    """A resolver works through the inner transport this library builds (or a front-end's
+    own, marked ``wires_resolver``: the requests adapter's and the aiohttp middleware's,
+    which wire it into their client); with the caller's own, it would silently not be
+    used: say so instead."""
+    if state.dialer is not None and not getattr(transport, "wires_resolver", False):
         hosts = ", ".join(sorted(state.dialer.resolvers))
         raise ValueError(
             f"Policy.resolver (for {hosts}) works through the inner transport the failover "

@@ -113,6 +113,10 @@ class AgentState:
                                 "leaf_not_after": d.readiness.cert and d.readiness.cert.leaf_not_after,
                                 "chain_not_after": d.readiness.cert and d.readiness.cert.chain_not_after,
                             },
+                            "dns": None if d.dns is None else {
+                                "system": list(d.dns.system), "resolver": list(d.dns.resolver),
+                                "mismatch": d.dns.mismatch, "error": d.dns.error,
+                            },
                         }
                         for (pool, url), d in list(self.domains.items()) if pool == name
                     },

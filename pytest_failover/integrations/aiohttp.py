@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -87,6 +88,10 @@ class CircuitOpenError(aiohttp.ClientConnectionError, _exceptions.CircuitOpenErr
 
 _KINDS = (AllDomainsFailed, CircuitOpenError)
 
+# The connectors ``FailoverMiddleware.connector()`` made, and the resolving state each
+# resolves through (weak: a closed session's connector goes).
+_CONNECTORS: weakref.WeakKeyDictionary[aiohttp.BaseConnector, object] = weakref.WeakKeyDictionary()
+
 
 class FailoverMiddleware(_FrontEnd):
     """An aiohttp client middleware that fails over between the domains of its pools."""
@@ -114,6 +119,24 @@ class FailoverMiddleware(_FrontEnd):
         self._core = self._transport._state.core
         return self
 
+    def connector(self, **options: Any) -> aiohttp.TCPConnector:
+        """An ``aiohttp.TCPConnector(**options)`` whose resolver answers the hosts of the
+        pools with a ``Policy.resolver`` from it (``docs/resolve.md``); give it to the
+        session: ``ClientSession(connector=failover.connector(), middlewares=(failover,))``.
+        aiohttp's own DNS cache is off unless ``use_dns_cache=`` says otherwise: the
+        pool's resolver has its cache (``CachingResolver``), with the answer's TTL."""
+        dialer = self._transport._state.dialer
+        if dialer is None:
+            return aiohttp.TCPConnector(**options)
+        if "resolver" in options:
+            raise ValueError("connector(): the middleware gives the connector its resolver; leave resolver= unset")
+        from ._aiohttp_resolver import FailoverResolver
+
+        options.setdefault("use_dns_cache", False)
+        connector = aiohttp.TCPConnector(resolver=FailoverResolver(dialer), **options)
+        _CONNECTORS[connector] = dialer
+        return connector
+
     async def aclose(self) -> None:
         """Let go of shared health, if any: it stops with the last front-end using it
         (the session's own connections are its own)."""
@@ -126,6 +149,9 @@ class FailoverMiddleware(_FrontEnd):
         route = self._core.route(url, options)
         if route is None:
             return await handler(request)
+        dialer = self._transport._state.dialer
+        if dialer is not None:
+            _check_connector(request, dialer)
         body = request.body
         replayable = body == b"" or isinstance(body, payload.BytesPayload)
         session = request.session
@@ -145,6 +171,20 @@ class FailoverMiddleware(_FrontEnd):
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
         return await _native(response, request)
+
+
+def _check_connector(request: ClientRequest, dialer: object) -> None:
+    """A pool's resolver works through the connector ``FailoverMiddleware.connector()``
+    makes; with the session's own connector, it would silently not be used: say so
+    before anything is sent."""
+    session = request.session
+    connector = session.connector if session is not None else None
+    if connector is None or _CONNECTORS.get(connector) is not dialer:
+        hosts = ", ".join(sorted(getattr(dialer, "resolvers", ())))
+        raise ValueError(
+            f"Policy.resolver (for {hosts}) works through the connector the FailoverMiddleware "
+            "makes: aiohttp.ClientSession(connector=failover.connector(), middlewares=(failover,))"
+        )
 
 
 class _Sent:
@@ -172,6 +212,7 @@ class _Unreplayable(httpx.AsyncByteStream):
 class _HandlerIO(httpx.AsyncBaseTransport):
     """The inner transport: one attempt through aiohttp's handler, its errors as httpx's."""
 
+    wires_resolver = True  # FailoverMiddleware.connector() does, for aiohttp
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
         native = sent.request

@@ -113,6 +113,7 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         self._wrap(adapter)
         self._transport = FailoverTransport(pools, policy, self._io, **options)
         self._core = self._transport._state.core
+        self._resolve(adapter)
 
     @classmethod
     def sharing(cls, other: FrontEnd, *, adapter: HTTPAdapter | None = None) -> FailoverAdapter:
@@ -125,7 +126,25 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         self._wrap(adapter)
         self._transport = FailoverTransport.sharing(state, self._io)
         self._core = self._transport._state.core
+        self._resolve(adapter)
         return self
+
+    def _resolve(self, adapter: HTTPAdapter | None) -> None:
+        """Pools with a resolver (``Policy.resolver``): this adapter's connections to their
+        hosts resolve through it (urllib3 connection classes, ``docs/resolve.md``). With an
+        ``adapter=`` of your own it would silently not be used: an error instead."""
+        dialer = self._transport._state.dialer
+        if dialer is None:
+            return
+        if adapter is not None:
+            hosts = ", ".join(sorted(dialer.resolvers))
+            raise ValueError(
+                f"Policy.resolver (for {hosts}) works through the connections the FailoverAdapter "
+                "makes; leave adapter= unset, or resolve in your own adapter"
+            )
+        from ._urllib3 import pool_classes
+
+        self.poolmanager.pool_classes_by_scheme = pool_classes(dialer)
 
     def _wrap(self, adapter: HTTPAdapter | None) -> None:
         """requests' own set-up, and the sends of the wrapped adapter (or of this one)."""
@@ -228,6 +247,7 @@ class _Unreplayable(httpx.SyncByteStream):
 class _AdapterIO(httpx.BaseTransport):
     """The inner transport: one attempt through the wrapped adapter, its errors as httpx's."""
 
+    wires_resolver = True  # FailoverAdapter._resolve does, for urllib3
     def __init__(self, send: Any) -> None:
         self._send = send
 
@@ -318,6 +338,12 @@ class _Socket:
     def get_extra_info(self, name: str) -> Any:
         connection = getattr(self._native.raw, "connection", None)
         return getattr(connection, "sock", None) if name == "socket" else None
+
+    @property
+    def failover_peer(self) -> tuple[str, str] | None:
+        """The address of the response's connection and how it was found, when it was
+        opened through a resolver (``_urllib3``), as ``Dialer.peer`` reads it."""
+        return getattr(getattr(self._native.raw, "connection", None), "failover_peer", None)
 
 
 class _Body(httpx.SyncByteStream):

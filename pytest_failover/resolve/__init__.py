@@ -9,7 +9,7 @@
     answer = resolver.resolve("api.example.com")   # or: await resolver.aresolve(...)
     answer.addresses, answer.ttl, answer.source
 
-Every resolver has ``resolve`` and ``aresolve`` (asyncio), ``close`` and ``aclose``.
+Every resolver has ``resolve`` and ``aresolve`` (asyncio or trio), ``close`` and ``aclose``.
 ``DoHResolver`` needs dnspython: ``pip install 'pytest-failover[resolve]'`` (imported when
 one is made, never by ``import pytest_failover``). See docs/resolve.md.
 

@@ -32,13 +32,12 @@ What the resolver said then goes through ``store`` or ``fail``:
 
 Single-flight: a miss makes its caller the name's leader, and others missing the same name
 meanwhile wait for the leader's outcome (one ``concurrent.futures.Future`` per name under
-one lock: threads wait on it, asyncio tasks through ``asyncio.wrap_future``). A leader
+one lock: threads wait on it, tasks through ``_aio.wait_future``, asyncio or trio). A leader
 that is cancelled hands over: its waiters look again, and one of them leads.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import math
 import threading
@@ -48,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .. import semconv
+from ._aio import wait_future
 from ._base import Answer, NoAddresses, ResolveError, Resolver, ResolveTimeout, normalize_host
 
 __all__ = ["CachingResolver"]
@@ -253,11 +253,9 @@ class CachingResolver:
             if leads:
                 return await self._alead(name, flight)
             try:
-                # shield: a waiter cancelled must not cancel the flight the others wait for
-                outcome = await asyncio.wait_for(
-                    asyncio.shield(asyncio.wrap_future(flight)), self._wait
-                )
-            except asyncio.TimeoutError:
+                # a waiter cancelled must not cancel the flight the others wait for
+                outcome = await wait_future(flight, self._wait)
+            except TimeoutError:
                 raise self._waited_too_long(name) from None
             if isinstance(outcome, Answer):
                 return outcome

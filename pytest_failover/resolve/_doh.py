@@ -13,7 +13,6 @@ A lookup is two exchanges (AAAA and A; concurrent in ``aresolve``). Their outcom
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import ssl
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from typing import Any, Literal
 import httpx
 
 from .. import semconv
+from ._aio import both
 from ._base import (
     AddressFilter,
     Answer,
@@ -98,7 +98,7 @@ class DoHResolver:
 
     async def aresolve(self, host: str) -> Answer:
         name = normalize_host(host)
-        outcomes = await asyncio.gather(*(self._aexchange(name, rdtype) for rdtype in ("AAAA", "A")))
+        outcomes = await both(self._aexchange(name, "AAAA"), self._aexchange(name, "A"))
         return combine(name, outcomes, self.allow)
 
     def close(self) -> None:

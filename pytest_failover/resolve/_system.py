@@ -7,12 +7,12 @@ keeps it ``min_ttl``). The function is looked up on each call, so whatever stand
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import socket
 import threading
 
 from .. import semconv
+from ._aio import wait_future
 from ._base import (
     AddressFilter,
     Answer,
@@ -75,10 +75,9 @@ class SystemResolver:
 
     async def aresolve(self, host: str) -> Answer:
         name = normalize_host(host)
-        future = asyncio.wrap_future(_threads().submit(_lookup, name))
         try:
-            return self._answer(name, await asyncio.wait_for(future, self.timeout))
-        except asyncio.TimeoutError:
+            return self._answer(name, await wait_future(_threads().submit(_lookup, name), self.timeout))
+        except TimeoutError:
             raise self._timed_out(name) from None
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from failover_agent.demo import PRIMARY
+from failover_agent.demo import BACKUP, PRIMARY
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -250,3 +250,31 @@ async def test_the_history_and_its_maintenance_bars_survive_a_restart(browser: W
         shot = await asyncio.to_thread(browser.get_screenshot_as_png)
         (tmp_path / "after-restart.png").write_bytes(shot)
         assert shot.startswith(b"\x89PNG")
+
+
+async def test_a_dns_mismatch_shows_a_badge_and_its_addresses(browser: WebDriver, tmp_path: Path) -> None:
+    """With ``[pools.resolver]``, no badge while the system and the resolver agree; once the
+    primary's system DNS is poisoned (``failover_dns_mismatch`` 1), a DNS MISMATCH badge and a
+    line naming both answers, in place; a screenshot of it is taken."""
+    async with demo_agent(resolver=True) as demo:
+        await asyncio.to_thread(browser.get, demo.url)
+        real = demo.domains.domain(PRIMARY).address
+        await until(lambda: _bars(browser, PRIMARY_ROW)[0] >= 2, timeout=8)
+        status = (await asyncio.to_thread(httpx.get, demo.url + "status.json", timeout=10)).json()
+        dns = status["pools"]["api"]["domains"][f"https://{PRIMARY}"]["dns"]
+        assert dns["mismatch"] is False and dns["resolver"] == [real]  # the control: they agree
+        assert "DNS MISMATCH" not in _text(browser, PRIMARY_ROW)
+
+        demo.primary_dns_poisoned()
+        badge = f"{PRIMARY_ROW} .badge.dns"
+        await until(lambda: _text(browser, badge) == "DNS MISMATCH", timeout=6 * INTERVAL)
+        line = _text(browser, PRIMARY_ROW)
+        match = re.search(r"DNS mismatch: the system resolves (\S+), the resolver (\S+) ", line)
+        assert match is not None, line
+        assert match[1] != real and match[2] == real
+        status = (await asyncio.to_thread(httpx.get, demo.url + "status.json", timeout=10)).json()
+        assert status["pools"]["api"]["domains"][f"https://{PRIMARY}"]["dns"]["mismatch"] is True
+        other = f'[data-key=\'["api","https://{BACKUP}"]\']'
+        assert not _text(browser, f"{other} .badge.dns")  # only the poisoned domain
+        shot = await asyncio.to_thread(browser.get_screenshot_as_png)
+        (tmp_path / "dns-mismatch.png").write_bytes(shot)

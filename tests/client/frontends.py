@@ -9,6 +9,12 @@ the front-end ``share`` instead, if given: its ``sharing`` constructor):
 - ``aiohttp``: ``aiohttp.ClientSession`` with ``FailoverMiddleware`` (its own event loop,
   the threaded resolver, which the outage simulator reaches).
 
+With a pool resolver (``Policy.resolver``), each client resolves through it the way its
+users wire one: the httpx transports build their inner transport, the requests adapter
+its own connections, and the aiohttp session gets ``FailoverMiddleware.connector()``.
+``loop=`` runs the async clients on a loop of the caller's (kept open), so resolvers
+whose async side the caller closes later share it.
+
 ``request()`` sends one request the way that client's users do (per-request failover
 options as ``extensions`` for httpx, inside ``failover_options`` for the others),
 reads the body, and returns a :class:`View`: status, headers, body and the
@@ -65,10 +71,13 @@ class Harness:
         *,
         trust: trustme.CA | None = None,
         share: Any = None,
+        loop: asyncio.AbstractEventLoop | None = None,
         **kwargs: Any,
     ) -> None:
         self.kind = kind
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._own_loop = loop is None
+        resolving = getattr(policy, "resolver", None) is not None  # the front-end wires it itself
         self._closing: list[Any] = []
         self._closed = False
         self._verify: str | bool = True  # requests: per request, as REQUESTS_CA_BUNDLE would beat a session's
@@ -77,7 +86,7 @@ class Harness:
             context = ssl.create_default_context()
             trust.configure_trust(context)
         if kind == "sync":
-            inner = httpx.HTTPTransport(verify=context or True)
+            inner = None if resolving else httpx.HTTPTransport(verify=context or True)
             self.transport: Any = (
                 FailoverTransport(pools, policy, inner, **kwargs)
                 if share is None
@@ -85,8 +94,8 @@ class Harness:
             )
             self._client: Any = httpx.Client(transport=self.transport)
         elif kind == "async":
-            self.loop = asyncio.new_event_loop()
-            ainner = httpx.AsyncHTTPTransport(verify=context or True)
+            self.loop = loop or asyncio.new_event_loop()
+            ainner = None if resolving else httpx.AsyncHTTPTransport(verify=context or True)
             self.transport = (
                 AsyncFailoverTransport(pools, policy, ainner, **kwargs)
                 if share is None
@@ -106,13 +115,17 @@ class Harness:
                 self._verify = str(bundle)
             self._client = session
         elif kind == "aiohttp":
-            self.loop = asyncio.new_event_loop()
+            self.loop = loop or asyncio.new_event_loop()
             self.transport = (
                 FailoverMiddleware(pools, policy, **kwargs) if share is None else FailoverMiddleware.sharing(share)
             )
 
             async def start() -> aiohttp.ClientSession:
-                connector = aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver(), ssl=context or True)
+                connector = (
+                    self.transport.connector(ssl=context or True)
+                    if resolving
+                    else aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver(), ssl=context or True)
+                )
                 return aiohttp.ClientSession(connector=connector, middlewares=(self.transport,))
 
             self._client = self.loop.run_until_complete(start())
@@ -154,6 +167,10 @@ class Harness:
             return stream
 
         return self.loop.run_until_complete(reader())
+
+    def get(self, url: str) -> View:
+        """``request("GET", url)``."""
+        return self.request("GET", url)
 
     def request(
         self,
@@ -201,7 +218,8 @@ class Harness:
         self._closed = True
         if self.loop is not None:
             self.loop.run_until_complete(self._client.aclose() if self.kind == "async" else self._client.close())
-            self.loop.close()
+            if self._own_loop:
+                self.loop.close()
         else:
             self._client.close()
         for thing in self._closing:

@@ -8,6 +8,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -227,21 +228,31 @@ def _one_query_per_name(server: DoHServer) -> None:
     assert asked == Counter({(name, rdtype): 1 for name in NAMES for rdtype in ("A", "AAAA")})
 
 
-def test_200_tasks_on_a_cold_cache_make_one_query_per_name(
-    doh: DoH, make_doh: MakeDoH, loop: asyncio.AbstractEventLoop
-) -> None:
-    """200 concurrent asyncio tasks over 4 names: each name is asked once (A and AAAA)."""
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_200_tasks_on_a_cold_cache_make_one_query_per_name(doh: DoH, make_doh: MakeDoH, backend: str) -> None:
+    """200 concurrent tasks over 4 names, under asyncio and under trio: each name is asked
+    once (A and AAAA, concurrently)."""
     server, _ = doh
     _slow_answers(server)
     cache = CachingResolver(make_doh())
 
-    async def run() -> list[Answer]:
-        return await asyncio.wait_for(
-            asyncio.gather(*(cache.aresolve(NAMES[i % len(NAMES)]) for i in range(200))), 20.0
-        )
+    async def run() -> list[Answer | None]:
+        answers: list[Answer | None] = [None] * 200
 
-    answers = loop.run_until_complete(run())
-    assert [a.addresses for a in answers] == [(f"127.0.1.{i % len(NAMES) + 1}",) for i in range(200)]
+        async def one(i: int) -> None:
+            answers[i] = await cache.aresolve(NAMES[i % len(NAMES)])
+
+        try:
+            with anyio.fail_after(20.0):  # bounded
+                async with anyio.create_task_group() as group:
+                    for i in range(200):
+                        group.start_soon(one, i)
+        finally:
+            await cache.aclose()  # in this event loop, whose sockets the client holds
+        return answers
+
+    answers = anyio.run(run, backend=backend)
+    assert [a and a.addresses for a in answers] == [(f"127.0.1.{i % len(NAMES) + 1}",) for i in range(200)]
     _one_query_per_name(server)
 
 

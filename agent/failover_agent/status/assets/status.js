@@ -173,14 +173,20 @@
           dv.badge.className = "badge maint";
           dv.root.classList.remove("is-down");
         }
+        const mismatch = !!(d.dns && d.dns.mismatch);  // failover_dns_mismatch 1 (checks/dns.py)
+        if (mismatch && !dv.dns) dv.dns = el("span", "badge dns", dv.badge.parentNode);
+        if (dv.dns) dv.dns.hidden = !mismatch;
+        if (mismatch) dv.dns.textContent = "DNS MISMATCH";
         const parts = [];
         if (d.last) parts.push(d.last.success ? `${d.last.status} in ${ms(d.last.duration)}`
           : `${d.last.error_type}${d.last.detail ? ": " + d.last.detail : ""}`);
         if (d.breaker !== "closed") parts.push(`breaker ${d.breaker.replace("_", "-")}`);
         const ready = readinessText(d, now);
         if (ready) parts.push(ready);
+        if (mismatch) parts.push(`DNS mismatch: the system resolves ${d.dns.system.join(", ")}, ` +
+          `the resolver ${d.dns.resolver.join(", ")} (hijacked at this location?)`);
         dv.detail.textContent = parts.join(" · ");
-        dv.detail.classList.toggle("warn", !!(d.readiness && !d.readiness.ready));
+        dv.detail.classList.toggle("warn", !!(d.readiness && !d.readiness.ready) || mismatch);
         drawHistory(dv, d.history, now);
       }
     }

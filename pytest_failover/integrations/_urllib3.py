@@ -1,0 +1,125 @@
+"""The requests adapter's seam for resolvers: urllib3 connections that resolve a pool's
+hosts through its resolver and fail over between a domain's addresses.
+
+urllib3 opens a connection's socket in ``HTTPConnection._new_conn`` (a documented hook of
+its connection classes, overridden by its own ``HTTPSConnection`` too) and shakes hands in
+``HTTPSConnection.connect``, with ``server_hostname=self.host``. The classes below keep
+urllib3's own code for both and change one thing: the address ``_new_conn`` connects to.
+SNI, the certificate check and the ``Host`` header thus stay bound to the domain's name.
+
+The rules are the httpx transports' (:mod:`pytest_failover._dial`, where they live):
+:class:`~pytest_failover._dial.Dial` gives the addresses in their order and each one's
+share of the time, remembers the bad ones and names the peer on the attempt's span; a
+TLS handshake that fails at an address moves to the next one unless the certificate was
+refused (:func:`~pytest_failover._dial.address_failure`). Only the hosts of ``dialer``
+resolve here; any other goes to urllib3 unchanged.
+
+The adapter gives its pool manager these classes (``PoolManager.pool_classes_by_scheme``)
+when a pool has a resolver: :func:`pool_classes`.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, ClassVar
+
+import httpcore
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+from urllib3.util.connection import create_connection
+
+from .._dial import Dial, Dialer
+from ..resolve import ResolveError
+
+__all__ = ["pool_classes"]
+
+
+class _ResolvingConnection(HTTPConnection):
+    """An ``HTTPConnection`` whose socket goes to an address of its host's resolver."""
+
+    failover_dialer: ClassVar[Dialer]
+    #: The address this connection went to and how it was found (None: urllib3's own connect).
+    failover_peer: tuple[str, str] | None = None
+    _failover_dial: Dial | None = None
+
+    def _new_conn(self) -> socket.socket:
+        dialer = self.failover_dialer
+        resolver = dialer.resolvers.get(self.host)
+        if resolver is None:
+            return super()._new_conn()
+        dial = self._failover_dial
+        if dial is None:  # a handshake that failed at the last address comes back with its dial
+            started = dialer.clock()
+            try:
+                answer = resolver.resolve(self.host)
+            except ResolveError as exc:
+                raise NewConnectionError(self, str(dialer.resolve_failed(self.host, exc, started))) from exc
+            dialer.resolved(self.host, answer, started)
+            timeout = self.timeout if isinstance(self.timeout, int | float) else None
+            dial = self._failover_dial = Dial(dialer, self.host, answer, timeout)
+        for address, limit in dial:
+            try:
+                sock = create_connection(
+                    (address, self.port), limit, source_address=self.source_address, socket_options=self.socket_options
+                )
+            except OSError as exc:  # refused, unreachable, timed out (socket.timeout is an OSError)
+                dial.failed(address, _as_httpcore(exc))
+                continue
+            dial.connected(address)
+            self.failover_peer = (address, dial.source)
+            return sock
+        self._failover_dial = None
+        error = dial.error()
+        kind = ConnectTimeoutError if isinstance(error, httpcore.ConnectTimeout) else NewConnectionError
+        raise kind(self, str(error)) from error
+
+    def connect(self) -> None:
+        self._failover_dial = None
+        try:
+            super().connect()
+        finally:
+            self._failover_dial = None
+
+
+class _ResolvingTLSConnection(_ResolvingConnection, HTTPSConnection):
+    """The ``HTTPSConnection`` twin, whose handshake moves to the next address when it
+    fails at one (not when the certificate is refused)."""
+
+    def connect(self) -> None:
+        self._failover_dial = None
+        try:
+            while True:
+                try:
+                    HTTPSConnection.connect(self)
+                    return
+                except OSError as exc:  # the handshake's: ssl.SSLError, a reset, a time-out
+                    dial, peer = self._failover_dial, self.failover_peer
+                    if dial is None or peer is None or not dial.handshake_failed(peer[0], _as_httpcore(exc)):
+                        raise
+                    if self.sock is not None:
+                        self.sock.close()
+                        self.sock = None
+                    self.failover_peer = None  # the next address, or the dial's error
+        finally:
+            self._failover_dial = None
+
+
+def _as_httpcore(exc: OSError) -> Exception:
+    """``exc`` as the error :class:`~pytest_failover._dial.Dial` keeps per address (its
+    cause: the precise kind, for ``error.type``)."""
+    error = httpcore.ConnectTimeout(str(exc)) if isinstance(exc, TimeoutError) else httpcore.ConnectError(str(exc))
+    error.__cause__ = exc
+    return error
+
+
+def pool_classes(dialer: Dialer) -> dict[str, type[HTTPConnectionPool]]:
+    """urllib3 connection pool classes, by scheme, whose connections resolve the hosts of
+    ``dialer`` (one set per adapter: the dialer is a class attribute)."""
+    attributes: dict[str, Any] = {"failover_dialer": dialer}
+    plain = type("ResolvingHTTPConnection", (_ResolvingConnection,), attributes)
+    tls = type("ResolvingHTTPSConnection", (_ResolvingTLSConnection,), attributes)
+    return {
+        "http": type("ResolvingHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": plain}),
+        "https": type("ResolvingHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": tls}),
+    }
