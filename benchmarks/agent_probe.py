@@ -33,14 +33,18 @@ the agent's order, reading its RSS after each; then what the imports the agent d
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.server
 import json
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -181,9 +185,13 @@ def _timed_get(url: str) -> tuple[str, float]:
     return text, time.monotonic() - t0
 
 
-def agent_config(targets: list[str], *, interval: float, listen: str, readiness: bool) -> str:
-    """An ``agent.toml``: pools of two consecutive targets (primary, backup)."""
+def agent_config(targets: list[str], *, interval: float, listen: str, readiness: bool,
+                 otlp: str | None = None) -> str:
+    """An ``agent.toml``: pools of two consecutive targets (primary, backup); ``otlp``: an
+    OTLP/HTTP endpoint for metrics and spans."""
     lines = ['location = "bench"', "", "[exporters.prometheus]", f'listen = "{listen}"', ""]
+    if otlp is not None:
+        lines += ["[exporters.otlp]", f'endpoint = "{otlp}"', ""]
     for i in range(0, len(targets) - 1, 2):
         lines += [
             "[[pools]]",
@@ -200,20 +208,52 @@ def agent_config(targets: list[str], *, interval: float, listen: str, readiness:
     return "\n".join(lines)
 
 
+class _OtlpSink(http.server.BaseHTTPRequestHandler):
+    """Accepts every OTLP/HTTP export (200, body read and dropped) and counts them."""
+
+    posts = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        type(self).posts += 1
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _otlp_sink() -> Iterator[tuple[str, type[_OtlpSink]]]:
+    """A loopback OTLP/HTTP receiver: its endpoint and its handler class (``posts``)."""
+    handler = type("Sink", (_OtlpSink,), {"posts": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def run_agent(targets: list[str], srv: h.Server, *, interval: float, seconds: float,
-              settle: float = 5.0, readiness: bool = False) -> dict[str, Any] | None:
+              settle: float = 5.0, readiness: bool = False, otlp: bool = False) -> dict[str, Any] | None:
     """Run ``failover-agent run`` on ``targets`` for ``seconds`` once it is up; None if absent.
 
     CPU and RSS come from /proc; the probes it sent are counted by the target server.
-    ``/metrics`` is scraped every 15 s, as Prometheus would."""
+    ``/metrics`` is scraped every 15 s, as Prometheus would. ``otlp``: metrics and spans also
+    go over OTLP/HTTP to a loopback receiver that drops them."""
     exe = _agent_exe()
     if exe is None:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        endpoint, sink = stack.enter_context(_otlp_sink()) if otlp else (None, None)
         port = h.closed_port()
         config = Path(tmp) / "agent.toml"
         config.write_text(agent_config(targets, interval=interval, listen=f"127.0.0.1:{port}",
-                                       readiness=readiness))
+                                       readiness=readiness, otlp=endpoint))
         log = (Path(tmp) / "agent.log").open("w")
         proc = subprocess.Popen([exe, "run", "--config", str(config), "--plain", "--log-level", "WARNING"],
                                 stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
@@ -277,6 +317,7 @@ def run_agent(targets: list[str], srv: h.Server, *, interval: float, seconds: fl
                                "domains_up_at_end": up, "domains_down_at_end": down,
                                "down_lines_in_log": log_text.count(" is DOWN "),
                                "overruns_in_log": log_text.count("overran its interval"),
+                               "otlp_posts": None if sink is None else sink.posts,
                                "startup_s": startup_s, "startup_cpu_s": startup_cpu}}
         finally:
             proc.terminate()
@@ -437,13 +478,15 @@ def run(opts: Options) -> h.Report:
         small = domains // 10
         runs = [
             (f"failover-agent run: {domains} domains (500 pools of 2)", targets, interval, agent_seconds),
+            (f"failover-agent run: {domains} domains, OTLP on (metrics and spans to a loopback receiver)",
+             targets, interval, agent_seconds),
             (f"failover-agent run: {small} domains at a {interval / 10:g} s interval (same rate)",
              targets[:small], interval / 10, agent_small_seconds),
             ("failover-agent run: 2 domains (its RSS floor)", targets[:2], interval, opts.seconds_or(15, 30)),
         ]
         for label, subset, every, seconds in runs:
             try:
-                results[label] = run_agent(subset, srv, interval=every, seconds=seconds)
+                results[label] = run_agent(subset, srv, interval=every, seconds=seconds, otlp="OTLP on" in label)
             except RuntimeError as exc:  # did not start, or died: a row that says so
                 results[label] = {"error": str(exc)}
 
@@ -498,14 +541,16 @@ def run(opts: Options) -> h.Report:
             f"{', '.join(f'{x:.2f} s' for x in a['scrape_seconds'])}; failed (30 s timeout): {a['failed_scrapes']}; "
             f"the last one returned {a['metrics_bytes'] / 2**20:.1f} MiB, {a['metrics_series']:,} series, while the "
             f"agent used {a['last_scrape_cpu_s']:.2f} s of CPU (probing included)."
+            + ("" if a.get("otlp_posts") is None else f" OTLP exports received: {a['otlp_posts']}.")
         )
         per_domain = a["metrics_series"] / max(1, 2 * a["pools"])
         scopes = "; ".join(f"{scope}: {n:,} series, {size / 2**20:.2f} MiB"
                            for scope, (n, size) in sorted(a["by_scope"].items()))
         table_b.notes.append(f"{agent_name}: {per_domain:.1f} series per domain in all; by scope: {scopes}.")
     table_b.notes.append(
-        "Targets (issue 14): 1,000 domains at 15 s in at most 60 MiB RSS and a scrape of at most 3 MiB, with CPU "
-        "per request below blackbox_exporter's; at most 25 series per domain of the agent's own metrics.")
+        "Targets (issues 14 and 30): 1,000 domains at 15 s in at most 64 MiB RSS and a scrape of at most 3 MiB, "
+        "with CPU per request below blackbox_exporter's; at most 20 series naming a domain "
+        "(tests/agent/test_agent_cardinality.py counts them on a real run).")
     table_c = h.Table(
         f"Agent: /metrics of {domains} domains' agent metrics, rendered by each reader (same MeterProvider)",
         ["reader", "series", "body", "CPU per render (median)", "peak Python allocation"],

@@ -24,6 +24,14 @@ label), so every series keeps its name and labels. Empty label values are left o
 name, version and schema URL were some 120 bytes of every line, 40 % of the scrape.
 OTLP exports keep the scopes; the agent turns them off on ``/metrics``
 (``[exporters.prometheus] scope_info_enabled``).
+
+Gauges read from the agent's own state need not go through the SDK at all: ``gauges``, when
+set, returns them as :class:`GaugeFamily` values (observations, as an observable gauge's
+callback gives them) and the reader renders them with the same naming rules. The SDK keeps
+per series, between collections, a hash key, a copy of its attributes and an aggregation
+with its own lock: for the agent's 8,500 gauge series at 1,000 domains that was 13 MiB of
+its RSS (95 MiB with them, 82 without). A gauge the SDK also collects (for OTLP) is rendered once,
+from ``gauges``.
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from json import dumps
 from typing import Any
 
@@ -40,6 +49,7 @@ from opentelemetry.exporter.prometheus._mapping import (
     sanitize_attribute,
     sanitize_full_name,
 )
+from opentelemetry.metrics import Observation
 from opentelemetry.sdk.metrics import (
     Counter,
     Histogram,
@@ -58,6 +68,8 @@ from opentelemetry.sdk.metrics.export import (
     Sum,
 )
 from opentelemetry.sdk.metrics.export import Histogram as HistogramData
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from pytest_failover.semconv import (
     PROMETHEUS_SCOPE_NAME,
@@ -70,6 +82,7 @@ from pytest_failover.semconv import (
 __all__ = [
     "CARDINALITY_LIMIT",
     "PROMETHEUS_CONTENT_TYPE",
+    "GaugeFamily",
     "PrometheusTextReader",
     "cardinality_limits",
     "release_freed_memory",
@@ -140,6 +153,18 @@ def release_freed_memory() -> None:
 _TRIM: Any = None
 
 
+@dataclass(frozen=True, slots=True)
+class GaugeFamily:
+    """One gauge rendered without the SDK: its instrument's name, unit and description, what
+    its callback observed now, and the instrumentation scope it belongs to."""
+
+    name: str
+    unit: str
+    description: str
+    observations: Sequence[Observation]
+    scope: InstrumentationScope
+
+
 class _Family:
     __slots__ = ("help", "lines", "name", "type")
 
@@ -163,6 +188,10 @@ class PrometheusTextReader(MetricReader):
         )
         self._latest: MetricsData | None = None
         self._lock = threading.Lock()
+        self.gauges: Callable[[], Iterable[GaugeFamily]] | None = None
+        """Gauges to render straight from their source, not from the SDK (see the module docstring)."""
+        self.resource: Resource | None = None
+        """The provider's resource, for ``target_info`` when the SDK collected nothing."""
         self._label_keys: dict[str, str] = {}
         # The label text of a series is built anew at each render (about 3 us a series, 35 ms
         # a scrape at 1,000 domains): a cache of it by series was 3.2 MiB of the agent's memory.
@@ -185,7 +214,7 @@ class PrometheusTextReader(MetricReader):
             self._latest = None
             self.collect()
             data, self._latest = self._latest, None
-            if data is None:
+            if data is None and self.gauges is None:
                 return []
             chunks: list[bytes] = []
             batch: list[bytes] = []
@@ -232,16 +261,33 @@ class PrometheusTextReader(MetricReader):
     def _label_text(labels: Mapping[str, str]) -> str:
         return ",".join([f'{k}="{_escape_value(v)}"' for k, v in sorted(labels.items()) if v != ""])
 
-    def _text(self, data: MetricsData) -> Iterator[bytes]:
+    def _text(self, data: MetricsData | None) -> Iterator[bytes]:
         families: dict[str, _Family] = {}
         target: dict[str, str] = {}
-        for rm in data.resource_metrics:
-            for key, value in rm.resource.attributes.items():
+        rendered: set[str] = set()
+        # the gauges from their source first, one family at a time: its observations (an object
+        # and an attribute mapping per series) are dropped as soon as its lines are encoded
+        for gauge in () if self.gauges is None else self.gauges():
+            rendered.add(gauge.name)
+            name = self._name(gauge.name, gauge.unit)
+            scope = self._scope_labels(gauge.scope) if self.scope_info else {}
+            family = families.get(name)
+            if family is None:
+                family = families[name] = _Family(name, gauge.description, "gauge")
+            family.lines.append("".join(
+                f"{name}{{{self._series(o.attributes, scope)}}} {_float(o.value)}\n"
+                for o in gauge.observations).encode())
+        resources = [rm.resource for rm in data.resource_metrics] if data is not None else \
+            [] if self.resource is None else [self.resource]
+        for resource in resources:
+            for key, value in resource.attributes.items():
                 target[self._key(key)] = value if isinstance(value, str) else dumps(value, default=str)
+        for rm in () if data is None else data.resource_metrics:
             for sm in rm.scope_metrics:
                 scope = self._scope_labels(sm.scope) if self.scope_info else {}
                 for metric in sm.metrics:
-                    self._metric(metric, scope, families)
+                    if metric.name not in rendered:
+                        self._metric(metric, scope, families)
         if target:
             yield (f"# HELP {PROMETHEUS_TARGET_INFO} Target metadata\n"
                    f"# TYPE {PROMETHEUS_TARGET_INFO} gauge\n").encode()
@@ -259,24 +305,30 @@ class PrometheusTextReader(MetricReader):
             labels[self._key(PROMETHEUS_SCOPE_PREFIX + key)] = value if isinstance(value, str) else dumps(value)
         return labels
 
+    @staticmethod
+    def _name(instrument: str, unit: str, typ: str = "gauge") -> str:
+        """The family name of an instrument (a counter's without its ``_total``)."""
+        name = sanitize_full_name(instrument)
+        if typ == "counter" and name.endswith("_total"):  # as prometheus_client: strip, then the unit
+            name = name[:-6]
+        suffix = map_unit(unit or "")
+        if suffix and not name.endswith("_" + suffix):
+            name += "_" + suffix
+        return name
+
     def _metric(self, metric: Any, scope: Mapping[str, str], families: dict[str, _Family]) -> None:
-        name = sanitize_full_name(metric.name)
         data = metric.data
         help_text = metric.description or ""
         if isinstance(data, Sum) and (data.is_monotonic or data.aggregation_temporality
                                       != AggregationTemporality.CUMULATIVE):
             typ = "counter"
-            if name.endswith("_total"):  # as prometheus_client: strip, then the unit
-                name = name[:-6]
         elif isinstance(data, (Gauge, Sum)):
             typ = "gauge"
         elif isinstance(data, HistogramData):
             typ = "histogram"
         else:
             return
-        unit = map_unit(metric.unit or "")
-        if unit and not name.endswith("_" + unit):
-            name += "_" + unit
+        name = self._name(metric.name, metric.unit, typ)
         sample = name + "_total" if typ == "counter" else name
         family = families.get(name)
         if family is None:

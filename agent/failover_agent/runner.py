@@ -77,7 +77,7 @@ class Agent:
         self.clock: Callable[[], float] = time.time
         """The wall clock the maintenance windows are read against (tests move it)."""
         self.metrics = AgentMetrics(self.telemetry.meter_provider, lambda: self.state, self.telemetry.drops,
-                                    self.maintenance)
+                                    self.maintenance, **self.telemetry.gauge_options())
         self._runtime: Runtime | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._groups: dict[str, CheckGroup] = {}  # the scheduled ones, by job id

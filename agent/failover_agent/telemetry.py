@@ -436,6 +436,11 @@ class Telemetry:
             )
             log.info("OTLP metric export to %s", getattr(metric_exporter, "_endpoint", "?"))
         views = agent_views()
+        if self.prometheus is not None:
+            self.prometheus.resource = resource
+        self.sdk_gauges = len(readers) > (self.prometheus is not None)
+        """Whether a reader other than ``/metrics`` (OTLP, a test's) needs the agent's gauges in
+        the SDK; ``/metrics`` renders them from the state (:meth:`gauge_options`)."""
         self.meter_provider = _AgentMeterProvider(resource=resource, metric_readers=readers, views=views)
         self.client_meter_provider = LabelledMeterProvider(
             self.meter_provider, {PROBE_LOCATION: location}
@@ -449,6 +454,12 @@ class Telemetry:
         if self.spans_exported:
             return self.tracer_provider
         return trace_api.NoOpTracerProvider()
+
+    def gauge_options(self) -> dict[str, Any]:
+        """How :class:`~failover_agent.metrics.AgentMetrics` of this telemetry serves its gauges:
+        ``/metrics`` straight from the state (none while the SDK is disabled), the SDK only for
+        the other readers."""
+        return {"text": None if self.disabled else self.prometheus, "sdk": self.sdk_gauges}
 
     def prometheus_chunks(self) -> list[bytes]:
         """The same text in pieces of about 256 KiB (collects on call)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from failover_agent.checks.readiness import CertInfo, ReadinessResult
 from failover_agent.checks.result import ProbeResult
 from failover_agent.metrics import AgentMetrics
@@ -19,6 +20,7 @@ from failover_agent.telemetry import Telemetry
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry, generate_latest
@@ -250,3 +252,72 @@ def test_clients_of_one_labelled_provider_share_their_meter_and_instruments() ->
     labels = frozenset({("failover_pool", "api"), ("server_address", "api.example.com"), ("server_port", "443"),
                         ("failover_attempt_result", "success"), ("probe_location", "lab")})
     assert samples[("failover_attempts_total", labels)] == 2
+
+
+# --- the gauges rendered from the state, not the SDK ---------------------------------------
+
+
+def _render(state: AgentState, scope_info: bool, *, sdk: bool) -> dict[Series, float]:
+    """The agent's /metrics series for ``state`` (but target_info: each Telemetry is its own
+    instance), its gauges through the SDK (observable instruments) or read from the state."""
+    telemetry = Telemetry(location="lab", prometheus_scope_info=scope_info)
+    assert telemetry.prometheus is not None
+    metrics = AgentMetrics(telemetry.meter_provider, lambda: state, _NoDrops(),
+                           text=None if sdk else telemetry.prometheus, sdk=sdk)
+    for d in state.domains.values():
+        assert d.last is not None
+        metrics.record_probe(d, d.last)
+    samples = _series(telemetry.prometheus.render().decode())
+    telemetry.shutdown()
+    return {series: value for series, value in samples.items() if series[0] != "target_info"}
+
+
+@pytest.mark.parametrize("scope_info", [False, True])
+def test_gauges_from_the_state_render_as_the_sdk_would(scope_info: bool) -> None:
+    """/metrics with the gauges read from the state (the agent's way, no SDK state for them)
+    has the very series and values the SDK's collection gives, scope labels included."""
+    state = _https_pool_state()
+    direct = _render(state, scope_info, sdk=False)
+    assert direct == _render(state, scope_info, sdk=True)
+    assert len([s for s in direct if s[0] == "failover_probe_success"]) == 3
+    assert any(("otel_scope_name", "failover_agent") in labels for _, labels in direct) is scope_info
+
+
+def test_target_info_is_rendered_when_the_sdk_collected_nothing() -> None:
+    """A publisher or an agent before its first pool probe: only gauges from the state, and
+    target_info still names the resource."""
+    state = AgentState(location="lab")
+    telemetry = Telemetry(location="lab")
+    assert telemetry.prometheus is not None
+    AgentMetrics(telemetry.meter_provider, lambda: state, _NoDrops(), **telemetry.gauge_options())
+    text = telemetry.prometheus.render().decode()
+    telemetry.shutdown()
+    assert text.startswith("# HELP target_info Target metadata\n") and 'service_name="failover-agent"' in text
+
+
+def test_the_agent_keeps_its_gauges_out_of_the_sdk_unless_another_reader_needs_them() -> None:
+    """Telemetry with /metrics alone: the gauges are not SDK instruments (an in-memory reader
+    added later sees none of them); with another reader (OTLP's place) they are, and /metrics
+    still shows each series once."""
+    alone = Telemetry(location="lab")
+    assert alone.gauge_options() == {"text": alone.prometheus, "sdk": False}
+    extra = InMemoryMetricReader()
+    both = Telemetry(location="lab", metric_readers=[extra])
+    assert both.gauge_options() == {"text": both.prometheus, "sdk": True}
+    state = _https_pool_state()
+    for telemetry in (alone, both):
+        metrics = AgentMetrics(telemetry.meter_provider, lambda: state, _NoDrops(), **telemetry.gauge_options())
+        for d in state.domains.values():
+            assert d.last is not None
+            metrics.record_probe(d, d.last)
+    assert alone.prometheus is not None and both.prometheus is not None
+    texts = [t.prometheus.render().decode() for t in (alone, both)]  # type: ignore[union-attr]  # asserted above
+    data = extra.get_metrics_data()
+    alone.shutdown()
+    both.shutdown()
+    assert _series(texts[0]) == _series(texts[1])
+    lines = [line for line in texts[1].splitlines() if line.startswith("failover_probe_success{")]
+    assert len(lines) == len(set(lines)) == 3
+    assert data is not None
+    names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    assert "failover.probe.success" in names and "failover.probe.phase.duration" in names

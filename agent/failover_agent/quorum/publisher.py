@@ -121,7 +121,8 @@ class QuorumPublisher:
         #: None before the first poll, "ok", or the reason of the last failure
         self.source_state: str | None = None
         self.agreed: Agreed = {}
-        self.metrics = AgentMetrics(telemetry.meter_provider, lambda: self.state, telemetry.drops)
+        self.metrics = AgentMetrics(telemetry.meter_provider, lambda: self.state, telemetry.drops,
+                                    **telemetry.gauge_options())
         meter = telemetry.meter_provider.get_meter(QUORUM_SCOPE)
         meter.create_observable_gauge(
             FAILOVER_CONTROL_QUORUM_UP, [self._up],
