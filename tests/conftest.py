@@ -17,8 +17,15 @@ import importlib
 import os
 from collections.abc import Generator
 
+import httpcore  # noqa: F401  (see below)
+import httpcore2  # noqa: F401
 import pytest
 
+# Imported here, before any test: a pytester run in this process puts sys.modules back as it
+# found it afterwards, dropping what it imported first. httpx2 imports httpcore2 at its first
+# request and keeps the exception map it builds then; had that happened in a pytester run,
+# the next test would import httpcore2 anew, whose errors that map no longer knows (they
+# escaped httpx2 unmapped, for whichever test came next on that worker).
 pytest_plugins = ["pytester"]
 
 IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
