@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
@@ -194,14 +195,68 @@ def test_file_retention_and_row_cap(tmp_path: Path) -> None:
     assert counted == 1500  # the hour counts outlive the row cap (not the retention): uptime stays right
 
 
-@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, b"SQLite format 3\x00" + b"\xff" * 4080])
-def test_corrupt_file_is_a_clear_error(tmp_path: Path, content: bytes) -> None:
-    """Garbage, or a SQLite header over garbage: an error naming the file and the problem."""
+NOT_A_DATABASE = r"the file is not a SQLite database \(or is corrupt\)"
+
+
+def _foreign_database(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    db.execute("INSERT INTO users VALUES (1, 'someone')")
+    db.commit()
+    db.close()
+
+
+def _ours_missing_a_column(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE results (check_id INTEGER, at REAL)")
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda path: path.write_bytes(b"this is not a database at all" * 100), NOT_A_DATABASE),
+        (lambda path: path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4080), f"({NOT_A_DATABASE}|database disk image is malformed)"),
+        (_foreign_database, r"it holds tables of another program \(users\)"),
+        (_ours_missing_a_column, "its table results lacks the columns label, latency, ok"),
+    ],
+    ids=["garbage", "damaged", "foreign", "missing-columns"],
+)
+def test_a_corrupt_or_foreign_file_is_moved_aside_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, make: Callable[[Path], object], why: str
+) -> None:
+    """Garbage, a SQLite header over garbage, another program's database, or ours missing
+    columns: the file is renamed ``<name>.<UTC time>.corrupt``, bytes untouched, with one warning
+    naming both files and the problem; a new history starts and works."""
     path = tmp_path / "history.sqlite"
-    path.write_bytes(content)
-    with pytest.raises(HistoryFileError, match=r"history\.sqlite: cannot open it: .*(not a SQLite database|malformed)"):
+    make(path)
+    before = path.read_bytes()
+    with caplog.at_level(logging.WARNING, logger="failover_agent.status"):
+        f = HistoryFile(path, retention_days=7, max_rows=1000)
+        assert f.open(T0).rows == 0
+    [aside] = [p for p in tmp_path.iterdir() if p.name.endswith(".corrupt")]
+    assert re.fullmatch(r"history\.sqlite\.\d{8}T\d{6}Z\.corrupt", aside.name)
+    assert aside.read_bytes() == before  # the operator's to inspect
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING
+    assert re.fullmatch(rf"status history file {re.escape(str(path))}: {why}; moved aside to {re.escape(aside.name)}, "
+                        "a new history starts", record.getMessage()), record.getMessage()
+    f.write(_rows(3, T0), {}, T0)
+    f.close()
+    assert HistoryFile(path, retention_days=7, max_rows=1000).open(T0 + 1).rows == 3  # the new file keeps it
+
+
+def test_a_newer_agents_file_is_refused_and_kept(tmp_path: Path) -> None:
+    """Not corrupt: a newer failover-agent's. It stays as it is, and the error says so."""
+    path = tmp_path / "history.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 99")
+    db.commit()
+    db.close()
+    with pytest.raises(HistoryFileError, match="schema version 99 was written by a newer failover-agent"):
         HistoryFile(path, retention_days=7, max_rows=1000).open(T0)
-    assert path.read_bytes() == content  # never overwritten: it is the operator's to inspect
+    assert [p.name for p in tmp_path.iterdir()] == ["history.sqlite"]
 
 
 def test_unreadable_path_is_a_clear_error(tmp_path: Path) -> None:
@@ -391,21 +446,39 @@ async def test_recorder_without_path_keeps_memory_only(tmp_path: Path) -> None:
     assert await asyncio.to_thread(lambda: list(tmp_path.iterdir())) == []  # no file made
 
 
-async def test_corrupt_file_logs_an_error_and_falls_back_to_memory(
+async def test_a_corrupt_file_is_moved_aside_and_recording_goes_on_in_a_new_one(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A corrupt file is logged once as an error; recording carries on in memory."""
+    """A corrupt file: one warning, moved aside; the recorder writes to a new file."""
     path = tmp_path / "history.sqlite"
     path.write_bytes(b"garbage" * 1000)
     state = _state()
-    with caplog.at_level(logging.ERROR, logger="failover_agent.status"):
+    with caplog.at_level(logging.WARNING, logger="failover_agent.status"):
+        async with recording(state, path) as rec:
+            assert rec.backend == "sqlite" and rec.error is None
+            _probed(rec, state, A, ProbeResult(True, 200, None, 0.02, at=T0))
+            assert rec.history.get(("api", A)) is not None
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING and "moved aside" in record.getMessage()
+    assert HistoryFile(path, retention_days=7, max_rows=1000).open(T0 + 1).rows == 1  # the new file has it
+
+
+async def test_an_unreadable_file_logs_an_error_and_falls_back_to_memory(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A path that cannot be opened at all (here: a directory) is logged once as an error, not
+    moved; recording carries on in memory."""
+    path = tmp_path / "history.sqlite"
+    path.mkdir()
+    state = _state()
+    with caplog.at_level(logging.WARNING, logger="failover_agent.status"):
         async with recording(state, path) as rec:
             assert rec.backend == "memory"
-            assert rec.error is not None and "not a SQLite database" in rec.error
+            assert rec.error is not None and "unable to open database file" in rec.error
             _probed(rec, state, A, ProbeResult(True, 200, None, 0.02, at=T0))
             assert rec.history.get(("api", A)) is not None
             assert rec.describe()["error"] == rec.error
     assert [r.getMessage() for r in caplog.records] == [
         f"{rec.error}; the status history is kept in memory only from now on"]
+    assert path.is_dir()
 
 
 async def test_a_failed_write_falls_back_to_memory(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -20,8 +20,10 @@ uptime: a planned outage is not downtime. It is written to the file marked as no
 after a restart the bars still show the window and the uptime still leaves it out. Pool probes
 count as ever: what users see.
 
-If the file cannot be opened or written (corrupt, unreadable, disk full), the reason is
-logged once as an error and the history carries on in memory only: the agent keeps running.
+A corrupt or foreign file is moved aside when opened, and a new one made
+(:meth:`~failover_agent.status.store.HistoryFile.open`). If the file cannot be opened or
+written otherwise (unreadable, a newer agent's, disk full), the reason is logged once as an
+error and the history carries on in memory only: the agent keeps running.
 """
 
 from __future__ import annotations

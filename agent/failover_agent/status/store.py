@@ -13,7 +13,12 @@ Tables (``PRAGMA user_version`` 2)::
         and 7 d uptime: reading them back is 168 rows a check, not every result of a week
 
 Version 1 (no ``counted``: it kept no maintenance result) is upgraded in place when opened,
-every old row counted; a file of a newer version is refused with a clear error.
+every old row counted; a file of a newer version is refused with a clear error (it is a
+newer agent's: kept as it is). A corrupt file (not a SQLite database, or a damaged one) or a
+foreign one (a SQLite database with tables of another program, or ours missing columns) is
+moved aside (``history.sqlite`` becomes ``history.sqlite.<UTC time>.corrupt``, its ``-wal``
+and ``-shm`` files with it) with one warning, and a new history starts in its place: the
+operator keeps the bytes to inspect, and the agent keeps a history that survives restarts.
 
 A :class:`HistoryFile` is used from ONE thread only (the recorder's writer thread: a
 connection belongs to the thread that opened it, and a commit may wait for the disk).
@@ -26,13 +31,17 @@ whose message names the file and says what is wrong with it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .history import BARS, HOURS, MINUTES, Key, Sample
 
 __all__ = ["SCHEMA_VERSION", "HistoryFile", "HistoryFileError", "Loaded", "Row"]
+
+log = logging.getLogger("failover_agent.status")
 
 SCHEMA_VERSION = 2
 PRUNE_EVERY = 60.0  # seconds between two retention passes
@@ -55,8 +64,35 @@ CREATE TABLE IF NOT EXISTS hours (
 """
 
 
+# The columns each table of ours must have (``counted`` is added to a version 1 file).
+_COLUMNS = {
+    "checks": {"id", "pool", "domain", "up", "since"},
+    "results": {"check_id", "at", "ok", "latency", "label"},
+    "hours": {"check_id", "hour", "ok", "total"},
+}
+# SQLite's result codes for a file that is not a database, or a damaged one.
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+
+
 class HistoryFileError(Exception):
     """The history file cannot be used; the message names it and says why."""
+
+
+class _Unusable(Exception):
+    """The file is corrupt or foreign (the message says which): to be moved aside."""
+
+
+def _foreign(db: sqlite3.Connection) -> str | None:
+    """Why ``db`` is another program's database (None: empty, or ours)."""
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    others = sorted(tables - _COLUMNS.keys())
+    if others:
+        return f"it holds tables of another program ({', '.join(others)})"
+    for table in sorted(tables):
+        missing = _COLUMNS[table] - {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if missing:
+            return f"its table {table} lacks the columns {', '.join(sorted(missing))}"
+    return None
 
 
 @dataclass(slots=True)
@@ -110,11 +146,37 @@ class HistoryFile:
             raise self._fail(exc, "open it") from None
 
     def open(self, now: float) -> Loaded:
-        """Open (or create) the file, check it, apply the retention and read what it holds."""
+        """Open (or create) the file, check it, apply the retention and read what it holds;
+        a corrupt or foreign file is moved aside first (one warning), and a new one made."""
+        try:
+            return self._open(now)
+        except _Unusable as exc:
+            aside = self._move_aside()
+            log.warning("status history file %s: %s; moved aside to %s, a new history starts",
+                        self.path, exc, aside.name)
+            return self._open(now)
+
+    def _move_aside(self) -> Path:
+        """Rename the file (and its ``-wal`` and ``-shm``) to ``<name>.<UTC time>.corrupt``."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = self.path.with_name(f"{self.path.name}.{stamp}.corrupt")
+        try:
+            for suffix in ("-wal", "-shm", ""):  # the database last: it names the others
+                source = self.path.with_name(self.path.name + suffix)
+                if source.exists():
+                    source.rename(aside.with_name(aside.name + suffix))
+        except OSError as exc:
+            raise self._fail(exc, "move the unusable file aside") from exc
+        return aside
+
+    def _open(self, now: float) -> Loaded:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None)  # transactions by hand
             self._check_version(self._db)
+            foreign = _foreign(self._db)
+            if foreign is not None:
+                raise _Unusable(foreign)
             # No integrity check (it reads the whole file): a damaged page fails the queries
             # below, or a later write, with "database disk image is malformed".
             self._db.execute("PRAGMA journal_mode = WAL")  # a reader never blocks the writer
@@ -123,9 +185,14 @@ class HistoryFile:
             self._upgrade(self._db)
             self._prune(now)
             return self._load(now)
-        except HistoryFileError:
+        except (HistoryFileError, _Unusable):
             self.close()
             raise
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            if getattr(exc, "sqlite_errorcode", None) in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+                raise _Unusable(self._fail(exc, "open it").args[0].rpartition(": ")[2]) from exc
+            raise self._fail(exc, "open it") from exc
         except (sqlite3.Error, OSError) as exc:
             self.close()
             raise self._fail(exc, "open it") from exc
