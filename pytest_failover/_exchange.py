@@ -371,6 +371,17 @@ class Exchange:
         error.__cause__ = exc
         return error
 
+    def stray(self, attempt: Attempt, exc: OSError) -> Any:
+        """The error for a raw ``OSError`` the inner transport let out instead of its
+        library's (httpcore's anyio backend lets an ``ssl.SSLError`` out of a read): the
+        library's ``ReadError``, so the attempt fails as any read does (bytes may have left)
+        and the caller never sees an error outside its library's family."""
+        error: BaseException = self.lib.module.ReadError(
+            f"attempt {attempt.number} on {attempt.domain}: {type(exc).__name__}: {exc}", request=self.request
+        )
+        error.__cause__ = exc
+        return error
+
     def on_response(self, attempt: Attempt, response: Response) -> None:
         outcome = classify_response(response, self.pool_core.policy)
         self.response = response

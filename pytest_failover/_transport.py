@@ -273,6 +273,10 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             if cut:
                 raise exchange.timed_out(attempt, exc) from exc
             raise
+        except OSError as exc:  # a raw one the inner transport let out (Exchange.stray)
+            if response is not None:
+                response.close()
+            raise exchange.stray(attempt, exc) from exc
         finally:
             if token is not None:
                 leave(token)
@@ -392,6 +396,10 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             if not isinstance(exc, TimeoutError):
                 raise
             raise exchange.timed_out(attempt, exc) from exc
+        except OSError as exc:  # a raw one the inner transport let out (Exchange.stray)
+            if response is not None:
+                await response.aclose()
+            raise exchange.stray(attempt, exc) from exc
         except BaseException:  # cancelled (a hedge won): give the connection back closed
             if response is not None:
                 import anyio  # httpx's own dependency
