@@ -87,6 +87,7 @@ from .semconv import (
     FAILOVER_RESOLVER,
     FAILOVER_TO,
     NETWORK_PEER_ADDRESS,
+    RESOLVE_SOURCE_SYSTEM,
     SERVER_ADDRESS,
 )
 
@@ -176,6 +177,9 @@ class Dialer:
         }
         self._lock = threading.Lock()
         self._bad: dict[tuple[str, str], float] = {}  # (host, address) -> bad until
+        # host -> the addresses last offered to a connector that connects by itself
+        # (aiohttp's), in order, and how they were found: see :meth:`landed`
+        self._offered: dict[str, tuple[list[str], str]] = {}
 
     def order(self, host: str, addresses: Iterable[str]) -> list[str]:
         """``addresses`` in the order to try them: the resolver's, the addresses that
@@ -207,6 +211,28 @@ class Dialer:
     def connected(self, host: str, address: str) -> None:
         with self._lock:
             self._bad.pop((host, address), None)
+
+    def offered(self, host: str, addresses: list[str], source: str) -> None:
+        """``addresses`` (in the order given) were handed to a connector that tries them
+        itself and says nothing of those that failed (aiohttp's ``TCPConnector``)."""
+        self._offered[host] = (addresses, source)
+
+    def landed(self, host: str, address: str, span: otel_trace.Span) -> tuple[str, str]:
+        """A new connection of such a connector reached ``address``: the addresses offered
+        before it failed (the connector tries them in order), so they are remembered as bad
+        and the move is the span's address switch, as :class:`Dial` records its own. The
+        peer and how it was found (``Dialer.peer``'s pair)."""
+        addresses, source = self._offered.get(host, ([], RESOLVE_SOURCE_SYSTEM))
+        if address in addresses:
+            skipped = addresses[: addresses.index(address)]
+            for before in skipped:
+                self.failed(host, before)
+            if skipped and span.is_recording():
+                span.add_event(
+                    EVENT_ADDRESS_SWITCH, {FAILOVER_FROM: skipped[-1], FAILOVER_TO: address, FAILOVER_REASON: "connect"}
+                )
+            self.connected(host, address)
+        return address, source
 
     @staticmethod
     def peer(response: Response) -> tuple[str, str] | None:

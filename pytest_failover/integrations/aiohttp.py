@@ -107,7 +107,9 @@ class FailoverMiddleware(_FrontEnd):
         policy: Policy | Mapping[str, Policy] | None = None,
         **options: Unpack[MiddlewareOptions],
     ) -> None:
-        self._transport = AsyncFailoverTransport(pools, policy, _HandlerIO(), **options)
+        inner = _HandlerIO()
+        self._transport = AsyncFailoverTransport(pools, policy, inner, **options)
+        inner.dialer = self._transport._state.dialer
         self._core = self._transport._state.core
 
     @classmethod
@@ -117,7 +119,9 @@ class FailoverMiddleware(_FrontEnd):
         domain, control document, stale cache and telemetry for all of them."""
         state = _state_of(other, f"{cls.__name__}.sharing")
         self = cls.__new__(cls)
-        self._transport = AsyncFailoverTransport.sharing(state, _HandlerIO())
+        inner = _HandlerIO()
+        self._transport = AsyncFailoverTransport.sharing(state, inner)
+        inner.dialer = self._transport._state.dialer
         self._core = self._transport._state.core
         return self
 
@@ -132,10 +136,10 @@ class FailoverMiddleware(_FrontEnd):
             return aiohttp.TCPConnector(**options)
         if "resolver" in options:
             raise ValueError("connector(): the middleware gives the connector its resolver; leave resolver= unset")
-        from ._aiohttp_resolver import FailoverResolver
+        from ._aiohttp_resolver import FailoverConnector, FailoverResolver
 
         options.setdefault("use_dns_cache", False)
-        connector = aiohttp.TCPConnector(resolver=FailoverResolver(dialer), **options)
+        connector = FailoverConnector(dialer, resolver=FailoverResolver(dialer), **options)
         _CONNECTORS[connector] = dialer
         return connector
 
@@ -215,6 +219,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
     """The inner transport: one attempt through aiohttp's handler, its errors as httpx's."""
 
     wires_resolver = True  # FailoverMiddleware.connector() does, for aiohttp
+    dialer: Dialer | None = None  # the state's, when a pool has a resolver
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
         native = sent.request
@@ -243,7 +248,35 @@ class _HandlerIO(httpx.AsyncBaseTransport):
         if sent.decompress and "Content-Encoding" in response.headers:  # aiohttp decodes the body
             headers = [(k, v) for k, v in headers if k.lower() != b"content-encoding"]
         body = _Body(response, request)
-        return httpx.Response(response.status, headers=headers, stream=body, extensions={_NATIVE: body})
+        extensions: dict[str, Any] = {_NATIVE: body}
+        if self.dialer is not None:
+            peer = self._peer(response)
+            if peer is not None:
+                extensions["network_stream"] = peer
+        return httpx.Response(response.status, headers=headers, stream=body, extensions=extensions)
+
+    @staticmethod
+    def _peer(response: ClientResponse) -> _Peer | None:
+        """Where the response's connection goes, as ``Dialer.peer`` reads it (None: not a
+        connection of ``FailoverMiddleware.connector()``'s to a pool's host). The protocol
+        stays on the response after aiohttp gave the connection back to its pool (it does
+        once a short body is in: ``response.connection`` is None by then)."""
+        from ._aiohttp_resolver import PEERS
+
+        peer = PEERS.get(getattr(response, "_protocol", None))
+        return None if peer is None else _Peer(peer)
+
+
+class _Peer:
+    """``network_stream`` for ``Dialer.peer``: the connection's address and how it was found."""
+
+    __slots__ = ("failover_peer",)
+
+    def __init__(self, peer: tuple[str, str]) -> None:
+        self.failover_peer = peer
+
+    def get_extra_info(self, name: str) -> None:
+        return None  # no socket to cut: the middleware bounds an attempt with its own limit
 
 
 # What aiohttp raises from a send or a body read, and the httpx error that classifies

@@ -124,8 +124,7 @@ def test_poisoned_system_dns_with_doh_stays_on_the_primary(
     for span in spans:
         assert span.attributes is not None
         assert span.attributes[semconv.FAILOVER_RESOLVE_SOURCE] == semconv.RESOLVE_SOURCE_DOH
-        if harness.kind != "aiohttp":  # aiohttp's connector names no address (docs/resolve.md)
-            assert span.attributes[semconv.NETWORK_PEER_ADDRESS] == api.address
+        assert span.attributes[semconv.NETWORK_PEER_ADDRESS] == api.address
     assert failover_telemetry.switches() == []
 
 
@@ -155,9 +154,7 @@ def test_one_address_down_serves_from_the_other(
     assert pool.domain(f"https://{API}").consecutive_failures == 0
     spans = attempt_spans(failover_telemetry)
     assert len(spans) == 20  # one attempt per request: the address switch is no retry
-    if harness.kind == "aiohttp":  # aiohttp's own loop moves on, and names no address (docs/resolve.md)
-        assert all(s.attributes is not None and s.attributes[semconv.FAILOVER_RESOLVE_SOURCE] == "doh" for s in spans)
-        return
+    assert all(s.attributes is not None and s.attributes[semconv.FAILOVER_RESOLVE_SOURCE] == "doh" for s in spans)
     assert all(s.attributes is not None and s.attributes[semconv.NETWORK_PEER_ADDRESS] == up for s in spans)
     # The first request met the down address; the next ones start on the good one.
     assert address_switches(spans) == [(down, up)]
