@@ -11,11 +11,11 @@ httpx transports' (``failover.resolve.duration`` / ``.failures``) and names its 
 the attempt's span. What aiohttp's own loop decides, this seam cannot change: it moves to
 the next address after a refused or timed-out connect and after any failed handshake, a
 refused certificate included (the certificate is still checked against the name at every
-address). It does not say which address failed: the middleware reads the address a new
-connection reached, and the addresses offered before it are the ones that failed
-(:meth:`~pytest_failover._dial.Dialer.landed`): they are remembered as bad, the move is the
-attempt's address switch, and the peer and its source are on the attempt's span. Any host
-outside the pools goes to aiohttp's default resolver.
+address). It does not say which address failed: :class:`FailoverConnector` notes the
+address a new connection reached, and the addresses offered before it are the ones that
+failed (:meth:`~pytest_failover._dial.Dialer.landed`): they are remembered as bad, the move
+is the attempt's address switch, and the middleware puts the peer and its source on the
+attempt's span. Any host outside the pools goes to aiohttp's default resolver.
 """
 
 from __future__ import annotations

@@ -220,6 +220,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
 
     wires_resolver = True  # FailoverMiddleware.connector() does, for aiohttp
     dialer: Dialer | None = None  # the state's, when a pool has a resolver
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
         native = sent.request
