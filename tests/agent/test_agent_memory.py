@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tracemalloc
 
 import pytest
 from failover_agent import prometheus_text
+from failover_agent.status.history import History, Sample
 from opentelemetry.exporter.prometheus import _mapping as official
 
 # what `failover-agent run` imports before its first check: the console script's module, the
@@ -35,3 +37,21 @@ def test_the_naming_rules_are_the_official_exporters(name: str) -> None:
     assert prometheus_text.sanitize_attribute(name) == official.sanitize_attribute(name)
     for unit in ("s", "By", "1", "{request}", "ms/s", ""):
         assert prometheus_text.map_unit(unit) == official.map_unit(unit)
+
+
+def test_the_status_history_of_a_check_stays_under_3_kb() -> None:
+    """A check's history, full (its rings are allocated whole; two hours at 15 s fill its bars
+    and put 240 results in an hour's slot), holds under 3,100 bytes: 2,856 measured, against
+    4,791 when counts were 4 bytes and labels pointers (6.7 MiB at 1,000 domains)."""
+    checks, rounds, at = 50, 2 * 240, 1_699_999_200.0  # the start of an hour
+    tracemalloc.start()
+    try:
+        history = History()
+        for n in range(rounds):
+            for k in range(checks):
+                history.add(("pool", f"https://d{k}.example"), Sample(at + n * 15, n % 97 != 0, 0.001, "200"))
+        per_check = tracemalloc.get_traced_memory()[0] / checks
+    finally:
+        tracemalloc.stop()
+    assert len(history) == checks
+    assert per_check < 3_100, per_check
