@@ -17,7 +17,8 @@ processors read it themselves), the agent's defaults last. ``OTEL_SERVICE_NAME``
 
 The failover client receives :attr:`Telemetry.client_meter_provider`, a thin
 wrapper that adds ``probe.location`` to every data point it records, so the
-client's own metrics carry the probe's location like the agent's. The agent's own meter
+client's own metrics carry the probe's location like the agent's; when ``/metrics`` is the
+only reader, its counters and gauges skip the SDK (:mod:`failover_agent.client_meter`). The agent's own meter
 (scope ``failover_agent``) carries the package version and the schema URL.
 
 Views shape what the failover client of the pool probes records (:func:`agent_views`): its
@@ -89,6 +90,7 @@ from pytest_failover.semconv import (
     SIGNAL_SPANS,
 )
 
+from .client_meter import ClientMeterProvider
 from .config import OtlpConfig
 from .prometheus_text import PrometheusTextReader, cardinality_limits
 
@@ -442,9 +444,14 @@ class Telemetry:
         """Whether a reader other than ``/metrics`` (OTLP, a test's) needs the agent's gauges in
         the SDK; ``/metrics`` renders them from the state (:meth:`gauge_options`)."""
         self.meter_provider = _AgentMeterProvider(resource=resource, metric_readers=readers, views=views)
-        self.client_meter_provider = LabelledMeterProvider(
-            self.meter_provider, {PROBE_LOCATION: location}
-        )
+        labelled = LabelledMeterProvider(self.meter_provider, {PROBE_LOCATION: location})
+        self.client_meter_provider: metrics_api.MeterProvider = labelled
+        """What the failover client records with: for ``/metrics`` alone, the client's counters
+        and gauges without the SDK (:mod:`failover_agent.client_meter`); else the SDK's provider."""
+        if self.prometheus is not None and not self.sdk_gauges and not self.disabled:
+            client = ClientMeterProvider(labelled, {PROBE_LOCATION: location})
+            self.prometheus.sources["client"] = client.families
+            self.client_meter_provider = client
         self._shut = False
 
     @property
