@@ -19,7 +19,7 @@ from failover_agent.prometheus_text import PrometheusTextReader
 from failover_agent.state import AgentState, ControlStatus, DomainStatus, PoolStatus
 from failover_agent.telemetry import Telemetry
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import CallbackOptions, NoOpHistogram, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
@@ -348,7 +348,8 @@ def test_the_client_s_metrics_skip_the_sdk_for_metrics_alone_and_render_as_it_wo
         client.requests.add(1, {"failover.pool": "api", "failover.outcome": "success"})
         client.breaker_state.set(0, breaker)
         again.breaker_state.set(2, breaker)
-        client.attempt_duration.record(0.2, {"failover.pool": "api"})  # dropped by the agent's view
+        assert isinstance(client.attempt_duration, NoOpHistogram)  # dropped: the SDK keeps nothing of it
+        client.attempt_duration.record(0.2, {"failover.pool": "api"})
         client.resolve_duration.record(0.01, {"failover.pool": "api"})  # kept, through the SDK
         assert telemetry.prometheus is not None
         texts.append(telemetry.prometheus.render().decode())
