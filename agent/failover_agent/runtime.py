@@ -13,11 +13,9 @@ import httpx
 
 from pytest_failover import Domain, Policy
 from pytest_failover.semconv import (
-    AGENT_CHECK,
     BREAKER_CLOSED,
     BREAKER_OPEN,
     CHECK_HEALTH,
-    FAILOVER_POOL,
     JOB_CONTROL,
     JOB_POOL,
     JOB_PROBE,
@@ -32,7 +30,6 @@ from .config import AgentConfig, PoolConfig, ProbeConfig
 from .control_writer import ControlWriter
 from .maintenance import Window
 from .maintenance_file import MaintenanceFile
-from .metrics import origin_attributes
 from .schedule import Check, CheckGroup, group_by_interval
 from .state import AgentState, DomainStatus, PoolStatus
 from .wire import ProbeTransport, ssl_context
@@ -95,7 +92,7 @@ class Runtime:
             self.control = ControlWriter(config.control, config.pools)
             self._maintenance_file = MaintenanceFile.of(config.control)
             interval = config.control.interval
-            check = Check("control", "control", interval, interval, self._control_run, {AGENT_CHECK: JOB_CONTROL})
+            check = Check(JOB_CONTROL, "", "", interval, interval, self._control_run)
             self.groups.append(CheckGroup("control", interval, (check,)))
 
     def maintenance_windows(self) -> Sequence[Window]:
@@ -136,20 +133,16 @@ class Runtime:
         checks = []
         for url in pool.domains:
             cfg = pool.probe.for_domain(url)
-            checks.append(Check(
-                f"probe:{pool.name}:{url}", "probe", cfg.interval, cfg.timeout, self._domain_run(pool, url, cfg),
-                {AGENT_CHECK: JOB_PROBE, FAILOVER_POOL: pool.name, **origin_attributes(url)},
-            ))
+            checks.append(Check(JOB_PROBE, pool.name, url, cfg.interval, cfg.timeout,
+                                self._domain_run(pool, url, cfg)))
         checks.append(Check(
-            f"pool:{pool.name}", "pool", pool.probe.interval,
+            JOB_POOL, pool.name, "", pool.probe.interval,
             self.pool_probers[pool.name].policy.deadline + pool.probe.timeout, self._pool_run(pool),
-            {AGENT_CHECK: JOB_POOL, FAILOVER_POOL: pool.name},
         ))
         if pool.readiness.enabled:
             checks += [
-                Check(f"ready:{pool.name}:{url}", "ready", pool.readiness.interval, pool.readiness.timeout * 3,
-                      self._ready_run(pool, primary, url),
-                      {AGENT_CHECK: JOB_READY, FAILOVER_POOL: pool.name, **origin_attributes(url)})
+                Check(JOB_READY, pool.name, url, pool.readiness.interval, pool.readiness.timeout * 3,
+                      self._ready_run(pool, primary, url))
                 for url in pool.domains if url != primary
             ]
         return checks
