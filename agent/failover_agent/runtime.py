@@ -24,7 +24,7 @@ from pytest_failover.semconv import (
 
 from .checks.dns import DnsComparer
 from .checks.domain import DomainProber
-from .checks.pool import PoolProber
+from .checks.pool import PoolProber, pool_probers
 from .checks.readiness import ReadinessResult, check_readiness
 from .config import AgentConfig, PoolConfig, ProbeConfig
 from .control_writer import ControlWriter
@@ -55,7 +55,6 @@ class Runtime:
         # own wire too: an httpx default transport would import httpcore, anyio (and trio when
         # installed) for a few requests per backup and interval
         self.http = httpx.AsyncClient(transport=ProbeTransport(self.context), trust_env=False)
-        self.pool_probers: dict[str, PoolProber] = {}
         # pools with [pools.resolver]: each pinned probe also compares the system's answer with it
         self.dns: dict[str, DnsComparer] = {}
         self.groups: list[CheckGroup] = []
@@ -71,17 +70,17 @@ class Runtime:
                     pool.name, url, Domain.parse(url).host, is_primary=url == primary
                 )
             settings = pool.policy.model_dump_json()
-            policy = policies.get(settings)
-            if policy is None:
-                policy = policies[settings] = pool.policy.to_policy()
-            self.pool_probers[pool.name] = PoolProber(
-                pool,
-                region=config.region,
-                context=self.context,
-                tracer_provider=agent.telemetry.client_tracer_provider,
-                meter_provider=agent.telemetry.client_meter_provider,
-                policy=policy,
-            )
+            if settings not in policies:
+                policies[settings] = pool.policy.to_policy()
+        self.pool_probers: dict[str, PoolProber] = pool_probers(
+            [(pool, policies[pool.policy.model_dump_json()]) for pool in config.pools],
+            region=config.region,
+            context=self.context,
+            tracer_provider=agent.telemetry.client_tracer_provider,
+            meter_provider=agent.telemetry.client_meter_provider,
+        )
+        for pool in config.pools:
+            primary = self.state.pools[pool.name].primary
             if pool.resolver is not None:
                 self.dns[pool.name] = DnsComparer(pool.resolver.to_resolver(verify=self.context),
                                                   timeout=pool.resolver.timeout)
@@ -122,7 +121,7 @@ class Runtime:
         await self.prober.aclose()
         await self.http.aclose()
         for prober in self.pool_probers.values():
-            await prober.aclose()
+            await prober.aclose()  # a client shared by pools closes once
         for comparer in self.dns.values():
             await comparer.aclose()
 
