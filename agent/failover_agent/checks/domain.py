@@ -45,10 +45,12 @@ def _domain(url: str) -> Domain:
 
 
 @functools.lru_cache(maxsize=wire.CACHE_SIZE)
-def _head(method: str, path: str, netloc: str, extra: tuple[tuple[str, str], ...]) -> Head:
-    """The probe's request target and headers: ``Host``, ``User-Agent: failover-agent`` and
-    ``Accept: */*`` unless the configuration sets them, ``Connection: close``."""
-    headers = {"host": ("Host", netloc), "user-agent": ("User-Agent", USER_AGENT), "accept": ("Accept", "*/*")}
+def _head(method: str, path: str, extra: tuple[tuple[str, str], ...]) -> Head:
+    """The probe's request target and headers but ``Host`` (which :func:`_with_host` puts
+    first): ``User-Agent: failover-agent`` and ``Accept: */*`` unless the configuration sets
+    them, ``Connection: close``. Remembered without the host, so domains probed alike share
+    one entry (one per domain was 0.7 MiB at 1,000 domains)."""
+    headers = {"user-agent": ("User-Agent", USER_AGENT), "accept": ("Accept", "*/*")}
     for name, value in extra:
         if name.lower() not in _OWN_HEADERS:
             headers[name.lower()] = (name, value)
@@ -57,6 +59,10 @@ def _head(method: str, path: str, netloc: str, extra: tuple[tuple[str, str], ...
         headers["content-length"] = ("Content-Length", "0")
     target = httpx.URL(path).raw_path  # percent-encoded as httpx would
     return target, tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.values())
+
+
+def _with_host(netloc: str, headers: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple[bytes, bytes], ...]:
+    return ((b"Host", netloc.encode("latin-1")), *headers)
 
 
 def _phases(progress: wire.Progress) -> dict[str, float]:
@@ -88,7 +94,8 @@ class DomainProber:
         progress = wire.Progress()
         try:
             domain = _domain(url)
-            target, headers = _head(cfg.method, cfg.path, domain.netloc, tuple(cfg.headers.items()))
+            target, shared = _head(cfg.method, cfg.path, tuple(cfg.headers.items()))
+            headers = _with_host(domain.netloc, shared)
             with handshakes() as seen:
                 answer = await wire.exchange(
                     cfg.method, target, headers,
