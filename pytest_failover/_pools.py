@@ -63,7 +63,9 @@ falls back to the rule above when that domain is not admissible.
 from __future__ import annotations
 
 import math
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 from . import _steering
@@ -99,6 +101,7 @@ class PoolCore:
         self.name = pool.name
         self.policy = policy
         self.max_attempts = policy.max_attempts
+        self.idempotent_methods = policy.idempotent_methods
         self.resends = policy.max_attempts > 1  # may a request be sent again at all?
         # A table is followed as written (no transparent moves); it names domains by
         # their rank at the start of the request.
@@ -163,6 +166,10 @@ class PoolCore:
         # under the lock before a probe is sent; False means another process holds it
         # (the breaker is then PROBING here too). None: not shared, no cost.
         self.lease: Callable[[Domain, Breaker, float, float], bool] | None = None
+        # The transport's random source and Unix clock (``FailoverCore`` sets them): weight
+        # draws and jitter; the time windows of ``time_orders``.
+        self.random: Callable[[], float] = random.random
+        self.wall_clock: Callable[[], float] = time.time
 
     def _walk(self, order: Sequence[Domain]) -> Members:
         return tuple((i, d, self.breakers[d]) for i, d in enumerate(order))
