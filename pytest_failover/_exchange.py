@@ -40,11 +40,12 @@ from ._values import (
     Wait,
     ending,
     new_tuple,
+    reports,
     stale_may_answer,
 )
 
 if TYPE_CHECKING:
-    from ._lib import Headers, HTTPLib, Request, Response
+    from ._lib import HTTPLib, Request, Response
     from ._pool import Domain
     from ._state import State
 
@@ -91,34 +92,9 @@ _EVENT_STREAM = b"text/event-stream"
 _NAME_VALUE = operator.itemgetter(1, 2)
 
 
-def _fits_in_memory(headers: Headers, limit: int) -> bool:
-    """May a 2xx body with ``headers`` be read into memory? When it declares no length, or
-    one within ``limit`` (a value that is not a plain number, or two values, declare none:
-    h11 refuses a conflicting pair), and it is not an event stream.
-
-    An event stream (``Content-Type: text/event-stream``: server-sent events, an LLM's
-    tokens) is never held here: each event reaches the caller as it comes, and a
-    connection that breaks mid-stream reaches the caller too, never replayed elsewhere.
-
-    Every request reads it, so this reads the library's own list of byte triples (raw
-    name, lowercased name, value: every httpx since 0.18, and httpx2) into a dict at C
-    level (``map``); a name given twice (``Set-Cookie``, or a conflicting length) takes
-    the loop over the triples instead. ``headers.get`` encodes the key and decodes each
-    match (1.9 µs against 0.23 µs for a scan of the list, timeit).
-    """
-    raw = headers._list
-    named = dict(map(_NAME_VALUE, raw))
-    if len(named) < len(raw):
-        return _fits_in_memory_repeated(raw, limit)
-    kind = named.get(b"content-type")
-    if kind is not None and kind.lower().startswith(_EVENT_STREAM):
-        return False
-    length = named.get(b"content-length")
-    return length is None or not length.isdigit() or int(length) <= limit
-
-
 def _fits_in_memory_repeated(raw: list[tuple[bytes, bytes, bytes]], limit: int) -> bool:
-    """:func:`_fits_in_memory` for headers that name a header twice (the same rules)."""
+    """May a 2xx body be read into memory (the rules of :meth:`Exchange.reads`), for headers
+    that name a header twice."""
     found: bytes | None = None
     conflict = False
     for _, key, value in raw:
@@ -316,22 +292,42 @@ class Exchange(RequestPlan):
 
     def reads(self, response: Response) -> int:
         """How much of ``response``'s body the transport reads into memory before the
-        outcome is known (at most :attr:`body_limit` bytes), or 0: it is handed over unread
-        when the limit is 0, the answer is not a 2xx, declares a length over the limit or
-        is an event stream; and when the inner transport read it already (an in-process
-        one): nothing is left to break. The transport reads it (one loop, its own I/O),
-        then hands it to :meth:`read_in`, or to :meth:`continued` past the limit.
+        outcome is known (at most :attr:`body_limit` bytes), or 0 to hand it over unread.
+        The transport reads it (one loop, its own I/O), then hands it to :meth:`read_in`,
+        or to :meth:`continued` past the limit.
+
+        Only a 2xx body is read, and only one that declares no length or one within the
+        limit (a value that is not a plain number, or two values, declare none: h11
+        refuses a conflicting pair), and is not an event stream (``Content-Type:
+        text/event-stream``: server-sent events, an LLM's tokens): each event reaches the
+        caller as it comes, and a connection that breaks mid-stream reaches the caller
+        too, never replayed elsewhere. Nor one the inner transport read already (an
+        in-process one): nothing is left to break.
 
         Either way the caller gets a response as its library would hand it over: unread,
         so that the client decodes the bytes as they came and sets ``elapsed`` as it
         closes the stream. An exchange that looks at the body (``_loads``: the app-error
-        check, the stale cache) has it read here; the raw bytes can still be streamed
-        then (``iter_raw``), and ``elapsed`` is set once the body is in (the library never
-        sets it for a body read already)."""
+        check, the stale cache) has it read; the raw bytes can still be streamed then
+        (``iter_raw``), and ``elapsed`` is set once the body is in (the library never sets
+        it for a body read already).
+
+        Every request asks, so the headers are the library's own list of byte triples (raw
+        name, lowercased name, value: every httpx since 0.18, and httpx2), read into a dict
+        at C level (``map``); a name given twice (``Set-Cookie``, a conflicting length)
+        takes the loop over the triples instead. ``headers.get`` encodes the key and
+        decodes each match (1.9 µs against 0.23 µs for a scan of the list, timeit)."""
         limit = self.body_limit
         if limit == 0 or not 200 <= response.status_code < 300 or response.is_stream_consumed:
             return 0
-        return limit if _fits_in_memory(response.headers, limit) else 0
+        raw = response.headers._list
+        named = dict(map(_NAME_VALUE, raw))
+        if len(named) < len(raw):
+            return limit if _fits_in_memory_repeated(raw, limit) else 0
+        kind = named.get(b"content-type")
+        if kind is not None and kind.lower().startswith(_EVENT_STREAM):
+            return 0
+        length = named.get(b"content-length")
+        return limit if length is None or not length.isdigit() or int(length) <= limit else 0
 
     def read_in(self, response: Response, chunks: list[bytes]) -> Response:
         """``response`` with its body (``chunks``, all of it) in memory: a mid-body failure
@@ -375,7 +371,9 @@ class Exchange(RequestPlan):
         return error
 
     def on_response(self, attempt: Attempt, response: Response) -> None:
-        outcome = classify_response(response, self.core.policy)
+        outcome = self.core.outcomes.get(response.status_code)
+        if outcome is None:  # its headers or body have a say (Retry-After, the app-error check)
+            outcome = classify_response(response, self.core.policy)
         self.response = response
         self._answered_by = attempt.domain.url  # not the last record: a cut loser's may follow
         self.error = None
@@ -464,11 +462,14 @@ class Exchange(RequestPlan):
     def finish(self) -> Any:
         """The response to return, a fallback's (possibly awaitable) response, or raise
         (``Any``: the front-end's library's ``Response``, or an awaitable of one)."""
-        records = tuple(map(Attempt.report, self.records))
+        records = reports(self.records)
         response = self.response
-        status = None if response is None else response.status_code
-        stale = self._stale_response() if self._stale and stale_may_answer(status) else None
-        decided = ending(status, stale is not None, self._state.fallback is not None)
+        if response is not None and not self._stale:  # no stored copy to weigh: ending() says RESPONSE
+            decided, stale = RESPONSE, None
+        else:
+            status = None if response is None else response.status_code
+            stale = self._stale_response() if self._stale and stale_may_answer(status) else None
+            decided = ending(status, stale is not None, self._state.fallback is not None)
         if decided is RESPONSE:
             assert response is not None
             last = self.last_outcome
@@ -477,7 +478,7 @@ class Exchange(RequestPlan):
             domain = self._answered_by
             self._finished = True
             if self.trace is not None:
-                self._end(outcome, domain, status, last.error_type)
+                self._end(outcome, domain, response.status_code, last.error_type)
             result = (self.core.name, domain, records, outcome, False, False)  # neither stale nor a fallback's
             response.extensions["failover"] = new_tuple(FailoverResult, result)
             if self._state.sticky:

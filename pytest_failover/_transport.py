@@ -221,10 +221,11 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                         break
                 step = exchange.next_step()
             result: Resp = exchange.finish()
-            if response is not None and result is not response:
-                response.close()  # a final server error a stored copy answers instead
-            if not isinstance(result, self._lib.Response):
-                raise TypeError(f"{type(self).__name__}: the fallback returned an awaitable; use a sync fallback")
+            if result is not response:  # a stored copy, or the fallback's answer
+                if response is not None:
+                    response.close()  # a final server error it answers instead
+                if not isinstance(result, self._lib.Response):
+                    raise TypeError(f"{type(self).__name__}: the fallback returned an awaitable; use a sync fallback")
             return result
         except BaseException:
             exchange.give_up()
@@ -359,10 +360,11 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                         break
                 step = exchange.next_step()
             result: Resp = exchange.finish()
-            if response is not None and result is not response:
-                await response.aclose()  # a final server error a stored copy answers instead
-            if not isinstance(result, self._lib.Response):  # an async fallback
-                result = await cast("Awaitable[Resp]", result)
+            if result is not response:  # a stored copy, or the fallback's answer
+                if response is not None:
+                    await response.aclose()  # a final server error it answers instead
+                if not isinstance(result, self._lib.Response):  # an async fallback
+                    result = await cast("Awaitable[Resp]", result)
             return result
         except BaseException:
             exchange.give_up()
