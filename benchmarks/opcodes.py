@@ -47,6 +47,13 @@ process would change that, so :func:`measure` refuses to run in such a process a
 counts in a new interpreter. Hash randomisation differs between processes: a count that
 depended on set or dict order would show up as two processes that disagree.
 
+The library's frames miss what a front-end hands to other packages: the requests and
+aiohttp front-ends convert their client's objects, and httpx's or the standard library's
+code does much of that work. So ``total=True`` (``--total``) counts every frame's opcodes,
+by top-level package, for each front-end and for its bare client (:data:`FRONT_ENDS`):
+:func:`added` is their difference, all the work the front-end adds to a request, and a
+test holds it under a ceiling too.
+
 Only the calling thread is traced: the deadline watchdog's thread (and, with hedging,
 the hedge pool's) does nothing per request here, as no deadline or hedge delay (1 s) is
 ever reached.
@@ -94,6 +101,13 @@ HEDGING = "httpx sync, Hedging(delay=1.0)"
 REQUESTS_ADAPTER = "requests FailoverAdapter"
 AIOHTTP = "aiohttp FailoverMiddleware"
 VARIANTS = (HTTPX_SYNC, HTTPX_ASYNC, HTTPX2_SYNC, HEDGING, REQUESTS_ADAPTER, AIOHTTP)
+BARE_REQUESTS = "requests, bare"
+BARE_AIOHTTP = "aiohttp, bare"
+TOTAL_VARIANTS = (BARE_REQUESTS, REQUESTS_ADAPTER, BARE_AIOHTTP, AIOHTTP)
+"""The variants :func:`measure` counts every frame of (``total=True``)."""
+FRONT_ENDS = {REQUESTS_ADAPTER: BARE_REQUESTS, AIOHTTP: BARE_AIOHTTP}
+"""Each front-end and the bare client it is paired with: the difference of their totals is
+all the work the front-end adds to a request, whoever's code runs it."""
 
 Send = Callable[[int], None]
 """Sends ``n`` happy-path GETs through one variant's client."""
@@ -107,7 +121,8 @@ class Count:
     requests: int
     opcodes: int
     calls: int
-    modules: dict[str, int]  # opcodes per module of the package ("_exchange", "integrations.requests")
+    modules: dict[str, int]  # opcodes per module of the package ("_exchange", "integrations.requests"),
+    # or, counting every frame, per top-level package ("httpx", "requests", "pytest_failover", "stdlib")
 
     @property
     def per_request(self) -> float:
@@ -177,11 +192,38 @@ class _Tracer:
         return local
 
 
-def count_opcodes(send: Send, requests: int) -> Count:
-    """The package's opcodes and calls while ``send(requests)`` runs in this thread."""
+class _EveryFrame(_Tracer):
+    """The same count over every frame the thread runs, by top-level package: the
+    package's own, a dependency's (``httpx``, ``urllib3``, ``aiohttp``...), the standard
+    library's (``stdlib``, its frozen modules too), this benchmark's (``benchmarks``: the
+    in-process answers and the loop that sends) or ``other`` (code made at run time)."""
+
+    def __init__(self, package: str) -> None:
+        super().__init__(package)
+        self._ours = os.path.basename(package)
+        self._site = os.sep + "site-packages" + os.sep
+        self._stdlib = os.path.dirname(os.__file__) + os.sep
+        self._benchmarks = os.path.dirname(__file__) + os.sep
+
+    def _module_of(self, code: CodeType) -> str | None:
+        name = code.co_filename
+        if name.startswith(self._root):
+            return self._ours
+        _, site, below = name.partition(self._site)
+        if site:
+            return below.split(os.sep, 1)[0].removesuffix(".py")
+        if name.startswith((self._stdlib, "<frozen ")):
+            return "stdlib"
+        return "benchmarks" if name.startswith(self._benchmarks) else "other"
+
+
+def count_opcodes(send: Send, requests: int, *, total: bool = False) -> Count:
+    """The package's opcodes and calls while ``send(requests)`` runs in this thread
+    (``total``: every frame's, by top-level package)."""
     import pytest_failover
 
-    tracer = _Tracer(os.path.dirname(pytest_failover.__file__))  # as the code objects spell it
+    package = os.path.dirname(pytest_failover.__file__)  # as the code objects spell it
+    tracer = _EveryFrame(package) if total else _Tracer(package)
     previous = sys.gettrace()
     collecting = gc.isenabled()
     gc.disable()
@@ -281,7 +323,8 @@ def _on_loop(
 
 
 @contextmanager
-def _requests() -> Iterator[Send]:
+def _requests(*, failover: bool = True) -> Iterator[Send]:
+    """A session whose adapter answers in process, under a ``FailoverAdapter`` (or bare)."""
     import requests
     from requests.adapters import HTTPAdapter
     from urllib3 import HTTPResponse
@@ -301,7 +344,7 @@ def _requests() -> Iterator[Send]:
     # The adapter takes no clock: it shares the state of a transport built with the pinned one.
     state = pf.FailoverTransport([pf.Pool("bench", DOMAINS)], **_pinned())
     with requests.Session() as session:
-        session.mount("http://", FailoverAdapter.sharing(state, adapter=Answer()))
+        session.mount("http://", FailoverAdapter.sharing(state, adapter=Answer()) if failover else Answer())
 
         def send(n: int) -> None:
             for _ in range(n):
@@ -311,7 +354,8 @@ def _requests() -> Iterator[Send]:
 
 
 @contextmanager
-def _aiohttp() -> Iterator[Send]:
+def _aiohttp(*, failover: bool = True) -> Iterator[Send]:
+    """A session whose last middleware answers in process, after a ``FailoverMiddleware`` (or alone)."""
     import aiohttp
     from aiohttp.client_middlewares import ClientHandlerType
     from aiohttp.helpers import TimerNoop
@@ -334,10 +378,11 @@ def _aiohttp() -> Iterator[Send]:
 
     # The middleware takes no clock: it shares the state of a transport built with the pinned one.
     state = pf.AsyncFailoverTransport([pf.Pool("bench", DOMAINS)], **_pinned())
-    loop = asyncio.new_event_loop()
+    loop = _StillLoop()
 
     async def start() -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(middlewares=(FailoverMiddleware.sharing(state), answer))
+        middlewares = (FailoverMiddleware.sharing(state), answer) if failover else (answer,)
+        return aiohttp.ClientSession(middlewares=middlewares)
 
     session = loop.run_until_complete(start())
 
@@ -349,6 +394,21 @@ def _aiohttp() -> Iterator[Send]:
 
     with _on_loop(loop, many, session.close) as send:
         yield send
+
+
+class _StillLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock stands still. aiohttp rounds its timers up to the next
+    whole second, so on a moving clock the order of the cancelled timers in the loop's heap,
+    and the loop's work to drop them, depends on where a second began: a count of every
+    frame's opcodes moved with it. No timer is ever due here (none is shorter than the
+    attempt's time), so nothing waits on the clock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._now = super().time()
+
+    def time(self) -> float:
+        return self._now
 
 
 def _check(status: int) -> None:
@@ -363,14 +423,17 @@ _BUILD: dict[str, Callable[[int], AbstractContextManager[Send]]] = {  # answers 
     HEDGING: lambda answers: _httpx(answers, hedging=True),
     REQUESTS_ADAPTER: lambda answers: _requests(),
     AIOHTTP: lambda answers: _aiohttp(),
+    BARE_REQUESTS: lambda answers: _requests(failover=False),
+    BARE_AIOHTTP: lambda answers: _aiohttp(failover=False),
 }
 
 
 # ---------------------------------------------------------------- public functions
 
 
-def measure(requests: int = REQUESTS, warmup: int = WARMUP) -> dict[str, Count]:
-    """Each variant's count over ``requests`` GETs after ``warmup`` ones, in this process.
+def measure(requests: int = REQUESTS, warmup: int = WARMUP, *, total: bool = False) -> dict[str, Count]:
+    """Each variant's count over ``requests`` GETs after ``warmup`` ones, in this process
+    (``total``: every frame's opcodes, for each of :data:`TOTAL_VARIANTS`).
 
     Raises RuntimeError if an OpenTelemetry SDK is installed in this process: the
     library would then do its telemetry, and the figures would not be the no-SDK ones.
@@ -381,20 +444,35 @@ def measure(requests: int = REQUESTS, warmup: int = WARMUP) -> dict[str, Count]:
     if any(not type(p).__module__.startswith(("opentelemetry.trace", "opentelemetry.metrics")) for p in providers):
         raise RuntimeError("an OpenTelemetry SDK is installed in this process: use measure_in_fresh_process()")
     counts: dict[str, Count] = {}
-    for name in VARIANTS:
+    for name in TOTAL_VARIANTS if total else VARIANTS:
         with _BUILD[name](warmup + requests) as send:
             send(warmup)
-            counts[name] = count_opcodes(send, requests)
+            counts[name] = count_opcodes(send, requests, total=total)
     return counts
 
 
-def measure_in_fresh_process(requests: int = REQUESTS, warmup: int = WARMUP, timeout: float = 120.0) -> dict[str, Count]:
+def measure_in_fresh_process(
+    requests: int = REQUESTS, warmup: int = WARMUP, timeout: float = 120.0, *, total: bool = False
+) -> dict[str, Count]:
     """:func:`measure` in a new interpreter (``python -m benchmarks.opcodes``)."""
     output = subprocess.run(
-        [sys.executable, "-m", "benchmarks.opcodes", "--requests", str(requests), "--warmup", str(warmup)],
+        [sys.executable, "-m", "benchmarks.opcodes", "--requests", str(requests), "--warmup", str(warmup),
+         *(["--total"] if total else [])],
         cwd=h.ROOT, capture_output=True, text=True, check=True, timeout=timeout,
     ).stdout  # fmt: skip
     return {name: Count(**fields) for name, fields in json.loads(output).items()}
+
+
+def added(totals: dict[str, Count], front_end: str) -> Count:
+    """All the work ``front_end`` adds to a request: its total less its bare client's
+    (:data:`FRONT_ENDS`), over the same number of requests, per package."""
+    mine, bare = totals[front_end], totals[FRONT_ENDS[front_end]]
+    if mine.requests != bare.requests:
+        raise ValueError(f"{front_end}: {mine.requests} requests counted against {bare.requests} bare ones")
+    modules = Counter(mine.modules)
+    modules.subtract(bare.modules)
+    by_package = {name: n for name, n in modules.most_common() if n}
+    return Count(mine.requests, mine.opcodes - bare.opcodes, mine.calls - bare.calls, by_package)
 
 
 def run(opts: Options) -> h.Report:
@@ -416,7 +494,26 @@ def run(opts: Options) -> h.Report:
     )
     table.notes.append("Target (issue 27): httpx sync <= 750 opcodes per request.")
     report.tables.append(table)
+    totals = measure_in_fresh_process(total=True)
+    front = h.Table(
+        "All the work a front-end adds to a request: every frame's opcodes, less the bare client's (deterministic)",
+        ["front-end", "bare client", "**added opcodes per request**", "added calls", "added, by package"],
+    )
+    for name, bare in FRONT_ENDS.items():
+        more = added(totals, name)
+        packages = ", ".join(f"`{m}` {n / more.requests:+,.0f}" for m, n in more.modules.items())
+        front.rows.append([
+            name, f"{totals[bare].per_request:,.0f}", f"**{more.per_request:+,.0f}**",
+            f"{more.calls_per_request:+,.0f}", packages,
+        ])  # fmt: skip
+    front.notes.append(
+        "The same requests, each client answered in process as above, every frame in the calling thread "
+        "counted (the client's own, httpx's, the standard library's): the front-end's conversions show "
+        "here, where the library-only count misses the work they hand to other packages."
+    )
+    report.tables.append(front)
     report.data = {name: asdict(count) for name, count in counts.items()}
+    report.data["total"] = {name: asdict(count) for name, count in totals.items()}
     report.seconds = time.monotonic() - started
     return report
 
@@ -427,8 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.opcodes", description="Print the counts as JSON.")
     parser.add_argument("--requests", type=int, default=REQUESTS)
     parser.add_argument("--warmup", type=int, default=WARMUP)
+    parser.add_argument("--total", action="store_true", help="count every frame's opcodes (TOTAL_VARIANTS)")
     args = parser.parse_args(argv)
-    counts = measure(args.requests, args.warmup)
+    counts = measure(args.requests, args.warmup, total=args.total)
     print(json.dumps({name: asdict(count) for name, count in counts.items()}))
     return 0
 

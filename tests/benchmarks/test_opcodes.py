@@ -28,6 +28,11 @@ CEILINGS = {  # measured when responses were classified by a look-up and attempt
     opcodes.HTTPX2_SYNC: 1_142,
 }
 
+ADDED_CEILINGS = {  # every frame's opcodes a front-end adds to a request (its total less the bare client's)
+    opcodes.REQUESTS_ADAPTER: 2_784,  # measured 2,779 (httpx's own 1,215 of them) before the light views
+    opcodes.AIOHTTP: 3_783,  # measured 3,777.4 (httpx's own 999)
+}
+
 
 MEASURED_ON = (3, 11)  # opcodes differ from one CPython minor version to the next
 
@@ -101,3 +106,53 @@ def test_counting_refuses_a_process_with_an_sdk_installed() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=h.ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "an OpenTelemetry SDK is installed in this process" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def totals() -> dict[str, opcodes.Count]:
+    return opcodes.measure_in_fresh_process(total=True)
+
+
+def test_every_front_end_has_an_added_ceiling(totals: dict[str, opcodes.Count]) -> None:
+    """Every front-end counted beside its bare client has a ceiling on what it adds, and every
+    bare client is counted."""
+    assert set(ADDED_CEILINGS) == set(opcodes.FRONT_ENDS)
+    assert set(totals) == set(opcodes.TOTAL_VARIANTS) == set(opcodes.FRONT_ENDS) | set(opcodes.FRONT_ENDS.values())
+
+
+@pytest.mark.parametrize("front_end", list(ADDED_CEILINGS))
+def test_a_front_end_adds_no_more_than_its_ceiling_to_a_request(
+    totals: dict[str, opcodes.Count], front_end: str
+) -> None:
+    """All the work a front-end adds to a happy-path request, in every frame (ours, httpx's,
+    the standard library's), stays under its ceiling: a conversion that hands its work to
+    another package shows here."""
+    on_the_measured_python()
+    more = opcodes.added(totals, front_end)
+    by_package = ", ".join(f"{m} {n / more.requests:+.0f}" for m, n in more.modules.items())
+    assert more.per_request <= ADDED_CEILINGS[front_end], (
+        f"{front_end}: adds {more.per_request:,.1f} opcodes per request, over the ceiling of "
+        f"{ADDED_CEILINGS[front_end]:,} ({by_package}). If the new work is meant, raise the ceiling in "
+        "tests/benchmarks/test_opcodes.py and say why in the commit."
+    )
+
+
+def test_the_totals_are_the_same_in_another_process(totals: dict[str, opcodes.Count]) -> None:
+    """Counting every frame is as deterministic as counting the library's: another interpreter
+    counts the same opcodes, calls and packages."""
+    assert opcodes.measure_in_fresh_process(total=True) == totals
+
+
+def test_every_frame_is_counted_once_by_its_package() -> None:
+    """Counting every frame counts the package's own opcodes as the library-only count does,
+    and another package's under that package's name."""
+
+    def both(n: int) -> None:
+        for _ in range(n):
+            pytest_failover.error_type_of(httpx.ConnectError("refused"))
+
+    both(1)
+    ours, every = opcodes.count_opcodes(both, 2), opcodes.count_opcodes(both, 2, total=True)
+    assert every.modules["pytest_failover"] == ours.opcodes > 0
+    assert every.modules["httpx"] > 0  # the exception's constructor
+    assert every.opcodes == sum(every.modules.values()) > ours.opcodes
