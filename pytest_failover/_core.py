@@ -148,7 +148,7 @@ class FailoverCore:
         """A plan for one request at ``now`` (the transport's clock); ``wall`` is the
         Unix time for the pool's time windows (``wall_clock()`` when not given). A front-end's
         :class:`~pytest_failover._exchange.Exchange` is a plan of its own, made the same way."""
-        return RequestPlan(pool_core, method, headers, options, replayable, pinned, now, wall)
+        return RequestPlan(pool_core, method.upper(), headers, options, replayable, pinned, now, wall)
 
     def state(self, now: float) -> TransportState:
         return TransportState(

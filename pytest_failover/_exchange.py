@@ -178,7 +178,7 @@ class Exchange(RequestPlan):
         self.trace = trace = state.telemetry.start(core.name, method, url)
         if trace is not None and self._orders[2] is not None:
             trace.steered(self._orders[2])
-        self.body_limit, self._loads, stale = core.reading[self.may_resend, method == "GET"]
+        self.body_limit, self._loads, stale = core.reading[self.resendable, method == "GET"]
         if stale:
             self._stale = True
             # The stale cache keys on the request as the caller made it, before rewrites.

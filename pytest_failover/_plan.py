@@ -104,6 +104,7 @@ class RequestPlan:
     _throttled = False  # a hedge of this request was held back by the throttle
     _failed_on: tuple[Domain, str] | None = None  # the domain and error that moved it
     pinned: Domain | None = None  # the one domain it may go to
+    _walks = True  # its first attempt walks an order: neither pinned nor on a table
     hedgeable = False  # may it hedge (``Policy.hedging``: only what could be sent twice)?
 
     def __init__(
@@ -121,14 +122,15 @@ class RequestPlan:
         ``wall`` is the Unix time for the pool's time windows (``core.wall_clock()`` when
         not given). Positional, as one is made per request (keywords cost a mapping a call)."""
         self.core = core
-        self.method = method = method.upper()
+        self.method = method  # upper case (as the HTTP libraries make it)
         idempotent = options.idempotent
         if idempotent is None:
             idempotent = method in core.idempotent_methods or "idempotency-key" in headers
-        self.idempotent = idempotent
-        self.replayable = replayable
+        # Could it be sent again after its bytes left (idempotent, and its body replayable)?
+        self.resendable = resendable = idempotent and replayable
         if pinned is not None:
             self.pinned = pinned
+            self._walks = False
         self.started_at = now
         orders = core.orders  # the pool's, shared: nothing steers most requests
         if core.steers or options.order is not None:
@@ -141,13 +143,11 @@ class RequestPlan:
         # hedge races). Every other view of them (tried, raced, in flight) reads these.
         self.records: list[Attempt] = []
         self.flying: list[Attempt] = []
-        # Could this request be sent again after its bytes left? May it hedge
-        # (``Policy.hedging``: only what could be sent twice)?
-        resendable = idempotent and replayable
-        self.may_resend = resendable and core.resends
+        # May it hedge (``Policy.hedging``: only what could be sent twice)?
         if core.hedging is not None and resendable and options.hedge:
             self.hedgeable = True
         if core.table is not None and pinned is None:
+            self._walks = False
             with core.lock:
                 self._initial = tuple(core.admissible(now, orders))
 
@@ -204,7 +204,7 @@ class RequestPlan:
             # first timeout (``_timeout`` of the start, worked out once per pool).
             choice = (
                 core.choose(now, (), self._orders[0], self._early_allowed)
-                if self.last_outcome is None and self.pinned is None and not self._initial
+                if self._walks and self.last_outcome is None
                 else None
             )
             if choice is not None and not choice[2]:
@@ -300,7 +300,7 @@ class RequestPlan:
                 return self._wait_for_probe(now, besides=()) or Stop(reason=semconv.OUTCOME_CIRCUIT_OPEN)
             self._counted = 1
             return choice, 0.0, self._timeout(now)
-        if last.sent and not (self.idempotent and self.replayable):
+        if last.sent and not self.resendable:
             return Stop(reason=semconv.STOP_NOT_RETRYABLE)
         choice = self._choose(now, self._orders[1])
         tried = self.tried

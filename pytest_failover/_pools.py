@@ -143,16 +143,16 @@ class PoolCore:
             if outcome is not None:
                 self.outcomes[status] = outcome
         self.stale_limit = policy.stale_max_bytes if policy.stale_on_failure else 0
-        # What a request reads of a 2xx body before its outcome is known, by whether it may
-        # be re-sent and is a GET: (bytes at most, whether the exchange looks at them, and
-        # whether the stale cache stores and serves it). All of a small body, for the
-        # app-error check, the stale cache (GET only), and so that a re-sendable request
-        # whose connection breaks mid-body fails over.
+        # What a request reads of a 2xx body before its outcome is known, by whether it
+        # could be sent again (idempotent and replayable) and is a GET: (bytes at most,
+        # whether the exchange looks at them, and whether the stale cache stores and serves
+        # it). All of a small body, for the app-error check, the stale cache (GET only), and
+        # so that a request the pool may re-send whose connection breaks mid-body fails over.
         self.reading: dict[tuple[bool, bool], tuple[int, bool, bool]] = {}
         for resendable in (False, True):
             for get in (False, True):
                 stale = policy.stale_on_failure and get
-                read = self.read_limit if resendable or self.app_check else 0
+                read = self.read_limit if (resendable and self.resends) or self.app_check else 0
                 limit = max(read, self.stale_limit) if stale else read
                 self.reading[resendable, get] = (limit, stale or self.app_check, stale)
         # Slow domains (``_slowness.py``): the hedge throttle, each domain's latency
