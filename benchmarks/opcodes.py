@@ -365,6 +365,7 @@ def _aiohttp(*, failover: bool = True) -> Iterator[Send]:
     from pytest_failover.integrations.aiohttp import FailoverMiddleware
 
     headers = CIMultiDict({"Content-Type": "application/json", "Content-Length": "2"})
+    raw = tuple((name.encode(), value.encode()) for name, value in headers.items())
 
     async def answer(request: aiohttp.ClientRequest, handler: ClientHandlerType) -> aiohttp.ClientResponse:
         """The last middleware: answers ``200 {}`` at once, as the connection would."""
@@ -374,6 +375,7 @@ def _aiohttp(*, failover: bool = True) -> Iterator[Send]:
             stream_writer=cast(Any, SimpleNamespace(output_size=0)),  # nothing was written: no connection
         )  # fmt: skip
         response.status, response._headers, response._body = 200, CIMultiDictProxy(headers), b"{}"
+        response._raw_headers = raw  # as the connection's parser leaves both
         return response
 
     # The middleware takes no clock: it shares the state of a transport built with the pinned one.
