@@ -300,12 +300,18 @@ _ERRORS: tuple[tuple[type[aiohttp.ClientError], type[httpx.TransportError] | Non
 )
 
 
+def _row(raised: type[aiohttp.ClientError]) -> int | None:
+    """The row of :data:`_ERRORS` for ``raised`` (None: no row, it propagates unchanged)."""
+    for row, (source, _) in enumerate(_ERRORS):
+        if issubclass(raised, source):
+            return row
+    return None
+
+
 def _target(raised: type[aiohttp.ClientError]) -> type[httpx.TransportError] | None:
     """The httpx class :data:`_ERRORS` names for ``raised``; ``None``: propagate unchanged."""
-    for source, target in _ERRORS:
-        if issubclass(raised, source):
-            return target
-    return None
+    row = _row(raised)
+    return None if row is None else _ERRORS[row][1]
 
 
 def _httpx_error(exc: aiohttp.ClientError, request: httpx.Request) -> httpx.TransportError | None:

@@ -314,13 +314,20 @@ _ERRORS: tuple[tuple[type[Exception], type[object], type[httpx.TransportError] |
 )
 
 
+def _row(raised: type[Exception], said: type[object]) -> int | None:
+    """The row of :data:`_ERRORS` for an exception of class ``raised`` that says ``said``
+    happened (None: no row, it propagates unchanged)."""
+    for row, (source, reason, _) in enumerate(_ERRORS):
+        if issubclass(raised, source) and issubclass(said, reason):
+            return row
+    return None
+
+
 def _target(raised: type[Exception], said: type[object]) -> type[httpx.TransportError] | None:
     """The httpx class :data:`_ERRORS` names for an exception of class ``raised`` that
     says ``said`` happened; ``None``: propagate unchanged."""
-    for source, reason, target in _ERRORS:
-        if issubclass(raised, source) and issubclass(said, reason):
-            return target
-    return None
+    row = _row(raised, said)
+    return None if row is None else _ERRORS[row][2]
 
 
 def _httpx_error(exc: Exception, request: httpx.Request) -> httpx.TransportError | None:
