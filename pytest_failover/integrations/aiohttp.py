@@ -60,11 +60,10 @@ from .._exchange import FailoverResult, in_memory
 from .._httpx import AsyncFailoverTransport
 from .._state import MiddlewareOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
-from .._values import RequestOptions
 from . import _convert
 from ._convert import parse
 from ._errors import carried, last_cause
-from ._options import current_extensions
+from ._options import current
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -149,9 +148,8 @@ class FailoverMiddleware(_FrontEnd):
         await self._transport.aclose()
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
-        extensions = current_extensions()
+        extensions, options = current()
         url = parse(str(request.url))
-        options = RequestOptions.from_extensions(extensions)
         route = self._core.route(url, options)
         if route is None:
             return await handler(request)

@@ -62,11 +62,10 @@ from .._exchange import FailoverResult, in_memory
 from .._httpx import FailoverTransport
 from .._state import AdapterOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
-from .._values import RequestOptions
 from . import _convert
 from ._convert import parse
 from ._errors import carried, last_cause
-from ._options import current_extensions
+from ._options import current
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -165,9 +164,8 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         cert: Any = None,
         proxies: Mapping[str, str] | None = None,
     ) -> requests.Response:
-        extensions = current_extensions()
+        extensions, options = current()
         url = parse(request.url or "")
-        options = RequestOptions.from_extensions(extensions)
         route = self._core.route(url, options)
         if route is None:
             return self._passthrough(request, stream, timeout, verify, cert, proxies)
