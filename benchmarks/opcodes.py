@@ -346,9 +346,17 @@ def _requests(*, failover: bool = True) -> Iterator[Send]:
     with requests.Session() as session:
         session.mount("http://", FailoverAdapter.sharing(state, adapter=Answer()) if failover else Answer())
 
+        # Every answer is kept until the variant is done. The adapter's deadline watchdog holds
+        # each answer a while, and lets go of it in its own thread: the urllib3 response's
+        # finaliser (its ``closed`` property, in Python) then ran in this thread or in that one,
+        # as the threads' timing fell, and the count of every frame moved with it.
+        kept: list[requests.Response] = []
+
         def send(n: int) -> None:
             for _ in range(n):
-                _check(session.get(URL).status_code)
+                response = session.get(URL)
+                kept.append(response)
+                _check(response.status_code)
 
         yield send
 
