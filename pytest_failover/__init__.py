@@ -1,6 +1,11 @@
-"""pytest-failover: multi-domain failover for httpx, observable with OpenTelemetry.
+"""pytest-failover: multi-domain failover for httpx, httpx2, requests and aiohttp, observable
+with OpenTelemetry.
 
-The library (this package) depends on ``httpx`` and ``opentelemetry-api`` only.
+The library (this package) depends on ``opentelemetry-api`` only; each HTTP library is an
+extra. The httpx transports (``FailoverTransport``, ``AsyncFailoverTransport`` and their
+errors) need httpx, and importing them without it raises an ImportError that says what to
+install; everything else here (``Pool``, ``Policy``, ``pytest_failover.httpx2``, resolvers,
+the control poller) works in a process that has only httpx2.
 The outage simulator lives in :mod:`pytest_failover.simulator` and
 :mod:`pytest_failover.faults`; the pytest plugin in :mod:`pytest_failover.plugin`.
 

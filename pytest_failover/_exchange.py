@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import inspect
 import logging
+import operator
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from ._state import State
 
 __all__ = [
-    "BodyBuffer",
     "Exchange",
     "FailoverResult",
     "Fallback",
@@ -88,6 +88,10 @@ _RESULTS = {
 _EVENT_STREAM = b"text/event-stream"
 
 
+# (lowercased name, value) of each of a ``Headers``' (raw name, lowercased name, value) triples.
+_NAME_VALUE = operator.itemgetter(1, 2)
+
+
 def _fits_in_memory(headers: Headers, limit: int) -> bool:
     """May a 2xx body with ``headers`` be read into memory? When it declares no length, or
     one within ``limit`` (a value that is not a plain number, or two values, declare none:
@@ -97,15 +101,28 @@ def _fits_in_memory(headers: Headers, limit: int) -> bool:
     tokens) is never held here: each event reaches the caller as it comes, and a
     connection that breaks mid-stream reaches the caller too, never replayed elsewhere.
 
-    Every request reads it, so this scans the library's own list of byte triples (key,
-    lowercased key, value: every httpx since 0.18, and httpx2): 0.23 µs against 1.9 µs
-    for ``headers.get``, which encodes the key and decodes each match (timeit), and
-    5,700 of the 83,000 instructions the transport added to a request (callgrind, in
-    process, side by side).
+    Every request reads it, so this reads the library's own list of byte triples (raw
+    name, lowercased name, value: every httpx since 0.18, and httpx2) into a dict at C
+    level (``map``); a name given twice (``Set-Cookie``, or a conflicting length) takes
+    the loop over the triples instead. ``headers.get`` encodes the key and decodes each
+    match (1.9 µs against 0.23 µs for a scan of the list, timeit).
     """
+    raw = headers._list
+    named = dict(map(_NAME_VALUE, raw))
+    if len(named) < len(raw):
+        return _fits_in_memory_repeated(raw, limit)
+    kind = named.get(b"content-type")
+    if kind is not None and kind.lower().startswith(_EVENT_STREAM):
+        return False
+    length = named.get(b"content-length")
+    return length is None or not length.isdigit() or int(length) <= limit
+
+
+def _fits_in_memory_repeated(raw: list[tuple[bytes, bytes, bytes]], limit: int) -> bool:
+    """:func:`_fits_in_memory` for headers that name a header twice (the same rules)."""
     found: bytes | None = None
     conflict = False
-    for _, key, value in headers._list:
+    for _, key, value in raw:
         if key == b"content-length":
             conflict = found is not None
             found = value
@@ -117,56 +134,6 @@ def _fits_in_memory(headers: Headers, limit: int) -> bool:
 def in_memory(response: Response) -> bool:
     """Is ``response``'s body in memory: read by the transport, or made from bytes?"""
     return response.is_stream_consumed or isinstance(response.stream, InMemory)
-
-
-class BodyBuffer:
-    """Reads a response body into memory, but never more than ``limit`` bytes.
-
-    Feed it raw chunks; when the body ends within the limit, :meth:`complete`
-    gives a response whose content is in memory (a mid-body failure could still
-    fail over, the stale cache may store it, the app-error check may read it).
-    Past the limit, :meth:`continued` gives a response that streams the chunks
-    already read and then the rest, untouched and uncached.
-
-    Either way the caller gets a response as httpx would hand it over: unread, so
-    that the client decodes the bytes as they came and sets ``elapsed`` as it closes
-    the stream. An exchange that looks at the body (``_loads``) has it read here; the
-    raw bytes can still be streamed then (``iter_raw``), and ``elapsed`` is set once
-    the body is in (httpx never sets it for a body read already).
-    """
-
-    __slots__ = ("_chunks", "_exchange", "_size", "limit")
-
-    def __init__(self, limit: int, exchange: Exchange) -> None:
-        self.limit = limit
-        self._exchange = exchange  # whether it looks at the body (``_loads``), and when it began
-        self._chunks: list[bytes] = []
-        self._size = 0
-
-    def add(self, chunk: bytes) -> bool:
-        """Keep ``chunk``; True once the body is over the limit."""
-        self._chunks.append(chunk)
-        self._size += len(chunk)
-        return self._size > self.limit
-
-    def complete(self, response: Response) -> Response:
-        """``response`` with the body in memory (the caller closed its stream). The same
-        response, its stream replaced: a new ``httpx.Response`` cost 87,000
-        instructions, as much again as the transport adds to a whole request
-        (callgrind, in process). Left unread without ``load``; with it, decoded into
-        ``content``, the raw bytes left to stream again."""
-        exchange = self._exchange
-        response.stream = exchange.lib.InMemory(b"".join(self._chunks))  # of the front-end's library
-        if exchange._loads:  # it looks at the body: the app-error check, the stale cache
-            response.read()
-            response.elapsed = datetime.timedelta(seconds=exchange.clock() - exchange.started_at)
-            response.is_stream_consumed = response.is_closed = False  # as if unread: iter_raw() works
-        return response
-
-    def continued(self, response: Response, rest: Any, stream: Any) -> Response:
-        """``response`` streaming the chunks read so far, then ``rest`` of ``stream``."""
-        response.stream = self._exchange.lib.Continued(self._chunks, rest, stream)
-        return response
 
 
 # httpx's four timeouts, none of them set.
@@ -351,16 +318,45 @@ class Exchange:
             self.trace.attempt_cancelled(attempt, attempt.span)
             self.trace.events(events)
 
-    def buffer(self, response: Response) -> BodyBuffer | None:
-        """Where the transport reads ``response``'s body (up to :attr:`body_limit`) before
-        the outcome is known, or None: it is not read when the limit is 0, the answer is
-        not a 2xx, declares a length over the limit or is an event stream: then it is
-        handed over unread. Nor when the inner transport read it already (an in-process
-        one): nothing is left to break."""
+    def reads(self, response: Response) -> int:
+        """How much of ``response``'s body the transport reads into memory before the
+        outcome is known (at most :attr:`body_limit` bytes), or 0: it is handed over unread
+        when the limit is 0, the answer is not a 2xx, declares a length over the limit or
+        is an event stream; and when the inner transport read it already (an in-process
+        one): nothing is left to break. The transport reads it (one loop, its own I/O),
+        then hands it to :meth:`read_in`, or to :meth:`continued` past the limit.
+
+        Either way the caller gets a response as its library would hand it over: unread,
+        so that the client decodes the bytes as they came and sets ``elapsed`` as it
+        closes the stream. An exchange that looks at the body (``_loads``: the app-error
+        check, the stale cache) has it read here; the raw bytes can still be streamed
+        then (``iter_raw``), and ``elapsed`` is set once the body is in (the library never
+        sets it for a body read already)."""
         limit = self.body_limit
         if limit == 0 or not 200 <= response.status_code < 300 or response.is_stream_consumed:
-            return None
-        return BodyBuffer(limit, self) if _fits_in_memory(response.headers, limit) else None
+            return 0
+        return limit if _fits_in_memory(response.headers, limit) else 0
+
+    def read_in(self, response: Response, chunks: list[bytes]) -> Response:
+        """``response`` with its body (``chunks``, all of it) in memory: a mid-body failure
+        could still fail over, the stale cache may store it, the app-error check may read
+        it (the caller closed its stream). The same response, its stream replaced: a new
+        ``httpx.Response`` cost 87,000 instructions, as much again as the transport adds to
+        a whole request (callgrind, in process). Left unread unless the exchange looks at
+        the body (``_loads``); then decoded into ``content``, the raw bytes left to stream
+        again."""
+        response.stream = self.lib.InMemory(b"".join(chunks))  # of the front-end's library
+        if self._loads:
+            response.read()
+            response.elapsed = datetime.timedelta(seconds=self.clock() - self.started_at)
+            response.is_stream_consumed = response.is_closed = False  # as if unread: iter_raw() works
+        return response
+
+    def continued(self, response: Response, chunks: list[bytes], rest: Any, stream: Any) -> Response:
+        """``response`` (a body over :meth:`reads`' limit) streaming the ``chunks`` read so
+        far, then ``rest`` of ``stream``, untouched and uncached."""
+        response.stream = self.lib.Continued(chunks, rest, stream)
+        return response
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> Any:
         """The error for an attempt cut at its time limit (the library's ``ReadTimeout``)."""
@@ -576,7 +572,7 @@ class Exchange:
 
     def _timed(self, response: Response) -> Response:
         """``response`` (a stale copy, a fallback's), with its ``elapsed`` (the whole
-        request) when its body is in already (see :class:`BodyBuffer`)."""
+        request) when its body is in already (see :meth:`reads`)."""
         if response.is_closed:
             response.elapsed = datetime.timedelta(seconds=self.clock() - self.started_at)
         return response

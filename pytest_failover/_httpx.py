@@ -8,7 +8,13 @@ over these.
 
 from __future__ import annotations
 
-import httpx
+try:
+    import httpx
+except ImportError as exc:  # tested in a process without httpx (tests/client/test_without_httpx.py)
+    raise ImportError(
+        "pytest_failover.FailoverTransport needs httpx: pip install 'pytest-failover[httpx]' "
+        "(with httpx2: from pytest_failover.httpx2 import FailoverTransport)"
+    ) from exc
 
 from ._exceptions import AllFailed, CircuitOpen, Failover
 from ._lib import HTTPLib

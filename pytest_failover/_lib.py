@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import httpx
     import httpx2
 
-__all__ = ["URL", "HTTPLib", "Headers", "Request", "Response"]
+__all__ = ["URL", "HTTPLib", "Headers", "Request", "Response", "client_library"]
 
 Headers: TypeAlias = "httpx.Headers | httpx2.Headers"
 Request: TypeAlias = "httpx.Request | httpx2.Request"
@@ -95,7 +95,7 @@ class Continued(_Wrapped):
 
 class InMemory:
     """Marks the raw bytes of a body the transport read (the library's ``ByteStream``
-    is added per library; see ``BodyBuffer.complete``)."""
+    is added per library; see ``Exchange.read_in``)."""
 
 
 class HTTPLib:
@@ -156,3 +156,20 @@ class HTTPLib:
 
     def __repr__(self) -> str:
         return f"<HTTPLib {self.name}>"
+
+
+def client_library() -> ModuleType:
+    """The library the package's own HTTP clients use (a resolver's DoH and HTTPDNS
+    queries, the control poller): httpx when it is installed, else httpx2, whose API is
+    the same. Neither is a dependency of the package: a process that has only httpx2
+    (the OpenAI and Anthropic SDKs bring no other) resolves and polls with it. Raises
+    ImportError, saying what to install, when neither is there."""
+    for name in ("httpx", "httpx2"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ImportError(
+        "pytest_failover needs an HTTP library for its own requests (resolvers, the control "
+        "poller): pip install 'pytest-failover[httpx]' (or 'pytest-failover[httpx2]')"
+    )

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, T
 from ._classify import LIBRARIES
 from ._deadline import GRACE, async_limit, watchdog
 from ._exchange import (
-    BodyBuffer,
     Exchange,
     FailoverResult,
     Fallback,
@@ -256,15 +255,15 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         try:
             attempt.sending = True
             response = self._transport.handle_request(attempt.request)
-            buffer = exchange.buffer(response)
-            if buffer is not None:
+            limit = exchange.reads(response)
+            if limit:
                 # Up to the headers httpx's own timeouts (capped at the attempt's time)
                 # bound each operation; from here on the watchdog bounds the whole read,
                 # at the attempt's time itself: no phase is left for httpx to name (a
                 # read timeout is a read timeout), so no GRACE.
                 ticket = watchdog.arm(attempt.deadline, response)
                 try:
-                    response = self._read(response, buffer)
+                    response = self._read(exchange, response, limit)
                 finally:
                     cut = watchdog.disarm(ticket)
         except self._lib.TransportError as exc:
@@ -283,14 +282,19 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         return response
 
     @staticmethod
-    def _read(response: Any, buffer: BodyBuffer) -> Any:
+    def _read(exchange: Exchange, response: Any, limit: int) -> Any:
+        """Read ``response``'s body, up to ``limit`` bytes (``Exchange.reads``)."""
         stream = response.stream
         rest = iter(stream)
+        chunks: list[bytes] = []
+        size = 0
         for chunk in rest:
-            if buffer.add(chunk):
-                return buffer.continued(response, rest, stream)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                return exchange.continued(response, chunks, rest, stream)
         stream.close()
-        return buffer.complete(response)
+        return exchange.read_in(response, chunks)
 
     def close(self) -> None:
         if self._hedgers is not None:
@@ -387,9 +391,9 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             async with async_limit(attempt.timeout + GRACE):
                 attempt.sending = True
                 response = await self._transport.handle_async_request(attempt.request)
-                buffer = exchange.buffer(response)
-                if buffer is not None:
-                    response = await self._read(response, buffer)
+                limit = exchange.reads(response)
+                if limit:
+                    response = await self._read(exchange, response, limit)
         except (self._lib.TransportError, TimeoutError) as exc:
             if response is not None:
                 await response.aclose()
@@ -413,14 +417,19 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         return response
 
     @staticmethod
-    async def _read(response: Any, buffer: BodyBuffer) -> Any:
+    async def _read(exchange: Exchange, response: Any, limit: int) -> Any:
+        """Read ``response``'s body, up to ``limit`` bytes (``Exchange.reads``)."""
         stream = response.stream
         rest = stream.__aiter__()
+        chunks: list[bytes] = []
+        size = 0
         async for chunk in rest:
-            if buffer.add(chunk):
-                return buffer.continued(response, rest, stream)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                return exchange.continued(response, chunks, rest, stream)
         await stream.aclose()
-        return buffer.complete(response)
+        return exchange.read_in(response, chunks)
 
     async def aclose(self) -> None:
         state = self._state

@@ -39,9 +39,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
-
 from .._exceptions import ControlError
+from .._lib import client_library
 from .._policy import ExponentialBackoff
 from ._document import ControlDocument
 from ._jws import CONTENT_TYPE, MAX_DOCUMENT_BYTES, verify_document
@@ -50,6 +49,10 @@ from ._keys import ControlKey, verifying_keys
 if TYPE_CHECKING:
     import ssl
     from collections.abc import Sequence
+
+    import httpx
+else:
+    httpx = client_library()  # httpx, or httpx2 (the same API) when only it is installed
 
 __all__ = ["ControlPoller", "ControlTarget"]
 

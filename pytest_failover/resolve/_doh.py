@@ -16,9 +16,7 @@ from __future__ import annotations
 import base64
 import ssl
 from collections.abc import Sequence
-from typing import Any, Literal
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal
 
 from .. import semconv
 from ._aio import both
@@ -33,6 +31,9 @@ from ._base import (
     normalize_host,
 )
 from ._http import Endpoint, Reply
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["DoHResolver", "import_dns", "parse_reply"]
 

@@ -16,10 +16,15 @@ import contextlib
 import ipaddress
 import ssl
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import httpx
-
+from .._lib import client_library
 from ._base import ResolveError, ResolverUnavailable, ResolveTimeout
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = client_library()  # httpx, or httpx2 (the same API) when only it is installed
 
 __all__ = ["Endpoint", "Reply"]
 

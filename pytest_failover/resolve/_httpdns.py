@@ -30,12 +30,11 @@ from __future__ import annotations
 import json
 import ssl
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import quote
 
-import httpx
-
 from .. import semconv
+from .._lib import client_library
 from ._base import (
     AddressFilter,
     Answer,
@@ -45,6 +44,11 @@ from ._base import (
     normalize_host,
 )
 from ._http import Endpoint, Reply
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = client_library()  # httpx, or httpx2 (the same API) when only it is installed
 
 __all__ = ["HTTPDNSResolver", "Parse", "parse_dns_json", "parse_json", "parse_text"]
 

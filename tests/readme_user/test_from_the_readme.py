@@ -224,6 +224,7 @@ def test_version_option_and_python_dash_m(tmp_path: Path) -> None:
 
 
 INSTALL_EXTRAS = {  # README, Install: each extra and what it says it brings
+    "httpx": {"httpx"},
     "simulator": {"trustme"},
     "control": {"joserfc", "cryptography"},
     "requests": {"requests"},
@@ -259,10 +260,10 @@ def test_every_extra_of_the_install_lines_exists() -> None:
         assert brings <= _requirements(extra), extra
 
 
-def test_the_library_needs_only_httpx_and_opentelemetry_api() -> None:
-    """'The library needs only `httpx` and `opentelemetry-api` (plus its semantic-convention constants).'"""
+def test_the_library_needs_only_opentelemetry_api() -> None:
+    """'The library needs only `opentelemetry-api` (plus its semantic-convention constants);
+    every HTTP library is an extra.'"""
     assert _requirements(None) == {
-        "httpx",
         "opentelemetry-api",
         "opentelemetry-semantic-conventions",
     }
