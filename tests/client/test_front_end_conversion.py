@@ -63,6 +63,7 @@ def test_headers_keep_bytes_and_spelling_and_round_trip_latin_1() -> None:
     assert headers._list == [(b"X-A", b"x-a", b"1"), (b"x-B", b"x-b", b"2"), (b"X-Name", b"x-name", b"caf\xe9")]
     assert _convert.decoded(headers._list) == [("X-A", "1"), ("x-B", "2"), ("X-Name", "caf\xe9")]
     assert headers["x-name"] == "caf\xe9"  # httpx finds the encoding from the bytes, as for its own
+    assert _convert.encoded([])._list == _convert.from_bytes(())._list == httpx.Headers([])._list == []
     with pytest.raises(UnicodeEncodeError):  # neither client can send it either
         _convert.encoded([("X-Sign", "\u20ac")])
 
