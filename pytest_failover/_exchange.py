@@ -194,7 +194,8 @@ class Exchange(RequestPlan):
     def first_step(self) -> Attempt | Wait | None:
         """The first attempt (at the request's start: no clock read of its own), or a wait
         for another request's probe; None to finish."""
-        decision = self.next(self.started_at)
+        with self.core.lock:  # next(): nothing is in flight or decided yet at the start
+            decision = self._next(self.started_at)
         if decision.__class__ is Attempt and not decision.events:  # the common case: nothing to report
             return decision
         return self._step(decision)
@@ -420,7 +421,7 @@ class Exchange(RequestPlan):
     def _record(self, attempt: Attempt, outcome: Outcome, exception: BaseException | None) -> None:
         now = self._state.clock()
         duration = now - attempt.sent_at
-        events = self.record(outcome, now, duration, attempt)
+        events = self.answer(attempt, outcome, now, duration)
         shared = self._state.shared
         if shared is not None and (events or attempt.probe or outcome.failed):  # news for the fleet
             shared.recorded(self.core, attempt.domain, attempt.probe, events, failed=outcome.failed)
@@ -606,7 +607,8 @@ class Exchange(RequestPlan):
         nothing to do."""
         if self._finished:
             return
-        in_flight = self.in_flight
+        decided = self._decided  # an attempt answer() decided is released as one in flight
+        in_flight = (*self.in_flight, decided) if isinstance(decided, Attempt) else self.in_flight
         events = self.abandon(self.clock())
         shared = self._state.shared
         if shared is not None:
