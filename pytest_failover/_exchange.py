@@ -318,7 +318,7 @@ class Exchange(RequestPlan):
         takes the loop over the triples instead. ``headers.get`` encodes the key and
         decodes each match (1.9 µs against 0.23 µs for a scan of the list, timeit)."""
         limit = self.body_limit
-        if limit == 0 or not 200 <= response.status_code < 300 or response.is_stream_consumed:
+        if limit == 0 or response.status_code // 100 != 2 or response.is_stream_consumed:
             return 0
         raw = response.headers._list
         named = dict(map(_NAME_VALUE, raw))
