@@ -392,7 +392,7 @@ def test_answer_decides_the_next_step_and_next_hands_it_out() -> None:
         assert first.domain.host == "a.example"
     decided.answer(decided.in_flight[0], REFUSED, 0.5, 0.5)
     recorded.record(REFUSED, 0.5, duration=0.5)
-    assert decided.in_flight == () and decided.tried == [decided.records[0].domain]
+    assert not decided.in_flight and decided.tried == [decided.records[0].domain]
     handed = attempt(decided, 9.0)  # the step decided at 0.5, not one decided now
     made = attempt(recorded, 0.5)
     assert decided.in_flight == (handed,)
