@@ -1,10 +1,11 @@
 """One logical request through the failover loop: everything but the I/O.
 
-:class:`Exchange` is what the sync and async transports share: routing,
-rewriting the request onto the attempt's domain, classification, telemetry,
-the bounded body buffer, and carrying out the core's ending (the response, a
-stale copy, the fallback, or the error). The transports' two loops in
-``_transport.py`` only send, read, sleep and close.
+:class:`Exchange` is what the sync and async transports share: the request's plan
+(it is one, a :class:`~pytest_failover._plan.RequestPlan`), rewriting the request onto
+the attempt's domain, how much of a body to read and what to make of it,
+classification, telemetry, and carrying out the core's ending (the response, a stale
+copy, the fallback, or the error). The transports' two loops in ``_transport.py`` only
+send, read, sleep and close.
 
 No HTTP library is imported here: the front-end hands each exchange its
 :class:`~pytest_failover._lib.HTTPLib` (httpx's or httpx2's), whose classes build the

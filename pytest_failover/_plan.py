@@ -1,14 +1,16 @@
 """One request's decisions: what to do next, and what an attempt's end means.
 
-A front-end's exchange opens a :class:`RequestPlan` for each logical request and
-loops::
+Each logical request has a :class:`RequestPlan` (a front-end's exchange is one, a
+subclass), driven in a loop::
 
-    decision = plan.next(now)            # Attempt(domain, delay, timeout) or Stop(reason)
+    decision = plan.next(now)            # Attempt(domain, delay, timeout), Wait or Stop(reason)
     ... wait decision.delay, send the attempt, classify what happened ...
-    events = plan.record(outcome, now)   # breaker transitions, switches
+    events = plan.answer(attempt, outcome, now, duration)   # breaker transitions, switches
 
-The plan asks its pool (``_pools.py``) which domain comes next, and decides the
-rest here.
+``answer`` records the outcome and, when the request goes on, decides its next step
+under the same pool lock; ``next`` hands that step out (``record`` is ``answer``
+without the decision, for tests that call ``next`` themselves). The plan asks its pool
+(``_pools.py``) which domain comes next, and decides the rest here.
 
 Whether to retry: never after a success or an answer (4xx, application error);
 never once the schedule's attempts are used up; never when request bytes may
