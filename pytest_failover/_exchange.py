@@ -1,10 +1,11 @@
 """One logical request through the failover loop: everything but the I/O.
 
-:class:`Exchange` is what the sync and async transports share: routing,
-rewriting the request onto the attempt's domain, classification, telemetry,
-the bounded body buffer, and carrying out the core's ending (the response, a
-stale copy, the fallback, or the error). The transports' two loops in
-``_transport.py`` only send, read, sleep and close.
+:class:`Exchange` is what the sync and async transports share: the request's plan
+(it is one, a :class:`~pytest_failover._plan.RequestPlan`), rewriting the request onto
+the attempt's domain, how much of a body to read and what to make of it,
+classification, telemetry, and carrying out the core's ending (the response, a stale
+copy, the fallback, or the error). The transports' two loops in ``_transport.py`` only
+send, read, sleep and close.
 
 No HTTP library is imported here: the front-end hands each exchange its
 :class:`~pytest_failover._lib.HTTPLib` (httpx's or httpx2's), whose classes build the
@@ -194,7 +195,8 @@ class Exchange(RequestPlan):
     def first_step(self) -> Attempt | Wait | None:
         """The first attempt (at the request's start: no clock read of its own), or a wait
         for another request's probe; None to finish."""
-        decision = self.next(self.started_at)
+        with self.core.lock:  # next(): nothing is in flight or decided yet at the start
+            decision = self._next(self.started_at)
         if decision.__class__ is Attempt and not decision.events:  # the common case: nothing to report
             return decision
         return self._step(decision)
@@ -317,7 +319,7 @@ class Exchange(RequestPlan):
         takes the loop over the triples instead. ``headers.get`` encodes the key and
         decodes each match (1.9 µs against 0.23 µs for a scan of the list, timeit)."""
         limit = self.body_limit
-        if limit == 0 or not 200 <= response.status_code < 300 or response.is_stream_consumed:
+        if limit == 0 or response.status_code // 100 != 2 or response.is_stream_consumed:
             return 0
         raw = response.headers._list
         named = dict(map(_NAME_VALUE, raw))
@@ -420,7 +422,7 @@ class Exchange(RequestPlan):
     def _record(self, attempt: Attempt, outcome: Outcome, exception: BaseException | None) -> None:
         now = self._state.clock()
         duration = now - attempt.sent_at
-        events = self.record(outcome, now, duration, attempt)
+        events = self.answer(attempt, outcome, now, duration)
         shared = self._state.shared
         if shared is not None and (events or attempt.probe or outcome.failed):  # news for the fleet
             shared.recorded(self.core, attempt.domain, attempt.probe, events, failed=outcome.failed)
@@ -606,7 +608,8 @@ class Exchange(RequestPlan):
         nothing to do."""
         if self._finished:
             return
-        in_flight = self.in_flight
+        decided = self._decided  # an attempt answer() decided is released as one in flight
+        in_flight = (*self.in_flight, decided) if isinstance(decided, Attempt) else self.in_flight
         events = self.abandon(self.clock())
         shared = self._state.shared
         if shared is not None:
