@@ -44,25 +44,30 @@ slow domain never blocks requests to another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import _steering, semconv
 from ._breaker import BreakerTransition
 from ._classify import Outcome
 from ._policy import ExponentialBackoff, Policy
 from ._pool import Domain
-from ._pools import Choice, Members, Orders, PoolCore
+from ._pools import Choice, Members, PoolCore
 from ._values import (
     Attempt,
     BreakerEvent,
     BudgetRejected,
     Event,
     HedgeThrottled,
+    RequestOptions,
     SlowCall,
     Stop,
     Switch,
     Wait,
 )
+
+if TYPE_CHECKING:
+    from ._lib import Headers
 
 __all__ = ["DONE", "MIN_ATTEMPT_TIME", "RequestPlan"]
 
@@ -99,41 +104,50 @@ class RequestPlan:
     _throttled = False  # a hedge of this request was held back by the throttle
     _failed_on: tuple[Domain, str] | None = None  # the domain and error that moved it
     pinned: Domain | None = None  # the one domain it may go to
+    _walks = True  # its first attempt walks an order: neither pinned nor on a table
     hedgeable = False  # may it hedge (``Policy.hedging``: only what could be sent twice)?
 
     def __init__(
         self,
         core: PoolCore,
         method: str,
-        idempotent: bool,
+        headers: Headers,
+        options: RequestOptions,
         replayable: bool,
         pinned: Domain | None,
         now: float,
-        random: Callable[[], float],
-        orders: Orders,
-        hedge: bool = True,
+        wall: float | None = None,
     ) -> None:
+        """The plan of a request to ``core``'s pool at ``now`` (the front-end's clock);
+        ``wall`` is the Unix time for the pool's time windows (``core.wall_clock()`` when
+        not given). Positional, as one is made per request (keywords cost a mapping a call)."""
         self.core = core
-        self._orders = orders  # the order the first attempt walks, the one after, why
-        self.method = method
-        self.idempotent = idempotent
-        self.replayable = replayable
+        self.method = method  # upper case (as the HTTP libraries make it)
+        idempotent = options.idempotent
+        if idempotent is None:
+            idempotent = method in core.idempotent_methods or "idempotency-key" in headers
+        # Could it be sent again after its bytes left (idempotent, and its body replayable)?
+        self.resendable = resendable = idempotent and replayable
         if pinned is not None:
             self.pinned = pinned
+            self._walks = False
         self.started_at = now
-        self._random = random
+        orders = core.orders  # the pool's, shared: nothing steers most requests
+        if core.steers or options.order is not None:
+            if wall is None and core.time_orders:
+                wall = core.wall_clock()
+            orders = core.steer(options, wall, core.random)
+        self._orders = orders  # the order the first attempt walks, the one after, why
         # The one record of each attempt (``Attempt``), in one of two lists: those that
         # ended, in the order they ended, and those in flight (more than one only while a
         # hedge races). Every other view of them (tried, raced, in flight) reads these.
         self.records: list[Attempt] = []
         self.flying: list[Attempt] = []
-        # Could this request be sent again after its bytes left? May it hedge
-        # (``Policy.hedging``: only what could be sent twice)?
-        resendable = idempotent and replayable
-        self.may_resend = resendable and core.resends
-        if core.hedging is not None and resendable and hedge:
+        # May it hedge (``Policy.hedging``: only what could be sent twice)?
+        if core.hedging is not None and resendable and options.hedge:
             self.hedgeable = True
         if core.table is not None and pinned is None:
+            self._walks = False
             with core.lock:
                 self._initial = tuple(core.admissible(now, orders))
 
@@ -190,7 +204,7 @@ class RequestPlan:
             # first timeout (``_timeout`` of the start, worked out once per pool).
             choice = (
                 core.choose(now, (), self._orders[0], self._early_allowed)
-                if self.last_outcome is None and self.pinned is None and not self._initial
+                if self._walks and self.last_outcome is None
                 else None
             )
             if choice is not None and not choice[2]:
@@ -286,7 +300,7 @@ class RequestPlan:
                 return self._wait_for_probe(now, besides=()) or Stop(reason=semconv.OUTCOME_CIRCUIT_OPEN)
             self._counted = 1
             return choice, 0.0, self._timeout(now)
-        if last.sent and not (self.idempotent and self.replayable):
+        if last.sent and not self.resendable:
             return Stop(reason=semconv.STOP_NOT_RETRYABLE)
         choice = self._choose(now, self._orders[1])
         tried = self.tried
@@ -362,10 +376,10 @@ class RequestPlan:
         ``Retry-After``."""
         schedule = self.core.policy.schedule
         if isinstance(schedule, ExponentialBackoff):
-            delay = schedule.delay(self._counted, self._random)
+            delay = schedule.delay(self._counted, self.core.random)
         else:
             index = min(self._counted, len(schedule.steps) - 1)
-            delay = max(0.0, self.started_at + schedule.offset(index, self._random) - now)
+            delay = max(0.0, self.started_at + schedule.offset(index, self.core.random) - now)
         last = self.last_outcome
         if last is not None and last.retry_after is not None:
             delay = max(delay, min(last.retry_after, self.core.policy.retry_after_cap))
