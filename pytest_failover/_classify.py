@@ -43,7 +43,7 @@ from .semconv import (
 if TYPE_CHECKING:
     from ._lib import Response
 
-__all__ = ["Outcome", "OutcomeKind", "classify_exception", "classify_response", "error_type_of"]
+__all__ = ["Outcome", "OutcomeKind", "classify_exception", "classify_response", "classify_status", "error_type_of"]
 
 
 class OutcomeKind(str, enum.Enum):
@@ -218,18 +218,39 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
 def classify_response(response: Response, policy: Policy) -> Outcome:
     """A response is a success, an answer, a throttle or a failure of the domain."""
     status = response.status_code
-    if status in policy.retry_statuses:
-        retry_after = parse_retry_after(response.headers.get("Retry-After")) if status == 503 else None
-        return Outcome(kind=OutcomeKind.FAILURE, error_type=str(status), status=status, retry_after=retry_after)
+    outcome = classify_status(status, policy)
+    if outcome is not None:
+        return outcome
     if status == 429:
         retry_after = parse_retry_after(response.headers.get("Retry-After"))
         if retry_after is None:
             return Outcome(kind=OutcomeKind.ANSWER, error_type="429", status=status)
         return Outcome(kind=OutcomeKind.THROTTLED, error_type="429", status=status, retry_after=retry_after)
+    if status == 503:  # a retry status (classify_status said so): its Retry-After lengthens the wait
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        return Outcome(kind=OutcomeKind.FAILURE, error_type=str(status), status=status, retry_after=retry_after)
+    assert policy.is_app_error is not None  # the one other case classify_status leaves
+    if policy.is_app_error(response):
+        return Outcome(kind=OutcomeKind.ANSWER, error_type=ERROR_APP, status=status)
+    return _success(status)
+
+
+def classify_status(status: int, policy: Policy) -> Outcome | None:
+    """The outcome of a response with ``status`` when the status alone decides it, or None
+    when its headers or body have a say: a ``Retry-After`` (429, and 503 among the retry
+    statuses), the app-error check (``Policy.is_app_error``, for a status under 400). A
+    pool keeps this for every status (``PoolCore.outcomes``), so most responses are
+    classified by one dict look-up."""
+    if status in policy.retry_statuses:
+        return None if status == 503 else Outcome(kind=OutcomeKind.FAILURE, error_type=str(status), status=status)
+    if status == 429:
+        return None
     if status >= 400:
         return Outcome(kind=OutcomeKind.ANSWER, error_type=str(status), status=status)
-    if policy.is_app_error is not None and policy.is_app_error(response):
-        return Outcome(kind=OutcomeKind.ANSWER, error_type=ERROR_APP, status=status)
+    return None if policy.is_app_error is not None else _success(status)
+
+
+def _success(status: int) -> Outcome:
     outcome = _SUCCESSES.get(status)
     if outcome is None:
         outcome = _SUCCESSES[status] = Outcome(kind=OutcomeKind.SUCCESS, status=status)

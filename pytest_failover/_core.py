@@ -79,6 +79,8 @@ class FailoverCore:
         }
         self.random = random
         self.wall_clock = wall_clock  # Unix time, read only for pools with time windows
+        for pool_core in self.pools.values():  # what each request's plan reads of them
+            pool_core.random, pool_core.wall_clock = random, wall_clock
         self.control_version: int | None = None
         self._control_lock = threading.Lock()
 
@@ -144,21 +146,9 @@ class FailoverCore:
         wall: float | None = None,
     ) -> RequestPlan:
         """A plan for one request at ``now`` (the transport's clock); ``wall`` is the
-        Unix time for the pool's time windows (``wall_clock()`` when not given)."""
-        method = method.upper()
-        if options.idempotent is not None:
-            idempotent = options.idempotent
-        else:
-            idempotent = method in pool_core.policy.idempotent_methods or "idempotency-key" in headers
-        orders = pool_core.orders
-        if pool_core.steers or options.order is not None:
-            if wall is None and pool_core.time_orders:
-                wall = self.wall_clock()
-            orders = pool_core.steer(options, wall, self.random)
-        # positional: one plan per request, and keywords cost a mapping per call
-        return RequestPlan(
-            pool_core, method, idempotent, replayable, pinned, now, self.random, orders, options.hedge
-        )
+        Unix time for the pool's time windows (``wall_clock()`` when not given). A front-end's
+        :class:`~pytest_failover._exchange.Exchange` is a plan of its own, made the same way."""
+        return RequestPlan(pool_core, method.upper(), headers, options, replayable, pinned, now, wall)
 
     def state(self, now: float) -> TransportState:
         return TransportState(

@@ -1,10 +1,11 @@
 """One logical request through the failover loop: everything but the I/O.
 
-:class:`Exchange` is what the sync and async transports share: routing,
-rewriting the request onto the attempt's domain, classification, telemetry,
-the bounded body buffer, and carrying out the core's ending (the response, a
-stale copy, the fallback, or the error). The transports' two loops in
-``_transport.py`` only send, read, sleep and close.
+:class:`Exchange` is what the sync and async transports share: the request's plan
+(it is one, a :class:`~pytest_failover._plan.RequestPlan`), rewriting the request onto
+the attempt's domain, how much of a body to read and what to make of it,
+classification, telemetry, and carrying out the core's ending (the response, a stale
+copy, the fallback, or the error). The transports' two loops in ``_transport.py`` only
+send, read, sleep and close.
 
 No HTTP library is imported here: the front-end hands each exchange its
 :class:`~pytest_failover._lib.HTTPLib` (httpx's or httpx2's), whose classes build the
@@ -26,8 +27,7 @@ from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
 from ._exceptions import CircuitOpen, Failover
 from ._lib import InMemory
-from ._plan import DONE
-from ._policy import Policy
+from ._plan import DONE, RequestPlan
 from ._pools import PoolCore
 from ._telemetry import RequestTrace, redact_url
 from ._values import (
@@ -41,11 +41,12 @@ from ._values import (
     Wait,
     ending,
     new_tuple,
+    reports,
     stale_may_answer,
 )
 
 if TYPE_CHECKING:
-    from ._lib import Headers, HTTPLib, Request, Response
+    from ._lib import HTTPLib, Request, Response
     from ._pool import Domain
     from ._state import State
 
@@ -92,34 +93,9 @@ _EVENT_STREAM = b"text/event-stream"
 _NAME_VALUE = operator.itemgetter(1, 2)
 
 
-def _fits_in_memory(headers: Headers, limit: int) -> bool:
-    """May a 2xx body with ``headers`` be read into memory? When it declares no length, or
-    one within ``limit`` (a value that is not a plain number, or two values, declare none:
-    h11 refuses a conflicting pair), and it is not an event stream.
-
-    An event stream (``Content-Type: text/event-stream``: server-sent events, an LLM's
-    tokens) is never held here: each event reaches the caller as it comes, and a
-    connection that breaks mid-stream reaches the caller too, never replayed elsewhere.
-
-    Every request reads it, so this reads the library's own list of byte triples (raw
-    name, lowercased name, value: every httpx since 0.18, and httpx2) into a dict at C
-    level (``map``); a name given twice (``Set-Cookie``, or a conflicting length) takes
-    the loop over the triples instead. ``headers.get`` encodes the key and decodes each
-    match (1.9 µs against 0.23 µs for a scan of the list, timeit).
-    """
-    raw = headers._list
-    named = dict(map(_NAME_VALUE, raw))
-    if len(named) < len(raw):
-        return _fits_in_memory_repeated(raw, limit)
-    kind = named.get(b"content-type")
-    if kind is not None and kind.lower().startswith(_EVENT_STREAM):
-        return False
-    length = named.get(b"content-length")
-    return length is None or not length.isdigit() or int(length) <= limit
-
-
 def _fits_in_memory_repeated(raw: list[tuple[bytes, bytes, bytes]], limit: int) -> bool:
-    """:func:`_fits_in_memory` for headers that name a header twice (the same rules)."""
+    """May a 2xx body be read into memory (the rules of :meth:`Exchange.reads`), for headers
+    that name a header twice."""
     found: bytes | None = None
     conflict = False
     for _, key, value in raw:
@@ -150,12 +126,19 @@ def leave(token: object) -> None:
     otel_context.detach(token)  # type: ignore[arg-type]  # the Token attach() gave
 
 
-class Exchange:
+class Exchange(RequestPlan):
     """One logical request through the failover loop: everything but the I/O.
 
+    An exchange is its request's plan (:class:`~pytest_failover._plan.RequestPlan`: the
+    decisions) and adds the client's side: the request and its rewrites, the body read,
+    classification, telemetry and the ending. One object per request, built in one
+    ``__init__``: a separate plan cost a second object and a call through it at every
+    step (185 of the 1,247 opcodes of a happy-path request were the two constructors
+    and ``FailoverCore.begin``).
+
     What a request sets before it reads it, or only on a rare path, starts as a class
-    attribute (as in :class:`~pytest_failover._plan.RequestPlan`): a request answered
-    at its first attempt writes each of these at most once and never reads a default.
+    attribute (as in the plan): a request answered at its first attempt writes each of
+    these at most once and never reads a default.
     """
 
     _tracked: Any = None  # an unreplayable body, watched (the library's ``Tracked``)
@@ -173,7 +156,7 @@ class Exchange:
         state: State,
         lib: HTTPLib,
         request: Request,
-        pool_core: PoolCore,
+        core: PoolCore,
         pinned: Domain | None,
         origin: Domain | None,
         options: RequestOptions,
@@ -185,20 +168,18 @@ class Exchange:
         self._blocking = blocking  # the front-end may wait for the disk (a sync one)
         self._origin = origin  # the pool domain the request's URL points at, if any
         self.request = request
-        self.pool_core = pool_core
         self.original_url = url = request.url
-        method = request.method
         stream = request.stream
         replayable = isinstance(stream, lib.ByteStream)
         if not replayable:
             self._tracked = lib.Tracked(stream)
             request.stream = self._tracked
-        self.started_at = now = state.clock()
-        self.plan = plan = state.core.begin(pool_core, method, request.headers, options, replayable, pinned, now)
-        self.trace = trace = state.telemetry.start(pool_core.name, method, url)
-        if trace is not None and plan.steering is not None:
-            trace.steered(plan.steering)
-        self.body_limit, self._loads, stale = pool_core.reading[plan.may_resend, plan.method == "GET"]
+        RequestPlan.__init__(self, core, request.method, request.headers, options, replayable, pinned, state.clock())
+        method = self.method
+        self.trace = trace = state.telemetry.start(core.name, method, url)
+        if trace is not None and self._orders[2] is not None:
+            trace.steered(self._orders[2])
+        self.body_limit, self._loads, stale = core.reading[self.resendable, method == "GET"]
         if stale:
             self._stale = True
             # The stale cache keys on the request as the caller made it, before rewrites.
@@ -209,25 +190,22 @@ class Exchange:
         """The front-end's monotonic clock."""
         return self._state.clock
 
-    @property
-    def policy(self) -> Policy:
-        return self.pool_core.policy
-
     # -- the loop's steps ------------------------------------------------------------
 
     def first_step(self) -> Attempt | Wait | None:
         """The first attempt (at the request's start: no clock read of its own), or a wait
         for another request's probe; None to finish."""
-        decision = self.plan.next(self.started_at)
+        with self.core.lock:  # next(): nothing is in flight or decided yet at the start
+            decision = self._next(self.started_at)
         if decision.__class__ is Attempt and not decision.events:  # the common case: nothing to report
             return decision
         return self._step(decision)
 
     def next_step(self) -> Attempt | Wait | None:
         """The next attempt, or a wait for another request's probe; None to finish."""
-        if self.plan.done:  # answered: nothing left to decide
+        if self.done:  # answered: nothing left to decide
             return None
-        return self._step(self.plan.next(self.clock()))
+        return self._step(self.next(self.clock()))
 
     def _step(self, decision: Attempt | Wait | Stop) -> Attempt | Wait | None:
         if self.trace is not None and decision.events:
@@ -293,49 +271,65 @@ class Exchange:
 
     # -- hedging ---------------------------------------------------------------------
 
-    def hedge_delay(self) -> float | None:
-        """Seconds after the latest attempt was sent that a hedge is due; None: no hedge."""
-        return self.plan.hedge_delay()
-
-    def hedge(self) -> Attempt | None:
+    def hedge_now(self) -> Attempt | None:
         """The hedge to send now, or None (no domain fits, or the throttle said no)."""
-        decision = self.plan.hedge(self.clock())
+        decision = self.hedge(self.clock())
         if isinstance(decision, HedgeThrottled):
             if self.trace is not None:
                 self.trace.events((decision,))
             return None
         return decision
 
-    def cancel(self, attempt: Attempt) -> None:
+    def cut(self, attempt: Attempt) -> None:
         """Another attempt won while ``attempt`` was on the wire: it is cut off (the
-        transport closes its connection), and counted as cancelled."""
+        transport closes its connection), and counted as cancelled (:meth:`cancel`)."""
         now = self.clock()
-        events = self.plan.cancel(attempt, now, now - attempt.sent_at, sent=attempt.sending)
+        events = self.cancel(attempt, now, now - attempt.sent_at, sent=attempt.sending)
         shared = self._state.shared
         if shared is not None and (events or attempt.probe):
-            shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, abandoned=True)
+            shared.recorded(self.core, attempt.domain, attempt.probe, events, abandoned=True)
         if self.trace is not None:
             self.trace.attempt_cancelled(attempt, attempt.span)
             self.trace.events(events)
 
     def reads(self, response: Response) -> int:
         """How much of ``response``'s body the transport reads into memory before the
-        outcome is known (at most :attr:`body_limit` bytes), or 0: it is handed over unread
-        when the limit is 0, the answer is not a 2xx, declares a length over the limit or
-        is an event stream; and when the inner transport read it already (an in-process
-        one): nothing is left to break. The transport reads it (one loop, its own I/O),
-        then hands it to :meth:`read_in`, or to :meth:`continued` past the limit.
+        outcome is known (at most :attr:`body_limit` bytes), or 0 to hand it over unread.
+        The transport reads it (one loop, its own I/O), then hands it to :meth:`read_in`,
+        or to :meth:`continued` past the limit.
+
+        Only a 2xx body is read, and only one that declares no length or one within the
+        limit (a value that is not a plain number, or two values, declare none: h11
+        refuses a conflicting pair), and is not an event stream (``Content-Type:
+        text/event-stream``: server-sent events, an LLM's tokens): each event reaches the
+        caller as it comes, and a connection that breaks mid-stream reaches the caller
+        too, never replayed elsewhere. Nor one the inner transport read already (an
+        in-process one): nothing is left to break.
 
         Either way the caller gets a response as its library would hand it over: unread,
         so that the client decodes the bytes as they came and sets ``elapsed`` as it
         closes the stream. An exchange that looks at the body (``_loads``: the app-error
-        check, the stale cache) has it read here; the raw bytes can still be streamed
-        then (``iter_raw``), and ``elapsed`` is set once the body is in (the library never
-        sets it for a body read already)."""
+        check, the stale cache) has it read; the raw bytes can still be streamed then
+        (``iter_raw``), and ``elapsed`` is set once the body is in (the library never sets
+        it for a body read already).
+
+        Every request asks, so the headers are the library's own list of byte triples (raw
+        name, lowercased name, value: every httpx since 0.18, and httpx2), read into a dict
+        at C level (``map``); a name given twice (``Set-Cookie``, a conflicting length)
+        takes the loop over the triples instead. ``headers.get`` encodes the key and
+        decodes each match (1.9 µs against 0.23 µs for a scan of the list, timeit)."""
         limit = self.body_limit
-        if limit == 0 or not 200 <= response.status_code < 300 or response.is_stream_consumed:
+        if limit == 0 or response.status_code // 100 != 2 or response.is_stream_consumed:
             return 0
-        return limit if _fits_in_memory(response.headers, limit) else 0
+        raw = response.headers._list
+        named = dict(map(_NAME_VALUE, raw))
+        if len(named) < len(raw):
+            return limit if _fits_in_memory_repeated(raw, limit) else 0
+        kind = named.get(b"content-type")
+        if kind is not None and kind.lower().startswith(_EVENT_STREAM):
+            return 0
+        length = named.get(b"content-length")
+        return limit if length is None or not length.isdigit() or int(length) <= limit else 0
 
     def read_in(self, response: Response, chunks: list[bytes]) -> Response:
         """``response`` with its body (``chunks``, all of it) in memory: a mid-body failure
@@ -379,7 +373,9 @@ class Exchange:
         return error
 
     def on_response(self, attempt: Attempt, response: Response) -> None:
-        outcome = classify_response(response, self.pool_core.policy)
+        outcome = self.core.outcomes.get(response.status_code)
+        if outcome is None:  # its headers or body have a say (Retry-After, the app-error check)
+            outcome = classify_response(response, self.core.policy)
         self.response = response
         self._answered_by = attempt.domain.url  # not the last record: a cut loser's may follow
         self.error = None
@@ -388,11 +384,11 @@ class Exchange:
         self._record(attempt, outcome, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
-                self.pool_core.name,
+                self.core.name,
                 self._original,
                 response,
                 self.clock(),
-                max_bytes=self.policy.stale_max_bytes,
+                max_bytes=self.core.policy.stale_max_bytes,
             )
 
     def _peer(self, attempt: Attempt, response: Response) -> None:
@@ -426,10 +422,10 @@ class Exchange:
     def _record(self, attempt: Attempt, outcome: Outcome, exception: BaseException | None) -> None:
         now = self._state.clock()
         duration = now - attempt.sent_at
-        events = self.plan.record(outcome, now, duration, attempt)
+        events = self.answer(attempt, outcome, now, duration)
         shared = self._state.shared
         if shared is not None and (events or attempt.probe or outcome.failed):  # news for the fleet
-            shared.recorded(self.pool_core, attempt.domain, attempt.probe, events, failed=outcome.failed)
+            shared.recorded(self.core, attempt.domain, attempt.probe, events, failed=outcome.failed)
         trace = self.trace
         if trace is None:
             return
@@ -449,11 +445,11 @@ class Exchange:
     def _log_retry(self, attempt: Attempt) -> None:
         if not logger.isEnabledFor(logging.WARNING):  # nobody listens: not even the redaction
             return
-        last = self.plan.records[-1]
+        last = self.records[-1]
         logger.warning(
             "pool %s: %s %s attempt %d on %s failed (%s); attempt %d on %s in %.3f s",
-            self.pool_core.name,
-            self.plan.method,
+            self.core.name,
+            self.method,
             redact_url(self.original_url),
             last.number,
             last.domain,
@@ -468,26 +464,27 @@ class Exchange:
     def finish(self) -> Any:
         """The response to return, a fallback's (possibly awaitable) response, or raise
         (``Any``: the front-end's library's ``Response``, or an awaitable of one)."""
-        plan = self.plan
-        ended = plan.records
-        records = tuple(map(Attempt.report, ended))
+        records = reports(self.records)
         response = self.response
-        status = None if response is None else response.status_code
-        stale = self._stale_response() if self._stale and stale_may_answer(status) else None
-        decided = ending(status, stale is not None, self._state.fallback is not None)
+        if response is not None and not self._stale:  # no stored copy to weigh: ending() says RESPONSE
+            decided, stale = RESPONSE, None
+        else:
+            status = None if response is None else response.status_code
+            stale = self._stale_response() if self._stale and stale_may_answer(status) else None
+            decided = ending(status, stale is not None, self._state.fallback is not None)
         if decided is RESPONSE:
             assert response is not None
-            last = plan.last_outcome
+            last = self.last_outcome
             assert last is not None
             outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
             domain = self._answered_by
             self._finished = True
             if self.trace is not None:
-                self._end(outcome, domain, status, last.error_type)
-            result = (self.pool_core.name, domain, records, outcome, False, False)  # neither stale nor a fallback's
+                self._end(outcome, domain, response.status_code, last.error_type)
+            result = (self.core.name, domain, records, outcome, False, False)  # neither stale nor a fallback's
             response.extensions["failover"] = new_tuple(FailoverResult, result)
             if self._state.sticky:
-                self._state.persist_sticky(self.pool_core, wait=self._blocking)
+                self._state.persist_sticky(self.core, wait=self._blocking)
             return response
         error = self._error(self.stop, records)
         error_type = semconv.OUTCOME_CIRCUIT_OPEN if not records else (records[-1].error_type or self.stop.reason)
@@ -508,11 +505,11 @@ class Exchange:
 
     def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> Failover:
         """The library's ``CircuitOpenError`` or ``AllDomainsFailed``."""
-        pool = self.pool_core.name
+        pool = self.core.name
         url = redact_url(self.original_url)
         if not records:
             error: Failover = self.lib.CircuitOpenError(
-                f"pool {pool!r}: every domain is open or disabled; {self.plan.method} {url} was not sent",
+                f"pool {pool!r}: every domain is open or disabled; {self.method} {url} was not sent",
                 pool=pool,
                 reason=stop.reason,
                 request=self.request,
@@ -520,7 +517,7 @@ class Exchange:
         else:
             tried = "; ".join(f"{r.domain}: {r.error_type}" for r in records)
             error = self.lib.AllDomainsFailed(
-                f"pool {pool!r}: {self.plan.method} {url} failed after {len(records)} "
+                f"pool {pool!r}: {self.method} {url} failed after {len(records)} "
                 f"attempt(s) ({stop.reason}): {tried}",
                 pool=pool,
                 attempts=records,
@@ -535,10 +532,10 @@ class Exchange:
 
     def _stale_response(self) -> Response | None:
         stale: Response | None = self._state.stale.lookup(
-            self.pool_core.name,
+            self.core.name,
             self._original,
             self.clock(),
-            max_age=self.policy.stale_max_age,
+            max_age=self.core.policy.stale_max_age,
             response=self.lib.Response,
         )
         return stale
@@ -588,7 +585,7 @@ class Exchange:
         """End the request's telemetry with ``outcome``; the result the response carries."""
         self._end(outcome, domain, status, error_type)
         stale, fallback = outcome == semconv.OUTCOME_STALE, outcome == semconv.OUTCOME_FALLBACK
-        return new_tuple(FailoverResult, (self.pool_core.name, domain, records, outcome, stale, fallback))
+        return new_tuple(FailoverResult, (self.core.name, domain, records, outcome, stale, fallback))
 
     def _end(self, outcome: str, domain: str | None, status: int | None, error_type: str | None) -> None:
         self._finished = True
@@ -597,7 +594,7 @@ class Exchange:
         self.trace.finish(
             outcome=outcome,
             duration=self.clock() - self.started_at,
-            attempts=len(self.plan.records),
+            attempts=len(self.records),
             domain=domain,
             status=status,
             error_type=error_type,
@@ -605,19 +602,21 @@ class Exchange:
 
     # -- leaving early (cancellation, a bug below us) ----------------------------------
 
-    def abandon(self) -> None:
-        """The loop was left by an exception: release a probe, end the spans. After
-        ``finish()`` (which may itself raise the request's error) there is nothing to do."""
+    def give_up(self) -> None:
+        """The loop was left by an exception: release a probe (:meth:`abandon`), end the
+        spans. After ``finish()`` (which may itself raise the request's error) there is
+        nothing to do."""
         if self._finished:
             return
-        in_flight = self.plan.in_flight
-        events = self.plan.abandon(self.clock())
+        decided = self._decided  # an attempt answer() decided is released as one in flight
+        in_flight = (*self.in_flight, decided) if isinstance(decided, Attempt) else self.in_flight
+        events = self.abandon(self.clock())
         shared = self._state.shared
         if shared is not None:
             for i, attempt in enumerate(in_flight):  # the events go out once, with the first
                 if attempt.probe or (events and i == 0):
                     shared.recorded(
-                        self.pool_core, attempt.domain, attempt.probe, events if i == 0 else (), abandoned=True
+                        self.core, attempt.domain, attempt.probe, events if i == 0 else (), abandoned=True
                     )
         if self.trace is not None:
             for attempt in in_flight:

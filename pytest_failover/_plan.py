@@ -1,14 +1,16 @@
 """One request's decisions: what to do next, and what an attempt's end means.
 
-A front-end's exchange opens a :class:`RequestPlan` for each logical request and
-loops::
+Each logical request has a :class:`RequestPlan` (a front-end's exchange is one, a
+subclass), driven in a loop::
 
-    decision = plan.next(now)            # Attempt(domain, delay, timeout) or Stop(reason)
+    decision = plan.next(now)            # Attempt(domain, delay, timeout), Wait or Stop(reason)
     ... wait decision.delay, send the attempt, classify what happened ...
-    events = plan.record(outcome, now)   # breaker transitions, switches
+    events = plan.answer(attempt, outcome, now, duration)   # breaker transitions, switches
 
-The plan asks its pool (``_pools.py``) which domain comes next, and decides the
-rest here.
+``answer`` records the outcome and, when the request goes on, decides its next step
+under the same pool lock; ``next`` hands that step out (``record`` is ``answer``
+without the decision, for tests that call ``next`` themselves). The plan asks its pool
+(``_pools.py``) which domain comes next, and decides the rest here.
 
 Whether to retry: never after a success or an answer (4xx, application error);
 never once the schedule's attempts are used up; never when request bytes may
@@ -44,25 +46,30 @@ slow domain never blocks requests to another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import _steering, semconv
 from ._breaker import BreakerTransition
 from ._classify import Outcome
 from ._policy import ExponentialBackoff, Policy
 from ._pool import Domain
-from ._pools import Choice, Members, Orders, PoolCore
+from ._pools import Choice, Members, PoolCore
 from ._values import (
     Attempt,
     BreakerEvent,
     BudgetRejected,
     Event,
     HedgeThrottled,
+    RequestOptions,
     SlowCall,
     Stop,
     Switch,
     Wait,
 )
+
+if TYPE_CHECKING:
+    from ._lib import Headers
 
 __all__ = ["DONE", "MIN_ATTEMPT_TIME", "RequestPlan"]
 
@@ -99,41 +106,51 @@ class RequestPlan:
     _throttled = False  # a hedge of this request was held back by the throttle
     _failed_on: tuple[Domain, str] | None = None  # the domain and error that moved it
     pinned: Domain | None = None  # the one domain it may go to
+    _walks = True  # its first attempt walks an order: neither pinned nor on a table
+    _decided: Attempt | Wait | Stop | None = None  # the step answer() decided, until next() hands it out
     hedgeable = False  # may it hedge (``Policy.hedging``: only what could be sent twice)?
 
     def __init__(
         self,
         core: PoolCore,
         method: str,
-        idempotent: bool,
+        headers: Headers,
+        options: RequestOptions,
         replayable: bool,
         pinned: Domain | None,
         now: float,
-        random: Callable[[], float],
-        orders: Orders,
-        hedge: bool = True,
+        wall: float | None = None,
     ) -> None:
+        """The plan of a request to ``core``'s pool at ``now`` (the front-end's clock);
+        ``wall`` is the Unix time for the pool's time windows (``core.wall_clock()`` when
+        not given). Positional, as one is made per request (keywords cost a mapping a call)."""
         self.core = core
-        self._orders = orders  # the order the first attempt walks, the one after, why
-        self.method = method
-        self.idempotent = idempotent
-        self.replayable = replayable
+        self.method = method  # upper case (as the HTTP libraries make it)
+        idempotent = options.idempotent
+        if idempotent is None:
+            idempotent = method in core.idempotent_methods or "idempotency-key" in headers
+        # Could it be sent again after its bytes left (idempotent, and its body replayable)?
+        self.resendable = resendable = idempotent and replayable
         if pinned is not None:
             self.pinned = pinned
+            self._walks = False
         self.started_at = now
-        self._random = random
+        orders = core.orders  # the pool's, shared: nothing steers most requests
+        if core.steers or options.order is not None:
+            if wall is None and core.time_orders:
+                wall = core.wall_clock()
+            orders = core.steer(options, wall, core.random)
+        self._orders = orders  # the order the first attempt walks, the one after, why
         # The one record of each attempt (``Attempt``), in one of two lists: those that
         # ended, in the order they ended, and those in flight (more than one only while a
         # hedge races). Every other view of them (tried, raced, in flight) reads these.
         self.records: list[Attempt] = []
         self.flying: list[Attempt] = []
-        # Could this request be sent again after its bytes left? May it hedge
-        # (``Policy.hedging``: only what could be sent twice)?
-        resendable = idempotent and replayable
-        self.may_resend = resendable and core.resends
-        if core.hedging is not None and resendable and hedge:
+        # May it hedge (``Policy.hedging``: only what could be sent twice)?
+        if core.hedging is not None and resendable and options.hedge:
             self.hedgeable = True
         if core.table is not None and pinned is None:
+            self._walks = False
             with core.lock:
                 self._initial = tuple(core.admissible(now, orders))
 
@@ -174,52 +191,64 @@ class RequestPlan:
     # -- next -------------------------------------------------------------------------
 
     def next(self, now: float) -> Attempt | Wait | Stop:
-        """What to do now: another attempt, wait for a probe, or stop (and why)."""
+        """What to do now: another attempt, wait for a probe, or stop (and why); the step
+        :meth:`answer` decided, if it did."""
         if self.flying:
             raise RuntimeError(f"attempt {self.flying[0].number} is in flight: record its outcome first")
+        decided = self._decided
+        if decided is not None:
+            self._decided = None
+            if decided.__class__ is Attempt:
+                self.flying.append(decided)
+            return decided
         if self.done:
             return DONE
+        with self.core.lock:
+            return self._next(now)
+
+    def _next(self, now: float) -> Attempt | Wait | Stop:
+        """The next step, decided under the pool's lock (the caller holds it); an attempt
+        joins the attempts in flight."""
         core = self.core
-        with core.lock:
-            if self.hedgeable and not self.records:
-                assert core.throttle is not None
-                core.throttle.earn()
-            # The first attempt of a request that is neither pinned nor on a table, as most
-            # are: the pool's choice, as ``_decide`` makes it, taken at once unless it is a
-            # probe (which needs the lease below). At the request's start it has the pool's
-            # first timeout (``_timeout`` of the start, worked out once per pool).
-            choice = (
-                core.choose(now, (), self._orders[0], self._early_allowed)
-                if self.last_outcome is None and self.pinned is None and not self._initial
-                else None
-            )
-            if choice is not None and not choice[2]:
-                timeout = core.first_timeout if now == self.started_at else self._timeout(now)
-                attempt = Attempt(1, choice[0], choice[1], 0.0, timeout, now)
-                self._counted = 1
-            else:
-                events: list[Event] = []
-                counted = self._counted
-                while True:
-                    decision = self._decide(now, events)
-                    if not isinstance(decision, tuple):  # Stop or Wait
-                        return decision
-                    (domain, breaker, probe, early), delay, timeout = decision
-                    if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
-                        break
-                    # another process probes it (PROBING here now, see core.lease): decide again
-                    self._counted = counted
-                if probe:
-                    if early:
-                        self._early_allowed = False
-                    self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
-                attempt = Attempt(len(self.records) + 1, domain, breaker, delay, timeout, now + delay)
-                if probe:
-                    attempt.probe = True
-                if events:
-                    attempt.events = tuple(events)
-            if core.slow_calls is not None:
-                core.slow_calls[attempt.domain].began(attempt, attempt.sent_at)
+        if self.hedgeable and not self.records:
+            assert core.throttle is not None
+            core.throttle.earn()
+        # The first attempt of a request that is neither pinned nor on a table, as most
+        # are: the pool's choice, as ``_decide`` makes it, taken at once unless it is a
+        # probe (which needs the lease below). At the request's start it has the pool's
+        # first timeout (``_timeout`` of the start, worked out once per pool).
+        choice = (
+            core.choose(now, (), self._orders[0], self._early_allowed)
+            if self._walks and self.last_outcome is None
+            else None
+        )
+        if choice is not None and not choice[2]:
+            timeout = core.first_timeout if now == self.started_at else self._timeout(now)
+            attempt = Attempt(1, choice[0], choice[1], 0.0, timeout, now)
+            self._counted = 1
+        else:
+            events: list[Event] = []
+            counted = self._counted
+            while True:
+                decision = self._decide(now, events)
+                if not isinstance(decision, tuple):  # Stop or Wait
+                    return decision
+                (domain, breaker, probe, early), delay, timeout = decision
+                if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
+                    break
+                # another process probes it (PROBING here now, see core.lease): decide again
+                self._counted = counted
+            if probe:
+                if early:
+                    self._early_allowed = False
+                self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
+            attempt = Attempt(len(self.records) + 1, domain, breaker, delay, timeout, now + delay)
+            if probe:
+                attempt.probe = True
+            if events:
+                attempt.events = tuple(events)
+        if core.slow_calls is not None:
+            core.slow_calls[attempt.domain].began(attempt, attempt.sent_at)
         self.flying.append(attempt)
         return attempt
 
@@ -286,7 +315,7 @@ class RequestPlan:
                 return self._wait_for_probe(now, besides=()) or Stop(reason=semconv.OUTCOME_CIRCUIT_OPEN)
             self._counted = 1
             return choice, 0.0, self._timeout(now)
-        if last.sent and not (self.idempotent and self.replayable):
+        if last.sent and not self.resendable:
             return Stop(reason=semconv.STOP_NOT_RETRYABLE)
         choice = self._choose(now, self._orders[1])
         tried = self.tried
@@ -362,10 +391,10 @@ class RequestPlan:
         ``Retry-After``."""
         schedule = self.core.policy.schedule
         if isinstance(schedule, ExponentialBackoff):
-            delay = schedule.delay(self._counted, self._random)
+            delay = schedule.delay(self._counted, self.core.random)
         else:
             index = min(self._counted, len(schedule.steps) - 1)
-            delay = max(0.0, self.started_at + schedule.offset(index, self._random) - now)
+            delay = max(0.0, self.started_at + schedule.offset(index, self.core.random) - now)
         last = self.last_outcome
         if last is not None and last.retry_after is not None:
             delay = max(delay, min(last.retry_after, self.core.policy.retry_after_cap))
@@ -384,14 +413,25 @@ class RequestPlan:
         self, outcome: Outcome, now: float, duration: float, attempt: Attempt | None = None
     ) -> tuple[Event, ...]:
         """Report what an attempt in flight did (``attempt``: which one, when a hedge
-        races it); returns the events it caused."""
-        if attempt is None:
-            attempt = self._land(None)  # the only one
-        else:
-            try:
-                self.flying.remove(attempt)  # by identity: an attempt equals only itself
-            except ValueError:
-                self._land(attempt)  # raises: it is not in flight
+        races it); returns the events it caused. :meth:`next` decides what follows."""
+        if attempt is None:  # the only one (_land raises when none, or several, are in flight)
+            attempt = self.flying[0] if len(self.flying) == 1 else self._land(None)
+        return self.answer(attempt, outcome, now, duration, False)
+
+    def answer(
+        self, attempt: Attempt, outcome: Outcome, now: float, duration: float, decide: bool = True
+    ) -> tuple[Event, ...]:
+        """Report what ``attempt`` (in flight) did, and, when the request goes on with
+        nothing else in flight, decide its next step under the same lock (``decide``):
+        :meth:`next` hands it out. The events the outcome caused.
+
+        A decided attempt is not in flight until it is handed out: a hedge timer that
+        looks meanwhile sees nothing to hedge (an attempt that sat in the in-flight list
+        there re-armed the timers for ever), and :meth:`abandon` releases it."""
+        try:
+            self.flying.remove(attempt)  # by identity: an attempt equals only itself
+        except ValueError:
+            self._land(attempt)  # raises: it is not in flight
         domain = attempt.domain
         attempt.error_type = outcome.error_type
         attempt.status = outcome.status
@@ -420,6 +460,10 @@ class RequestPlan:
             if outcome.retryable:
                 if budget is not None and attempt.number > 1 and outcome.sent and not attempt.hedge:
                     budget.charge()  # a failed retry: the only thing the budget charges
+                if decide and not self.flying:  # the request goes on: what next, under this lock
+                    self._decided = decided = self._next(now)
+                    if decided.__class__ is Attempt:
+                        self.flying.pop()  # not in flight until next() hands it out
             else:
                 self.done = True
                 if budget is not None:
@@ -505,6 +549,9 @@ class RequestPlan:
         self.done = True
         events: list[Event] = []
         flying, self.flying = self.flying, []
+        decided, self._decided = self._decided, None
+        if isinstance(decided, Attempt):  # decided by answer(), never handed out: released alike
+            flying.append(decided)
         for attempt in flying:
             with self.core.lock:
                 self._add_transition(events, attempt.domain, attempt.breaker.abandon(now, probe=attempt.probe))

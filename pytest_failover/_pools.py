@@ -63,12 +63,15 @@ falls back to the rule above when that domain is not admissible.
 from __future__ import annotations
 
 import math
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 from . import _steering
 from ._breaker import Breaker, BreakerState, Standing
 from ._budget import TokenBucket
+from ._classify import Outcome, classify_status
 from ._policy import Policy, ScheduleTable
 from ._pool import Domain, Pool
 from ._slowness import UNKNOWN_DELAY, HedgeThrottle, LatencyWindow, SlowCallWindow
@@ -99,6 +102,7 @@ class PoolCore:
         self.name = pool.name
         self.policy = policy
         self.max_attempts = policy.max_attempts
+        self.idempotent_methods = policy.idempotent_methods
         self.resends = policy.max_attempts > 1  # may a request be sent again at all?
         # A table is followed as written (no transparent moves); it names domains by
         # their rank at the start of the request.
@@ -131,17 +135,24 @@ class PoolCore:
             policy.read_body_max_bytes if policy.is_app_error is not None or policy.read_body else 0
         )
         self.app_check = policy.is_app_error is not None
+        # What a response of each status means, where the status alone decides it
+        # (``classify_status``): most responses are classified by one look-up here.
+        self.outcomes: dict[int, Outcome] = {}
+        for status in range(100, 600):
+            outcome = classify_status(status, policy)
+            if outcome is not None:
+                self.outcomes[status] = outcome
         self.stale_limit = policy.stale_max_bytes if policy.stale_on_failure else 0
-        # What a request reads of a 2xx body before its outcome is known, by whether it may
-        # be re-sent and is a GET: (bytes at most, whether the exchange looks at them, and
-        # whether the stale cache stores and serves it). All of a small body, for the
-        # app-error check, the stale cache (GET only), and so that a re-sendable request
-        # whose connection breaks mid-body fails over.
+        # What a request reads of a 2xx body before its outcome is known, by whether it
+        # could be sent again (idempotent and replayable) and is a GET: (bytes at most,
+        # whether the exchange looks at them, and whether the stale cache stores and serves
+        # it). All of a small body, for the app-error check, the stale cache (GET only), and
+        # so that a request the pool may re-send whose connection breaks mid-body fails over.
         self.reading: dict[tuple[bool, bool], tuple[int, bool, bool]] = {}
         for resendable in (False, True):
             for get in (False, True):
                 stale = policy.stale_on_failure and get
-                read = self.read_limit if resendable or self.app_check else 0
+                read = self.read_limit if (resendable and self.resends) or self.app_check else 0
                 limit = max(read, self.stale_limit) if stale else read
                 self.reading[resendable, get] = (limit, stale or self.app_check, stale)
         # Slow domains (``_slowness.py``): the hedge throttle, each domain's latency
@@ -163,6 +174,10 @@ class PoolCore:
         # under the lock before a probe is sent; False means another process holds it
         # (the breaker is then PROBING here too). None: not shared, no cost.
         self.lease: Callable[[Domain, Breaker, float, float], bool] | None = None
+        # The transport's random source and Unix clock (``FailoverCore`` sets them): weight
+        # draws and jitter; the time windows of ``time_orders``.
+        self.random: Callable[[], float] = random.random
+        self.wall_clock: Callable[[], float] = time.time
 
     def _walk(self, order: Sequence[Domain]) -> Members:
         return tuple((i, d, self.breakers[d]) for i, d in enumerate(order))

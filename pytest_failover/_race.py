@@ -80,7 +80,7 @@ class Race:
     @property
     def over(self) -> bool:
         """An answer won, or every attempt ended."""
-        return self.exchange.plan.done or not self.flying
+        return self.exchange.done or not self.flying
 
     def wait(self) -> float | None:
         """How long the loop may wait for an arrival before a hedge is due (None: no
@@ -92,7 +92,7 @@ class Race:
 
     def hedge(self) -> Attempt | None:
         """The hedge due now, if the plan lets one go; else the next try is one delay later."""
-        attempt = self.exchange.hedge()
+        attempt = self.exchange.hedge_now()
         if attempt is None:
             self.postpone()
         return attempt
@@ -109,8 +109,8 @@ class Race:
         that win and the cut of the losers): the race is over, so it is cut too, and
         the winner's answer stays the request's."""
         self.flying.remove(flight)
-        if self.exchange.plan.done:
-            self.exchange.cancel(flight)
+        if self.exchange.done:
+            self.exchange.cut(flight)
             return response
         self.exchange.arrived(flight, response, error)
         superseded, self.answer = self.answer, response
@@ -120,7 +120,7 @@ class Race:
         """The race is over: the attempts still on the wire are cancelled."""
         losers, self.flying = self.flying, []
         for flight in losers:
-            self.exchange.cancel(flight)
+            self.exchange.cut(flight)
         return losers
 
 
@@ -150,7 +150,7 @@ async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
         if hedge in race.flying:  # not cut off meanwhile
             await _arrive(race, arrival)
             nonlocal interrupted
-            if race.exchange.plan.done and sending and not interrupted:  # once: see uncancel() below
+            if race.exchange.done and sending and not interrupted:  # once: see uncancel() below
                 interrupted = True
                 task.cancel()  # the first attempt lost: interrupt it (see asyncio.timeout)
         return arrival
@@ -482,7 +482,7 @@ class _Hedges:
                 wanted = hedge in race.flying  # else it was cut off meanwhile: nobody wants it
                 superseded = race.arrived(hedge, response, error) if wanted else response
                 del error  # see _sent: a cycle through this frame
-                won = wanted and exchange.plan.done
+                won = wanted and exchange.done
                 losers = race.flying if won else []
             if superseded is not None:
                 superseded.close()
@@ -507,7 +507,7 @@ class _Hedges:
             for ticket in self.timer:
                 watchdog.disarm(ticket)
             self.timer.clear()
-            if flight in race.flying and not exchange.plan.done:
+            if flight in race.flying and not exchange.done:
                 superseded = race.arrived(flight, response, error)
             else:  # a hedge won while this attempt was on the wire; it was cut
                 superseded = response

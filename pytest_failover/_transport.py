@@ -217,24 +217,25 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                     if response is not None:
                         response.close()  # a retryable answer we are moving past
                     response = self._attempt(exchange, step)
-                    if exchange.plan.done:  # answered: nothing left to decide
+                    if exchange.done:  # answered: nothing left to decide
                         break
                 step = exchange.next_step()
             result: Resp = exchange.finish()
-            if response is not None and result is not response:
-                response.close()  # a final server error a stored copy answers instead
-            if not isinstance(result, self._lib.Response):
-                raise TypeError(f"{type(self).__name__}: the fallback returned an awaitable; use a sync fallback")
+            if result is not response:  # a stored copy, or the fallback's answer
+                if response is not None:
+                    response.close()  # a final server error it answers instead
+                if not isinstance(result, self._lib.Response):
+                    raise TypeError(f"{type(self).__name__}: the fallback returned an awaitable; use a sync fallback")
             return result
         except BaseException:
-            exchange.abandon()
+            exchange.give_up()
             raise
 
     def _attempt(self, exchange: Exchange, attempt: Attempt) -> Any:
         """Send one attempt (and its hedges, if it may hedge); report the outcome. The
         answer to return, or None when every attempt failed."""
-        if self._hedgers is not None and exchange.plan.hedgeable:
-            delay = exchange.plan.hedge_delay()
+        if self._hedgers is not None and exchange.hedgeable:
+            delay = exchange.hedge_delay()
             if delay is not None:
                 return self._hedgers.race(self._send, exchange, attempt, delay)
         exchange.prepare(attempt)
@@ -355,23 +356,24 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                     if response is not None:
                         await response.aclose()  # a retryable answer we are moving past
                     response = await self._attempt(exchange, step)
-                    if exchange.plan.done:  # answered: nothing left to decide
+                    if exchange.done:  # answered: nothing left to decide
                         break
                 step = exchange.next_step()
             result: Resp = exchange.finish()
-            if response is not None and result is not response:
-                await response.aclose()  # a final server error a stored copy answers instead
-            if not isinstance(result, self._lib.Response):  # an async fallback
-                result = await cast("Awaitable[Resp]", result)
+            if result is not response:  # a stored copy, or the fallback's answer
+                if response is not None:
+                    await response.aclose()  # a final server error it answers instead
+                if not isinstance(result, self._lib.Response):  # an async fallback
+                    result = await cast("Awaitable[Resp]", result)
             return result
         except BaseException:
-            exchange.abandon()
+            exchange.give_up()
             raise
 
     async def _attempt(self, exchange: Exchange, attempt: Attempt) -> Any:
         """Send one attempt (and its hedges, if it may hedge); report the outcome. The
         answer to return, or None when every attempt failed."""
-        if exchange.plan.hedgeable and exchange.plan.hedge_delay() is not None:
+        if exchange.hedgeable and exchange.hedge_delay() is not None:
             return await async_race(self._send, exchange, attempt)
         exchange.prepare(attempt)
         try:

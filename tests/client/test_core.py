@@ -382,6 +382,41 @@ def test_plan_refuses_out_of_order_calls() -> None:
         p.next(0.0)
 
 
+def test_answer_decides_the_next_step_and_next_hands_it_out() -> None:
+    """``answer`` records a failure and decides the next attempt under the same lock; the
+    attempt is not in flight (nothing for a hedge to race) until ``next`` hands it out,
+    and it is the attempt ``record`` then ``next`` would have made."""
+    decided, recorded = plan(core(), 0.0), plan(core(), 0.0)
+    for p in (decided, recorded):
+        first = attempt(p, 0.0)
+        assert first.domain.host == "a.example"
+    decided.answer(decided.in_flight[0], REFUSED, 0.5, 0.5)
+    recorded.record(REFUSED, 0.5, duration=0.5)
+    assert not decided.in_flight and decided.tried == [decided.records[0].domain]
+    handed = attempt(decided, 9.0)  # the step decided at 0.5, not one decided now
+    made = attempt(recorded, 0.5)
+    assert decided.in_flight == (handed,)
+    assert (handed.number, handed.domain, handed.delay, handed.sent_at) == (made.number, made.domain, made.delay, made.sent_at)
+    decided.answer(handed, OK, 9.5, 0.1)
+    assert decided.done and decided.next(10.0).reason == "done"  # type: ignore[union-attr]  # a Stop
+
+
+def test_abandon_releases_the_probe_lease_of_an_attempt_answer_decided() -> None:
+    """A probe that ``answer`` decided but nobody sent (the request was cancelled first)
+    gives its domain's lease back: the domain is due again at once, not PROBING for ever."""
+    c = core(n=2, breaker_threshold=1, breaker_cooldown=10, sticky=False)
+    run(plan(c, 0.0), [REFUSED, OK])  # a opens for 10 s; b answers
+    p = plan(c, 1.0)
+    assert attempt(p, 1.0).domain.host == "b.example"  # a is open
+    breaker = c.pools["api"].breakers[p.core.order[0]]
+    p.answer(p.in_flight[0], REFUSED, 11.0, 0.1)  # b fails once a is due: a's probe is decided
+    assert breaker.leased and breaker.state is BreakerState.HALF_OPEN and p.in_flight == ()
+    events = p.abandon(11.0)
+    assert not breaker.leased and breaker.state is BreakerState.OPEN
+    assert any(isinstance(e, BreakerEvent) and e.after is BreakerState.OPEN for e in events)
+    assert attempt(plan(c, 11.0), 11.0).probe  # due again at once: the next request probes it
+
+
 def test_a_failure_that_sent_nothing_is_never_refused_by_a_drained_budget() -> None:
     """With the budget spent, a refused primary still moves to the untried backup at once."""
     c = core(n=2, breaker_threshold=1000, retry_budget=RetryBudget(max_tokens=2, token_ratio=0.1))

@@ -577,14 +577,14 @@ def test_a_hedge_cut_before_it_reached_the_network_is_not_reported_sent() -> Non
         first = exchange.next_step()
         assert isinstance(first, Attempt)
         winner = exchange.prepare(first)
-        exchange.plan.core.throttle.earn()  # type: ignore[union-attr]  # the pool hedges: it has a throttle
-        hedge = exchange.hedge()
+        exchange.core.throttle.earn()  # type: ignore[union-attr]  # the pool hedges: it has a throttle
+        hedge = exchange.hedge_now()
         assert hedge is not None
         loser = exchange.prepare(hedge)
         loser.sending = on_wire
         exchange.on_response(winner, httpx.Response(200, json={"ok": True}))
-        exchange.cancel(loser)
-        (record,) = [r.report() for r in exchange.plan.records if r.race == "cancelled"]
+        exchange.cut(loser)
+        (record,) = [r.report() for r in exchange.records if r.race == "cancelled"]
         assert (record.domain, record.sent) == ("http://b.test", on_wire)
 
 
@@ -607,12 +607,12 @@ def test_an_attempt_that_ends_after_another_won_does_not_undo_the_win(late: str)
     assert isinstance(first, Attempt)
     race = Race(exchange)
     primary = race.launch(first)
-    exchange.plan.core.throttle.earn()  # type: ignore[union-attr]  # the pool hedges: it has a throttle
+    exchange.core.throttle.earn()  # type: ignore[union-attr]  # the pool hedges: it has a throttle
     hedge = race.hedge()
     assert hedge is not None
     backup = race.launch(hedge)
     won = httpx.Response(200, json={"won": True})
-    assert race.arrived(backup, won, None) is None and exchange.plan.done
+    assert race.arrived(backup, won, None) is None and exchange.done
     late_answer = httpx.Response(200, json={"late": True}) if late == "answer" else None
     error = httpx.ReadError("cut", request=primary.request) if late == "error" else None
     assert race.arrived(primary, late_answer, error) is late_answer  # for the loop to close
