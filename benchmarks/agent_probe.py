@@ -408,9 +408,10 @@ FLOOR_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the library and the agent's configuration models", ("pytest_failover", "failover_agent.config")),
     ("OpenTelemetry SDK (metrics, traces)", ("opentelemetry.sdk.metrics", "opentelemetry.sdk.trace")),
     ("APScheduler", ("apscheduler.schedulers.asyncio",)),
-    ("prometheus_client (through the exporter's naming rules)", ("opentelemetry.exporter.prometheus",)),
     ("the agent's own modules", ("failover_agent.cli", "failover_agent.service", "failover_agent.server")),
     # not imported by the agent any more: what each would add on top
+    ("(not imported) prometheus_client, http.server, wsgiref: the exporter package's own imports",
+     ("opentelemetry.exporter.prometheus",)),
     ("(not imported) httpx's command line: rich, pygments", ("httpx._main",)),
     ("(not imported) aiohttp.web, the former listener", ("aiohttp.web",)),
     ("(not imported) httpcore with anyio and trio, the former readiness client's", ("httpcore", "trio")),

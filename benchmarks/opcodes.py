@@ -346,9 +346,17 @@ def _requests(*, failover: bool = True) -> Iterator[Send]:
     with requests.Session() as session:
         session.mount("http://", FailoverAdapter.sharing(state, adapter=Answer()) if failover else Answer())
 
+        # Every answer is kept until the variant is done. The adapter's deadline watchdog holds
+        # each answer a while, and lets go of it in its own thread: the urllib3 response's
+        # finaliser (its ``closed`` property, in Python) then ran in this thread or in that one,
+        # as the threads' timing fell, and the count of every frame moved with it.
+        kept: list[requests.Response] = []
+
         def send(n: int) -> None:
             for _ in range(n):
-                _check(session.get(URL).status_code)
+                response = session.get(URL)
+                kept.append(response)
+                _check(response.status_code)
 
         yield send
 
@@ -365,6 +373,7 @@ def _aiohttp(*, failover: bool = True) -> Iterator[Send]:
     from pytest_failover.integrations.aiohttp import FailoverMiddleware
 
     headers = CIMultiDict({"Content-Type": "application/json", "Content-Length": "2"})
+    raw = tuple((name.encode(), value.encode()) for name, value in headers.items())
 
     async def answer(request: aiohttp.ClientRequest, handler: ClientHandlerType) -> aiohttp.ClientResponse:
         """The last middleware: answers ``200 {}`` at once, as the connection would."""
@@ -374,6 +383,7 @@ def _aiohttp(*, failover: bool = True) -> Iterator[Send]:
             stream_writer=cast(Any, SimpleNamespace(output_size=0)),  # nothing was written: no connection
         )  # fmt: skip
         response.status, response._headers, response._body = 200, CIMultiDictProxy(headers), b"{}"
+        response._raw_headers = raw  # as the connection's parser leaves both
         return response
 
     # The middleware takes no clock: it shares the state of a transport built with the pinned one.

@@ -7,7 +7,7 @@ the certificate expiry as a Unix time (https), and the readiness, control, servi
 maintenance flags: at most 15 series for an https backup with every check on
 (``tests/agent/test_agent_prometheus_text.py`` counts them). All are gauges read from the
 agent's state when collected. ``/metrics`` renders them straight from it
-(:attr:`PrometheusTextReader.gauges <failover_agent.prometheus_text.PrometheusTextReader.gauges>`);
+(:attr:`PrometheusTextReader.sources <failover_agent.prometheus_text.PrometheusTextReader.sources>`);
 they become SDK instruments only when another reader (OTLP) needs them, as the SDK keeps
 state for every series between collections (at 1,000 domains, 8,500 series: the agent's
 RSS went from 95 to 82 MiB without it). The counters stay SDK instruments: few series, updated as probes run.
@@ -48,7 +48,7 @@ from pytest_failover.semconv import (
 
 from .checks.result import ProbeResult
 from .maintenance import NOTHING, Decision
-from .prometheus_text import GaugeFamily, PrometheusTextReader
+from .prometheus_text import Family, PrometheusTextReader
 from .state import AgentState, DomainStatus
 
 __all__ = ["METRIC_NAMES", "AgentMetrics", "origin_attributes"]
@@ -133,15 +133,15 @@ class AgentMetrics:
             for name, unit, description, callback in self._gauges:
                 meter.create_observable_gauge(name, [callback], unit=unit, description=description)
         if text is not None:
-            text.gauges = self.gauge_families
+            text.sources["agent"] = self.gauge_families
         meter.create_observable_counter(DROPPED, [self._dropped], unit=UNIT_ITEM,
                                         description="Spans or metric points lost by the OTLP exporters.")
 
-    def gauge_families(self) -> Iterator[GaugeFamily]:
+    def gauge_families(self) -> Iterator[Family]:
         """Every gauge with its observations now (what ``/metrics`` renders without the SDK),
         one at a time: a gauge's observations are made when the renderer reaches it."""
         for name, unit, description, callback in self._gauges:
-            yield GaugeFamily(name, unit, description, list(callback(_NO_OPTIONS)), _SCOPE)
+            yield Family(name, unit, description, list(callback(_NO_OPTIONS)), _SCOPE)
 
     @property
     def state(self) -> AgentState:

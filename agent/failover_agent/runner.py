@@ -161,6 +161,9 @@ class Agent:
         except Exception:  # the last safety net: a check never dies
             log.exception("check %s failed", check.id)
         finally:
+            # a finished run is let go: a done task, its coroutine and its name kept by every
+            # check were 1 MiB of the agent's memory at 1,000 domains
+            check.task = None
             if self._runtime is not None:
                 self.reporter.refresh(self._runtime.state)
 

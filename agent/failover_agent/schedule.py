@@ -35,7 +35,8 @@ def job_offset(job_id: str, interval: float) -> float:
 
 @dataclass(eq=False, slots=True)
 class Check:
-    """One check of one target; ``task`` is its latest run."""
+    """One check of one target; ``task`` is its run while it goes (the runner lets go of it
+    when it ends)."""
 
     id: str  # probe:{pool}:{url}, pool:{pool}, ready:{pool}:{url} or control
     kind: str  # probe | pool | ready | control

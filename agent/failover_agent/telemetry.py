@@ -17,7 +17,8 @@ processors read it themselves), the agent's defaults last. ``OTEL_SERVICE_NAME``
 
 The failover client receives :attr:`Telemetry.client_meter_provider`, a thin
 wrapper that adds ``probe.location`` to every data point it records, so the
-client's own metrics carry the probe's location like the agent's. The agent's own meter
+client's own metrics carry the probe's location like the agent's; when ``/metrics`` is the
+only reader, its counters and gauges skip the SDK (:mod:`failover_agent.client_meter`). The agent's own meter
 (scope ``failover_agent``) carries the package version and the schema URL.
 
 Views shape what the failover client of the pool probes records (:func:`agent_views`): its
@@ -89,11 +90,13 @@ from pytest_failover.semconv import (
     SIGNAL_SPANS,
 )
 
+from .client_meter import ClientMeterProvider
 from .config import OtlpConfig
 from .prometheus_text import PrometheusTextReader, cardinality_limits
 
 __all__ = [
     "AGENT_VERSION",
+    "DROPPED_CLIENT_HISTOGRAMS",
     "DURATION_BUCKETS",
     "OtelEnvironmentError",
     "Telemetry",
@@ -350,14 +353,20 @@ def agent_resource(service_name: str, location: str) -> Resource:
     return defaults.merge(OTELResourceDetector().detect()).merge(Resource({PROBE_LOCATION: location}))
 
 
+DROPPED_CLIENT_HISTOGRAMS = frozenset({FAILOVER_REQUEST_DURATION, HTTP_CLIENT_REQUEST_DURATION})
+"""The failover client's histograms the agent drops (the module docstring says why)."""
+
+
 def agent_views() -> list[View]:
     """The views of the agent's meter provider (disjoint: an instrument two views match would
-    be exported twice): no exemplar reservoirs for the agent's own gauges, no histograms for
-    the failover client of the pool probes (the module docstring says why)."""
+    be exported twice): no exemplar reservoirs for the agent's own gauges, none of
+    :data:`DROPPED_CLIENT_HISTOGRAMS` (the pool probes' client does not even record them:
+    :class:`LabelledMeterProvider` hands it no-op histograms, as the SDK keeps a hashed key
+    and attributes per series even of a dropped instrument, 1.5 MiB at 1,000 domains)."""
     return [
         View(instrument_type=ObservableGauge, meter_name=AGENT_SCOPE, exemplar_reservoir_factory=_no_exemplars),
-        View(instrument_name=FAILOVER_REQUEST_DURATION, meter_name=CLIENT_SCOPE, aggregation=DropAggregation()),
-        View(instrument_name=HTTP_CLIENT_REQUEST_DURATION, meter_name=CLIENT_SCOPE, aggregation=DropAggregation()),
+        *(View(instrument_name=name, meter_name=CLIENT_SCOPE, aggregation=DropAggregation())
+          for name in sorted(DROPPED_CLIENT_HISTOGRAMS)),
     ]
 
 
@@ -442,9 +451,15 @@ class Telemetry:
         """Whether a reader other than ``/metrics`` (OTLP, a test's) needs the agent's gauges in
         the SDK; ``/metrics`` renders them from the state (:meth:`gauge_options`)."""
         self.meter_provider = _AgentMeterProvider(resource=resource, metric_readers=readers, views=views)
-        self.client_meter_provider = LabelledMeterProvider(
-            self.meter_provider, {PROBE_LOCATION: location}
-        )
+        labelled = LabelledMeterProvider(self.meter_provider, {PROBE_LOCATION: location},
+                                         dropped=DROPPED_CLIENT_HISTOGRAMS)
+        self.client_meter_provider: metrics_api.MeterProvider = labelled
+        """What the failover client records with: for ``/metrics`` alone, the client's counters
+        and gauges without the SDK (:mod:`failover_agent.client_meter`); else the SDK's provider."""
+        if self.prometheus is not None and not self.sdk_gauges and not self.disabled:
+            client = ClientMeterProvider(labelled, {PROBE_LOCATION: location})
+            self.prometheus.sources["client"] = client.families
+            self.client_meter_provider = client
         self._shut = False
 
     @property
@@ -523,9 +538,10 @@ def _wrap_callbacks(
 
 
 class _LabelledMeter:
-    def __init__(self, inner: metrics_api.Meter, extra: Mapping[str, Any]) -> None:
+    def __init__(self, inner: metrics_api.Meter, extra: Mapping[str, Any], dropped: frozenset[str]) -> None:
         self._inner = inner
         self._extra = extra
+        self._dropped = dropped
         # The SDK hands every creator of an instrument the same instrument (by name, kind,
         # unit); its wrapper is shared likewise (500 pool probes' transports, 500 wrappers each)
         self._sync: dict[int, tuple[Any, _Sync]] = {}
@@ -543,6 +559,8 @@ class _LabelledMeter:
                 elif "callbacks" in kwargs:
                     kwargs["callbacks"] = _wrap_callbacks(kwargs["callbacks"], self._extra)
                 return attr(*args, **kwargs)
+            if name == "create_histogram" and (args[0] if args else kwargs.get("name")) in self._dropped:
+                return metrics_api.NoOpHistogram(args[0] if args else kwargs["name"])
             instrument = attr(*args, **kwargs)
             known = self._sync.get(id(instrument))
             if known is None or known[0] is not instrument:
@@ -553,11 +571,14 @@ class _LabelledMeter:
 
 
 class LabelledMeterProvider(metrics_api.MeterProvider):
-    """Wraps a MeterProvider so that every data point also carries ``extra`` attributes."""
+    """Wraps a MeterProvider so that every data point also carries ``extra`` attributes;
+    histograms named in ``dropped`` are no-ops (never recorded, so the SDK keeps nothing of them)."""
 
-    def __init__(self, inner: metrics_api.MeterProvider, extra: Mapping[str, Any]) -> None:
+    def __init__(self, inner: metrics_api.MeterProvider, extra: Mapping[str, Any],
+                 dropped: frozenset[str] = frozenset()) -> None:
         self._inner = inner
         self._extra = dict(extra)
+        self._dropped = dropped
         self._meters: dict[tuple[str, str | None, str | None], tuple[Any, _LabelledMeter]] = {}
 
     def get_meter(
@@ -570,9 +591,9 @@ class LabelledMeterProvider(metrics_api.MeterProvider):
         meter = self._inner.get_meter(name, version, schema_url, attributes)
         # _LabelledMeter is a Meter by delegation (__getattr__), not by inheritance
         if attributes:  # a meter with attributes is its own scope: not shared
-            return _LabelledMeter(meter, self._extra)  # type: ignore[return-value]
+            return _LabelledMeter(meter, self._extra, self._dropped)  # type: ignore[return-value]
         key = (name, version, schema_url)
         known = self._meters.get(key)
         if known is None or known[0] is not meter:  # the SDK's meters are shared by scope too
-            known = self._meters[key] = (meter, _LabelledMeter(meter, self._extra))
+            known = self._meters[key] = (meter, _LabelledMeter(meter, self._extra, self._dropped))
         return known[1]  # type: ignore[return-value]

@@ -8,12 +8,12 @@ from collections.abc import Iterator, Mapping
 
 from .._values import RequestOptions
 
-__all__ = ["current_extensions", "failover_options"]
+__all__ = ["current", "current_extensions", "failover_options"]
 
-_NONE: dict[str, object] = {}
-_current: contextvars.ContextVar[dict[str, object]] = contextvars.ContextVar(
-    "pytest_failover_options", default=_NONE
-)
+Current = tuple[dict[str, object], RequestOptions]  # the extensions and the options they hold, checked
+
+_NONE: Current = ({}, RequestOptions.from_extensions({}))
+_current: contextvars.ContextVar[Current] = contextvars.ContextVar("pytest_failover_options", default=_NONE)
 
 
 @contextlib.contextmanager
@@ -28,14 +28,20 @@ def failover_options(options: Mapping[str, object]) -> Iterator[None]:
     block replaces an outer one; the block follows the current thread and asyncio task.
     """
     extensions: dict[str, object] = {"failover": dict(options)}
-    RequestOptions.from_extensions(extensions)  # a misspelt option fails here, not per request
-    token = _current.set(extensions)
+    checked = RequestOptions.from_extensions(extensions)  # a misspelt option fails here, not per request
+    token = _current.set((extensions, checked))
     try:
         yield
     finally:
         _current.reset(token)
 
 
+def current() -> Current:
+    """The ``extensions`` of a request sent now (``{"failover": {...}}`` or ``{}``) and the
+    ``RequestOptions`` they hold, read once on entering the block."""
+    return _current.get()
+
+
 def current_extensions() -> dict[str, object]:
     """The ``extensions`` of a request sent now: ``{"failover": {...}}`` or ``{}``."""
-    return _current.get()
+    return _current.get()[0]

@@ -60,11 +60,10 @@ from .._exchange import FailoverResult, in_memory
 from .._httpx import AsyncFailoverTransport
 from .._state import MiddlewareOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
-from .._values import RequestOptions
+from . import _convert
+from ._convert import parse
 from ._errors import carried, last_cause
-from ._options import current_extensions
-from ._urls import decoded as _decoded
-from ._urls import parse
+from ._options import current
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -149,9 +148,8 @@ class FailoverMiddleware(_FrontEnd):
         await self._transport.aclose()
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
-        extensions = current_extensions()
+        extensions, options = current()
         url = parse(str(request.url))
-        options = RequestOptions.from_extensions(extensions)
         route = self._core.route(url, options)
         if route is None:
             return await handler(request)
@@ -161,15 +159,10 @@ class FailoverMiddleware(_FrontEnd):
         body = request.body
         replayable = body == b"" or isinstance(body, payload.BytesPayload)
         session = request.session
-        sent = _Sent(request, handler, session.auto_decompress if session is not None else True)
-        outgoing = httpx.Request(
-            request.method,
-            url,
-            headers=request.headers,
-            stream=_REPLAYABLE if replayable else _Unreplayable(),
-            extensions={**extensions, "timeout": _NO_TIMEOUTS, _NATIVE: sent},
-        )
-        sent.url, sent.raw = outgoing.url, outgoing.headers.raw
+        headers = _convert.encoded(request.headers.items())
+        sent = _Sent(request, handler, session.auto_decompress if session is not None else True, url, headers._list)
+        stream = _REPLAYABLE if replayable else _Unreplayable()
+        outgoing = _convert.request(request.method, url, headers, stream, {**extensions, "timeout": _NO_TIMEOUTS, _NATIVE: sent})
         try:
             exchange = self._transport._begin(outgoing, (route, options))
             assert exchange is not None  # routed above
@@ -196,14 +189,21 @@ def _check_connector(request: ClientRequest, dialer: Dialer) -> None:
 class _Sent:
     """The aiohttp-side state of one exchange, carried in the httpx request's extensions."""
 
-    __slots__ = ("decompress", "handler", "raw", "request", "url")
+    __slots__ = ("decompress", "handler", "headers", "request", "url")
 
-    def __init__(self, request: ClientRequest, handler: ClientHandlerType, decompress: bool) -> None:
+    def __init__(
+        self,
+        request: ClientRequest,
+        handler: ClientHandlerType,
+        decompress: bool,
+        url: httpx.URL,
+        headers: _convert.Triples,
+    ) -> None:
         self.request = request
         self.handler = handler
-        self.url: httpx.URL | None = None  # the URL the aiohttp request points at now
         self.decompress = decompress  # aiohttp hands over decoded bodies
-        self.raw: list[tuple[bytes, bytes]] = []  # its headers, as httpx holds them
+        self.url = url  # the URL the aiohttp request points at now
+        self.headers = list(headers)  # its headers, as httpx holds them (a copy: the exchange may change them)
 
 
 class _Unreplayable(httpx.AsyncByteStream):
@@ -228,10 +228,10 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             target = URL(str(request.url), encoded=True)
             native.url = native.original_url = target
             sent.url = request.url
-        raw = request.headers.raw
-        if raw != sent.raw:  # the exchange set Host or trace context
-            native.headers = CIMultiDict(_decoded(raw))
-            sent.raw = raw
+        triples = request.headers._list
+        if triples != sent.headers:  # the exchange set Host or trace context
+            native.headers = CIMultiDict(_convert.decoded(triples))
+            sent.headers = list(triples)
         timeouts = request.extensions["timeout"]
         native.response = None  # set by aiohttp once the request went out
         try:
@@ -245,16 +245,16 @@ class _HandlerIO(httpx.AsyncBaseTransport):
         except TimeoutError as exc:
             kind = httpx.ConnectTimeout if native.response is None else httpx.ReadTimeout
             raise kind(f"no answer from {request.url.host} within the attempt's time", request=request) from exc
-        headers: Any = response.raw_headers
+        raw = response.raw_headers
         if sent.decompress and "Content-Encoding" in response.headers:  # aiohttp decodes the body
-            headers = [(k, v) for k, v in headers if k.lower() != b"content-encoding"]
+            raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
         body = _Body(response, request)
         extensions: dict[str, Any] = {_NATIVE: body}
         if self.dialer is not None:
             peer = self._peer(response)
             if peer is not None:
                 extensions["network_stream"] = peer
-        return httpx.Response(response.status, headers=headers, stream=body, extensions=extensions)
+        return _convert.response(response.status, _convert.from_bytes(raw), body, extensions)
 
     @staticmethod
     def _peer(response: ClientResponse) -> _Peer | None:
@@ -298,12 +298,18 @@ _ERRORS: tuple[tuple[type[aiohttp.ClientError], type[httpx.TransportError] | Non
 )
 
 
+def _row(raised: type[aiohttp.ClientError]) -> int | None:
+    """The row of :data:`_ERRORS` for ``raised`` (None: no row, it propagates unchanged)."""
+    for row, (source, _) in enumerate(_ERRORS):
+        if issubclass(raised, source):
+            return row
+    return None
+
+
 def _target(raised: type[aiohttp.ClientError]) -> type[httpx.TransportError] | None:
     """The httpx class :data:`_ERRORS` names for ``raised``; ``None``: propagate unchanged."""
-    for source, target in _ERRORS:
-        if issubclass(raised, source):
-            return target
-    return None
+    row = _row(raised)
+    return None if row is None else _ERRORS[row][1]
 
 
 def _httpx_error(exc: aiohttp.ClientError, request: httpx.Request) -> httpx.TransportError | None:
@@ -354,8 +360,9 @@ async def _native(response: httpx.Response, request: ClientRequest) -> ClientRes
         native = await _built(response, request)
     else:
         native = body.response
-        if in_memory(response):  # read by the exchange
-            native._body = response.read()
+        if in_memory(response):  # read by the exchange: aiohttp keeps a body it read whole,
+            if native._body is None:  # one read in chunks is in ``seen`` (decoded by aiohttp already)
+                native._body = b"".join(body.seen)
         elif response.stream is not body:  # partly read (over the read limit): give it back
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)  # the one way to push bytes back

@@ -32,7 +32,7 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -62,11 +62,10 @@ from .._exchange import FailoverResult, in_memory
 from .._httpx import FailoverTransport
 from .._state import AdapterOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
-from .._values import RequestOptions
+from . import _convert
+from ._convert import parse
 from ._errors import carried, last_cause
-from ._options import current_extensions
-from ._urls import decoded as _decoded
-from ._urls import parse
+from ._options import current
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -165,9 +164,8 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         cert: Any = None,
         proxies: Mapping[str, str] | None = None,
     ) -> requests.Response:
-        extensions = current_extensions()
+        extensions, options = current()
         url = parse(request.url or "")
-        options = RequestOptions.from_extensions(extensions)
         route = self._core.route(url, options)
         if route is None:
             return self._passthrough(request, stream, timeout, verify, cert, proxies)
@@ -176,19 +174,10 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             content: httpx.SyncByteStream = httpx.ByteStream(body.encode() if isinstance(body, str) else body or b"")
         else:
             content = _Unreplayable()
-        outgoing = httpx.Request(
-            request.method or "GET",
-            url,
-            headers=request.headers,
-            stream=content,
-            extensions={
-                **extensions,
-                "timeout": _timeouts(timeout),
-                _NATIVE: _Sent(request, (verify, cert, proxies)),
-            },
-        )
-        sent: _Sent = outgoing.extensions[_NATIVE]
-        sent.url, sent.raw = outgoing.url, outgoing.headers.raw
+        headers = _convert.encoded(_pairs(request.headers))
+        sent = _Sent(request, (verify, cert, proxies), url, headers._list)
+        extensions = {**extensions, "timeout": _timeouts(timeout), _NATIVE: sent}
+        outgoing = _convert.request(request.method or "GET", url, headers, content, extensions)
         try:
             exchange = self._transport._begin(outgoing, (route, options))
             assert exchange is not None  # routed above
@@ -212,6 +201,17 @@ def _without_retries(adapter: HTTPAdapter) -> HTTPAdapter:
     return clone
 
 
+def _pairs(headers: Mapping[str, Any]) -> Collection[tuple[str | bytes, str | bytes]]:
+    """The ``(name, value)`` pairs of a request's or an answer's headers: requests' own
+    ``CaseInsensitiveDict`` keeps them as they were spelt in ``_store`` ({lowercased name:
+    pair}), which costs nothing to read; any other mapping (one set by hand) is read through
+    its items."""
+    if headers.__class__ is CaseInsensitiveDict:
+        store: dict[str, tuple[str | bytes, str | bytes]] = headers._store  # type: ignore[attr-defined]  # checked above
+        return store.values()
+    return headers.items()
+
+
 def _timeouts(timeout: Any) -> dict[str, float | None]:
     """requests' timeout (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``) as httpx's."""
     if isinstance(timeout, tuple):
@@ -228,13 +228,19 @@ def _timeouts(timeout: Any) -> dict[str, float | None]:
 class _Sent:
     """The requests-side state of one exchange, carried in the httpx request's extensions."""
 
-    __slots__ = ("prepared", "raw", "settings", "url")
+    __slots__ = ("headers", "prepared", "settings", "url")
 
-    def __init__(self, prepared: requests.PreparedRequest, settings: tuple[Any, Any, Any]) -> None:
+    def __init__(
+        self,
+        prepared: requests.PreparedRequest,
+        settings: tuple[Any, Any, Any],
+        url: httpx.URL | None = None,
+        headers: Sequence[tuple[bytes, bytes, bytes]] = (),
+    ) -> None:
         self.prepared = prepared
         self.settings = settings  # verify, cert, proxies
-        self.url: httpx.URL | None = None  # the URL the prepared request points at now
-        self.raw: list[tuple[bytes, bytes]] = []  # its headers, as httpx holds them
+        self.url = url  # the URL the prepared request points at now (None: not known)
+        self.headers = list(headers)  # its headers, as httpx holds them (a copy: the exchange may change them)
 
 
 class _Unreplayable(httpx.SyncByteStream):
@@ -258,10 +264,10 @@ class _AdapterIO(httpx.BaseTransport):
         if request.url is not sent.url:  # the attempt goes to another domain
             prepared.url = str(request.url)
             sent.url = request.url
-        raw = request.headers.raw
-        if raw != sent.raw:  # the exchange set Host or trace context
-            prepared.headers = CaseInsensitiveDict(_decoded(raw))
-            sent.raw = raw
+        triples = request.headers._list
+        if triples != sent.headers:  # the exchange set Host or trace context
+            prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
+            sent.headers = list(triples)
         timeouts = request.extensions["timeout"]
         verify, cert, proxies = sent.settings
         try:
@@ -271,12 +277,9 @@ class _AdapterIO(httpx.BaseTransport):
             if error is None:
                 raise
             raise error from exc
-        return httpx.Response(
-            native.status_code,
-            headers=native.headers.items(),
-            stream=_Body(native, request),
-            extensions={_NATIVE: native, "network_stream": _Socket(native)},
-        )
+        headers = _convert.encoded(_pairs(native.headers))
+        body = _Body(native, request)
+        return _convert.response(native.status_code, headers, body, {_NATIVE: body, "network_stream": _Socket(native)})
 
 
 # What requests raises from a send (or urllib3 from a body read), what happened (for
@@ -309,13 +312,20 @@ _ERRORS: tuple[tuple[type[Exception], type[object], type[httpx.TransportError] |
 )
 
 
+def _row(raised: type[Exception], said: type[object]) -> int | None:
+    """The row of :data:`_ERRORS` for an exception of class ``raised`` that says ``said``
+    happened (None: no row, it propagates unchanged)."""
+    for row, (source, reason, _) in enumerate(_ERRORS):
+        if issubclass(raised, source) and issubclass(said, reason):
+            return row
+    return None
+
+
 def _target(raised: type[Exception], said: type[object]) -> type[httpx.TransportError] | None:
     """The httpx class :data:`_ERRORS` names for an exception of class ``raised`` that
     says ``said`` happened; ``None``: propagate unchanged."""
-    for source, reason, target in _ERRORS:
-        if issubclass(raised, source) and issubclass(said, reason):
-            return target
-    return None
+    row = _row(raised, said)
+    return None if row is None else _ERRORS[row][2]
 
 
 def _httpx_error(exc: Exception, request: httpx.Request) -> httpx.TransportError | None:
@@ -348,21 +358,28 @@ class _Socket:
 
 
 class _Body(httpx.SyncByteStream):
-    """The response body as urllib3 delivers it (still encoded), read by the exchange."""
+    """The response body as urllib3 delivers it (still encoded), read by the exchange;
+    keeps what it handed out, the whole body once the exchange read it all."""
 
-    __slots__ = ("_native", "_request")
+    __slots__ = ("_request", "native", "seen")
 
     def __init__(self, native: requests.Response, request: httpx.Request) -> None:
-        self._native = native
+        self.native = native
         self._request = request
+        self.seen: list[bytes] = []
 
     def __iter__(self) -> Iterator[bytes]:
-        raw = self._native.raw
+        raw = self.native.raw
+        seen = self.seen
         try:
-            if "Content-Length" in self._native.headers:  # one read
-                yield raw.read(decode_content=False)
+            if "Content-Length" in self.native.headers:  # one read
+                chunk = raw.read(decode_content=False)
+                seen.append(chunk)
+                yield chunk
             else:
-                yield from raw.stream(_CHUNK, decode_content=False)
+                for chunk in raw.stream(_CHUNK, decode_content=False):
+                    seen.append(chunk)
+                    yield chunk
         except (HTTPError, OSError) as exc:
             error = _httpx_error(exc, self._request)
             if error is None:
@@ -370,7 +387,7 @@ class _Body(httpx.SyncByteStream):
             raise error from exc
 
     def close(self) -> None:
-        self._native.close()
+        self.native.close()
 
 
 class _Rest:
@@ -399,8 +416,8 @@ class _Rest:
 def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapter: HTTPAdapter) -> requests.Response:
     """The transport's answer as the ``requests.Response`` the caller gets."""
     result: FailoverResult = response.extensions["failover"]
-    native: requests.Response | None = response.extensions.get(_NATIVE)
-    if native is None:  # a stale copy or the fallback's answer
+    body: _Body | None = response.extensions.get(_NATIVE)
+    if body is None:  # a stale copy or the fallback's answer
         native = requests.Response()
         native.status_code = response.status_code
         native.headers = CaseInsensitiveDict(response.headers.items())
@@ -411,10 +428,15 @@ def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapte
         native.encoding = get_encoding_from_headers(native.headers)
         native._content = response.read()
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
-    elif in_memory(response):  # read by the exchange
-        native._content = response.read()
-        native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
-    elif not isinstance(response.stream, _Body):  # partly read (over the read limit): the rest streams
-        native.raw = _Rest(response)
+    else:
+        native = body.native
+        if in_memory(response):  # read by the exchange: the whole body is in ``seen``
+            # Without a Content-Encoding those bytes are the content: no need for httpx's read,
+            # its decoders and its checks (some 400 opcodes a request).
+            encoded = "Content-Encoding" in native.headers
+            native._content = response.read() if encoded else b"".join(body.seen)
+            native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
+        elif response.stream is not body:  # partly read (over the read limit): the rest streams
+            native.raw = _Rest(response)
     native.failover = result  # type: ignore[attr-defined]  # the result's documented place on a requests.Response
     return native

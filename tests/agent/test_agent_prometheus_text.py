@@ -13,12 +13,13 @@ import time
 import pytest
 from failover_agent.checks.readiness import CertInfo, ReadinessResult
 from failover_agent.checks.result import ProbeResult
+from failover_agent.client_meter import ClientMeterProvider
 from failover_agent.metrics import AgentMetrics
 from failover_agent.prometheus_text import PrometheusTextReader
 from failover_agent.state import AgentState, ControlStatus, DomainStatus, PoolStatus
 from failover_agent.telemetry import Telemetry
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import CallbackOptions, NoOpHistogram, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
@@ -321,3 +322,48 @@ def test_the_agent_keeps_its_gauges_out_of_the_sdk_unless_another_reader_needs_t
     assert data is not None
     names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     assert "failover.probe.success" in names and "failover.probe.phase.duration" in names
+
+
+@pytest.mark.parametrize("scope_info", [False, True])
+def test_the_client_s_metrics_skip_the_sdk_for_metrics_alone_and_render_as_it_would(scope_info: bool) -> None:
+    """With /metrics alone, the failover client's counters and gauges are kept without the SDK,
+    histograms still go through it (its views drop two, keep the resolver's); /metrics shows
+    the very series and values the SDK's path (another reader present) gives."""
+    alone = Telemetry(location="lab", prometheus_scope_info=scope_info)
+    extra = InMemoryMetricReader()
+    both = Telemetry(location="lab", prometheus_scope_info=scope_info, metric_readers=[extra])
+    assert isinstance(alone.client_meter_provider, ClientMeterProvider)
+    assert not isinstance(both.client_meter_provider, ClientMeterProvider)
+    attempt: dict[str, str | int] = {"failover.pool": "api", "server.address": "api.example.com",
+                                     "server.port": 443, "failover.attempt.result": "success"}
+    breaker: dict[str, str | int] = {"failover.pool": "api", "failover.domain": "https://api.example.com",
+                                     "server.port": 443}
+    texts = []
+    for telemetry in (alone, both):
+        client = ClientTelemetry(meter_provider=telemetry.client_meter_provider)
+        again = ClientTelemetry(meter_provider=telemetry.client_meter_provider)  # a second pool's transport
+        client.attempts.add(1, attempt)
+        again.attempts.add(2, dict(reversed(list(attempt.items()))))  # the same series, keys in another order
+        client.attempts.add(-1, attempt)  # a counter never goes down: dropped, as the SDK drops it
+        client.requests.add(1, {"failover.pool": "api", "failover.outcome": "success"})
+        client.breaker_state.set(0, breaker)
+        again.breaker_state.set(2, breaker)
+        assert isinstance(client.attempt_duration, NoOpHistogram)  # dropped: the SDK keeps nothing of it
+        client.attempt_duration.record(0.2, {"failover.pool": "api"})
+        client.resolve_duration.record(0.01, {"failover.pool": "api"})  # kept, through the SDK
+        assert telemetry.prometheus is not None
+        texts.append(telemetry.prometheus.render().decode())
+    data = extra.get_metrics_data()
+    alone.shutdown()
+    both.shutdown()
+    series = [{k: v for k, v in _series(text).items() if k[0] != "target_info"} for text in texts]
+    assert series[0] == series[1]
+    attempts = {labels: v for (name, labels), v in series[0].items() if name == "failover_attempts_total"}
+    assert list(attempts.values()) == [3]
+    assert [v for (name, _), v in series[0].items() if name == "failover_breaker_state"] == [2]
+    assert any(name.startswith("failover_resolve_duration_seconds_bucket") for name, _ in series[0])
+    assert not any(name.startswith("http_client_request_duration") for name, _ in series[0])
+    assert texts[0].count("# TYPE failover_attempts_total counter") == 1
+    assert data is not None
+    names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    assert "failover.attempts" in names  # the SDK's path, where another reader needs them

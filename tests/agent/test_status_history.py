@@ -67,6 +67,29 @@ def test_counts_ring_moving_on_forgets_only_what_left_the_window() -> None:
     assert list(counts.slots()) == [(int((T0 + 10_000) // 60), 1, 1)]
 
 
+def test_counts_past_a_byte_a_slot_stay_exact() -> None:
+    """A slot holding more results than its type can (255 in a byte, 65,535 in two) is
+    widened, and counts on exactly, restored totals of millions included."""
+    counts = Counts(3, 60.0)
+    for i in range(600):  # ten a second for a minute, every third one failed
+        counts.add(T0 + i / 10, ok=int(i % 3 != 0))
+    assert list(counts.slots()) == [(T0 // 60, 400, 600)]
+    counts.add(T0 + 60, ok=3_000_000, total=4_000_000)  # the next minute, restored from the file
+    assert counts.ratio(T0 + 60, 2) == pytest.approx(3_000_400 / 4_000_600)
+    counts.add(T0 + 10_000, ok=1)  # a fresh ring counts on from one byte a slot
+    assert list(counts.slots()) == [((T0 + 10_000) // 60, 1, 1)]
+
+
+def test_a_series_keeps_each_results_label_among_hundreds() -> None:
+    """Labels are kept as indices of a shared table: past 255 distinct labels each result still
+    shows its own."""
+    s = Series()
+    labels = [f"label-{n}" for n in range(300)]
+    for n, label in enumerate(labels):
+        s.add(Sample(T0 + n, True, 0.01, label))
+    assert [sample.label for sample in s.samples()] == labels[-BARS:]
+
+
 def _rounded(window: tuple[float | None, float | None]) -> tuple[float | None, float | None]:
     """A window's (ratio, covered) with the ratio rounded, to compare with a fraction."""
     ratio, covered = window

@@ -267,3 +267,17 @@ def test_aiohttp_errors_are_raised_as_httpx_errors_caused_by_them() -> None:
         and str(error) == str(raised)
     )
     assert aiohttp_frontend._httpx_error(aiohttp.InvalidURL("x"), REQUEST) is None
+
+
+def test_every_row_of_each_table_is_the_first_match_of_a_listed_exception() -> None:
+    """No row of a front-end's error table is dead: each is the one that decides for at
+    least one of the exceptions listed above (a row shadowed by an earlier one would be)."""
+    requests_cases = (
+        [(cls, type(None)) for cls in REQUESTS]
+        + [(requests.exceptions.ConnectionError, said) for said in CONNECTION_ERROR_REASONS]
+        + [(cls, type(None)) for cls in URLLIB3_BODY]
+    )
+    used = {requests_frontend._row(raised, said) for raised, said in requests_cases}
+    assert used == set(range(len(requests_frontend._ERRORS)))
+    used = {aiohttp_frontend._row(cls) for cls in AIOHTTP}
+    assert used == set(range(len(aiohttp_frontend._ERRORS)))

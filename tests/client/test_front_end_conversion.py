@@ -1,0 +1,141 @@
+"""The requests and aiohttp front-ends build httpx's request and response without httpx's
+constructors (``integrations/_convert.py``): what they build is what the constructors
+would, and what reaches the server and the caller is what the bare client sends and gets."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import httpx
+import pytest
+import requests
+
+from pytest_failover import Policy, Pool
+from pytest_failover.integrations import _convert
+from pytest_failover.integrations.aiohttp import FailoverMiddleware
+from pytest_failover.integrations.requests import FailoverAdapter
+
+from .servers import LoopbackServer, closed_port
+
+Servers = dict[str, LoopbackServer]
+
+PAIRS = [("Accept", "application/json"), ("X-Trace", "abc"), ("x-trace", "def"), ("User-Agent", "t/1")]
+
+
+def attributes(made: object) -> dict[str, Any]:
+    """An httpx object's attributes, its headers as their byte triples."""
+    found = dict(vars(made))
+    found["headers"] = (type(found["headers"]), found["headers"]._list, found["headers"]._encoding)
+    return found
+
+
+def test_the_request_is_the_one_httpx_builds_from_the_same_arguments() -> None:
+    """Every attribute httpx's ``Request(method, url, headers=, stream=, extensions=)`` sets,
+    with the same value, and no other."""
+    url, stream = httpx.URL("http://127.0.0.1:9/x?q=1"), httpx.ByteStream(b"{}")
+    extensions: dict[str, Any] = {"timeout": {}}
+    theirs = httpx.Request("POST", url, headers=PAIRS, stream=stream, extensions=extensions)
+    ours = _convert.request("POST", url, _convert.encoded(PAIRS), stream, extensions)
+    assert type(ours) is httpx.Request
+    assert attributes(ours) == attributes(theirs)
+    assert ours.headers.get_list("x-trace") == ["abc", "def"] and ours.headers["accept"] == "application/json"
+
+
+def test_the_response_is_the_one_httpx_builds_from_the_same_arguments() -> None:
+    """Every attribute httpx's ``Response(status, headers=, stream=, extensions=)`` sets, with
+    the same value, and no other; it reads as httpx's does."""
+    raw = [(name.encode(), value.encode()) for name, value in PAIRS]
+    stream = httpx.ByteStream(b"{}")
+    theirs = httpx.Response(503, headers=raw, stream=stream, extensions={"k": 1})
+    ours = _convert.response(503, _convert.from_bytes(raw), stream, {"k": 1})
+    assert type(ours) is httpx.Response
+    assert attributes(ours) == attributes(theirs)
+    assert ours.read() == b"{}" and ours.headers.get_list("X-Trace") == ["abc", "def"]
+
+
+def test_headers_keep_bytes_and_spelling_and_round_trip_latin_1() -> None:
+    """``str`` and ``bytes`` pairs alike become httpx's triples, names spelt as given; text
+    outside ASCII is ``latin-1``, as both clients send it, and comes back the same."""
+    mixed: list[tuple[str | bytes, str | bytes]] = [("X-A", b"1"), (b"x-B", "2"), ("X-Name", "caf\xe9")]
+    headers = _convert.encoded(mixed)
+    assert headers._list == [(b"X-A", b"x-a", b"1"), (b"x-B", b"x-b", b"2"), (b"X-Name", b"x-name", b"caf\xe9")]
+    assert _convert.decoded(headers._list) == [("X-A", "1"), ("x-B", "2"), ("X-Name", "caf\xe9")]
+    assert headers["x-name"] == "caf\xe9"  # httpx finds the encoding from the bytes, as for its own
+    assert _convert.encoded([])._list == _convert.from_bytes(())._list == httpx.Headers([])._list == []
+    with pytest.raises(UnicodeEncodeError):  # neither client can send it either
+        _convert.encoded([("X-Sign", "\u20ac")])
+
+
+def bare_and_failover_requests(a: LoopbackServer, sent: dict[str, str]) -> tuple[requests.Response, requests.Response]:
+    """The same GET through bare requests, then through a ``FailoverAdapter`` to a first
+    domain that refuses (the answer comes from the second: the request was rewritten)."""
+    with requests.Session() as bare:
+        plain = bare.get(a.url() + "/x", headers=sent, timeout=5)
+    refusing = f"http://127.0.0.1:{closed_port()}"
+    with requests.Session() as session:
+        session.mount("http://", FailoverAdapter([Pool("api", [refusing, a.url()])]))
+        moved = session.get(refusing + "/x", headers=sent, timeout=5)
+    return plain, moved
+
+
+def test_requests_sends_and_hands_over_what_bare_requests_does(servers: Servers) -> None:
+    """Headers outside ASCII (``latin-1``) go out as requests sends them, on the first
+    domain and on the next; the answer's headers and body reach the caller as requests
+    gives them (an answer's ``latin-1`` header once raised ``UnicodeEncodeError``)."""
+    a = servers["a"]
+    a.set(headers={"X-Name": "caf\xe9"}, body=b'{"ok": 1}')
+    sent = {"X-Sent": "na\xefve", "Accept": "application/json"}
+    plain, moved = bare_and_failover_requests(a, sent)
+    result = moved.failover  # type: ignore[attr-defined]  # the adapter's documented attribute
+    assert result.domain == a.url() and len(result.attempts) == 2
+    assert (moved.status_code, moved.content, moved.headers["X-Name"]) == (200, b'{"ok": 1}', "caf\xe9")
+    assert dict(moved.headers) == dict(plain.headers)
+    assert [seen[2]["X-Sent"] for seen in a.seen] == ["na\xefve", "na\xefve"]
+    assert a.seen[1][2]["Host"] == a.url().removeprefix("http://")  # the attempt's own domain
+
+
+def test_a_gzip_answer_reaches_a_requests_caller_decoded(servers: Servers) -> None:
+    """A ``Content-Encoding`` body read by the adapter is decoded for the caller, as
+    requests decodes it."""
+    import gzip
+
+    a = servers["a"]
+    a.set(headers={"Content-Encoding": "gzip"}, body=gzip.compress(b'{"ok": 1}'))
+    plain, moved = bare_and_failover_requests(a, {})
+    assert moved.content == plain.content == b'{"ok": 1}'
+
+
+def test_aiohttp_sends_and_hands_over_what_bare_aiohttp_does(servers: Servers) -> None:
+    """Through ``FailoverMiddleware`` (the first domain refusing) a header goes out, and the
+    answer's headers and body come back, as with a bare session."""
+    a = servers["a"]
+    a.set(headers={"X-Name": "caf\xe9"}, body=b'{"ok": 1}')
+    sent = {"X-Sent": "naive", "Accept": "application/json"}
+
+    async def fetch(middlewares: tuple[Any, ...], url: str) -> tuple[int, dict[str, str], bytes, Any]:
+        async with aiohttp.ClientSession(middlewares=middlewares) as session, session.get(url, headers=sent) as response:
+            body = await response.read()
+            return response.status, dict(response.headers), body, getattr(response, "failover", None)
+
+    refusing = f"http://127.0.0.1:{closed_port()}"
+    failover = FailoverMiddleware([Pool("api", [refusing, a.url()])], Policy())
+    plain = asyncio.run(fetch((), a.url() + "/x"))
+    moved = asyncio.run(fetch((failover,), refusing + "/x"))
+    assert moved[3].domain == a.url() and len(moved[3].attempts) == 2
+    assert moved[:3] == plain[:3]
+    assert [seen[2]["X-Sent"] for seen in a.seen] == ["naive", "naive"]
+    assert a.seen[1][2]["Host"] == a.url().removeprefix("http://")
+
+
+def test_a_prepared_request_whose_headers_are_a_plain_dict_goes_out(servers: Servers) -> None:
+    """A ``PreparedRequest`` whose headers were replaced by a plain ``dict`` (not requests'
+    ``CaseInsensitiveDict``) is sent with them."""
+    a = servers["a"]
+    with requests.Session() as session:
+        session.mount("http://", FailoverAdapter([Pool("api", [a.url()])]))
+        prepared = session.prepare_request(requests.Request("GET", a.url() + "/x"))
+        prepared.headers = {"X-Plain": "1"}  # type: ignore[assignment]  # a mapping, as requests sends one
+        assert session.send(prepared, timeout=5).status_code == 200
+    assert a.seen[-1][2]["X-Plain"] == "1"
