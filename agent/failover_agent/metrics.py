@@ -22,7 +22,7 @@ time, so a reload that removes a target also removes its series.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -31,6 +31,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from pytest_failover import Domain, semconv
 from pytest_failover import __version__ as AGENT_VERSION
 from pytest_failover.semconv import (
+    AGENT_CHECK,
     AGENT_SCOPE,
     FAILOVER_POOL,
     PHASE_TOTAL,
@@ -171,9 +172,14 @@ class AgentMetrics:
         if result.cert_not_after is not None:
             self._certs[(d.pool, d.url)] = (result.cert_not_after, result.at)
 
-    def overrun(self, attrs: Mapping[str, Any]) -> None:
-        """Count an overrun of the check with ``attrs`` (its kind, pool and, for a domain's
-        checks, the domain's origin: see :func:`origin_attributes`)."""
+    def overrun(self, kind: str, pool: str, url: str) -> None:
+        """Count an overrun of a check: its kind, its pool (if any) and, for a domain's checks
+        (``url``), the domain's origin (see :func:`origin_attributes`)."""
+        attrs: dict[str, Any] = {AGENT_CHECK: kind}
+        if pool:
+            attrs[FAILOVER_POOL] = pool
+        if url:
+            attrs.update(origin_attributes(url))
         self._overruns.add(1, {**attrs, PROBE_LOCATION: self.state.location})
 
     # --- callbacks -------------------------------------------------------------------

@@ -174,7 +174,7 @@ class Agent:
             self._overran(check)
 
     def _overran(self, check: Check) -> None:
-        self.metrics.overrun(check.attrs)
+        self.metrics.overrun(check.kind, check.pool, check.url)
         self.state.overruns += 1
         log.warning("job %s overran its interval; run skipped", check.id)
 

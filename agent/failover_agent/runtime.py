@@ -13,11 +13,9 @@ import httpx
 
 from pytest_failover import Domain, Policy
 from pytest_failover.semconv import (
-    AGENT_CHECK,
     BREAKER_CLOSED,
     BREAKER_OPEN,
     CHECK_HEALTH,
-    FAILOVER_POOL,
     JOB_CONTROL,
     JOB_POOL,
     JOB_PROBE,
@@ -26,13 +24,12 @@ from pytest_failover.semconv import (
 
 from .checks.dns import DnsComparer
 from .checks.domain import DomainProber
-from .checks.pool import PoolProber
+from .checks.pool import PoolProber, pool_probers
 from .checks.readiness import ReadinessResult, check_readiness
 from .config import AgentConfig, PoolConfig, ProbeConfig
 from .control_writer import ControlWriter
 from .maintenance import Window
 from .maintenance_file import MaintenanceFile
-from .metrics import origin_attributes
 from .schedule import Check, CheckGroup, group_by_interval
 from .state import AgentState, DomainStatus, PoolStatus
 from .wire import ProbeTransport, ssl_context
@@ -58,7 +55,6 @@ class Runtime:
         # own wire too: an httpx default transport would import httpcore, anyio (and trio when
         # installed) for a few requests per backup and interval
         self.http = httpx.AsyncClient(transport=ProbeTransport(self.context), trust_env=False)
-        self.pool_probers: dict[str, PoolProber] = {}
         # pools with [pools.resolver]: each pinned probe also compares the system's answer with it
         self.dns: dict[str, DnsComparer] = {}
         self.groups: list[CheckGroup] = []
@@ -74,17 +70,17 @@ class Runtime:
                     pool.name, url, Domain.parse(url).host, is_primary=url == primary
                 )
             settings = pool.policy.model_dump_json()
-            policy = policies.get(settings)
-            if policy is None:
-                policy = policies[settings] = pool.policy.to_policy()
-            self.pool_probers[pool.name] = PoolProber(
-                pool,
-                region=config.region,
-                context=self.context,
-                tracer_provider=agent.telemetry.client_tracer_provider,
-                meter_provider=agent.telemetry.client_meter_provider,
-                policy=policy,
-            )
+            if settings not in policies:
+                policies[settings] = pool.policy.to_policy()
+        self.pool_probers: dict[str, PoolProber] = pool_probers(
+            [(pool, policies[pool.policy.model_dump_json()]) for pool in config.pools],
+            region=config.region,
+            context=self.context,
+            tracer_provider=agent.telemetry.client_tracer_provider,
+            meter_provider=agent.telemetry.client_meter_provider,
+        )
+        for pool in config.pools:
+            primary = self.state.pools[pool.name].primary
             if pool.resolver is not None:
                 self.dns[pool.name] = DnsComparer(pool.resolver.to_resolver(verify=self.context),
                                                   timeout=pool.resolver.timeout)
@@ -95,7 +91,7 @@ class Runtime:
             self.control = ControlWriter(config.control, config.pools)
             self._maintenance_file = MaintenanceFile.of(config.control)
             interval = config.control.interval
-            check = Check("control", "control", interval, interval, self._control_run, {AGENT_CHECK: JOB_CONTROL})
+            check = Check(JOB_CONTROL, "", "", interval, interval, self._control_run)
             self.groups.append(CheckGroup("control", interval, (check,)))
 
     def maintenance_windows(self) -> Sequence[Window]:
@@ -125,7 +121,7 @@ class Runtime:
         await self.prober.aclose()
         await self.http.aclose()
         for prober in self.pool_probers.values():
-            await prober.aclose()
+            await prober.aclose()  # a client shared by pools closes once
         for comparer in self.dns.values():
             await comparer.aclose()
 
@@ -136,20 +132,16 @@ class Runtime:
         checks = []
         for url in pool.domains:
             cfg = pool.probe.for_domain(url)
-            checks.append(Check(
-                f"probe:{pool.name}:{url}", "probe", cfg.interval, cfg.timeout, self._domain_run(pool, url, cfg),
-                {AGENT_CHECK: JOB_PROBE, FAILOVER_POOL: pool.name, **origin_attributes(url)},
-            ))
+            checks.append(Check(JOB_PROBE, pool.name, url, cfg.interval, cfg.timeout,
+                                self._domain_run(pool, url, cfg)))
         checks.append(Check(
-            f"pool:{pool.name}", "pool", pool.probe.interval,
+            JOB_POOL, pool.name, "", pool.probe.interval,
             self.pool_probers[pool.name].policy.deadline + pool.probe.timeout, self._pool_run(pool),
-            {AGENT_CHECK: JOB_POOL, FAILOVER_POOL: pool.name},
         ))
         if pool.readiness.enabled:
             checks += [
-                Check(f"ready:{pool.name}:{url}", "ready", pool.readiness.interval, pool.readiness.timeout * 3,
-                      self._ready_run(pool, primary, url),
-                      {AGENT_CHECK: JOB_READY, FAILOVER_POOL: pool.name, **origin_attributes(url)})
+                Check(JOB_READY, pool.name, url, pool.readiness.interval, pool.readiness.timeout * 3,
+                      self._ready_run(pool, primary, url))
                 for url in pool.domains if url != primary
             ]
         return checks

@@ -58,8 +58,8 @@ __all__ = [
 ]
 
 CACHE_SIZE = 10_000
-"""Entries each memo of the probes keeps at most (request events, request heads, parsed
-domains, IP literals). A probe repeats the same few values, so a hit is the rule; at 1,000
+"""Entries each memo of the probes keeps at most (request heads, parsed domains, IP
+literals). A probe repeats the same few values, so a hit is the rule; at 1,000
 domains each memo holds about 1,000, and reloads to other targets cannot grow it without end."""
 
 MAX_HEAD = 64 * 1024
@@ -175,10 +175,9 @@ async def resolve(host: str, port: int) -> tuple[str, int]:
     return str(address[0]), int(address[1])
 
 
-@functools.lru_cache(maxsize=CACHE_SIZE)
 def request_event(method: str, target: bytes, headers: tuple[tuple[bytes, bytes], ...]) -> h11.Request:
-    """The request as an h11 event. Probes repeat the same requests and events are values,
-    so h11 validates each distinct one once (raises h11.LocalProtocolError)."""
+    """The request as an h11 event (raises h11.LocalProtocolError). Built per probe: 6 us of
+    h11's validation, where a memo of one event per domain held 0.85 MiB at 1,000 domains."""
     return h11.Request(method=method, target=target, headers=list(headers))
 
 

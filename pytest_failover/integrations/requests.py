@@ -177,7 +177,8 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         headers = _convert.encoded(_pairs(request.headers))
         sent = _Sent(request, (verify, cert, proxies), url, headers._list)
         extensions = {**extensions, "timeout": _timeouts(timeout), _NATIVE: sent}
-        outgoing = _convert.request(request.method or "GET", url, headers, content, extensions)
+        method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
+        outgoing = _convert.request(method, url, headers, content, extensions)
         try:
             exchange = self._transport._begin(outgoing, (route, options))
             assert exchange is not None  # routed above
@@ -279,7 +280,7 @@ class _AdapterIO(httpx.BaseTransport):
             raise error from exc
         headers = _convert.encoded(_pairs(native.headers))
         body = _Body(native, request)
-        return _convert.response(native.status_code, headers, body, {_NATIVE: body, "network_stream": _Socket(native)})
+        return _convert.response(native.status_code, headers, body, {_NATIVE: body, "network_stream": body})
 
 
 # What requests raises from a send (or urllib3 from a body read), what happened (for
@@ -338,28 +339,10 @@ def _httpx_error(exc: Exception, request: httpx.Request) -> httpx.TransportError
     return None if target is None else target(str(exc), request=request)
 
 
-class _Socket:
-    """``network_stream`` for the deadline watchdog: the socket of the response's connection."""
-
-    __slots__ = ("_native",)
-
-    def __init__(self, native: requests.Response) -> None:
-        self._native = native
-
-    def get_extra_info(self, name: str) -> Any:
-        connection = getattr(self._native.raw, "connection", None)
-        return getattr(connection, "sock", None) if name == "socket" else None
-
-    @property
-    def failover_peer(self) -> tuple[str, str] | None:
-        """The address of the response's connection and how it was found, when it was
-        opened through a resolver (``_urllib3``), as ``Dialer.peer`` reads it."""
-        return getattr(getattr(self._native.raw, "connection", None), "failover_peer", None)
-
-
 class _Body(httpx.SyncByteStream):
     """The response body as urllib3 delivers it (still encoded), read by the exchange;
-    keeps what it handed out, the whole body once the exchange read it all."""
+    keeps what it handed out, the whole body once the exchange read it all. Also the
+    response's ``network_stream``, for the deadline watchdog and ``Dialer.peer``."""
 
     __slots__ = ("_request", "native", "seen")
 
@@ -388,6 +371,17 @@ class _Body(httpx.SyncByteStream):
 
     def close(self) -> None:
         self.native.close()
+
+    def get_extra_info(self, name: str) -> Any:
+        """The socket of the response's connection (``name="socket"``), for the watchdog."""
+        connection = getattr(self.native.raw, "connection", None)
+        return getattr(connection, "sock", None) if name == "socket" else None
+
+    @property
+    def failover_peer(self) -> tuple[str, str] | None:
+        """The address of the response's connection and how it was found, when it was
+        opened through a resolver (``_urllib3``), as ``Dialer.peer`` reads it."""
+        return getattr(getattr(self.native.raw, "connection", None), "failover_peer", None)
 
 
 class _Rest:

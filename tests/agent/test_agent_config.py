@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from failover_agent.checks.pool import POOLS_PER_TRANSPORT
 from failover_agent.config import ConfigError, load_config, parse_config
 from failover_agent.runner import Agent
 from failover_agent.runtime import Runtime
@@ -229,7 +230,38 @@ async def test_pools_with_equal_policies_share_one_policy() -> None:
         a, b, c = (runtime.pool_probers[name].policy for name in "abc")
         assert a is b and a == config.pools[0].policy.to_policy()
         assert c is not a and c.deadline == 3.0
-        assert runtime.pool_probers["c"].transport is not runtime.pool_probers["a"].transport
+    finally:
+        await runtime.aclose()
+        agent.telemetry.shutdown()
+
+
+async def test_pools_share_transports_eight_at_most_and_never_a_domain() -> None:
+    """Pools share failover transports (and their clients), POOLS_PER_TRANSPORT at most, never
+    two pools with a domain in common; each keeps its own policy, breakers and serving domain:
+    a failing domain opens its own pool's breaker only."""
+    # loopback addresses on the discard port, where nothing listens: every connection is refused
+    pools: list[dict[str, object]] = [
+        {"name": f"p{n}", "domains": [f"http://127.0.0.{n + 2}:9", f"http://127.0.0.{n + 2}:19"]}
+        for n in range(POOLS_PER_TRANSPORT + 1)]
+    pools.append({"name": "again", "domains": ["http://127.0.0.2:9"], "policy": {"deadline": 3.0}})
+    config = parse_config({"pools": pools})
+    agent = Agent(config)
+    runtime = Runtime(agent, config)
+    try:
+        probers = runtime.pool_probers
+        first = {name for name, p in probers.items() if p.transport is probers["p0"].transport}
+        assert first == {f"p{n}" for n in range(POOLS_PER_TRANSPORT)}
+        assert probers["p0"].client is probers["p1"].client
+        assert probers["again"].transport is not probers["p0"].transport  # it has p0's first domain
+        assert probers["again"].transport is probers[f"p{POOLS_PER_TRANSPORT}"].transport
+        assert probers["again"].policy.deadline == 3.0 != probers[f"p{POOLS_PER_TRANSPORT}"].policy.deadline
+        # every attempt to p0's domains is refused: only p0's breakers open
+        for _ in range(10):
+            await probers["p0"].probe()
+        assert set(probers["p0"].breakers().values()) == {"open"}
+        assert set(probers["p1"].breakers().values()) == {"closed"}
+        assert set(probers["again"].breakers().values()) == {"closed"}
+        assert (await probers["p0"].probe()).error_type == "circuit_open"
     finally:
         await runtime.aclose()
         agent.telemetry.shutdown()

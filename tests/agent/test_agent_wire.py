@@ -172,5 +172,5 @@ async def test_requests_and_parsed_domains_are_remembered_within_one_bound() -> 
     """Every memo of the probes is bounded by the one CACHE_SIZE."""
     from failover_agent.checks import domain
 
-    for memo in (wire.request_event, wire._ip_literal, domain._domain, domain._head):
+    for memo in (wire._ip_literal, domain._domain, domain._head):
         assert memo.cache_parameters()["maxsize"] == wire.CACHE_SIZE

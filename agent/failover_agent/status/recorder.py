@@ -37,12 +37,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from .history import History, Key, Sample
-from .store import HistoryFile, HistoryFileError, Loaded, Row
 
 if TYPE_CHECKING:
     from ..checks.result import ProbeResult
     from ..config import AgentConfig, StatusConfig
     from ..state import AgentState
+    from .store import HistoryFile, Loaded, Row
 
 __all__ = ["MAINTENANCE", "MAX_PENDING", "Recorder", "probe_label", "refresh_for"]
 
@@ -120,6 +120,8 @@ class Recorder:
         """Open the history file (if any) and restore it, then start recording."""
         path = self.settings.history_path
         if path is not None:
+            from .store import HistoryFile, HistoryFileError  # sqlite3 only with a history file
+
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="status-history")
             file = HistoryFile(path, retention_days=self.settings.retention_days,
                                max_rows=self.settings.max_rows)
@@ -247,5 +249,6 @@ class Recorder:
             return
         exc = future.exception()
         if exc is not None and self._file is not None:
+            from .store import HistoryFileError  # imported by start(), as the file is open
             self._give_up(str(exc) if isinstance(exc, HistoryFileError) else
                           f"status history file {self.settings.history_path}: cannot write to it: {exc!r}")
