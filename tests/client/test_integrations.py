@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from typing import Any
 
 import aiohttp
@@ -205,3 +206,35 @@ def test_the_policy_is_the_transports(make_client: Any) -> None:
     """Each front-end runs the transports' loop: the same Policy type, the same state shape."""
     client = make_client([Pool("api", ["http://a.test", "http://b.test"])], Policy())
     assert [d.domain for d in client.transport.state().pools["api"].domains] == ["http://a.test", "http://b.test"]
+
+
+def test_a_hedge_through_the_adapter_leaves_the_request_it_races_as_it_was_sent(servers: Servers) -> None:
+    """An attempt on another domain sends a copy of the ``PreparedRequest`` of its own: a
+    hedge that goes out while the first attempt waits for its answer never rewrites the
+    URL (or headers) of the request that attempt is sending, and the answer's ``request``
+    and ``url`` are those of the attempt that answered."""
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.4)  # the first attempt still waits for its answer when the hedge goes
+    sent: list[tuple[str, str]] = []  # each send's URL before it, and after
+
+    class Watching(HTTPAdapter):
+        def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+            before = request.url or ""
+            try:
+                return super().send(request, *args, **kwargs)
+            finally:
+                sent.append((before, request.url or ""))
+
+    policy = fast(hedging=pytest_failover.Hedging(delay=0.05, max_ratio=1.0), sticky=False)
+    adapter = FailoverAdapter([Pool("api", [a.url(), b.url()])], policy, adapter=Watching())
+    with requests.Session() as session:
+        session.mount("http://", adapter)
+        response = session.get(a.url() + "/v1/x")
+        assert response.failover.domain == b.url()  # type: ignore[attr-defined]  # the adapter sets it
+        assert response.url == response.request.url == b.url() + "/v1/x"
+        deadline = time.monotonic() + 5.0
+        while len(sent) < 2 and time.monotonic() < deadline:  # the loser ends, cut or answered
+            time.sleep(0.01)
+    adapter.close()
+    assert sorted(before for before, _ in sent) == sorted([a.url() + "/v1/x", b.url() + "/v1/x"])
+    assert [after for _, after in sent] == [before for before, _ in sent]  # nothing rewritten mid-send
