@@ -34,6 +34,7 @@ fallback's answer is turned into one. Requests to other hosts go straight to ``h
 from __future__ import annotations
 
 import asyncio
+import copy
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -202,7 +203,7 @@ class _Sent:
         self.request = request
         self.handler = handler
         self.decompress = decompress  # aiohttp hands over decoded bodies
-        self.url = url  # the URL the aiohttp request points at now
+        self.url = url  # the caller's URL, which ``request`` keeps
         self.headers = list(headers)  # its headers, as httpx holds them (a copy: the exchange may change them)
 
 
@@ -224,12 +225,14 @@ class _HandlerIO(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
         native = sent.request
-        if request.url is not sent.url:  # the attempt goes to another domain
-            target = URL(str(request.url), encoded=True)
-            native.url = native.original_url = target
-            sent.url = request.url
         triples = request.headers._list
-        if triples != sent.headers:  # the exchange set Host or trace context
+        if request.url is not sent.url:
+            # Another domain: this attempt's own copy, as a hedge may go out while the
+            # attempt it races is still sending the caller's (a retry elsewhere, too).
+            native = copy.copy(native)
+            native.url = native.original_url = URL(str(request.url), encoded=True)
+            native.headers = CIMultiDict(_convert.decoded(triples))
+        elif triples != sent.headers:  # the exchange set trace context (one attempt at a time here)
             native.headers = CIMultiDict(_convert.decoded(triples))
             sent.headers = list(triples)
         timeouts = request.extensions["timeout"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -236,5 +237,44 @@ def test_a_hedge_through_the_adapter_leaves_the_request_it_races_as_it_was_sent(
         while len(sent) < 2 and time.monotonic() < deadline:  # the loser ends, cut or answered
             time.sleep(0.01)
     adapter.close()
+    assert sorted(before for before, _ in sent) == sorted([a.url() + "/v1/x", b.url() + "/v1/x"])
+    assert [after for _, after in sent] == [before for before, _ in sent]  # nothing rewritten mid-send
+
+
+def test_a_hedge_through_the_middleware_leaves_the_request_it_races_as_it_was_sent(servers: Servers) -> None:
+    """The aiohttp twin of the adapter's test: the hedge's ``ClientRequest`` is its own, so
+    the request the first attempt is still sending keeps its URL, and the answer's URL is
+    the domain's that answered."""
+    from aiohttp.client_middlewares import ClientHandlerType
+
+    from pytest_failover.integrations.aiohttp import FailoverMiddleware
+
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.4)  # the first attempt still waits for its answer when the hedge goes
+    sent: list[tuple[str, str]] = []  # each send's URL before it, and after
+
+    async def watching(request: aiohttp.ClientRequest, handler: ClientHandlerType) -> aiohttp.ClientResponse:
+        before = str(request.url)
+        try:
+            return await handler(request)
+        finally:
+            sent.append((before, str(request.url)))
+
+    policy = fast(hedging=pytest_failover.Hedging(delay=0.05, max_ratio=1.0), sticky=False)
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], policy)
+
+    async def run() -> tuple[str, str | None]:
+        async with aiohttp.ClientSession(middlewares=(middleware, watching)) as session:
+            async with session.get(a.url() + "/v1/x") as response:
+                await response.read()
+                answered = (str(response.url), response.failover.domain)  # type: ignore[attr-defined]  # the middleware sets it
+            for _ in range(500):  # the loser ends, cut or answered (bounded: 5 s)
+                if len(sent) == 2:
+                    break
+                await asyncio.sleep(0.01)
+        return answered
+
+    url, domain = asyncio.run(run())
+    assert (url, domain) == (b.url() + "/v1/x", b.url())
     assert sorted(before for before, _ in sent) == sorted([a.url() + "/v1/x", b.url() + "/v1/x"])
     assert [after for _, after in sent] == [before for before, _ in sent]  # nothing rewritten mid-send
