@@ -278,3 +278,33 @@ def test_a_hedge_through_the_middleware_leaves_the_request_it_races_as_it_was_se
     assert (url, domain) == (b.url() + "/v1/x", b.url())
     assert sorted(before for before, _ in sent) == sorted([a.url() + "/v1/x", b.url() + "/v1/x"])
     assert [after for _, after in sent] == [before for before, _ in sent]  # nothing rewritten mid-send
+
+
+def test_the_middleware_names_the_phase_the_loops_time_limit_cut(servers: Servers) -> None:
+    """aiohttp's attempts run under the loop's one time limit: one cut while connecting
+    is a ``connect_timeout`` (nothing was sent: a POST moves on), one cut while waiting
+    for the answer a ``read_timeout`` (a POST without an idempotency key does not)."""
+    from pytest_failover.integrations.aiohttp import FailoverMiddleware
+    from pytest_failover.simulator._server import _full_listener
+
+    listener, fillers = _full_listener()  # its SYNs are dropped: a connect never completes
+    hanging = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    a, b = servers["a"], servers["b"]
+    a.set(delay=1.0)  # connects at once, answers late
+
+    async def post(pool: list[str]) -> tuple[list[str | None], str | None]:
+        middleware = FailoverMiddleware([Pool("api", pool)], fast(attempt_timeout=0.2, sticky=False))
+        async with aiohttp.ClientSession(middlewares=(middleware,)) as session:
+            try:
+                async with session.post(pool[0] + "/orders", data=b"{}") as response:
+                    result = response.failover  # type: ignore[attr-defined]  # the middleware sets it
+                    return [r.error_type for r in result.attempts], result.domain
+            except aiohttp.ClientConnectionError as error:
+                return [r.error_type for r in error.attempts], None  # type: ignore[attr-defined]  # AllDomainsFailed
+
+    try:
+        assert asyncio.run(post([hanging, b.url()])) == (["connect_timeout", None], b.url())
+        assert asyncio.run(post([a.url(), b.url()])) == (["read_timeout"], None)
+    finally:
+        for sock in (listener, *fillers):
+            sock.close()
