@@ -121,5 +121,5 @@ class ClientMeterProvider(metrics_api.MeterProvider):
             values = instrument.values.copy()
             if values:
                 yield Family(instrument.name, instrument.unit, instrument.description,
-                             [Observation(value, {**extra, **dict(key)}) for key, value in values.items()],
+                             (Observation(value, {**extra, **dict(key)}) for key, value in values.items()),
                              instrument.scope, instrument.kind)

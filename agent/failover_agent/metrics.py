@@ -142,7 +142,7 @@ class AgentMetrics:
         """Every gauge with its observations now (what ``/metrics`` renders without the SDK),
         one at a time: a gauge's observations are made when the renderer reaches it."""
         for name, unit, description, callback in self._gauges:
-            yield Family(name, unit, description, list(callback(_NO_OPTIONS)), _SCOPE)
+            yield Family(name, unit, description, callback(_NO_OPTIONS), _SCOPE)
 
     @property
     def state(self) -> AgentState:
@@ -188,37 +188,37 @@ class AgentMetrics:
         return list(self.state.domains.values())
 
     def _probe_success(self, _: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(int(d.last.success), self._domain_attrs(d))
-                for d in self._domains() if d.last is not None]
+        return (Observation(int(d.last.success), self._domain_attrs(d))
+                for d in self._domains() if d.last is not None)
 
     def _probe_duration(self, _: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(round(d.last.phases.get(PHASE_TOTAL, d.last.duration), 6), self._domain_attrs(d))
-                for d in self._domains() if d.last is not None]
+        return (Observation(round(d.last.phases.get(PHASE_TOTAL, d.last.duration), 6), self._domain_attrs(d))
+                for d in self._domains() if d.last is not None)
 
     def _phase_duration(self, _: CallbackOptions) -> Iterable[Observation]:
-        out = []
         phases = semconv.PROBE_PHASES
         for d in self._domains():
-            if d.last is None:
+            last = d.last
+            if last is None:
                 continue
             attrs = self._domain_attrs(d)
             # to the microsecond: '0.000107' rather than '0.00010744099927251227' on every line
-            out += [Observation(round(seconds, 6), {**attrs, PROBE_PHASE: phase})
-                    for phase, seconds in d.last.phases.items() if phase in phases]
-        return out
+            for phase, seconds in last.phases.items():
+                if phase in phases:
+                    yield Observation(round(seconds, 6), {**attrs, PROBE_PHASE: phase})
 
     def _probe_status(self, _: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(d.last.status or 0, self._domain_attrs(d))
-                for d in self._domains() if d.last is not None]
+        return (Observation(d.last.status or 0, self._domain_attrs(d))
+                for d in self._domains() if d.last is not None)
 
     def _pool_available(self, _: CallbackOptions) -> Iterable[Observation]:
         return [Observation(int(p.last.success), self._pool_attrs(p.name))
                 for p in list(self.state.pools.values()) if p.last is not None]
 
     def _pool_serving(self, _: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(int(p.last.served_by == url and p.last.success), self._origin(p.name, url))
+        return (Observation(int(p.last.served_by == url and p.last.success), self._origin(p.name, url))
                 for p in list(self.state.pools.values()) if p.last is not None
-                for url in p.domains]
+                for url in p.domains)
 
     def _cert_expiry(self, _: CallbackOptions) -> Iterable[Observation]:
         """The freshest reading per https domain: its pinned probes' handshakes, or the
@@ -238,14 +238,13 @@ class AgentMetrics:
         return out
 
     def _ready(self, _: CallbackOptions) -> Iterable[Observation]:
-        out = []
         for d in self._domains():
-            if d.readiness is None:
+            readiness = d.readiness
+            if readiness is None:
                 continue
             attrs = self._domain_attrs(d)
-            for check, (ok, _why) in d.readiness.checks.items():
-                out.append(Observation(int(ok), {**attrs, READINESS_CHECK: check}))
-        return out
+            for check, (ok, _why) in readiness.checks.items():
+                yield Observation(int(ok), {**attrs, READINESS_CHECK: check})
 
     def _control_version(self, _: CallbackOptions) -> Iterable[Observation]:
         c = self.state.control
@@ -263,8 +262,8 @@ class AgentMetrics:
         c = self.state.control
         if c is None or not c.version:
             return []
-        return [Observation(int(d.url in c.disabled.get(d.pool, frozenset())), self._domain_attrs(d))
-                for d in self._domains()]
+        return (Observation(int(d.url in c.disabled.get(d.pool, frozenset())), self._domain_attrs(d))
+                for d in self._domains())
 
     def _maintenance_active(self, _: CallbackOptions) -> Iterable[Observation]:
         decision = self._maintenance()

@@ -38,17 +38,25 @@ _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 Head = tuple[bytes, tuple[tuple[bytes, bytes], ...]]
 
 
-@functools.lru_cache(maxsize=wire.CACHE_SIZE)
-def _domain(url: str) -> Domain:
-    """``Domain.parse(url)``, remembered (a frozen value; parsing costs ~40 µs a probe)."""
-    return Domain.parse(url)
+Origin = tuple[str, str, int, bytes]
+"""What a probe needs of its domain: scheme, host, port and the ``Host`` header's value."""
 
 
 @functools.lru_cache(maxsize=wire.CACHE_SIZE)
-def _head(method: str, path: str, netloc: str, extra: tuple[tuple[str, str], ...]) -> Head:
-    """The probe's request target and headers: ``Host``, ``User-Agent: failover-agent`` and
-    ``Accept: */*`` unless the configuration sets them, ``Connection: close``."""
-    headers = {"host": ("Host", netloc), "user-agent": ("User-Agent", USER_AGENT), "accept": ("Accept", "*/*")}
+def _domain(url: str) -> Origin:
+    """``Domain.parse(url)``'s origin, remembered (parsing costs ~40 µs a probe; the tuple is
+    a third of the Domain value's memory)."""
+    domain = Domain.parse(url)
+    return domain.scheme, domain.host, domain.effective_port, domain.netloc.encode("latin-1")
+
+
+@functools.lru_cache(maxsize=wire.CACHE_SIZE)
+def _head(method: str, path: str, extra: tuple[tuple[str, str], ...]) -> Head:
+    """The probe's request target and headers but ``Host`` (which :func:`_with_host` puts
+    first): ``User-Agent: failover-agent`` and ``Accept: */*`` unless the configuration sets
+    them, ``Connection: close``. Remembered without the host, so domains probed alike share
+    one entry (one per domain was 0.7 MiB at 1,000 domains)."""
+    headers = {"user-agent": ("User-Agent", USER_AGENT), "accept": ("Accept", "*/*")}
     for name, value in extra:
         if name.lower() not in _OWN_HEADERS:
             headers[name.lower()] = (name, value)
@@ -57,6 +65,10 @@ def _head(method: str, path: str, netloc: str, extra: tuple[tuple[str, str], ...
         headers["content-length"] = ("Content-Length", "0")
     target = httpx.URL(path).raw_path  # percent-encoded as httpx would
     return target, tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.values())
+
+
+def _with_host(netloc: bytes, headers: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple[bytes, bytes], ...]:
+    return ((b"Host", netloc), *headers)
 
 
 def _phases(progress: wire.Progress) -> dict[str, float]:
@@ -87,13 +99,13 @@ class DomainProber:
         start = perf_counter()
         progress = wire.Progress()
         try:
-            domain = _domain(url)
-            target, headers = _head(cfg.method, cfg.path, domain.netloc, tuple(cfg.headers.items()))
+            scheme, host, port, netloc = _domain(url)
+            target, shared = _head(cfg.method, cfg.path, tuple(cfg.headers.items()))
+            headers = _with_host(netloc, shared)
             with handshakes() as seen:
                 answer = await wire.exchange(
                     cfg.method, target, headers,
-                    scheme=domain.scheme, host=domain.host, port=domain.effective_port,
-                    server_hostname=domain.host, context=self._context,
+                    scheme=scheme, host=host, port=port, server_hostname=host, context=self._context,
                     deadline=asyncio.get_running_loop().time() + cfg.timeout, progress=progress,
                 )
             expiry = earliest_expiry(seen[-1]) if seen else None
