@@ -416,7 +416,7 @@ class RequestPlan:
         races it); returns the events it caused. :meth:`next` decides what follows."""
         if attempt is None:  # the only one (_land raises when none, or several, are in flight)
             attempt = self.flying[0] if len(self.flying) == 1 else self._land(None)
-        return self.answer(attempt, outcome, now, duration, False)
+        return self.answer(attempt, outcome, now, duration, decide=False)
 
     def answer(
         self, attempt: Attempt, outcome: Outcome, now: float, duration: float, decide: bool = True

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar, cast
 
 from ._classify import LIBRARIES
@@ -312,6 +312,12 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
 
     _asynchronous = True
     _transport: AsyncInner
+    # The inner transport's own error for an attempt out of time, when it can tell the
+    # phase (``failover_timeout_error(request)``: the aiohttp middleware's, which knows
+    # whether aiohttp sent the request). Then no library timeout goes first to name the
+    # phase, and the attempt's guard fires at its time itself, not ``GRACE`` later.
+    _phase: Callable[[Any], BaseException] | None = None
+    _grace = GRACE
 
     @spelt_out(AsyncTransportOptions)
     def __init__(
@@ -322,7 +328,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         **options: Unpack[AsyncTransportOptions],
     ) -> None:
         super().__init__(pools, policy, **options)
-        self._transport = _async_inner(self._state, self._lib, transport)
+        self._inner(transport)
 
     @classmethod
     def sharing(cls, other: FrontEnd, transport: AsyncInner | None = None) -> Self:
@@ -330,8 +336,14 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         by default); the state may be used from any thread and event loop at once."""
         self = cls.__new__(cls)
         self._share(_state_of(other, f"{cls.__name__}.sharing"))
-        self._transport = _async_inner(self._state, self._lib, transport)
+        self._inner(transport)
         return self
+
+    def _inner(self, transport: AsyncInner | None) -> None:
+        self._transport = inner = _async_inner(self._state, self._lib, transport)
+        self._phase = getattr(inner, "failover_timeout_error", None)
+        if self._phase is not None:
+            self._grace = 0.0
 
     async def handle_async_request(self, request: Req) -> Resp:
         exchange = self._begin(request)
@@ -390,7 +402,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         token = enter(attempt) if attempt.quiet is not None else None
         response: Any = None
         try:
-            async with async_limit(attempt.timeout + GRACE):
+            async with async_limit(attempt.timeout + self._grace):
                 attempt.sending = True
                 response = await self._transport.handle_async_request(attempt.request)
                 limit = exchange.reads(response)
@@ -401,7 +413,8 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                 await response.aclose()
             if not isinstance(exc, TimeoutError):
                 raise
-            raise exchange.timed_out(attempt, exc) from exc
+            phase = self._phase
+            raise (exchange.timed_out(attempt, exc) if phase is None else phase(attempt.request)) from exc
         except OSError as exc:  # a raw one the inner transport let out (Exchange.stray)
             if response is not None:
                 await response.aclose()

@@ -34,6 +34,7 @@ fallback's answer is turned into one. Requests to other hosts go straight to ``h
 from __future__ import annotations
 
 import asyncio
+import copy
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -55,7 +56,6 @@ except ImportError as exc:  # pragma: no cover - exercised by the install hint t
 import httpx
 
 from .. import _httpx as _exceptions
-from .._deadline import async_limit
 from .._exchange import FailoverResult, in_memory
 from .._httpx import AsyncFailoverTransport
 from .._state import MiddlewareOptions, spelt_out
@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
 
 _NATIVE = "pytest_failover.aiohttp"  # extension key: the aiohttp-side objects of an exchange
+_SENDING = "pytest_failover.aiohttp.sending"  # extension key: the ClientRequest an attempt sends
 _REPLAYABLE = httpx.ByteStream(b"")  # aiohttp sends the body itself; this says it may be re-sent
 _NO_TIMEOUTS: dict[str, float | None] = {"connect": None, "read": None, "write": None, "pool": None}
 
@@ -202,7 +203,7 @@ class _Sent:
         self.request = request
         self.handler = handler
         self.decompress = decompress  # aiohttp hands over decoded bodies
-        self.url = url  # the URL the aiohttp request points at now
+        self.url = url  # the caller's URL, which ``request`` keeps
         self.headers = list(headers)  # its headers, as httpx holds them (a copy: the exchange may change them)
 
 
@@ -224,27 +225,25 @@ class _HandlerIO(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
         native = sent.request
-        if request.url is not sent.url:  # the attempt goes to another domain
-            target = URL(str(request.url), encoded=True)
-            native.url = native.original_url = target
-            sent.url = request.url
         triples = request.headers._list
-        if triples != sent.headers:  # the exchange set Host or trace context
+        if request.url is not sent.url:
+            # Another domain: this attempt's own copy, as a hedge may go out while the
+            # attempt it races is still sending the caller's (a retry elsewhere, too).
+            native = copy.copy(native)
+            native.url = native.original_url = URL(str(request.url), encoded=True)
+            native.headers = CIMultiDict(_convert.decoded(triples))
+        elif triples != sent.headers:  # the exchange set trace context (one attempt at a time here)
             native.headers = CIMultiDict(_convert.decoded(triples))
             sent.headers = list(triples)
-        timeouts = request.extensions["timeout"]
         native.response = None  # set by aiohttp once the request went out
+        request.extensions[_SENDING] = native  # for failover_timeout_error
         try:
-            async with async_limit(max(timeouts["connect"], timeouts["read"])):
-                response = await sent.handler(native)
+            response = await sent.handler(native)
         except aiohttp.ClientError as exc:
             error = _httpx_error(exc, request)
             if error is None:
                 raise
             raise error from exc
-        except TimeoutError as exc:
-            kind = httpx.ConnectTimeout if native.response is None else httpx.ReadTimeout
-            raise kind(f"no answer from {request.url.host} within the attempt's time", request=request) from exc
         raw = response.raw_headers
         if sent.decompress and "Content-Encoding" in response.headers:  # aiohttp decodes the body
             raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
@@ -255,6 +254,16 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             if peer is not None:
                 extensions["network_stream"] = peer
         return _convert.response(response.status, _convert.from_bytes(raw), body, extensions)
+
+    @staticmethod
+    def failover_timeout_error(request: httpx.Request) -> httpx.TransportError:
+        """The error of an attempt the failover loop cut at its time (``AsyncLoop._send``
+        bounds each attempt, its body read included): a connect timeout while aiohttp had
+        not sent the request (nothing left: the request may move on at once), else a read
+        timeout. aiohttp's handler has no timeouts of its own per phase to tell them."""
+        native: ClientRequest = request.extensions[_SENDING]
+        kind = httpx.ConnectTimeout if native.response is None else httpx.ReadTimeout
+        return kind(f"no answer from {request.url.host} within the attempt's time", request=request)
 
     @staticmethod
     def _peer(response: ClientResponse) -> _Peer | None:

@@ -240,7 +240,7 @@ class _Sent:
     ) -> None:
         self.prepared = prepared
         self.settings = settings  # verify, cert, proxies
-        self.url = url  # the URL the prepared request points at now (None: not known)
+        self.url = url  # the caller's URL, which ``prepared`` keeps (None: not known)
         self.headers = list(headers)  # its headers, as httpx holds them (a copy: the exchange may change them)
 
 
@@ -262,11 +262,14 @@ class _AdapterIO(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
         prepared = sent.prepared
-        if request.url is not sent.url:  # the attempt goes to another domain
-            prepared.url = str(request.url)
-            sent.url = request.url
         triples = request.headers._list
-        if triples != sent.headers:  # the exchange set Host or trace context
+        if request.url is not sent.url:
+            # Another domain: this attempt's own copy, as a hedge may go out while the
+            # attempt it races is still sending the caller's (a retry elsewhere, too).
+            prepared = prepared.copy()
+            prepared.url = str(request.url)
+            prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
+        elif triples != sent.headers:  # the exchange set trace context (one attempt at a time here)
             prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
             sent.headers = list(triples)
         timeouts = request.extensions["timeout"]

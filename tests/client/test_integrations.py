@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import time
 from typing import Any
 
 import aiohttp
@@ -205,3 +207,104 @@ def test_the_policy_is_the_transports(make_client: Any) -> None:
     """Each front-end runs the transports' loop: the same Policy type, the same state shape."""
     client = make_client([Pool("api", ["http://a.test", "http://b.test"])], Policy())
     assert [d.domain for d in client.transport.state().pools["api"].domains] == ["http://a.test", "http://b.test"]
+
+
+def test_a_hedge_through_the_adapter_leaves_the_request_it_races_as_it_was_sent(servers: Servers) -> None:
+    """An attempt on another domain sends a copy of the ``PreparedRequest`` of its own: a
+    hedge that goes out while the first attempt waits for its answer never rewrites the
+    URL (or headers) of the request that attempt is sending, and the answer's ``request``
+    and ``url`` are those of the attempt that answered."""
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.4)  # the first attempt still waits for its answer when the hedge goes
+    sent: list[tuple[str, str]] = []  # each send's URL before it, and after
+
+    class Watching(HTTPAdapter):
+        def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+            before = request.url or ""
+            try:
+                return super().send(request, *args, **kwargs)
+            finally:
+                sent.append((before, request.url or ""))
+
+    policy = fast(hedging=pytest_failover.Hedging(delay=0.05, max_ratio=1.0), sticky=False)
+    adapter = FailoverAdapter([Pool("api", [a.url(), b.url()])], policy, adapter=Watching())
+    with requests.Session() as session:
+        session.mount("http://", adapter)
+        response = session.get(a.url() + "/v1/x")
+        assert response.failover.domain == b.url()  # type: ignore[attr-defined]  # the adapter sets it
+        assert response.url == response.request.url == b.url() + "/v1/x"
+        deadline = time.monotonic() + 5.0
+        while len(sent) < 2 and time.monotonic() < deadline:  # the loser ends, cut or answered
+            time.sleep(0.01)
+    adapter.close()
+    assert sorted(before for before, _ in sent) == sorted([a.url() + "/v1/x", b.url() + "/v1/x"])
+    assert [after for _, after in sent] == [before for before, _ in sent]  # nothing rewritten mid-send
+
+
+def test_a_hedge_through_the_middleware_leaves_the_request_it_races_as_it_was_sent(servers: Servers) -> None:
+    """The aiohttp twin of the adapter's test: the hedge's ``ClientRequest`` is its own, so
+    the request the first attempt is still sending keeps its URL, and the answer's URL is
+    the domain's that answered."""
+    from aiohttp.client_middlewares import ClientHandlerType
+
+    from pytest_failover.integrations.aiohttp import FailoverMiddleware
+
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.4)  # the first attempt still waits for its answer when the hedge goes
+    sent: list[tuple[str, str]] = []  # each send's URL before it, and after
+
+    async def watching(request: aiohttp.ClientRequest, handler: ClientHandlerType) -> aiohttp.ClientResponse:
+        before = str(request.url)
+        try:
+            return await handler(request)
+        finally:
+            sent.append((before, str(request.url)))
+
+    policy = fast(hedging=pytest_failover.Hedging(delay=0.05, max_ratio=1.0), sticky=False)
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], policy)
+
+    async def run() -> tuple[str, str | None]:
+        async with aiohttp.ClientSession(middlewares=(middleware, watching)) as session:
+            async with session.get(a.url() + "/v1/x") as response:
+                await response.read()
+                answered = (str(response.url), response.failover.domain)  # type: ignore[attr-defined]  # the middleware sets it
+            for _ in range(500):  # the loser ends, cut or answered (bounded: 5 s)
+                if len(sent) == 2:
+                    break
+                await asyncio.sleep(0.01)
+        return answered
+
+    url, domain = asyncio.run(run())
+    assert (url, domain) == (b.url() + "/v1/x", b.url())
+    assert sorted(before for before, _ in sent) == sorted([a.url() + "/v1/x", b.url() + "/v1/x"])
+    assert [after for _, after in sent] == [before for before, _ in sent]  # nothing rewritten mid-send
+
+
+def test_the_middleware_names_the_phase_the_loops_time_limit_cut(servers: Servers) -> None:
+    """aiohttp's attempts run under the loop's one time limit: one cut while connecting
+    is a ``connect_timeout`` (nothing was sent: a POST moves on), one cut while waiting
+    for the answer a ``read_timeout`` (a POST without an idempotency key does not)."""
+    from pytest_failover.integrations.aiohttp import FailoverMiddleware
+    from pytest_failover.simulator._server import _full_listener
+
+    listener, fillers = _full_listener()  # its SYNs are dropped: a connect never completes
+    hanging = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    a, b = servers["a"], servers["b"]
+    a.set(delay=1.0)  # connects at once, answers late
+
+    async def post(pool: list[str]) -> tuple[list[str | None], str | None]:
+        middleware = FailoverMiddleware([Pool("api", pool)], fast(attempt_timeout=0.2, sticky=False))
+        async with aiohttp.ClientSession(middlewares=(middleware,)) as session:
+            try:
+                async with session.post(pool[0] + "/orders", data=b"{}") as response:
+                    result = response.failover  # type: ignore[attr-defined]  # the middleware sets it
+                    return [r.error_type for r in result.attempts], result.domain
+            except aiohttp.ClientConnectionError as error:
+                return [r.error_type for r in error.attempts], None  # type: ignore[attr-defined]  # AllDomainsFailed
+
+    try:
+        assert asyncio.run(post([hanging, b.url()])) == (["connect_timeout", None], b.url())
+        assert asyncio.run(post([a.url(), b.url()])) == (["read_timeout"], None)
+    finally:
+        for sock in (listener, *fillers):
+            sock.close()
