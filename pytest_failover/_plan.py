@@ -256,16 +256,12 @@ class RequestPlan:
 
     def hedge_delay(self) -> float | None:
         """How long after the latest attempt was sent a hedge is due, or None when this
-        request hedges no more (not hedgeable, answered, or ``max_extra`` sent)."""
-        if not self._may_hedge():
+        request hedges no more (not hedgeable, answered, nothing in flight, or
+        ``max_extra`` sent): the one home of whether it may hedge (:meth:`hedge` asks it)."""
+        # hedgeable: the pool hedges (``max_hedges`` is its ``Hedging.max_extra``)
+        if not self.hedgeable or self.done or not self.flying or self._hedges >= self.core.max_hedges:
             return None
         return self.core.hedge_delay(self.flying[0].domain)
-
-    def _may_hedge(self) -> bool:
-        # hedgeable: the pool hedges (``max_hedges`` is its ``Hedging.max_extra``)
-        if not self.hedgeable or self.done or not self.flying:
-            return False
-        return self._hedges < self.core.max_hedges
 
     def hedge(self, now: float) -> Attempt | HedgeThrottled | None:
         """A hedge while the attempts in flight have not answered: to the next domain
@@ -277,7 +273,7 @@ class RequestPlan:
         one probe: hedges sent there would be the failback herd that rule prevents
         (with 200 tasks served by the backup after the primary refused, 7 hedges a
         cooldown went to the dead primary)."""
-        if not self._may_hedge():
+        if self.hedge_delay() is None:  # it hedges no more
             return None
         core = self.core
         tried = self.tried
