@@ -108,7 +108,9 @@ class RequestPlan:
     pinned: Domain | None = None  # the one domain it may go to
     _walks = True  # its first attempt walks an order: neither pinned nor on a table
     _decided: Attempt | Wait | Stop | None = None  # the step answer() decided, until next() hands it out
-    hedgeable = False  # may it hedge (``Policy.hedging``: only what could be sent twice)?
+    # May it hedge (``Policy.hedging``: only what could be sent twice)? Until it has sent
+    # ``Hedging.max_extra`` hedges: asked at every attempt, so the count is not.
+    hedgeable = False
 
     def __init__(
         self,
@@ -256,16 +258,11 @@ class RequestPlan:
 
     def hedge_delay(self) -> float | None:
         """How long after the latest attempt was sent a hedge is due, or None when this
-        request hedges no more (not hedgeable, answered, or ``max_extra`` sent)."""
-        if not self._may_hedge():
+        request hedges no more (not hedgeable, answered, nothing in flight, or
+        ``max_extra`` sent): the one home of whether it may hedge (:meth:`hedge` asks it)."""
+        if not self.hedgeable or self.done or not self.flying:
             return None
         return self.core.hedge_delay(self.flying[0].domain)
-
-    def _may_hedge(self) -> bool:
-        # hedgeable: the pool hedges (``max_hedges`` is its ``Hedging.max_extra``)
-        if not self.hedgeable or self.done or not self.flying:
-            return False
-        return self._hedges < self.core.max_hedges
 
     def hedge(self, now: float) -> Attempt | HedgeThrottled | None:
         """A hedge while the attempts in flight have not answered: to the next domain
@@ -277,7 +274,7 @@ class RequestPlan:
         one probe: hedges sent there would be the failback herd that rule prevents
         (with 200 tasks served by the backup after the primary refused, 7 hedges a
         cooldown went to the dead primary)."""
-        if not self._may_hedge():
+        if self.hedge_delay() is None:  # it hedges no more
             return None
         core = self.core
         tried = self.tried
@@ -302,6 +299,8 @@ class RequestPlan:
             if core.slow_calls is not None:
                 core.slow_calls[domain].began(attempt, now)
         self._hedges += 1
+        if self._hedges >= core.max_hedges:  # ``Hedging.max_extra`` sent: it hedges no more
+            self.hedgeable = False
         for racing in self.flying:
             racing.raced = True
         self.flying.append(attempt)

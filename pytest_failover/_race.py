@@ -36,6 +36,8 @@ import math
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import copy_context
+from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
 from ._deadline import GRACE, watchdog
@@ -281,12 +283,14 @@ class ThreadRace:
     (:func:`cut_request`), and its ``_send`` fails at once. Sending every attempt
     of a hedgeable request from the pool instead, while the calling thread
     waited, cost 27-35 % of the median loopback request in the tail benchmark
-    (a thread hand-off each). The race itself (:class:`_Hedges`) begins only
+    (a thread hand-off each). The race itself (:class:`_Hedges`) is built only
     when the first hedge is due: a request that answers before, the common case,
-    costs a timer armed and disarmed and one small object. Building the race up
+    costs one watchdog ticket armed and disarmed, and no lock. Building the race up
     front cost 62,000 instructions a request, as much again as the whole unhedged
     transport (callgrind, real loopback GET, side by side: bare httpx 1,486,900,
-    unhedged +78,000, hedging configured +140,400).
+    unhedged +78,000, hedging configured +140,400); a small object and a lock
+    taken to tell "ended alone" from "due" cost 120 Python opcodes a request
+    (``python -m benchmarks opcodes``).
     """
 
     def __init__(self, threads: int, inner: object) -> None:
@@ -296,25 +300,55 @@ class ThreadRace:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._busy = 0  # threads sending a hedge (or about to)
+        self._joining: dict[Attempt, _Hedges] = {}  # races one side has joined (see _join)
 
     def race(self, send: Send, exchange: Exchange, first: Attempt, delay: float) -> Response | None:
         """Send ``first`` from this thread and its hedges from the pool when due (the
         first ``delay`` seconds after it went out), each through ``send``; the losers'
         sockets are cut in :attr:`inner`. The answer that won (or the last retryable
-        one), or None when every attempt failed."""
+        one), or None when every attempt failed.
+
+        Until the first hedge is due this is an unhedged attempt plus one watchdog
+        ticket: whether the hedge fell due before the attempt ended is settled by the
+        watchdog's own pop of the ticket (``disarm`` returns True once its action was
+        taken), so the common case takes no lock and builds no race; the two sides
+        that learn the hedge fell due (the watchdog's thread, this one) meet in
+        :meth:`_join`."""
         if not self._cuts:
             return self._pooled(send, exchange, first)
         flight = exchange.prepare(first)
-        hedges = _Hedges(self, send, exchange, flight)
-        wait = max(0.0, flight.sent_at + delay - exchange.clock())
-        hedges.timer.append(watchdog.call_at(time.monotonic() + wait, hedges.due))
-        response, error = _sent(send, exchange, flight)
+        # Due ``delay`` from now, as it goes out; run in the caller's context (its spans
+        # and baggage), which the hedges' threads copy.
+        ticket = watchdog.call_at(time.monotonic() + delay, partial(copy_context().run, self._due, send, exchange, flight))
         try:
-            if hedges.ended_alone():  # no hedge was due: an unhedged attempt after all
-                return exchange.arrived(flight, response, error)
-            return hedges.finish(flight, response, error)
-        finally:
-            del error  # see _sent: a cycle through this frame
+            response = send(exchange, flight)
+        except exchange.lib.TransportError as exc:
+            if watchdog.disarm(ticket):  # a hedge fell due meanwhile: the race decides
+                return self._join(send, exchange, flight).finish(flight, None, exc)
+            exchange.on_error(flight, exc)
+            return None
+        except BaseException:
+            if watchdog.disarm(ticket):
+                self._join(send, exchange, flight)  # met, so the watchdog's side frees it
+            raise
+        if watchdog.disarm(ticket):
+            return self._join(send, exchange, flight).finish(flight, response, None)
+        exchange.on_response(flight, response)  # no hedge was due: an unhedged attempt after all
+        return response
+
+    def _due(self, send: Send, exchange: Exchange, first: Attempt) -> None:
+        """The first hedge of a request is due (in the watchdog's thread, in the caller's context)."""
+        self._join(send, exchange, first).due()
+
+    def _join(self, send: Send, exchange: Exchange, first: Attempt) -> _Hedges:
+        """The race of ``first``, whose first hedge fell due: built by whichever of the
+        two sides that learn it (the watchdog's thread, the calling thread) comes
+        first, and let go of by the second."""
+        with self._lock:
+            hedges = self._joining.pop(first, None)
+            if hedges is None:
+                hedges = self._joining[first] = _Hedges(self, send, exchange, first, copy_context())
+        return hedges
 
     def _reserve(self, count: int = 1) -> bool:
         with self._lock:
@@ -406,46 +440,32 @@ class ThreadRace:
 
 
 class _Hedges:
-    """The hedges of one sync request. Nothing happens here until the first hedge is
-    due: then :meth:`due` (in the watchdog's thread) makes the attempt on the wire
-    the first of a :class:`Race` and hands a hedge to the pool; the calling thread,
-    once its attempt has ended, either finds no race (:meth:`ended_alone`) or joins
-    it (:meth:`finish`). ``lock`` guards the race: the exchange is shared by the
-    calling thread and the hedges'."""
+    """The hedges of one sync request, once the first is due (see :meth:`ThreadRace.race`):
+    the attempt on the wire is the first of a :class:`Race`, :meth:`due` (in the
+    watchdog's thread) hands each hedge to the pool, and the calling thread, once its
+    attempt has ended, joins the race (:meth:`finish`). ``lock`` guards the race: the
+    exchange is shared by the calling thread and the hedges'."""
 
-    # What only a due hedge sets starts as a class attribute (as in ``RequestPlan``): a
-    # request that answers first, the common case, never writes it. (Hence no ``__slots__``.)
-    race: Race | None = None  # begun by the first hedge that is due
-    _alone = False  # the first attempt ended before any hedge was due
+    __slots__ = ("context", "exchange", "inner", "lock", "owner", "race", "send", "timer", "waiting")
 
-    def __init__(self, owner: ThreadRace, send: Send, exchange: Exchange, first: Attempt) -> None:
+    def __init__(
+        self, owner: ThreadRace, send: Send, exchange: Exchange, first: Attempt, context: contextvars.Context
+    ) -> None:
         self.owner = owner
         self.send = send
         self.inner = owner.inner  # the transport whose sockets carry the attempts
         self.exchange = exchange
-        self.first = first
+        self.race = Race(exchange)
+        self.race.adopt(first)
         self.lock = threading.Lock()
-        self.timer: list[int] = []  # the armed tickets
+        self.timer: list[int] = []  # the armed tickets of the hedges after the first
         self.waiting: list[threading.Event] = []  # the calling thread's, once it waits for the hedges
-        self.context = contextvars.copy_context()  # the caller's spans and baggage, in the hedge's thread
-
-    def ended_alone(self) -> bool:
-        """The first attempt has ended: True if no hedge was due by then (its timer is
-        disarmed, and none will be sent)."""
-        with self.lock:
-            if self.race is None:
-                self._alone = True
-        if self._alone:
-            watchdog.disarm(self.timer[0])
-        return self._alone
+        self.context = context  # the caller's spans and baggage, in the hedge's thread
 
     def due(self) -> None:  # in the watchdog's thread: hand the hedge to the pool
         with self.lock:
-            if self._alone:
-                return  # the attempt ended meanwhile
-            if self.race is None:
-                self.race = Race(self.exchange)
-                self.race.adopt(self.first)
+            if self.race.over:
+                return  # the attempt ended and the calling thread settled the race first
         if self.owner._reserve():
             assert self.owner._executor is not None
             self.owner._executor.submit(self.context.run, self.send_hedge)
@@ -456,14 +476,14 @@ class _Hedges:
 
     def arm(self) -> None:
         """Arm the timer of the next hedge, if another may follow (under ``lock``)."""
-        assert self.race is not None
+        if self.race.over:
+            return  # nothing to hedge (the plan may have a retry in flight by now)
         wait = self.race.wait()
         if wait is not None:
             self.timer.append(watchdog.call_at(time.monotonic() + wait, self.due))
 
     def send_hedge(self) -> None:  # on a thread of the pool
         race, exchange, inner = self.race, self.exchange, self.inner
-        assert race is not None
         try:
             with self.lock:
                 attempt = None if race.over else race.hedge()
@@ -502,7 +522,6 @@ class _Hedges:
         """In the calling thread, once its attempt ended with the race begun: report it,
         wait for the hedges in flight if it failed, and cut whatever lost."""
         race, exchange = self.race, self.exchange
-        assert race is not None
         with self.lock:
             for ticket in self.timer:
                 watchdog.disarm(ticket)

@@ -125,22 +125,43 @@ class LatencyWindow:
 
 
 class HedgeThrottle:
-    """Keeps a pool's hedges at most ``max_ratio`` of its hedgeable requests."""
+    """Keeps a pool's hedges at most ``max_ratio`` of its hedgeable requests.
 
-    __slots__ = ("hedges", "ratio", "refused_at", "requests", "tokens")
+    Each hedgeable request earns ``max_ratio`` of a token, up to ``HEDGE_BURST``. A
+    request only counts itself (:meth:`earn`, under the pool's lock); its share is
+    credited when the tokens are next looked at (:attr:`tokens`, by :meth:`take`): the
+    same tokens as crediting each at once (a cap reached stays reached while more is
+    added), without the sum and the cap on every request (25 opcodes -> 9, python -m
+    benchmarks opcodes)."""
+
+    __slots__ = ("_credited", "_tokens", "hedges", "ratio", "refused_at", "requests")
 
     def __init__(self, hedging: Hedging) -> None:
         self.ratio = hedging.max_ratio
-        self.tokens = 0.0
+        self._tokens = 0.0
         self.requests = 0  # hedgeable requests seen, and hedges let through (for the tests)
+        self._credited = 0  # ... of which the tokens count so far
         self.hedges = 0
         self.refused_at = -math.inf  # when a hedge was last refused
 
     def earn(self) -> None:
         """A hedgeable request began."""
         self.requests += 1
-        if self.tokens < HEDGE_BURST:  # saved up in full, as on a quiet pool: nothing to add
-            self.tokens = min(HEDGE_BURST, self.tokens + self.ratio)
+
+    @property
+    def tokens(self) -> float:
+        """The tokens saved up, every request seen so far credited."""
+        owed = self.requests - self._credited
+        if owed:
+            self._credited = self.requests
+            if self._tokens < HEDGE_BURST:  # saved up in full, as on a quiet pool: nothing to add
+                self._tokens = min(HEDGE_BURST, self._tokens + owed * self.ratio)
+        return self._tokens
+
+    @tokens.setter
+    def tokens(self, value: float) -> None:
+        self._credited = self.requests  # what was earned before is spent or saved in ``value``
+        self._tokens = value
 
     def take(self, now: float, *, again: bool = False) -> bool:
         """May a hedge go now? Takes its token if so. ``again``: this request was
@@ -150,7 +171,7 @@ class HedgeThrottle:
         if self.tokens < (1.0 if again or not contended else 2.0):
             self.refused_at = now
             return False
-        self.tokens -= 1.0
+        self._tokens -= 1.0
         self.hedges += 1
         return True
 

@@ -645,6 +645,31 @@ def test_a_hedgeable_async_request_leaves_no_reference_cycle() -> None:
     assert left_for_the_collector(lambda: asyncio.run(main()), (Exchange, Race)) == []
 
 
+def test_a_sync_hedge_due_as_its_attempt_ends_is_settled_once(servers: dict[str, LoopbackServer]) -> None:
+    """The first hedge's timer and the attempt's end race each other (the primary answers
+    about when the hedge is due): whichever comes first, every request gets one answer,
+    the two sides that learn the hedge fell due meet and free what they shared, and no
+    attempt is left in flight."""
+    a, b = servers["a"], servers["b"]
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(hedging=Hedging(delay=0.01, max_ratio=1.0)))
+    hedgers = transport._hedgers
+    assert hedgers is not None
+    a.set(delay=0.01)
+    answered: Counter[int] = Counter()
+    with httpx.Client(transport=transport, timeout=5) as client:
+        for i in range(40):
+            response = client.get(a.url() + f"/{i}")
+            assert response.status_code == 200
+            attempts = result_of(response).attempts
+            answered[len(attempts)] += 1
+            assert len(attempts) <= 2 and sum(r.error_type is None for r in attempts) == 1
+        deadline = time.monotonic() + 2.0
+        while hedgers._joining and time.monotonic() < deadline:  # a late due meets its race
+            time.sleep(0.01)
+    assert hedgers._joining == {}
+    assert sum(answered.values()) == 40 and answered[2] >= 1  # some were hedged
+
+
 def test_a_hedged_sync_request_leaves_no_reference_cycle(servers: dict[str, LoopbackServer]) -> None:
     """A sync race that hedged and cut its loser frees everything by refcounting: the
     loser's error, kept in a local of a frame its own traceback holds, was a cycle with
