@@ -71,7 +71,7 @@ from collections.abc import Callable, Iterator, Sequence
 from . import _steering
 from ._breaker import Breaker, BreakerState, Standing
 from ._budget import TokenBucket
-from ._classify import Outcome, classify_status
+from ._classify import outcome_table
 from ._policy import Policy, ScheduleTable
 from ._pool import Domain, Pool
 from ._slowness import UNKNOWN_DELAY, HedgeThrottle, LatencyWindow, SlowCallWindow
@@ -135,13 +135,9 @@ class PoolCore:
             policy.read_body_max_bytes if policy.is_app_error is not None or policy.read_body else 0
         )
         self.app_check = policy.is_app_error is not None
-        # What a response of each status means, where the status alone decides it
-        # (``classify_status``): most responses are classified by one look-up here.
-        self.outcomes: dict[int, Outcome] = {}
-        for status in range(100, 600):
-            outcome = classify_status(status, policy)
-            if outcome is not None:
-                self.outcomes[status] = outcome
+        # What a response of each status means, where the status alone decides it: most
+        # responses are classified by one look-up here (a table pools alike share).
+        self.outcomes = outcome_table(policy)
         self.stale_limit = policy.stale_max_bytes if policy.stale_on_failure else 0
         # What a request reads of a 2xx body before its outcome is known, by whether it
         # could be sent again (idempotent and replayable) and is a GET: (bytes at most,
