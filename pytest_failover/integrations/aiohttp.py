@@ -61,7 +61,7 @@ from .._httpx import AsyncFailoverTransport
 from .._state import MiddlewareOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
 from . import _convert
-from ._convert import parse
+from ._convert import parse_native
 from ._errors import carried, last_cause
 from ._options import current
 
@@ -150,7 +150,7 @@ class FailoverMiddleware(_FrontEnd):
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
         extensions, options = current()
-        url = parse(str(request.url))
+        url = parse_native(request.url)
         route = self._core.route(url, options)
         if route is None:
             return await handler(request)
