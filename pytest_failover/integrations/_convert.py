@@ -110,25 +110,40 @@ def raw_headers(triples: Triples) -> httpx.Headers:
     return headers
 
 
+# Both are built attribute by attribute, in the order httpx's constructors set them: the
+# instance then keeps its attributes as httpx's own do (CPython's values shared with the
+# class's keys), with no dict made for them. ``vars(built).update(...)`` made two dicts
+# (the keywords, the instance's own): 7,900 and 13,100 instructions against 4,600 and 6,300.
+
+
 def request(method: str, url: httpx.URL, headers: httpx.Headers, stream: Any, extensions: dict[str, Any]) -> httpx.Request:
     """``httpx.Request(method, url, headers=headers, stream=stream, extensions=extensions)``
     for an upper-case ``method``, a parsed ``url`` and ``headers`` of this module (kept, not
     copied; ``extensions`` too)."""
     built: httpx.Request = _new(httpx.Request)
-    vars(built).update(method=method, url=url, headers=headers, extensions=extensions, stream=stream)
+    built.method = method
+    built.url = url
+    built.headers = headers
+    built.extensions = extensions
+    built.stream = stream
     return built
-
-
-# What httpx's Response sets the same for every answer with a stream.
-_UNREAD = {"_request": None, "next_request": None, "is_closed": False, "is_stream_consumed": False,
-           "default_encoding": "utf-8", "_num_bytes_downloaded": 0}  # fmt: skip
 
 
 def response(status: int, headers: httpx.Headers, stream: Any, extensions: dict[str, Any]) -> httpx.Response:
     """``httpx.Response(status, headers=headers, stream=stream, extensions=extensions)``
     (``headers`` and ``extensions`` kept, not copied)."""
     built: httpx.Response = _new(httpx.Response)
-    vars(built).update(_UNREAD, status_code=status, headers=headers, extensions=extensions, history=[], stream=stream)
+    built.status_code = status
+    built.headers = headers
+    built._request = None
+    built.next_request = None
+    built.extensions = extensions
+    built.history = []
+    built.is_closed = False
+    built.is_stream_consumed = False
+    built.default_encoding = "utf-8"
+    built.stream = stream
+    built._num_bytes_downloaded = 0
     return built
 
 
