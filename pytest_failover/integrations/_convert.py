@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["decoded", "encoded", "from_bytes", "parse", "parse_native", "raw_headers", "request", "response"]
+__all__ = ["decoded", "encoded", "from_bytes", "parse", "parse_native", "request", "response"]
 
 Triples = list[tuple[bytes, bytes, bytes]]  # httpx's Headers._list: name, lowercased name, value
 
@@ -96,18 +96,13 @@ def encoded(pairs: Iterable[tuple[str | bytes, str | bytes]]) -> httpx.Headers:
     """``httpx.Headers`` of ``(name, value)`` pairs, ``str`` (encoded as ``latin-1``) or
     ``bytes`` (an answer's, as aiohttp's parser leaves them), each name spelt as it was
     given."""
-    return raw_headers(list(map(_triple, pairs)))
+    headers: httpx.Headers = _new(httpx.Headers)
+    headers._list = list(map(_triple, pairs))  # httpx's own list of triples
+    headers._encoding = None  # found from the bytes when first decoded, as httpx's constructor leaves it
+    return headers
 
 
 from_bytes = encoded  # an answer's ``(name, value)`` byte pairs: the same table keeps them as they are
-
-
-def raw_headers(triples: Triples) -> httpx.Headers:
-    """``httpx.Headers`` holding ``triples`` (httpx's own list: not copied)."""
-    headers: httpx.Headers = _new(httpx.Headers)
-    headers._list = triples
-    headers._encoding = None  # found from the bytes when first decoded, as httpx's constructor leaves it
-    return headers
 
 
 # Both are built attribute by attribute, in the order httpx's constructors set them: the

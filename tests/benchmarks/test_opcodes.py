@@ -28,20 +28,23 @@ CEILINGS = {  # measured when the plan's answer() decided the next step and a 2x
     # Each distinct header is encoded once (a table), a yarl URL made a string once. The request and
     # response are built attribute by attribute: 19 opcodes more than one update() of their dict, and
     # 15,000 (requests) and 7,700 (aiohttp) instructions fewer a request (no dicts made).
-    opcodes.REQUESTS_ADAPTER: 1_601,  # measured 1,596 (1,577 with update(); 1,645 before the header table)
-    # measured 1,528 (1,509 with update(); 1,531 while the exchange capped the timeouts aiohttp's handler never reads; 1,575)
-    opcodes.AIOHTTP: 1_533,  # one asyncio.timeout an attempt (the loop's)
+    # measured 1,570 (1,596 with a call to make the headers and a dict of None timeouts per request;
+    # 1,577 with update(); 1,645 before the header table)
+    opcodes.REQUESTS_ADAPTER: 1_575,
+    # measured 1,518 (1,528 with the call to make the headers; 1,509 with update(); 1,531 while the exchange
+    # capped the timeouts aiohttp's handler never reads; 1,575)
+    opcodes.AIOHTTP: 1_523,  # one asyncio.timeout an attempt (the loop's)
     opcodes.HTTPX2_SYNC: 1_114,
 }
 
 ADDED_CEILINGS = {  # every frame's opcodes a front-end adds to a request (its total less the bare client's)
-    # measured 1,016 (997 with update() of the dicts, as above; 1,184 before the header table and before a body read
+    # measured 990 (1,016 as above; 997 with update() of the dicts; 1,184 before the header table and before a body read
     # whole was closed again; 2,779 with httpx's constructors)
-    opcodes.REQUESTS_ADAPTER: 1_021,
-    # measured 2,214.5 (2,195.5 with update(); 2,217.5 with the exchange capping timeouts the handler never reads;
+    opcodes.REQUESTS_ADAPTER: 995,
+    # measured 2,204.5 (2,214.5 with a call to make the headers; 2,195.5 with update(); 2,217.5 with the exchange capping timeouts the handler never reads;
     # 2,327.5 before the header table and yarl's str() per request; 4,005.4 with httpx's constructors; 2,604.4 with
     # two asyncio.timeouts an attempt)
-    opcodes.AIOHTTP: 2_220,
+    opcodes.AIOHTTP: 2_210,
 }
 
 
