@@ -29,6 +29,7 @@ BENCHMARKS = {
     "tail": "benchmarks.tail",
     "slow_primary": "benchmarks.slow_primary",
     "opcodes": "benchmarks.opcodes",
+    "instructions": "benchmarks.instructions",
     "resolve": "benchmarks.resolve",
 }
 

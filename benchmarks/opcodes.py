@@ -101,6 +101,9 @@ HEDGING = "httpx sync, Hedging(delay=1.0)"
 REQUESTS_ADAPTER = "requests FailoverAdapter"
 AIOHTTP = "aiohttp FailoverMiddleware"
 VARIANTS = (HTTPX_SYNC, HTTPX_ASYNC, HTTPX2_SYNC, HEDGING, REQUESTS_ADAPTER, AIOHTTP)
+BARE_HTTPX = "httpx, bare"
+BARE_HTTPX_ASYNC = "httpx async, bare"
+BARE_HTTPX2 = "httpx2, bare"
 BARE_REQUESTS = "requests, bare"
 BARE_AIOHTTP = "aiohttp, bare"
 TOTAL_VARIANTS = (BARE_REQUESTS, REQUESTS_ADAPTER, BARE_AIOHTTP, AIOHTTP)
@@ -266,10 +269,13 @@ _ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length:
 
 
 @contextmanager
-def _httpx(answers: int, *, asynchronous: bool = False, hedging: bool = False, httpx2: bool = False) -> Iterator[Send]:
+def _httpx(
+    answers: int, *, asynchronous: bool = False, hedging: bool = False, httpx2: bool = False, failover: bool = True
+) -> Iterator[Send]:
     """httpx's own transport under ours, its connection pool on httpcore's in-memory
     network: one keep-alive connection that has ``answers`` answers to read (``httpx2``:
-    httpx2's transport under ``pytest_failover.httpx2``'s, on httpcore2's)."""
+    httpx2's transport under ``pytest_failover.httpx2``'s, on httpcore2's; ``failover=False``:
+    the same transport alone, the bare client)."""
     import httpcore
 
     import pytest_failover as pf
@@ -288,7 +294,8 @@ def _httpx(answers: int, *, asynchronous: bool = False, hedging: bool = False, h
     if not asynchronous:
         inner = http.HTTPTransport()
         inner._pool = core.ConnectionPool(network_backend=core.MockBackend(answered))
-        with http.Client(transport=front.FailoverTransport(pools, policy, inner, **_pinned())) as client:
+        transport = front.FailoverTransport(pools, policy, inner, **_pinned()) if failover else inner
+        with http.Client(transport=transport) as client:
 
             def send(n: int) -> None:
                 for _ in range(n):
@@ -298,7 +305,8 @@ def _httpx(answers: int, *, asynchronous: bool = False, hedging: bool = False, h
         return
     ainner = http.AsyncHTTPTransport()
     ainner._pool = core.AsyncConnectionPool(network_backend=core.AsyncMockBackend(answered))
-    aclient = http.AsyncClient(transport=front.AsyncFailoverTransport(pools, policy, ainner, **_pinned()))
+    atransport = front.AsyncFailoverTransport(pools, policy, ainner, **_pinned()) if failover else ainner
+    aclient = http.AsyncClient(transport=atransport)
 
     async def many(n: int) -> None:
         for _ in range(n):
@@ -433,6 +441,9 @@ _BUILD: dict[str, Callable[[int], AbstractContextManager[Send]]] = {  # answers 
     HEDGING: lambda answers: _httpx(answers, hedging=True),
     REQUESTS_ADAPTER: lambda answers: _requests(),
     AIOHTTP: lambda answers: _aiohttp(),
+    BARE_HTTPX: lambda answers: _httpx(answers, failover=False),
+    BARE_HTTPX_ASYNC: lambda answers: _httpx(answers, asynchronous=True, failover=False),
+    BARE_HTTPX2: lambda answers: _httpx(answers, httpx2=True, failover=False),
     BARE_REQUESTS: lambda answers: _requests(failover=False),
     BARE_AIOHTTP: lambda answers: _aiohttp(failover=False),
 }

@@ -7,7 +7,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_failover import ExponentialBackoff, Policy, Pool, RetryBudget, ScheduleTable, Step
+from pytest_failover import (
+    ExponentialBackoff,
+    FailoverTransport,
+    Policy,
+    Pool,
+    RetryBudget,
+    ScheduleTable,
+    Step,
+)
 from pytest_failover._pool import _REWRITES_KEPT, Domain
 
 
@@ -193,3 +201,30 @@ def test_an_unsteered_request_walks_the_pools_precomputed_order_with_no_work() -
         assert plan._orders is pool_core.orders and plan.steering is None
     named = core.begin(pool_core, "GET", httpx.Headers(), RequestOptions(order="x"), True, None, 0.0)
     assert named._orders is not pool_core.orders and named.steering == "order"
+
+
+@pytest.mark.parametrize("url", ["https://xn--bcher-kva.example/x", "https://bücher.example/x", "https://b.example./x"])
+def test_a_url_routes_to_its_pool_in_every_spelling_of_its_host(url: str) -> None:
+    """The route of a URL is looked up by its parsed parts (the IDNA host in its ASCII
+    form there), and a host the look-up misses takes the general path: an IDNA domain
+    in either spelling, and a fully qualified name, still reach their pool."""
+    import httpx2
+
+    from pytest_failover import httpx2 as failover2
+
+    pool = Pool("api", ["https://bücher.example", "https://b.example"])
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.host)
+        return httpx.Response(200)
+
+    def answer2(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.url.host)
+        return httpx2.Response(200)
+
+    with httpx.Client(transport=FailoverTransport([pool], transport=httpx.MockTransport(answer))) as client:
+        assert client.get(url).extensions["failover"].pool == "api"
+    with httpx2.Client(transport=failover2.FailoverTransport([pool], transport=httpx2.MockTransport(answer2))) as client2:
+        assert client2.get(url).extensions["failover"].pool == "api"
+    assert seen == ["bücher.example"] * 2  # the first domain of the pool serves

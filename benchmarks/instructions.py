@@ -1,0 +1,187 @@
+"""Benchmark: all the work a request costs, in machine instructions, with and without failover.
+
+The wall-clock ratios of ``happy_path`` and ``frontends`` move by several percent from one
+run to the next on a shared 2-core machine, which is as much as the figures they measure.
+The opcode counts (``opcodes``) do not move, but they see only Python: not the C work of
+allocations, dictionaries and the garbage collector that every object and call brings,
+nor what a front-end hands to C code. This benchmark counts everything the CPU runs for a
+request, in instructions (valgrind's ``callgrind``, which simulates the CPU: the count is
+within about 0.2 % from run to run, whatever the load), for each client bare and with
+failover, and
+gives the paired ratio: the cost figure of ``happy_path`` without its noise.
+
+Each variant is one of :mod:`benchmarks.opcodes`' (the same in-process answers, the same
+pinned clock and random source), run in a fresh interpreter under valgrind twice, with
+:data:`FEW` and :data:`MANY` requests after :data:`WARMUP` uncounted ones; the difference of
+the two totals, divided by the difference of the counts, is the cost of one request, with
+the interpreter's start-up and imports cancelled out. ``PYTHONHASHSEED`` is pinned, as the
+layout of sets and dicts moves instruction counts by about 0.1 %; the garbage collector
+runs as in production (a count of objects, not of time, decides when).
+
+Only the calling thread is counted, as in ``opcodes``, and it keeps the GIL while it sends
+(``sys.setswitchinterval``: it never blocks here). The library's deadline watchdog thread
+wakes on a clock, at most every 0.25 s while busy: about once in a thousand requests at
+full speed, but once in two under valgrind, which runs the program some fifty times slower.
+Let in, those wakes cost 3,700 instructions a request in the watchdog's thread and more in
+the calling one (the GIL handed over and back), a figure of valgrind's slowness that also
+grew with the machine's load. What is left of the thread's timing (whether an attempt's
+deadline lies past its next look) moves the count of a failover variant by up to 3,000
+instructions a request from run to run, a bare client's by 100.
+
+What it does not count: time spent waiting (a socket, a lock held by another thread, the
+scheduler), and how fast each instruction runs (cache misses: a new object is colder than
+an old one). A ratio of instructions is therefore a lower bound of the ratio of times in
+process; over a socket, the server's work and the system calls are added to both sides
+and the ratio shrinks.
+
+Needs valgrind (``apt-get install valgrind``). Run: ``python -m benchmarks instructions``
+(about 3 minutes on 2 cores; the pairs run two at a time).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import _harness as h
+from benchmarks import opcodes
+from benchmarks._options import Options
+
+NAME = "instructions"
+WARMUP = 30
+FEW, MANY = 100, 400
+
+# Each client's failover variant and the bare client it is paired with.
+PAIRS = {
+    opcodes.HTTPX_SYNC: opcodes.BARE_HTTPX,
+    opcodes.HTTPX_ASYNC: opcodes.BARE_HTTPX_ASYNC,
+    opcodes.HEDGING: opcodes.BARE_HTTPX,
+    opcodes.HTTPX2_SYNC: opcodes.BARE_HTTPX2,
+    opcodes.REQUESTS_ADAPTER: opcodes.BARE_REQUESTS,
+    opcodes.AIOHTTP: opcodes.BARE_AIOHTTP,
+}
+
+_SUMMARY = re.compile(r"^summary:\s*(\d+)", re.MULTILINE)
+
+
+class ValgrindMissing(RuntimeError):
+    """valgrind is not installed."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Instructions per request of a client with failover and of its bare client."""
+
+    variant: str
+    bare: str
+    failover_per_request: float
+    bare_per_request: float
+
+    @property
+    def added(self) -> float:
+        return self.failover_per_request - self.bare_per_request
+
+    @property
+    def ratio(self) -> float:
+        return self.failover_per_request / self.bare_per_request
+
+
+def total_instructions(variant: str, requests: int, *, warmup: int = WARMUP, timeout: float = 300.0) -> int:
+    """The instructions a fresh interpreter's main thread runs to start, warm ``variant``
+    up with ``warmup`` requests and send ``requests`` more (valgrind's count)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise ValgrindMissing("the instructions benchmark needs valgrind: apt-get install valgrind")
+    with tempfile.TemporaryDirectory() as directory:
+        out = Path(directory) / "callgrind.out"
+        command = [
+            valgrind, "--tool=callgrind", "--cache-sim=no", "--separate-threads=yes", f"--callgrind-out-file={out}",
+            sys.executable, "-m", "benchmarks.instructions", "--child", variant, str(requests), str(warmup),
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, cwd=h.ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        main_thread = Path(f"{out}-01")  # callgrind's file of thread 1
+        found = _SUMMARY.search(main_thread.read_text()) if main_thread.exists() else None
+        if done.returncode != 0 or found is None:
+            raise RuntimeError(f"valgrind on {variant!r} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def per_request(variant: str, few: int = FEW, many: int = MANY, *, warmup: int = WARMUP) -> float:
+    """Instructions per request of ``variant``: the difference of two runs' totals."""
+    if not 0 <= few < many:
+        raise ValueError(f"need 0 <= few < many, got {few} and {many}")
+    with ThreadPoolExecutor(2) as pool:  # two valgrinds at once: one per core
+        low, high = pool.map(lambda n: total_instructions(variant, n, warmup=warmup), (few, many))
+    return (high - low) / (many - few)
+
+
+def measure(pairs: dict[str, str] = PAIRS, few: int = FEW, many: int = MANY) -> list[Pair]:
+    """Every pair's instructions per request (each bare client counted once)."""
+    counted: dict[str, float] = {}
+    for variant in {*pairs, *pairs.values()}:
+        counted[variant] = per_request(variant, few, many)
+    return [Pair(variant, bare, counted[variant], counted[bare]) for variant, bare in pairs.items()]
+
+
+def run(opts: Options) -> h.Report:
+    """``python -m benchmarks instructions``: the table of pairs."""
+    started = time.monotonic()
+    pairs = measure()
+    report = h.Report(NAME)
+    table = h.Table(
+        "All the work of one happy-path request, in machine instructions (valgrind; within 0.2 % run to run)",
+        ["client", "bare", "with failover", "**ratio**", "added per request"],
+    )
+    for pair in pairs:
+        table.rows.append([
+            pair.variant, f"{pair.bare_per_request / 1000:,.0f}k", f"{pair.failover_per_request / 1000:,.0f}k",
+            f"**{pair.ratio:.3f}x**", f"{pair.added / 1000:+,.1f}k",
+        ])  # fmt: skip
+    table.notes.append(
+        f"Each client answered in process as in `opcodes` (httpx on httpcore's in-memory network); "
+        f"{MANY} and {FEW} requests after {WARMUP} uncounted ones, in fresh interpreters under "
+        "callgrind, the difference of the totals per request. No OpenTelemetry SDK."
+    )
+    report.tables.append(table)
+    report.data = {pair.variant: {"bare": pair.bare, "failover": pair.failover_per_request,
+                                  "bare_per_request": pair.bare_per_request} for pair in pairs}  # fmt: skip
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _child(variant: str, requests: int, warmup: int) -> None:
+    """Warm ``variant`` up, then send ``requests`` (what valgrind counts)."""
+    with opcodes._BUILD[variant](warmup + requests) as send:
+        send(warmup)
+        gc.collect()
+        sys.setswitchinterval(1000.0)  # no thread woken by a clock takes the GIL meanwhile
+        send(requests)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions", description=__doc__)
+    parser.add_argument("--child", nargs=3, metavar=("VARIANT", "REQUESTS", "WARMUP"),
+                        help="send the requests (what valgrind runs)")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.child:
+        variant, requests, warmup = args.child
+        _child(variant, int(requests), int(warmup))
+        return 0
+    print(run(Options()).markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
