@@ -219,11 +219,16 @@ def _store(headers: Mapping[Any, Any]) -> Store:
     return store
 
 
+_NO_TIMEOUTS: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"))  # read, never changed
+
+
 def _timeouts(timeout: Any) -> dict[str, float | None]:
     """requests' timeout (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``) as httpx's."""
+    if timeout is None:  # requests' default
+        return _NO_TIMEOUTS
     if isinstance(timeout, tuple):
         connect, read = timeout
-    elif timeout is None or isinstance(timeout, (int, float)):
+    elif isinstance(timeout, (int, float)):
         connect = read = timeout
     else:  # urllib3.Timeout
         connect, read = timeout.connect_timeout, timeout.read_timeout
