@@ -32,7 +32,7 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -77,6 +77,7 @@ __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverAdapter"]
 
 _NATIVE = "pytest_failover.requests"  # extension key: the requests-side objects of an exchange
 _CHUNK = 65536
+_EMPTY = httpx.ByteStream(b"")  # the body of a request without one (immutable: shared)
 
 
 # Both bases declare ``request``: requests' as an attribute, httpx's as a property; the
@@ -170,11 +171,13 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         if route is None:
             return self._passthrough(request, stream, timeout, verify, cert, proxies)
         body = request.body
-        if body is None or isinstance(body, (bytes, str)):
-            content: httpx.SyncByteStream = httpx.ByteStream(body.encode() if isinstance(body, str) else body or b"")
+        if not body:  # None or empty (a GET): one stream for them all, it holds nothing
+            content: httpx.SyncByteStream = _EMPTY
+        elif isinstance(body, (bytes, str)):
+            content = httpx.ByteStream(body.encode() if isinstance(body, str) else body)
         else:
             content = _Unreplayable()
-        headers = _convert.encoded(_pairs(request.headers))
+        headers = _convert.encoded(_store(request.headers).values())
         sent = _Sent(request, (verify, cert, proxies), url, headers._list)
         extensions = {**extensions, "timeout": _timeouts(timeout), _NATIVE: sent}
         method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
@@ -202,15 +205,18 @@ def _without_retries(adapter: HTTPAdapter) -> HTTPAdapter:
     return clone
 
 
-def _pairs(headers: Mapping[str, Any]) -> Collection[tuple[str | bytes, str | bytes]]:
-    """The ``(name, value)`` pairs of a request's or an answer's headers: requests' own
-    ``CaseInsensitiveDict`` keeps them as they were spelt in ``_store`` ({lowercased name:
-    pair}), which costs nothing to read; any other mapping (one set by hand) is read through
-    its items."""
-    if headers.__class__ is CaseInsensitiveDict:
-        store: dict[str, tuple[str | bytes, str | bytes]] = headers._store  # type: ignore[attr-defined]  # checked above
-        return store.values()
-    return headers.items()
+Store = dict[Any, tuple[Any, Any]]  # CaseInsensitiveDict._store: {lowercased name: (name, value)}
+
+
+def _store(headers: Mapping[Any, Any]) -> Store:
+    """A request's or an answer's headers as requests' own ``CaseInsensitiveDict`` keeps
+    them: each ``(name, value)`` pair as it was spelt, under its lowercased name (reading
+    it, or looking a name up in it, is C-level work; the mapping's own ``in`` and ``[]`` are
+    Python calls). Any other mapping (one set by hand) is read into one."""
+    if headers.__class__ is not CaseInsensitiveDict:
+        headers = CaseInsensitiveDict(headers)
+    store: Store = headers._store  # type: ignore[attr-defined]  # requests' own, as checked above
+    return store
 
 
 def _timeouts(timeout: Any) -> dict[str, float | None]:
@@ -281,9 +287,9 @@ class _AdapterIO(httpx.BaseTransport):
             if error is None:
                 raise
             raise error from exc
-        headers = _convert.encoded(_pairs(native.headers))
-        body = _Body(native, request)
-        return _convert.response(native.status_code, headers, body, {_NATIVE: body, "network_stream": body})
+        store = _store(native.headers)
+        body = _Body(native, request, "content-length" in store, "content-encoding" in store)
+        return _convert.response(native.status_code, _convert.encoded(store.values()), body, {_NATIVE: body, "network_stream": body})
 
 
 # What requests raises from a send (or urllib3 from a body read), what happened (for
@@ -347,18 +353,21 @@ class _Body(httpx.SyncByteStream):
     keeps what it handed out, the whole body once the exchange read it all. Also the
     response's ``network_stream``, for the deadline watchdog and ``Dialer.peer``."""
 
-    __slots__ = ("_request", "native", "seen")
+    __slots__ = ("_request", "encoded", "ended", "native", "seen", "sized")
 
-    def __init__(self, native: requests.Response, request: httpx.Request) -> None:
+    def __init__(self, native: requests.Response, request: httpx.Request, sized: bool, encoded: bool) -> None:
         self.native = native
         self._request = request
+        self.sized = sized  # it declares a Content-Length
+        self.encoded = encoded  # and a Content-Encoding
         self.seen: list[bytes] = []
+        self.ended = False  # read to its end
 
     def __iter__(self) -> Iterator[bytes]:
         raw = self.native.raw
         seen = self.seen
         try:
-            if "Content-Length" in self.native.headers:  # one read
+            if self.sized:  # one read
                 chunk = raw.read(decode_content=False)
                 seen.append(chunk)
                 yield chunk
@@ -371,9 +380,14 @@ class _Body(httpx.SyncByteStream):
             if error is None:
                 raise
             raise error from exc
+        self.ended = True
 
     def close(self) -> None:
-        self.native.close()
+        # Read to its end, urllib3 gave the connection back to its pool as the last byte
+        # came (as for a bare request, whose answer requests reads and never closes):
+        # closing it again would only look that up (some 90 opcodes a request).
+        if not self.ended:
+            self.native.close()
 
     def get_extra_info(self, name: str) -> Any:
         """The socket of the response's connection (``name="socket"``), for the watchdog."""
@@ -430,8 +444,7 @@ def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapte
         if in_memory(response):  # read by the exchange: the whole body is in ``seen``
             # Without a Content-Encoding those bytes are the content: no need for httpx's read,
             # its decoders and its checks (some 400 opcodes a request).
-            encoded = "Content-Encoding" in native.headers
-            native._content = response.read() if encoded else b"".join(body.seen)
+            native._content = response.read() if body.encoded else b"".join(body.seen)
             native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
         elif response.stream is not body:  # partly read (over the read limit): the rest streams
             native.raw = _Rest(response)

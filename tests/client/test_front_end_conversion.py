@@ -139,3 +139,29 @@ def test_a_prepared_request_whose_headers_are_a_plain_dict_goes_out(servers: Ser
         prepared.headers = {"X-Plain": "1"}  # type: ignore[assignment]  # a mapping, as requests sends one
         assert session.send(prepared, timeout=5).status_code == 200
     assert a.seen[-1][2]["X-Plain"] == "1"
+
+
+def test_each_distinct_header_is_encoded_once_and_the_table_stays_bounded() -> None:
+    """A header sent again comes back as the very triple made the first time (no bytes made
+    again); a header whose value changes each time is encoded each time, and the table of
+    them never grows past its size."""
+    first, again = _convert.encoded(PAIRS)._list, _convert.encoded(list(PAIRS))._list
+    assert first == again and all(a is b for a, b in zip(first, again, strict=True))
+    size = _convert._HEADERS
+    for n in range(size + 10):
+        value = f"id-{n}"
+        assert _convert.encoded([("X-Request-Id", value)])._list == [(b"X-Request-Id", b"x-request-id", value.encode())]
+    table: dict[object, object] = _convert._triple.__self__  # type: ignore[attr-defined]  # the bound table's dict
+    assert 0 < len(table) <= size
+
+
+def test_a_yarl_url_is_parsed_as_its_string_is_and_remembered_by_the_object() -> None:
+    """aiohttp's ``URL`` becomes the ``httpx.URL`` of its string; the same object gives the
+    same parse again, another object its own."""
+    from yarl import URL
+
+    one, other = URL("http://127.0.0.1:9/x?q=1#f"), URL("http://127.0.0.1:9/y")
+    parsed = _convert.parse_native(one)
+    assert parsed == httpx.URL(str(one)) and parsed.fragment == "f"
+    assert _convert.parse_native(one) is parsed
+    assert _convert.parse_native(other) == httpx.URL("http://127.0.0.1:9/y") != parsed

@@ -58,6 +58,20 @@ def test_chunked_bodies_read_within_the_limit_or_past_it_keep_their_connection(
     assert a.accepted == accepted + 1
 
 
+def test_sized_bodies_read_whole_keep_their_connection(make_client: Any, servers: Servers) -> None:
+    """A body with a ``Content-Length``, read whole in the transport, hands its connection
+    back for the next request: one connection serves all (the requests adapter leaves it to
+    urllib3, which gives it back as the last byte comes)."""
+    a = servers["a"]
+    client = make_client([Pool("api", [a.url()])], fast())
+    accepted = a.accepted
+    for n in range(3):
+        a.set(body=b'{"n": %d}' % n)
+        response = client.request("GET", a.url() + "/file")
+        assert response.content == b'{"n": %d}' % n and response.failover is not None
+    assert a.accepted == accepted + 1
+
+
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_chunked_body_past_the_limit_closed_early_frees_its_connection(kind: str, servers: Servers) -> None:
     """Streamed past the read limit and closed after one chunk, the response gives its
