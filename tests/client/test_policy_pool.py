@@ -228,3 +228,33 @@ def test_a_url_routes_to_its_pool_in_every_spelling_of_its_host(url: str) -> Non
     with httpx2.Client(transport=failover2.FailoverTransport([pool], transport=httpx2.MockTransport(answer2))) as client2:
         assert client2.get(url).extensions["failover"].pool == "api"
     assert seen == ["bücher.example"] * 2  # the first domain of the pool serves
+
+
+def test_each_attempt_caps_the_clients_timeouts_at_its_own_time() -> None:
+    """httpx's four timeouts reach the inner transport each capped at the attempt's time (an
+    unset one is that time; one within it is kept), in a dict of the request's own, however
+    often the same timeouts were capped before."""
+    seen: list[dict[str, float | None]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.extensions["timeout"])
+        return httpx.Response(200)
+
+    transport = FailoverTransport(
+        [Pool("api", ["https://a.example", "https://b.example"])],
+        Policy(attempt_timeout=10.0, deadline=30.0),
+        transport=httpx.MockTransport(answer),
+        clock=lambda: 100.0,
+    )
+    cases = [
+        (httpx.Timeout(600.0, connect=5.0), {"connect": 5.0, "read": 10.0, "write": 10.0, "pool": 10.0}),
+        (httpx.Timeout(None), dict.fromkeys(("connect", "read", "write", "pool"), 10.0)),
+        (httpx.Timeout(1.0), dict.fromkeys(("connect", "read", "write", "pool"), 1.0)),
+        (httpx.Timeout(600.0, connect=5.0), {"connect": 5.0, "read": 10.0, "write": 10.0, "pool": 10.0}),
+    ]
+    with httpx.Client(transport=transport) as client:
+        for timeout, _ in cases:
+            client.get("https://a.example/x", timeout=timeout)
+    assert seen == [capped for _, capped in cases]
+    seen[0]["read"] = 0.5  # whoever holds a request's timeouts may change them: nobody else's change
+    assert seen[3]["read"] == 10.0 and seen[3] is not seen[0]
