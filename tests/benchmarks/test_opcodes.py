@@ -27,17 +27,17 @@ CEILINGS = {  # measured when the plan's answer() decided the next step and a 2x
     # attribute by attribute (a STORE_ATTR each: more opcodes than one update() of their dict, and
     # 15,000 / 7,700 instructions fewer a request); each distinct header is encoded once (a table).
     opcodes.REQUESTS_ADAPTER: 1_579,  # measured 1,574 (1,645 before issue 27's front-end step, session 12)
-    opcodes.AIOHTTP: 1_523,  # measured 1,518 (1,575); one asyncio.timeout an attempt (the loop's)
+    opcodes.AIOHTTP: 1_521,  # measured 1,516 (1,575); one asyncio.timeout an attempt (the loop's)
     opcodes.HTTPX2_SYNC: 1_114,
 }
 
 ADDED_CEILINGS = {  # every frame's opcodes a front-end adds to a request (its total less the bare client's)
     # measured 974 (session 12 began at 1,184; 2,779 with httpx's constructors)
     opcodes.REQUESTS_ADAPTER: 979,
-    # measured 2,184.5 (session 12 began at 2,327.5; 4,005.4 with httpx's constructors). aiohttp's frames add
+    # measured 2,182.5 (session 12 began at 2,327.5; 4,005.4 with httpx's constructors). aiohttp's frames add
     # 139: 69 as the bare session has one middleware (the answer) and this one two, so aiohttp chains them per
     # request (not its one-middleware shortcut), 23 as the body is read twice (by the exchange, by the caller).
-    opcodes.AIOHTTP: 2_190,
+    opcodes.AIOHTTP: 2_188,
 }
 
 
