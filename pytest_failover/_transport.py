@@ -402,7 +402,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         token = enter(attempt) if attempt.quiet is not None else None
         response: Any = None
         try:
-            async with async_limit(attempt.timeout + self._grace):
+            with async_limit(attempt.timeout + self._grace):
                 attempt.sending = True
                 response = await self._transport.handle_async_request(attempt.request)
                 limit = exchange.reads(response)

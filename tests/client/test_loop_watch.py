@@ -1,0 +1,272 @@
+"""The async deadline watch: one timer per event loop cuts each armed attempt at its time.
+
+``async_limit`` is what ``AsyncLoop._send`` runs every async attempt in: under asyncio it
+arms the running loop's ``_LoopWatch``, which cancels the attempt's task once its time
+has passed, and the limit turns that cancellation into ``TimeoutError``, never one that
+came from outside (the caller's, or a hedge race cutting a loser).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_failover import _deadline
+from pytest_failover._deadline import _LoopWatch, async_limit
+
+LATE = 0.1  # how late a deadline may fire on a shared, loaded machine (the trickle target)
+
+
+def _watch() -> _LoopWatch:
+    """The running loop's watch: there is one while anything is armed on it (once nothing
+    is, only what holds it keeps it)."""
+    ref = _deadline._watches.get(asyncio.get_running_loop())
+    watch = None if ref is None else ref()
+    assert watch is not None
+    return watch
+
+
+async def _never() -> None:
+    """An awaitable that never completes."""
+    await asyncio.Event().wait()
+
+
+async def _cut_after(seconds: float) -> float:
+    """Wait for ever inside a limit of ``seconds``; how long it took to raise TimeoutError."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(TimeoutError), async_limit(seconds):
+        await _never()
+    return loop.time() - started
+
+
+@pytest.fixture
+def silent() -> Iterator[socket.socket]:
+    """A loopback server that accepts connections (its backlog does) and never sends a byte."""
+    server = socket.create_server(("127.0.0.1", 0))
+    yield server
+    server.close()
+
+
+async def test_a_deadline_cuts_a_read_from_a_silent_server(silent: socket.socket) -> None:
+    """A read from a real server that never answers ends in TimeoutError at the limit."""
+    reader, writer = await asyncio.open_connection(*silent.getsockname()[:2])
+    loop = asyncio.get_running_loop()
+    watches: list[_LoopWatch] = []
+
+    async def read() -> bytes:
+        with async_limit(0.2):
+            watches.append(_watch())
+            return await reader.read(1)
+
+    started = loop.time()
+    try:
+        with pytest.raises(TimeoutError):
+            await read()
+    finally:
+        writer.close()
+    assert 0.2 <= loop.time() - started <= 0.2 + LATE
+    assert not watches[0].armed
+
+
+async def test_an_awaitable_that_never_completes_is_cut_at_its_time() -> None:
+    """The body is cancelled at the limit, the task is not left cancelling, and the
+    task goes on to await normally."""
+    elapsed = await _cut_after(0.1)
+    assert 0.1 <= elapsed <= 0.1 + LATE
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+    await asyncio.sleep(0)  # not cancelled again
+
+
+async def test_a_body_that_ends_in_time_is_disarmed() -> None:
+    """A body that ends before its time is neither cancelled nor kept by the watch."""
+    with async_limit(0.05):
+        watch = _watch()
+        await asyncio.sleep(0)
+    assert not watch.armed
+    await asyncio.sleep(0.1)  # past the time it had: nothing cancels this task now
+
+
+async def test_an_error_in_the_body_passes_through_and_disarms() -> None:
+    """An exception raised in time is the body's own, unchanged."""
+    watches: list[_LoopWatch] = []
+
+    async def fail() -> None:
+        with async_limit(5.0):
+            watches.append(_watch())
+            await asyncio.sleep(0)
+            raise ConnectionResetError("reset")
+
+    with pytest.raises(ConnectionResetError, match=r"^reset$"):
+        await fail()
+    assert not watches[0].armed
+
+
+async def test_an_outer_cancel_of_an_armed_attempt_stays_a_cancellation() -> None:
+    """The caller's cancel during an armed attempt is a CancelledError, not a timeout."""
+    armed = asyncio.Event()
+
+    async def attempt() -> None:
+        with async_limit(5.0):
+            armed.set()
+            await _never()
+
+    task = asyncio.create_task(attempt())
+    await armed.wait()
+    watch = _watch()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not watch.armed
+
+
+@pytest.mark.parametrize("outer_first", [True, False], ids=["outer-cancel-first", "deadline-first"])
+async def test_a_cancel_racing_the_deadline_stays_a_cancellation(outer_first: bool) -> None:
+    """An outer cancel and the deadline falling due in the same turn of the loop, in either
+    order: the task still ends cancelled, never with a timeout, and its count of
+    cancellations is the outer one's alone."""
+    seen: list[str] = []
+    watches: list[_LoopWatch] = []
+
+    async def attempt() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        with async_limit(0.05):
+            watches.append(_watch())
+            # the outer cancel's timer goes just before or after the watch's
+            loop.call_later(0.05 + (-0.01 if outer_first else 0.01), task.cancel)
+            time.sleep(0.1)  # noqa: ASYNC251 - blocks the loop on purpose: both timers are due when it runs next
+            try:
+                await _never()
+            except asyncio.CancelledError:
+                seen.append(f"cancelling={task.cancelling()}")
+                raise
+
+    task = asyncio.create_task(attempt())
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert seen == ["cancelling=2"]  # both cancelled it; the limit took its own back
+    assert not watches[0].armed
+
+
+async def test_a_limit_inside_a_cancelled_task_does_not_swallow_the_earlier_cancel() -> None:
+    """A limit armed after its task was already asked to cancel (a cleanup that sends)
+    turns only its own cancellation into a timeout, and leaves the earlier one standing."""
+    task = asyncio.current_task()
+    assert task is not None
+    task.cancel()
+    try:
+        await asyncio.sleep(0)
+    except asyncio.CancelledError:
+        assert task.cancelling() == 1
+        assert await _cut_after(0.05) >= 0.05  # its own deadline: a timeout
+        assert task.cancelling() == 1  # the earlier cancel is still asked for
+        task.uncancel()
+
+
+async def test_hundreds_of_concurrent_deadlines_each_fire_on_time() -> None:
+    """300 tasks, each with its own time, are each cut at theirs (and those that end first
+    are not), on the one loop timer."""
+    loop = asyncio.get_running_loop()
+    results: dict[int, tuple[str, float]] = {}
+    watches: set[_LoopWatch] = set()
+
+    async def attempt(i: int) -> None:
+        limit = 0.05 + (i % 30) * 0.01  # 0.05 .. 0.34 s
+        started = loop.time()
+        try:
+            with async_limit(limit):
+                watches.add(_watch())
+                await asyncio.sleep(0.02 if i % 3 == 0 else 10.0)  # every third ends in time
+            results[i] = ("done", loop.time() - started - limit)
+        except TimeoutError:
+            results[i] = ("cut", loop.time() - started - limit)
+
+    async with asyncio.timeout(5.0):  # bounded: the whole run
+        await asyncio.gather(*(attempt(i) for i in range(300)))
+    assert {i for i, (how, _) in results.items() if how == "done"} == set(range(0, 300, 3))
+    lateness = [late for how, late in results.values() if how == "cut"]
+    assert len(lateness) == 200
+    assert min(lateness) >= 0.0, "a deadline fired early"
+    assert max(lateness) <= LATE, f"a deadline fired {max(lateness) * 1000:.0f} ms late"
+    (watch,) = watches  # one watch for them all
+    assert not watch.armed
+
+
+async def test_a_later_attempt_with_an_earlier_deadline_is_cut_on_time() -> None:
+    """The timer waits for the earliest deadline; a shorter one armed later moves it up."""
+    first = asyncio.create_task(_cut_after(2.0))
+    await asyncio.sleep(0.01)
+    assert 0.05 <= await _cut_after(0.05) <= 0.05 + LATE
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+
+
+async def _watched(seconds: float) -> tuple[float, _LoopWatch]:
+    """Like :func:`_cut_after`, with the watch that cut it."""
+    ended = asyncio.create_task(_cut_after(seconds))
+    await asyncio.sleep(0)  # it arms
+    watch = _watch()
+    return await ended, watch
+
+
+def test_loops_used_in_turn_each_have_their_own_watch() -> None:
+    """A loop used again after another (as pytest-asyncio runs a loop per test) cuts on
+    time, each with its own watch; a watch that went quiet is dropped and made again."""
+    a, b = asyncio.new_event_loop(), asyncio.new_event_loop()
+    try:
+        elapsed, watch_a = a.run_until_complete(_watched(0.05))
+        assert 0.05 <= elapsed <= 0.05 + LATE
+        elapsed, watch_b = b.run_until_complete(_watched(0.05))
+        assert 0.05 <= elapsed <= 0.05 + LATE
+        assert watch_a is not watch_b
+        quiet = weakref.ref(watch_a)
+        del watch_a, watch_b
+        a.run_until_complete(asyncio.sleep(0.01))  # the watch's last timer has run
+        gc.collect()
+        assert quiet() is None  # the loop is not idle for ever holding a watch
+        elapsed, again = a.run_until_complete(_watched(0.05))
+        assert 0.05 <= elapsed <= 0.05 + LATE
+        assert again is not None
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_closed_loop_leaves_nothing_behind() -> None:
+    """Neither the watch nor the registry keeps a closed loop alive, not even with an
+    attempt still armed on it when it closed."""
+    loop = asyncio.new_event_loop()
+    destroyed: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: destroyed.append(context))
+
+    async def stranded() -> None:
+        with async_limit(30.0):
+            await _never()
+
+    async def main() -> None:
+        asyncio.get_running_loop().create_task(stranded())
+        await asyncio.sleep(0.01)
+        assert len(_watch().armed) == 1
+        with async_limit(1.0):
+            await asyncio.sleep(0)
+
+    loop.run_until_complete(main())
+    loop.close()  # the stranded attempt is still armed
+    gone = weakref.ref(loop)
+    watch = _deadline._watches[loop]
+    del loop
+    gc.collect()
+    assert gone() is None, "the closed loop is still alive"
+    assert watch() is None
+    assert len([m for m in destroyed if "pending" in m["message"]]) == 1  # asyncio's own warning
