@@ -12,7 +12,7 @@ An attempt's time is therefore bounded from outside:
   own per attempt: about 400 opcodes of asyncio's Python a request (the ``Timeout``,
   a ``TimerHandle`` pushed on the loop's heap and cancelled, the heap's Python
   ``__lt__``) against 81 of the watch's. Every frame the aiohttp middleware adds to
-  a request: 2,328 -> 1,883 opcodes; instructions a request (callgrind, mock
+  a request: 2,215 -> 1,750 opcodes; instructions a request (callgrind, mock
   network): aiohttp middleware 368k -> 340k, httpx async 1,908k -> 1,878k. Under
   trio, or on Python 3.10 (no ``Task.uncancel``), anyio's ``fail_after``.
 - sync: a blocked ``recv`` cannot be cancelled from its own thread. One watchdog
