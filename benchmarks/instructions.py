@@ -11,7 +11,9 @@ failover, and
 gives the paired ratio: the cost figure of ``happy_path`` without its noise.
 
 Each variant is one of :mod:`benchmarks.opcodes`' (the same in-process answers, the same
-pinned clock and random source), run in a fresh interpreter under valgrind twice, with
+pinned clock and random source), or a chat completion through the OpenAI SDK
+(``max_retries=0``) over httpx2 on httpcore2's in-memory network, bare and with
+``pytest_failover.httpx2``'s transport (issue 28's figure), run in a fresh interpreter under valgrind twice, with
 :data:`FEW` and :data:`MANY` requests after :data:`WARMUP` uncounted ones; the difference of
 the two totals, divided by the difference of the counts, is the cost of one request, with
 the interpreter's start-up and imports cancelled out. ``PYTHONHASHSEED`` is pinned, as the
@@ -48,7 +50,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +64,9 @@ NAME = "instructions"
 WARMUP = 30
 FEW, MANY = 100, 400
 
+OPENAI = "openai.OpenAI + FailoverTransport"
+BARE_OPENAI = "openai.OpenAI, bare"
+
 # Each client's failover variant and the bare client it is paired with.
 PAIRS = {
     opcodes.HTTPX_SYNC: opcodes.BARE_HTTPX,
@@ -68,6 +75,7 @@ PAIRS = {
     opcodes.HTTPX2_SYNC: opcodes.BARE_HTTPX2,
     opcodes.REQUESTS_ADAPTER: opcodes.BARE_REQUESTS,
     opcodes.AIOHTTP: opcodes.BARE_AIOHTTP,
+    OPENAI: BARE_OPENAI,
 }
 
 _SUMMARY = re.compile(r"^summary:\s*(\d+)", re.MULTILINE)
@@ -159,9 +167,45 @@ def run(opts: Options) -> h.Report:
     return report
 
 
+@contextmanager
+def _openai(answers: int, *, failover: bool) -> Iterator[opcodes.Send]:
+    """``openai.OpenAI`` (``max_retries=0``, the recipe of docs/llm-sdks.md) over httpx2's
+    transport on httpcore2's in-memory network, under ``pytest_failover.httpx2``'s
+    transport or bare: a chat completion a call, the loopback server's answer."""
+    import httpcore2
+    import httpx2
+    import openai
+
+    from benchmarks._server import _COMPLETION
+    from benchmarks.sdks import MESSAGES
+    from pytest_failover import Pool
+    from pytest_failover.httpx2 import FailoverTransport
+
+    inner = httpx2.HTTPTransport()
+    inner._pool = httpcore2.ConnectionPool(network_backend=httpcore2.MockBackend([_COMPLETION] * answers))
+    transport = FailoverTransport([Pool("bench", opcodes.DOMAINS)], None, inner, **opcodes._pinned()) if failover else inner
+    base_url = opcodes.DOMAINS[0] + "/v1"
+    with openai.OpenAI(api_key="bench", base_url=base_url, max_retries=0, http_client=httpx2.Client(transport=transport)) as sdk:
+        create = sdk.chat.completions.create
+
+        def send(n: int) -> None:
+            for _ in range(n):
+                if create(model="bench", messages=MESSAGES).choices[0].message.content != "Hello.":
+                    raise RuntimeError("not the completion")
+
+        yield send
+
+
+_BUILD: dict[str, Callable[[int], AbstractContextManager[opcodes.Send]]] = {
+    **opcodes._BUILD,
+    OPENAI: lambda answers: _openai(answers, failover=True),
+    BARE_OPENAI: lambda answers: _openai(answers, failover=False),
+}
+
+
 def _child(variant: str, requests: int, warmup: int) -> None:
     """Warm ``variant`` up, then send ``requests`` (what valgrind counts)."""
-    with opcodes._BUILD[variant](warmup + requests) as send:
+    with _BUILD[variant](warmup + requests) as send:
         send(warmup)
         gc.collect()
         sys.setswitchinterval(1000.0)  # no thread woken by a clock takes the GIL meanwhile

@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["decoded", "encoded", "from_bytes", "parse", "parse_native", "raw_headers", "request", "response"]
+__all__ = ["decoded", "encoded", "from_bytes", "parse", "parse_native", "request", "response"]
 
 Triples = list[tuple[bytes, bytes, bytes]]  # httpx's Headers._list: name, lowercased name, value
 
@@ -72,23 +72,25 @@ class _Triples(dict[tuple[Any, Any], tuple[bytes, bytes, bytes]]):
     made once: an application sends the same headers again and again, and a server
     answers with the same ones. A hit is a C-level dict lookup (``map`` over the pairs),
     with no bytes made; a miss (``__missing__``) encodes the pair, ``str`` as ``latin-1``
-    (or keeps it, ``bytes``), and remembers it. At :data:`_HEADERS` pairs the table
-    starts afresh, as :func:`parse`'s does: a header whose value changes with every
-    request costs a miss each time, and never more than :data:`_HEADERS` entries. (The
-    values stay in memory as long as a request's own would while it is remembered; a
-    credential among them too, as the URLs of :func:`parse` do.)"""
+    (``bytes`` are kept), and remembers it unless its value is longer than
+    :data:`_LONG` (a token, a cookie: rarely sent twice, and the table would keep it).
+    At :data:`_HEADERS` pairs the table starts afresh, as :func:`parse`'s does: a header
+    whose value changes with every request costs a miss each time, and the table holds
+    at most 460 KiB (512 pairs whose values are all at the limit, measured)."""
 
     def __missing__(self, pair: tuple[Any, Any]) -> tuple[bytes, bytes, bytes]:
         name, value = pair
         key = name if isinstance(name, bytes) else name.encode("latin-1")
         triple = (key, key.lower(), value if isinstance(value, bytes) else value.encode("latin-1"))
-        if len(self) >= _HEADERS:
-            self.clear()
-        self[pair] = triple
+        if len(value) <= _LONG:
+            if len(self) >= _HEADERS:
+                self.clear()
+            self[pair] = triple
         return triple
 
 
-_HEADERS = 1024  # header pairs remembered
+_HEADERS = 512  # header pairs remembered
+_LONG = 256  # the longest value remembered
 _triple = _Triples().__getitem__
 
 
@@ -96,18 +98,13 @@ def encoded(pairs: Iterable[tuple[str | bytes, str | bytes]]) -> httpx.Headers:
     """``httpx.Headers`` of ``(name, value)`` pairs, ``str`` (encoded as ``latin-1``) or
     ``bytes`` (an answer's, as aiohttp's parser leaves them), each name spelt as it was
     given."""
-    return raw_headers(list(map(_triple, pairs)))
+    headers: httpx.Headers = _new(httpx.Headers)
+    headers._list = list(map(_triple, pairs))  # httpx's own list of triples
+    headers._encoding = None  # found from the bytes when first decoded, as httpx's constructor leaves it
+    return headers
 
 
 from_bytes = encoded  # an answer's ``(name, value)`` byte pairs: the same table keeps them as they are
-
-
-def raw_headers(triples: Triples) -> httpx.Headers:
-    """``httpx.Headers`` holding ``triples`` (httpx's own list: not copied)."""
-    headers: httpx.Headers = _new(httpx.Headers)
-    headers._list = triples
-    headers._encoding = None  # found from the bytes when first decoded, as httpx's constructor leaves it
-    return headers
 
 
 # Both are built attribute by attribute, in the order httpx's constructors set them: the

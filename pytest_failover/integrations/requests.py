@@ -32,7 +32,7 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -171,13 +171,13 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         if route is None:
             return self._passthrough(request, stream, timeout, verify, cert, proxies)
         body = request.body
-        if not body:  # None or empty (a GET): one stream for them all, it holds nothing
+        if body is None or body == b"":  # none (a GET): one stream for them all, it holds nothing
             content: httpx.SyncByteStream = _EMPTY
         elif isinstance(body, (bytes, str)):
             content = httpx.ByteStream(body.encode() if isinstance(body, str) else body)
         else:
             content = _Unreplayable()
-        headers = _convert.encoded(_store(request.headers).values())
+        headers = _convert.encoded(_headers(request.headers)[0])
         sent = _Sent(request, (verify, cert, proxies), url, headers._list)
         extensions = {**extensions, "timeout": _timeouts(timeout), _NATIVE: sent}
         method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
@@ -205,25 +205,32 @@ def _without_retries(adapter: HTTPAdapter) -> HTTPAdapter:
     return clone
 
 
-Store = dict[Any, tuple[Any, Any]]  # CaseInsensitiveDict._store: {lowercased name: (name, value)}
+Pair = tuple[Any, Any]  # a header's (name, value), str or bytes, as it was spelt
+Store = dict[Any, Pair]  # CaseInsensitiveDict._store: {lowercased name: (name, value)}
 
 
-def _store(headers: Mapping[Any, Any]) -> Store:
-    """A request's or an answer's headers as requests' own ``CaseInsensitiveDict`` keeps
-    them: each ``(name, value)`` pair as it was spelt, under its lowercased name (reading
-    it, or looking a name up in it, is C-level work; the mapping's own ``in`` and ``[]`` are
-    Python calls). Any other mapping (one set by hand) is read into one."""
-    if headers.__class__ is not CaseInsensitiveDict:
-        headers = CaseInsensitiveDict(headers)
-    store: Store = headers._store  # type: ignore[attr-defined]  # requests' own, as checked above
-    return store
+def _headers(headers: Mapping[Any, Any]) -> tuple[Iterable[Pair], Store]:
+    """A request's or an answer's headers: their ``(name, value)`` pairs, and the same
+    pairs by lowercased name, to look names up in. requests' own ``CaseInsensitiveDict``
+    keeps both in its ``_store`` (reading it, or looking a name up in it, is C-level work;
+    the mapping's own ``in`` and ``[]`` are Python calls). Any other mapping (one set by
+    hand) is sent as its items, all of them, and read into one for the look-ups."""
+    if headers.__class__ is CaseInsensitiveDict:
+        store: Store = headers._store  # type: ignore[attr-defined]  # requests' own, as checked above
+        return store.values(), store
+    return headers.items(), CaseInsensitiveDict(headers)._store  # type: ignore[attr-defined]  # as above
+
+
+_NO_TIMEOUTS: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"))  # read, never changed
 
 
 def _timeouts(timeout: Any) -> dict[str, float | None]:
     """requests' timeout (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``) as httpx's."""
+    if timeout is None:  # requests' default
+        return _NO_TIMEOUTS
     if isinstance(timeout, tuple):
         connect, read = timeout
-    elif timeout is None or isinstance(timeout, (int, float)):
+    elif isinstance(timeout, (int, float)):
         connect = read = timeout
     else:  # urllib3.Timeout
         connect, read = timeout.connect_timeout, timeout.read_timeout
@@ -287,9 +294,9 @@ class _AdapterIO(httpx.BaseTransport):
             if error is None:
                 raise
             raise error from exc
-        store = _store(native.headers)
-        body = _Body(native, request, "content-length" in store, "content-encoding" in store)
-        return _convert.response(native.status_code, _convert.encoded(store.values()), body, {_NATIVE: body, "network_stream": body})
+        pairs, names = _headers(native.headers)
+        body = _Body(native, request, "content-length" in names, "content-encoding" in names)
+        return _convert.response(native.status_code, _convert.encoded(pairs), body, {_NATIVE: body, "network_stream": body})
 
 
 # What requests raises from a send (or urllib3 from a body read), what happened (for

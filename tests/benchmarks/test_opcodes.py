@@ -26,28 +26,24 @@ CEILINGS = {  # measured when the plan's answer() decided the next step and a 2x
     # 1,169 / 1,575 with asyncio.timeout, whose frames this count does not see.
     opcodes.HTTPX_ASYNC: 1_229,
     opcodes.HEDGING: 1_260,  # measured 1,255: the sync race builds nothing until a hedge is due
-    # The front-ends build httpx's request and response themselves (integrations/_convert.py):
-    # the work moved from httpx's frames into ours, and all they add fell (ADDED_CEILINGS).
-    # Each distinct header is encoded once (a table), a yarl URL made a string once. The request and
-    # response are built attribute by attribute: 19 opcodes more than one update() of their dict, and
-    # 15,000 (requests) and 7,700 (aiohttp) instructions fewer a request (no dicts made).
-    # measured 1,592 (1,596 while prepare() raised and caught a TypeError for requests' None timeouts;
-    # 1,577 with update(); 1,645 before the header table)
-    opcodes.REQUESTS_ADAPTER: 1_597,
-    # measured 1,582 with the loop's deadline watch (1,528 with an asyncio.timeout an attempt, whose frames are
-    # not the package's; 1,509 with update(); 1,531 while the exchange capped the timeouts aiohttp's handler never reads; 1,575)
-    opcodes.AIOHTTP: 1_587,  # one limit an attempt (the loop's)
+    # The front-ends build httpx's request and response themselves (integrations/_convert.py),
+    # attribute by attribute (a STORE_ATTR each: more opcodes than one update() of their dict, and
+    # 15,000 / 7,700 instructions fewer a request); each distinct header is encoded once (a table).
+    opcodes.REQUESTS_ADAPTER: 1_579,  # measured 1,574 (1,645 before issue 27's front-end step, session 12)
+    # measured 1,570 (1,575 at the start of session 12); one limit an attempt, the loop's deadline watch
+    # (asyncio's timer work moved into the package's frames)
+    opcodes.AIOHTTP: 1_575,
     opcodes.HTTPX2_SYNC: 1_114,
 }
 
 ADDED_CEILINGS = {  # every frame's opcodes a front-end adds to a request (its total less the bare client's)
-    # measured 992 (1,016 with a caught TypeError an attempt; 997 with update() of the dicts, as above; 1,184 before
-    # the header table and before a body read whole was closed again; 2,779 with httpx's constructors)
-    opcodes.REQUESTS_ADAPTER: 997,
-    # measured 1,749.8 with the loop's deadline watch (2,214.5 with an asyncio.timeout an attempt; 2,195.5 with update();
-    # 2,217.5 with the exchange capping timeouts the handler never reads; 2,327.5 before the header table and yarl's
-    # str() per request; 4,005.4 with httpx's constructors; 2,604.4 with two asyncio.timeouts an attempt)
-    opcodes.AIOHTTP: 1_755,
+    # measured 974 (session 12 began at 1,184; 2,779 with httpx's constructors)
+    opcodes.REQUESTS_ADAPTER: 979,
+    # measured 1,737.8 (session 12 began at 2,327.5; 4,005.4 with httpx's constructors; 497 of it asyncio's timer
+    # an attempt, now the loop's deadline watch). aiohttp's frames add 139: 69 as the bare session has one
+    # middleware (the answer) and this one two, so aiohttp chains them per request (not its one-middleware
+    # shortcut), 23 as the body is read twice (by the exchange, by the caller).
+    opcodes.AIOHTTP: 1_743,
 }
 
 

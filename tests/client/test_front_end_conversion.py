@@ -153,6 +153,9 @@ def test_each_distinct_header_is_encoded_once_and_the_table_stays_bounded() -> N
         assert _convert.encoded([("X-Request-Id", value)])._list == [(b"X-Request-Id", b"x-request-id", value.encode())]
     table: dict[object, object] = _convert._triple.__self__  # type: ignore[attr-defined]  # the bound table's dict
     assert 0 < len(table) <= size
+    token = "t" * (_convert._LONG + 1)  # too long to keep: encoded every time
+    assert _convert.encoded([("Authorization", token)])._list == [(b"Authorization", b"authorization", token.encode())]
+    assert ("Authorization", token) not in table
 
 
 def test_a_yarl_url_is_parsed_as_its_string_is_and_remembered_by_the_object() -> None:
