@@ -15,14 +15,14 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
 import uvloop
 
 from pytest_failover import AsyncFailoverTransport, FailoverError, Policy, Pool, _deadline
-from pytest_failover._deadline import _LoopWatch, async_limit
+from pytest_failover._deadline import _Limit, _LoopWatch, async_limit
 
 LATE = 0.1  # how late a deadline may fire on a shared, loaded machine (the trickle target)
 EARLY = 0.001  # how early it may seem to: uvloop's clock counts milliseconds
@@ -375,3 +375,29 @@ def test_a_closed_loop_leaves_nothing_behind() -> None:
     assert gone() is None, "the closed loop is still alive"
     assert watch() is None
     assert len([m for m in destroyed if "pending" in m["message"]]) == 1  # asyncio's own warning
+
+
+class _Unkind:
+    """A task whose cancel() fails (a bug below the watch)."""
+
+    def cancelling(self) -> int:
+        return 0
+
+    def cancel(self) -> bool:
+        raise RuntimeError("cannot cancel")
+
+
+def test_a_failing_cut_leaves_the_later_deadlines_standing(run: Run, caplog: pytest.LogCaptureFixture) -> None:
+    """An attempt whose cut fails is logged, and the loop's later deadlines still fire."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        later = asyncio.create_task(_cut_after(0.1))
+        await asyncio.sleep(0)  # it arms: the loop has its watch
+        _Limit(_watch(), cast("asyncio.Task[Any]", _Unkind()), loop.time() + 0.02)
+        async with asyncio.timeout(5.0):  # bounded: a watch stuck on the failed cut never cuts this one
+            elapsed = await later
+        assert 0.1 - EARLY <= elapsed <= 0.1 + LATE
+
+    run(main())
+    assert "cutting an attempt at its deadline failed" in caplog.text
