@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, T
 from ._classify import LIBRARIES
 from ._deadline import GRACE, async_limit, watchdog
 from ._exchange import (
+    AsyncExchange,
     Exchange,
     FailoverResult,
     Fallback,
@@ -79,6 +80,7 @@ class _FailoverBase:
     _state: State
     _lib: ClassVar[HTTPLib]  # the library the front-end speaks (set by each declaration)
     _asynchronous = False  # an event loop's front-end: never blocks on the disk
+    _exchange: ClassVar[type[Exchange]] = Exchange  # (AsyncExchange for an event loop's)
 
     def __init__(
         self,
@@ -150,9 +152,7 @@ class _FailoverBase:
         else:
             route, options = routed
         pool_core, pinned, origin = route
-        return Exchange(
-            self._state, self._lib, request, pool_core, pinned, origin, options, blocking=not self._asynchronous
-        )
+        return self._exchange(self._state, self._lib, request, pool_core, pinned, origin, options)
 
 
 class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
@@ -311,6 +311,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
     ``AsyncHTTPTransport()`` by default; works under asyncio and trio)."""
 
     _asynchronous = True
+    _exchange = AsyncExchange
     _transport: AsyncInner
     # The inner transport's own error for an attempt out of time, when it can tell the
     # phase (``failover_timeout_error(request)``: the aiohttp middleware's, which knows
