@@ -467,7 +467,7 @@ class Exchange(RequestPlan):
             redact_url(self.original_url),
             last.number,
             last.domain,
-            last.error_type,
+            last.outcome.error_type,
             attempt.number,
             attempt.domain.url,
             attempt.delay,

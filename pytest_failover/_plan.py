@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from . import _steering, semconv
 from ._breaker import BreakerTransition
-from ._classify import Outcome
+from ._classify import Outcome, OutcomeKind
 from ._policy import ExponentialBackoff, Policy
 from ._pool import Domain
 from ._pools import Choice, Members, PoolCore
@@ -84,6 +84,12 @@ _LOWERED = operator.itemgetter(1)  # of a (name, lowercased name, value) triple 
 
 # ``failover.reason`` of a breaker transition that slow calls caused.
 _SLOW = semconv.BREAKER_REASON_SLOW_CALLS
+
+# What a cut attempt ended with (``RequestPlan.cancel``), by whether it had been handed to
+# the network: no answer, as a failure is to its request; its breaker counts nothing.
+_CUT = {
+    sent: Outcome(kind=OutcomeKind.FAILURE, error_type=semconv.ERROR_CANCELLED, sent=sent) for sent in (False, True)
+}
 
 # Polls while waiting for another request's probe: 2 ms, doubling, at most 50 ms.
 _FIRST_WAIT = 0.002
@@ -462,10 +468,8 @@ class RequestPlan:
         except ValueError:
             self._land(attempt)  # raises: it is not in flight
         domain = attempt.domain
-        attempt.error_type = outcome.error_type
-        attempt.status = outcome.status
+        attempt.outcome = outcome
         attempt.duration = duration
-        attempt.sent = outcome.sent
         if attempt.raced:
             attempt.race = semconv.HEDGE_LOST if outcome.retryable else semconv.HEDGE_WON
         self.records.append(attempt)
@@ -551,9 +555,8 @@ class RequestPlan:
         enters its domain's latency window (a lower bound of its answer's), and a call
         already slower than the slow-call threshold counts as a slow call."""
         attempt = self._land(attempt)
-        attempt.error_type = semconv.ERROR_CANCELLED
+        attempt.outcome = _CUT[sent]
         attempt.duration = elapsed
-        attempt.sent = sent
         attempt.race = semconv.HEDGE_CANCELLED
         self.records.append(attempt)
         events: list[Event] = []

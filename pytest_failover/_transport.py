@@ -35,7 +35,7 @@ from ._pool import Pool
 from ._race import ThreadRace, async_race
 from ._snapshot import TransportState
 from ._state import AsyncTransportOptions, State, TransportOptions, spelt_out
-from ._values import Attempt, RequestOptions, Wait
+from ._values import DEFAULT_OPTIONS, Attempt, RequestOptions, Wait
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -145,7 +145,8 @@ class _FailoverBase:
         route and options, when the front-end worked them out already (the requests and
         aiohttp front-ends route their native request first, to pass it through as it is)."""
         if routed is None:
-            options = RequestOptions.from_extensions(request.extensions)
+            extensions = request.extensions  # no options, as most requests have: no call
+            options = RequestOptions.from_extensions(extensions) if "failover" in extensions else DEFAULT_OPTIONS
             route = self._state.core.route(request.url, options)
             if route is None:
                 return None
