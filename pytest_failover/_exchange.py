@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from ._state import State
 
 __all__ = [
+    "WHOLE",
     "AsyncExchange",
     "Exchange",
     "FailoverResult",
@@ -88,6 +89,10 @@ _RESULTS = {
 
 
 _EVENT_STREAM = b"text/event-stream"
+
+# What :meth:`Exchange.reads` answers for a body whose length is declared within the limit:
+# read it all, with no count (the connection ends it at that length).
+WHOLE = -1
 
 
 # (lowercased name, value) of each of a ``Headers``' (raw name, lowercased name, value) triples.
@@ -308,9 +313,10 @@ class Exchange(RequestPlan):
 
     def reads(self, response: Response) -> int:
         """How much of ``response``'s body the transport reads into memory before the
-        outcome is known (at most :attr:`body_limit` bytes), or 0 to hand it over unread.
-        The transport reads it (one loop, its own I/O), then hands it to :meth:`read_in`,
-        or to :meth:`continued` past the limit.
+        outcome is known: :data:`WHOLE` (all of it, uncounted), a count of bytes (at most
+        :attr:`body_limit`) or 0 to hand it over unread. The transport reads it (its own
+        I/O), then hands the bytes to :meth:`read_in`, or to :meth:`continued` past the
+        count.
 
         Only a 2xx body is read, and only one that declares no length or one within the
         limit (a value that is not a plain number, or two values, declare none: h11
@@ -318,7 +324,10 @@ class Exchange(RequestPlan):
         text/event-stream``: server-sent events, an LLM's tokens): each event reaches the
         caller as it comes, and a connection that breaks mid-stream reaches the caller
         too, never replayed elsewhere. Nor one the inner transport read already (an
-        in-process one): nothing is left to break.
+        in-process one): nothing is left to break. A body whose length is declared within
+        the limit is read :data:`WHOLE`: the connection holds it to that length (h11, h2,
+        ``http.client`` and aiohttp's parser end the body there), so no count is kept and
+        the sync loop reads it at C level; only a body of no declared length is counted.
 
         Either way the caller gets a response as its library would hand it over: unread,
         so that the client decodes the bytes as they came and sets ``elapsed`` as it
@@ -333,27 +342,28 @@ class Exchange(RequestPlan):
         takes the loop over the triples instead. ``headers.get`` encodes the key and
         decodes each match (1.9 µs against 0.23 µs for a scan of the list, timeit)."""
         limit = self.body_limit
-        if limit == 0 or response.status_code // 100 != 2 or response.is_stream_consumed:
+        if not limit or response.status_code // 100 != 2 or response.is_stream_consumed:
             return 0
         raw = response.headers._list
         named = dict(map(_NAME_VALUE, raw))
         if len(named) < len(raw):
             return limit if _fits_in_memory_repeated(raw, limit) else 0
-        kind = named.get(b"content-type")
-        if kind is not None and kind.lower().startswith(_EVENT_STREAM):
+        if named.get(b"content-type", b"").lower().startswith(_EVENT_STREAM):
             return 0
         length = named.get(b"content-length")
-        return limit if length is None or not length.isdigit() or int(length) <= limit else 0
+        if length is None or not length.isdigit():
+            return limit  # no length declared: counted as it comes
+        return WHOLE if int(length) <= limit else 0
 
-    def read_in(self, response: Response, chunks: list[bytes]) -> Response:
-        """``response`` with its body (``chunks``, all of it) in memory: a mid-body failure
-        could still fail over, the stale cache may store it, the app-error check may read
-        it (the caller closed its stream). The same response, its stream replaced: a new
+    def read_in(self, response: Response, body: bytes) -> Response:
+        """``response`` with its ``body`` (all of it) in memory: a mid-body failure could
+        still fail over, the stale cache may store it, the app-error check may read it
+        (the caller closed its stream). The same response, its stream replaced: a new
         ``httpx.Response`` cost 87,000 instructions, as much again as the transport adds to
         a whole request (callgrind, in process). Left unread unless the exchange looks at
         the body (``_loads``); then decoded into ``content``, the raw bytes left to stream
         again."""
-        response.stream = self.lib.InMemory(b"".join(chunks))  # of the front-end's library
+        response.stream = self.lib.InMemory(body)  # of the front-end's library
         if self._loads:
             response.read()
             response.elapsed = datetime.timedelta(seconds=self.clock() - self.started_at)
@@ -361,7 +371,7 @@ class Exchange(RequestPlan):
         return response
 
     def continued(self, response: Response, chunks: list[bytes], rest: Any, stream: Any) -> Response:
-        """``response`` (a body over :meth:`reads`' limit) streaming the ``chunks`` read so
+        """``response`` (a body over :meth:`reads`' count) streaming the ``chunks`` read so
         far, then ``rest`` of ``stream``, untouched and uncached."""
         response.stream = self.lib.Continued(chunks, rest, stream)
         return response

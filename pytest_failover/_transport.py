@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, T
 from ._classify import LIBRARIES
 from ._deadline import GRACE, async_limit, watchdog
 from ._exchange import (
+    WHOLE,
     AsyncExchange,
     Exchange,
     FailoverResult,
@@ -265,7 +266,13 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 # read timeout is a read timeout), so no GRACE.
                 ticket = watchdog.arm(attempt.deadline, response)
                 try:
-                    response = self._read(exchange, response, limit)
+                    stream = response.stream
+                    if limit is WHOLE:  # its length declared: read at C level, no count
+                        body = b"".join(stream)
+                        stream.close()
+                        response = exchange.read_in(response, body)
+                    else:
+                        response = self._read(exchange, response, stream, limit)
                 finally:
                     cut = watchdog.disarm(ticket)
         except self._lib.TransportError as exc:
@@ -284,9 +291,9 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         return response
 
     @staticmethod
-    def _read(exchange: Exchange, response: Any, limit: int) -> Any:
-        """Read ``response``'s body, up to ``limit`` bytes (``Exchange.reads``)."""
-        stream = response.stream
+    def _read(exchange: Exchange, response: Any, stream: Any, limit: int) -> Any:
+        """Read ``response``'s body of no declared length, counting up to ``limit`` bytes
+        (``Exchange.reads``)."""
         rest = iter(stream)
         chunks: list[bytes] = []
         size = 0
@@ -296,7 +303,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             if size > limit:
                 return exchange.continued(response, chunks, rest, stream)
         stream.close()
-        return exchange.read_in(response, chunks)
+        return exchange.read_in(response, b"".join(chunks))
 
     def close(self) -> None:
         if self._hedgers is not None:
@@ -409,7 +416,15 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                 response = await self._transport.handle_async_request(attempt.request)
                 limit = exchange.reads(response)
                 if limit:
-                    response = await self._read(exchange, response, limit)
+                    stream = response.stream
+                    if limit is WHOLE:  # its length declared: no count
+                        chunks = []
+                        async for chunk in stream:
+                            chunks.append(chunk)
+                        await stream.aclose()
+                        response = exchange.read_in(response, b"".join(chunks))
+                    else:
+                        response = await self._read(exchange, response, stream, limit)
         except (self._lib.TransportError, TimeoutError) as exc:
             if response is not None:
                 await response.aclose()
@@ -434,9 +449,9 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         return response
 
     @staticmethod
-    async def _read(exchange: Exchange, response: Any, limit: int) -> Any:
-        """Read ``response``'s body, up to ``limit`` bytes (``Exchange.reads``)."""
-        stream = response.stream
+    async def _read(exchange: Exchange, response: Any, stream: Any, limit: int) -> Any:
+        """Read ``response``'s body of no declared length, counting up to ``limit`` bytes
+        (``Exchange.reads``)."""
         rest = stream.__aiter__()
         chunks: list[bytes] = []
         size = 0
@@ -446,7 +461,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             if size > limit:
                 return exchange.continued(response, chunks, rest, stream)
         await stream.aclose()
-        return exchange.read_in(response, chunks)
+        return exchange.read_in(response, b"".join(chunks))
 
     async def aclose(self) -> None:
         state = self._state
