@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar, cast
 
 from ._classify import LIBRARIES
@@ -218,7 +218,20 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 if not isinstance(step, Wait):
                     if response is not None:
                         response.close()  # a retryable answer we are moving past
-                    response = self._attempt(exchange, step)
+                    # The attempt (and its hedges, if it may hedge), sent from this frame
+                    # as the async loop's are.
+                    hedgers = self._hedgers
+                    if hedgers is not None and exchange.hedgeable and (delay := exchange.hedge_delay()) is not None:
+                        response = hedgers.race(self._send, exchange, step, delay)
+                    else:
+                        exchange.prepare(step)
+                        try:
+                            response = self._send(exchange, step)
+                        except self._lib.TransportError as exc:
+                            response = None  # every attempt failed
+                            exchange.on_error(step, exc)
+                        else:
+                            exchange.on_response(step, response)
                     if exchange.done:  # answered: nothing left to decide
                         break
                 step = exchange.next_step()
@@ -232,22 +245,6 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         except BaseException:
             exchange.give_up()
             raise
-
-    def _attempt(self, exchange: Exchange, attempt: Attempt) -> Any:
-        """Send one attempt (and its hedges, if it may hedge); report the outcome. The
-        answer to return, or None when every attempt failed."""
-        if self._hedgers is not None and exchange.hedgeable:
-            delay = exchange.hedge_delay()
-            if delay is not None:
-                return self._hedgers.race(self._send, exchange, attempt, delay)
-        exchange.prepare(attempt)
-        try:
-            response = self._send(exchange, attempt)
-        except self._lib.TransportError as exc:
-            exchange.on_error(attempt, exc)
-            return None
-        exchange.on_response(attempt, response)
-        return response
 
     def _send(self, exchange: Exchange, attempt: Attempt) -> Any:
         """Send one attempt and read what the exchange needs of its body, all within
@@ -354,11 +351,14 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         if self._phase is not None:
             self._grace = 0.0
 
-    async def handle_async_request(self, request: Req) -> Resp:
+    def handle_async_request(self, request: Req) -> Coroutine[Any, Any, Resp]:
+        # Not a coroutine of its own but the one to await (the loop's, or the inner
+        # transport's): what the caller awaits is the same, with one frame fewer to run
+        # again at each resume of the await chain.
         exchange = self._begin(request)
         if exchange is None:
-            return cast("Resp", await self._transport.handle_async_request(request))
-        return await self._run(exchange)
+            return cast("Coroutine[Any, Any, Resp]", self._transport.handle_async_request(request))
+        return self._run(exchange)
 
     async def _run(self, exchange: Exchange) -> Resp:
         """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
@@ -376,7 +376,20 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                 if not isinstance(step, Wait):
                     if response is not None:
                         await response.aclose()  # a retryable answer we are moving past
-                    response = await self._attempt(exchange, step)
+                    # The attempt (and its hedges, if it may hedge), sent from this frame:
+                    # a coroutine of its own would be one more frame to run again at each
+                    # resume of the await chain.
+                    if exchange.hedgeable and exchange.hedge_delay() is not None:
+                        response = await async_race(self._send, exchange, step)
+                    else:
+                        exchange.prepare(step)
+                        try:
+                            response = await self._send(exchange, step)
+                        except self._lib.TransportError as exc:
+                            response = None  # every attempt failed
+                            exchange.on_error(step, exc)
+                        else:
+                            exchange.on_response(step, response)
                     if exchange.done:  # answered: nothing left to decide
                         break
                 step = exchange.next_step()
@@ -390,20 +403,6 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         except BaseException:
             exchange.give_up()
             raise
-
-    async def _attempt(self, exchange: Exchange, attempt: Attempt) -> Any:
-        """Send one attempt (and its hedges, if it may hedge); report the outcome. The
-        answer to return, or None when every attempt failed."""
-        if exchange.hedgeable and exchange.hedge_delay() is not None:
-            return await async_race(self._send, exchange, attempt)
-        exchange.prepare(attempt)
-        try:
-            response = await self._send(exchange, attempt)
-        except self._lib.TransportError as exc:
-            exchange.on_error(attempt, exc)
-            return None
-        exchange.on_response(attempt, response)
-        return response
 
     async def _send(self, exchange: Exchange, attempt: Attempt) -> Any:
         """Send one attempt and read what the exchange needs of its body, all within
