@@ -35,13 +35,10 @@ CEILINGS = {
 }
 
 ADDED_CEILINGS = {  # every frame's opcodes a front-end adds to a request (its total less the bare client's)
-    # measured 974 (session 12 began at 1,184; 2,779 with httpx's constructors)
-    opcodes.REQUESTS_ADAPTER: 979,
-    # measured 1,737.8 (session 12 began at 2,327.5; 4,005.4 with httpx's constructors; 497 of it asyncio's timer
-    # an attempt, now the loop's deadline watch). aiohttp's frames add 139: 69 as the bare session has one
-    # middleware (the answer) and this one two, so aiohttp chains them per request (not its one-middleware
-    # shortcut), 23 as the body is read twice (by the exchange, by the caller).
-    opcodes.AIOHTTP: 1_743,
+    opcodes.REQUESTS_ADAPTER: 892,  # measured 887
+    # measured 1,413.8; aiohttp's own frames add 69 of it: the bare session has one middleware (the
+    # answer) and this one two, so aiohttp chains them per request (not its one-middleware shortcut)
+    opcodes.AIOHTTP: 1_419,
 }
 
 
