@@ -272,7 +272,6 @@ class _Watchdog:
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.looks = 0  # how often the thread has looked at the armed attempts
-        self._armed_lately = False  # set by arm(), cleared by the thread
 
     def arm(self, at: float, target: Response | Callable[[], object]) -> int:
         """Cut ``target``'s socket (a response's) at ``at`` (monotonic seconds) unless
@@ -283,7 +282,6 @@ class _Watchdog:
         (:meth:`call_at`), call it then instead."""
         ticket = next(self._tickets)
         self._armed[ticket] = (at, target)
-        self._armed_lately = True
         if at >= self._wakes_at:
             return ticket  # the thread looks before it is due
         if self._thread is None:
@@ -313,12 +311,17 @@ class _Watchdog:
 
     def _run(self) -> None:
         busy_at = self._clock()
+        # Whether anything was armed since the thread last looked: it takes a ticket of its
+        # own at each look, so one taken by arm() in between shows as a gap in the count
+        # (arm() sets no flag: one store fewer on every request's path).
+        seen = next(self._tickets)
         while True:
             self.looks += 1
             now = self._clock()
-            if self._armed_lately:
-                self._armed_lately = False
+            mark = next(self._tickets)
+            if mark != seen + 1:
                 busy_at = now
+            seen = mark
             earliest = float("inf")
             for ticket, (at, target) in list(self._armed.items()):
                 if at > now:
