@@ -96,6 +96,12 @@ class CircuitOpenError(aiohttp.ClientConnectionError, _exceptions.CircuitOpenErr
 
 _KINDS = (AllDomainsFailed, CircuitOpenError)
 
+# The aiohttp-side state of one exchange, carried in the httpx request's extensions: the
+# ClientRequest and the handler that sends it, the caller's URL (which the ClientRequest
+# keeps) and the headers as httpx holds them for it (the last ones sent, as the
+# ClientRequest has them). A tuple: built for every request, unpacked at each attempt.
+_Sent = tuple[ClientRequest, ClientHandlerType, httpx.URL, _convert.Triples]
+
 # The connectors ``FailoverMiddleware.connector()`` made, and the resolving state each
 # resolves through (weak: a closed session's connector goes).
 _CONNECTORS: weakref.WeakKeyDictionary[aiohttp.BaseConnector, Dialer] = weakref.WeakKeyDictionary()
@@ -164,11 +170,9 @@ class FailoverMiddleware(_FrontEnd):
         if dialer is not None:
             _check_connector(request, dialer)
         body = request.body
-        replayable = body == b"" or isinstance(body, payload.BytesPayload)
-        session = request.session
+        stream = _REPLAYABLE if body == b"" or isinstance(body, payload.BytesPayload) else _Unreplayable()
         headers = _convert.encoded(request.headers.items())
-        sent = _Sent(request, handler, session.auto_decompress if session is not None else True, url, headers._list)
-        stream = _REPLAYABLE if replayable else _Unreplayable()
+        sent: _Sent = (request, handler, url, list(headers._list))  # a copy: the exchange may change them
         outgoing = _convert.request(request.method, url, headers, stream, {**extensions, "timeout": _UNREAD_TIMEOUTS, _NATIVE: sent})
         try:
             exchange = self._transport._begin(outgoing, (route, options))
@@ -204,26 +208,6 @@ def _check_connector(request: ClientRequest, dialer: Dialer) -> None:
         )
 
 
-class _Sent:
-    """The aiohttp-side state of one exchange, carried in the httpx request's extensions."""
-
-    __slots__ = ("decompress", "handler", "headers", "request", "url")
-
-    def __init__(
-        self,
-        request: ClientRequest,
-        handler: ClientHandlerType,
-        decompress: bool,
-        url: httpx.URL,
-        headers: _convert.Triples,
-    ) -> None:
-        self.request = request
-        self.handler = handler
-        self.decompress = decompress  # aiohttp hands over decoded bodies
-        self.url = url  # the caller's URL, which ``request`` keeps
-        self.headers = list(headers)  # its headers, as httpx holds them (a copy: the exchange may change them)
-
-
 class _Unreplayable(httpx.AsyncByteStream):
     """Stands for a streamed payload: the exchange must not re-send it once bytes may
     have left. aiohttp sends the original payload itself."""
@@ -240,22 +224,21 @@ class _HandlerIO(httpx.AsyncBaseTransport):
     dialer: Dialer | None = None  # the state's, when a pool has a resolver
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        sent: _Sent = request.extensions[_NATIVE]
-        native = sent.request
+        native, handler, url, last = cast(_Sent, request.extensions[_NATIVE])
         triples = request.headers._list
-        if request.url is not sent.url:
+        if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
             native = copy.copy(native)
             native.url = native.original_url = URL(str(request.url), encoded=True)
             native.headers = CIMultiDict(_convert.decoded(triples))
-        elif triples != sent.headers:  # the exchange set trace context (one attempt at a time here)
+        elif triples != last:  # the exchange set trace context (one attempt at a time here)
             native.headers = CIMultiDict(_convert.decoded(triples))
-            sent.headers = list(triples)
+            last[:] = triples
         native.response = None  # set by aiohttp once the request went out
         request.extensions[_SENDING] = native  # for failover_timeout_error
         try:
-            response = await sent.handler(native)
+            response = await handler(native)
         except aiohttp.ClientError as exc:
             error = _httpx_error(exc, request)
             if error is None:
@@ -263,7 +246,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             raise error from exc
         raw = response.raw_headers
         encoded = "Content-Encoding" in response.headers
-        if encoded and sent.decompress:  # aiohttp decodes the body: its bytes are plain
+        if encoded and _decompresses(native):  # aiohttp decoded the body: its bytes are plain
             raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
             encoded = False
         held = None if encoded else _held(response)  # held: nothing left to read or to break
@@ -380,6 +363,12 @@ class _Body(httpx.AsyncByteStream):
         # released response would refuse ``read()``); otherwise let the connection go.
         if self.response._body is None and not self.response.content.at_eof():
             self.response.release()
+
+
+def _decompresses(request: ClientRequest) -> bool:
+    """Does aiohttp decode the body of ``request``'s answer (its session's ``auto_decompress``)?"""
+    session = request.session
+    return session.auto_decompress if session is not None else True
 
 
 def _held(response: ClientResponse) -> bytes | None:

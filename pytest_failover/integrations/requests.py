@@ -33,7 +33,7 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 try:
     import requests
@@ -91,6 +91,12 @@ class CircuitOpenError(requests.exceptions.ConnectionError, _exceptions.CircuitO
 
 
 _KINDS = (AllDomainsFailed, CircuitOpenError)
+
+# The requests-side state of one exchange, carried in the httpx request's extensions: the
+# PreparedRequest, the send's (verify, cert, proxies), the caller's URL (which the
+# PreparedRequest keeps) and the headers as httpx holds them for it (the last ones sent,
+# as the PreparedRequest has them). A tuple: built for every request, unpacked at each attempt.
+_Sent = tuple[requests.PreparedRequest, tuple[Any, Any, Any], httpx.URL, _convert.Triples]
 
 
 class FailoverAdapter(HTTPAdapter, _FrontEnd):
@@ -178,7 +184,7 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         else:
             content = _Unreplayable()
         headers = _convert.encoded(_headers(request.headers)[0])
-        sent = _Sent(request, (verify, cert, proxies), url, headers._list)
+        sent: _Sent = (request, (verify, cert, proxies), url, list(headers._list))  # a copy: the exchange may change them
         extensions = {**extensions, "timeout": _timeouts(timeout), _NATIVE: sent}
         method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
         outgoing = _convert.request(method, url, headers, content, extensions)
@@ -239,24 +245,6 @@ def _timeouts(timeout: Any) -> dict[str, float | None]:
     return {"connect": connect, "read": read, "write": read, "pool": connect}
 
 
-class _Sent:
-    """The requests-side state of one exchange, carried in the httpx request's extensions."""
-
-    __slots__ = ("headers", "prepared", "settings", "url")
-
-    def __init__(
-        self,
-        prepared: requests.PreparedRequest,
-        settings: tuple[Any, Any, Any],
-        url: httpx.URL | None = None,
-        headers: Sequence[tuple[bytes, bytes, bytes]] = (),
-    ) -> None:
-        self.prepared = prepared
-        self.settings = settings  # verify, cert, proxies
-        self.url = url  # the caller's URL, which ``prepared`` keeps (None: not known)
-        self.headers = list(headers)  # its headers, as httpx holds them (a copy: the exchange may change them)
-
-
 class _Unreplayable(httpx.SyncByteStream):
     """Stands for a generator or file body: the exchange must not re-send it once
     bytes may have left. requests sends the original body itself."""
@@ -273,20 +261,18 @@ class _AdapterIO(httpx.BaseTransport):
         self._send = send
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        sent: _Sent = request.extensions[_NATIVE]
-        prepared = sent.prepared
+        prepared, (verify, cert, proxies), url, last = cast(_Sent, request.extensions[_NATIVE])
         triples = request.headers._list
-        if request.url is not sent.url:
+        if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
             prepared = prepared.copy()
             prepared.url = str(request.url)
             prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
-        elif triples != sent.headers:  # the exchange set trace context (one attempt at a time here)
+        elif triples != last:  # the exchange set trace context (one attempt at a time here)
             prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
-            sent.headers = list(triples)
+            last[:] = triples
         timeouts = request.extensions["timeout"]
-        verify, cert, proxies = sent.settings
         try:
             native = self._send(prepared, True, (timeouts["connect"], timeouts["read"]), verify, cert, proxies)
         except requests.RequestException as exc:  # requests wraps all a send meets on the wire
