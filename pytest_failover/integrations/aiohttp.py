@@ -186,10 +186,10 @@ class FailoverMiddleware(_FrontEnd):
         # its body given back; or one built for a stale copy or the fallback's answer
         if read is None:
             native = await _built(response, request)
-        elif read.__class__ is _Body:
+        elif isinstance(read, _Body):
             native = _given_back(response, read)
         else:
-            native = cast(ClientResponse, read)
+            native = read
         native.failover = response.extensions["failover"]  # type: ignore[attr-defined]  # its documented place
         return native
 
@@ -224,7 +224,8 @@ class _HandlerIO(httpx.AsyncBaseTransport):
     dialer: Dialer | None = None  # the state's, when a pool has a resolver
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        native, handler, url, last = cast(_Sent, request.extensions[_NATIVE])
+        sent: _Sent = request.extensions[_NATIVE]
+        native, handler, url, last = sent
         triples = request.headers._list
         if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
@@ -249,14 +250,18 @@ class _HandlerIO(httpx.AsyncBaseTransport):
         if encoded and _decompresses(native):  # aiohttp decoded the body: its bytes are plain
             raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
             encoded = False
-        held = None if encoded else _held(response)  # held: nothing left to read or to break
-        body = _Body(response, request) if held is None else None  # what the exchange may read
-        extensions: dict[str, Any] = {_NATIVE: response if body is None else body}
+        held = None if encoded else _held(response)
+        stream: httpx.AsyncByteStream
+        if held is None:  # what the exchange may read, and give back
+            stream = body = _Body(response, request)
+            extensions: dict[str, Any] = {_NATIVE: body}
+        else:  # nothing left to read or to break: aiohttp's answer as it is
+            stream = _convert.READ
+            extensions = {_NATIVE: response}
         if self.dialer is not None:
             peer = self._peer(response)
             if peer is not None:
                 extensions["network_stream"] = peer
-        stream = _convert.READ if body is None else body
         return _convert.response(response.status, _convert.from_bytes(raw), stream, extensions, held)
 
     @staticmethod

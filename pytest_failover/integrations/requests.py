@@ -33,7 +33,7 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 try:
     import requests
@@ -58,7 +58,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the install hint t
 import httpx
 
 from .. import _httpx as _exceptions
-from .._exchange import FailoverResult, in_memory
+from .._exchange import FailoverResult
 from .._httpx import FailoverTransport
 from .._state import AdapterOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
@@ -261,7 +261,8 @@ class _AdapterIO(httpx.BaseTransport):
         self._send = send
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        prepared, (verify, cert, proxies), url, last = cast(_Sent, request.extensions[_NATIVE])
+        sent: _Sent = request.extensions[_NATIVE]
+        prepared, (verify, cert, proxies), url, last = sent
         triples = request.headers._list
         if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
@@ -434,7 +435,7 @@ def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapte
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
     else:
         native = body.native
-        if in_memory(response):  # read by the exchange: the whole body is in ``seen``
+        if body.ended:  # read to its end by the exchange: the whole body is in ``seen``
             # Without a Content-Encoding those bytes are the content: no need for httpx's read,
             # its decoders and its checks (some 400 opcodes a request).
             native._content = response.read() if body.encoded else b"".join(body.seen)
