@@ -29,22 +29,22 @@ CEILINGS = {  # measured when the plan's answer() decided the next step and a 2x
     # The front-ends build httpx's request and response themselves (integrations/_convert.py),
     # attribute by attribute (a STORE_ATTR each: more opcodes than one update() of their dict, and
     # 15,000 / 7,700 instructions fewer a request); each distinct header is encoded once (a table).
-    # measured 1,546 (1,574 before session 13, whose front-ends carried their client's state in an object)
-    opcodes.REQUESTS_ADAPTER: 1_551,
-    # measured 1,368 (1,570 before session 13): an answer aiohttp holds whole is handed over as read
+    # measured 1,541 (1,574 before session 13, whose front-ends carried their client's state in an object)
+    opcodes.REQUESTS_ADAPTER: 1_546,
+    # measured 1,363 (1,570 before session 13): an answer aiohttp holds whole is handed over as read
     # (integrations/aiohttp.py ``_held``), so the exchange reads none of it
-    opcodes.AIOHTTP: 1_373,
+    opcodes.AIOHTTP: 1_368,
     opcodes.HTTPX2_SYNC: 1_114,
 }
 
 ADDED_CEILINGS = {  # every frame's opcodes a front-end adds to a request (its total less the bare client's)
-    # measured 946 (974 before session 13; session 12 began at 1,184; 2,779 with httpx's constructors)
-    opcodes.REQUESTS_ADAPTER: 951,
-    # measured 1,423.8 (1,737.8 before session 13, whose exchange read the body aiohttp held already; session
+    # measured 941 (974 before session 13; session 12 began at 1,184; 2,779 with httpx's constructors)
+    opcodes.REQUESTS_ADAPTER: 946,
+    # measured 1,418.8 (1,737.8 before session 13, whose exchange read the body aiohttp held already; session
     # 12 began at 2,327.5; 4,005.4 with httpx's constructors). aiohttp's frames add 80: 69 as the bare session
     # has one middleware (the answer) and this one two, so aiohttp chains them per request (not its
     # one-middleware shortcut).
-    opcodes.AIOHTTP: 1_429,
+    opcodes.AIOHTTP: 1_424,
 }
 
 
