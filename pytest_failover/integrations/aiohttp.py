@@ -339,7 +339,10 @@ def _httpx_error(exc: aiohttp.ClientError, request: httpx.Request) -> httpx.Tran
 
 class _Body(httpx.AsyncByteStream):
     """The response body as aiohttp delivers it, read by the exchange; keeps what it
-    handed out, so that a body read in part can be given back to aiohttp's stream."""
+    handed out, so that a body read in part can be given back to aiohttp's stream.
+
+    Its own iterator, not an async generator: asyncio registers each async generator
+    with its loop (a weak set, a hook call) and the exchange iterates one per read."""
 
     __slots__ = ("_request", "response", "seen")
 
@@ -348,20 +351,26 @@ class _Body(httpx.AsyncByteStream):
         self._request = request
         self.seen: list[bytes] = []
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> _Body:
+        return self
+
+    async def __anext__(self) -> bytes:
         response = self.response
         try:
             if response.content_length is not None:  # one read, aiohttp's fastest path
-                yield await response.read()
-                return
-            async for chunk in response.content.iter_any():
-                self.seen.append(chunk)
-                yield chunk
+                if response._body is not None:  # read already: the end
+                    raise StopAsyncIteration
+                return await response.read()
+            chunk = await response.content.readany()  # as aiohttp's iter_any()
         except aiohttp.ClientError as exc:
             error = _httpx_error(exc, self._request)
             if error is None:
                 raise
             raise error from exc
+        if not chunk:
+            raise StopAsyncIteration
+        self.seen.append(chunk)
+        return chunk
 
     async def aclose(self) -> None:
         # Read to its end, the body has already given its connection back (and a
