@@ -50,6 +50,11 @@ class Server:
 
     def count(self) -> int:
         """Requests answered so far (asked over a fresh connection)."""
+        return self.counts()["count"]
+
+    def counts(self) -> dict[str, int]:
+        """``count``: requests answered so far; ``connections``: the connections that carried
+        one (asked over a fresh connection, which neither counts)."""
         with socket.create_connection(("127.0.0.1", self.ports[0]), timeout=5) as sock:
             sock.sendall(b"GET /__count HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             data = b""
@@ -59,7 +64,8 @@ class Server:
                 if not chunk:
                     break
                 data += chunk
-        return int(json.loads(data.split(b"\r\n\r\n", 1)[1])["count"])
+        answer = json.loads(data.split(b"\r\n\r\n", 1)[1])
+        return {"count": int(answer["count"]), "connections": int(answer["connections"])}
 
 
 @contextmanager

@@ -27,7 +27,9 @@ is the p50 of its requests; the headline is the **paired ratio**, the median ove
 p90 and p99 are over every timed request of the variant. CPU per request is this process's
 CPU time over the round, divided by its requests. *Extra requests* is what the variant's server
 received beyond one per logical request; the client's own view (``extensions["failover"]``)
-is beside it: hedges sent, and requests a hedge answered.
+is beside it: hedges sent, and requests a hedge answered. *Connections* are those that carried
+a request, as the server counts them: a client kept alive needs one per task; each cut attempt
+(a hedge's loser) closes one, and a later request opens another.
 
 Run: ``python -m benchmarks hedge_cost`` (about a minute) or ``python -m benchmarks.hedge_cost
 --quick`` (a few seconds, for a smoke test).
@@ -54,8 +56,9 @@ from benchmarks.tail import cli, percentile, quiet_logs
 
 NAME = "hedge_cost"
 PATH = "/v1/ping"
-LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
-"""The same for every variant: a connection per task and its hedge, kept alive."""
+LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=600.0)
+"""The same for every variant: a connection per task and its hedge, kept alive while the other
+variants take their turns (so a new connection is one a cut attempt's closing made necessary)."""
 
 BASELINE = "no hedging: Policy()"
 ADAPTIVE = "adaptive: Hedging()"
@@ -200,7 +203,7 @@ def measure(sizes: Sizes) -> h.Report:
             return variants, await rounds(variants, sizes)
 
         variants, timed = asyncio.run(main())
-        received = {v.label: v.server.count() for v in variants}
+        received = {v.label: v.server.counts() for v in variants}
     report.data = figures(variants, received, timed)
     report.data["sizes"] = {k: getattr(sizes, k) for k in sizes.__dataclass_fields__}
     report.tables.append(table(report.data, sizes, timed))
@@ -208,7 +211,7 @@ def measure(sizes: Sizes) -> h.Report:
     return report
 
 
-def figures(variants: Sequence[Variant], received: dict[str, int], timed: int) -> dict[str, Any]:
+def figures(variants: Sequence[Variant], received: dict[str, dict[str, int]], timed: int) -> dict[str, Any]:
     """Each variant's figures (the raw per-round samples included)."""
     base = variants[0]
     data: dict[str, Any] = {"rounds": timed}
@@ -223,7 +226,8 @@ def figures(variants: Sequence[Variant], received: dict[str, int], timed: int) -
             "wall_paired_ratio": ratio.median, "wall_paired_p25": ratio.p25, "wall_paired_p75": ratio.p75,
             "cpu_per_request": statistics.median(v.round_cpu) if v.round_cpu else math.nan,
             "cpu_paired_ratio": cpu.median,
-            "received": received[v.label], "extra": received[v.label] - v.requests,
+            "received": received[v.label]["count"], "extra": received[v.label]["count"] - v.requests,
+            "connections": received[v.label]["connections"],
             "hedges": v.hedges, "sent": v.sent, "by_hedge": v.by_hedge,
             "round_p50_s": v.round_p50, "round_cpu_s": v.round_cpu,
         }
@@ -237,7 +241,7 @@ def table(data: dict[str, Any], sizes: Sizes, timed: int) -> h.Table:
         f"(server in another process), {timed} rounds of {sizes.per_round} GETs per variant",
         ["variant", "p50", "p90", "p99", "**p50 vs no hedging** (paired: median, p25 - p75)",
          "CPU per request (paired ratio)", "hedges sent (client)", "extra requests (server-counted)",
-         "answered by a hedge"],
+         "answered by a hedge", "connections (server-counted)"],
     )
     for label in labels:
         f = data[label]
@@ -249,6 +253,7 @@ def table(data: dict[str, Any], sizes: Sizes, timed: int) -> h.Table:
             f"{f['hedges']:,} ({f['hedges'] / max(1, f['requests']):.2%})",
             f"{f['extra']:,} ({f['extra'] / max(1, f['requests']):.2%})",
             f"{f['by_hedge']:,}",
+            f"{f['connections']:,}",
         ])
     for label in labels[1:]:
         if label == REFERENCE:

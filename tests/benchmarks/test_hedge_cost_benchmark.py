@@ -33,6 +33,9 @@ def test_the_hedging_benchmark_answers_every_request_and_counts_the_hedges_at_th
         assert f["requests"] <= f["received"] <= f["sent"], (label, f)
         assert f["extra"] == f["received"] - f["requests"] <= f["hedges"], (label, f)
         assert f["by_hedge"] <= f["hedges"], (label, f)
+        # One kept-alive connection per task; a hedge opens at most one, and its loser's closing
+        # at most one more later.
+        assert 1 <= f["connections"] <= sizes.tasks + 2 * f["hedges"], (label, f)
     for label in (hedge_cost.BASELINE, hedge_cost.REFERENCE):
         f = data[label]
         assert f["hedges"] == f["extra"] == 0 and f["received"] == f["sent"] == f["requests"], (label, f)

@@ -26,6 +26,10 @@ CEILINGS = {  # measured when the plan's answer() decided the next step and a 2x
     # 1,169 / 1,575 with asyncio.timeout, whose frames this count does not see.
     opcodes.HTTPX_ASYNC: 1_229,
     opcodes.HEDGING: 1_260,  # measured 1,255: the sync race builds nothing until a hedge is due
+    # measured 1,615 (session 13): +391 over httpx async, the race built for every request (Race, the
+    # hedge timer, a closure pair); asyncio's call_later and cancel add some 260 more in its own
+    # frames (every frame counted), 48,000 instructions in all (callgrind: 1,880k -> 1,929k, +2.6 %)
+    opcodes.ASYNC_HEDGING: 1_620,
     # The front-ends build httpx's request and response themselves (integrations/_convert.py),
     # attribute by attribute (a STORE_ATTR each: more opcodes than one update() of their dict, and
     # 15,000 / 7,700 instructions fewer a request); each distinct header is encoded once (a table).
