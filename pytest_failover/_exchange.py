@@ -219,31 +219,20 @@ class Exchange(RequestPlan):
 
     # -- the loop's steps ------------------------------------------------------------
 
-    def first_step(self) -> Attempt | Wait | None:
-        """The first attempt (at the request's start: no clock read of its own, and the
-        pool's lock only when needed, see :meth:`first`), or a wait for another request's
-        probe; None to finish."""
-        decision = self.first()
-        if decision.__class__ is Attempt and not decision.events:  # the common case: nothing to report
-            return decision
-        return self._step(decision)
+    def next_step(self) -> Attempt | Wait | Stop:
+        """The next attempt, a wait for another request's probe, or stop (:meth:`next`, now)."""
+        return self.next(self._state.clock())
 
-    def next_step(self) -> Attempt | Wait | None:
-        """The next attempt, or a wait for another request's probe; None to finish."""
-        if self.done:  # answered: nothing left to decide
-            return None
-        return self._step(self.next(self.clock()))
-
-    def _step(self, decision: Attempt | Wait | Stop) -> Attempt | Wait | None:
+    def _stepped(self, decision: Attempt | Wait | Stop) -> Attempt | Wait | Stop:
+        """Report what ``decision`` caused (its events, a retry's log line); keep why the
+        request stops."""
         if self.trace is not None and decision.events:
             self.trace.events(decision.events)
         if isinstance(decision, Attempt):
             if decision.number > 1:
                 self._log_retry(decision)
-            return decision
-        if isinstance(decision, Stop):
+        elif isinstance(decision, Stop):
             self.stop = decision
-            return None
         return decision
 
     def prepare(self, attempt: Attempt) -> Attempt:

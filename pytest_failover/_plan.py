@@ -215,11 +215,12 @@ class RequestPlan:
             self._decided = None
             if decided.__class__ is Attempt:
                 self.flying.append(decided)
-            return decided
+            return self._stepped(decided)
         if self.done:
-            return DONE
+            return self._stepped(DONE)
         with self.core.lock:
-            return self._next(now)
+            decision = self._next(now)
+        return self._stepped(decision)
 
     def first(self) -> Attempt | Wait | Stop:
         """The first step, at the request's start (no clock read of its own): the first
@@ -246,9 +247,15 @@ class RequestPlan:
                     with core.lock:
                         self._noted(attempt)
                 self.flying.append(attempt)
-                return attempt
+                return attempt  # (nothing to report: an ordinary attempt caused no event)
         with core.lock:
-            return self._next(now)
+            decision = self._next(now)
+        return self._stepped(decision)
+
+    def _stepped(self, decision: Attempt | Wait | Stop) -> Attempt | Wait | Stop:
+        """``decision``, handed out by :meth:`first` or :meth:`next`: the hook where a
+        front-end's exchange reports what it caused on its way out."""
+        return decision
 
     def _noted(self, attempt: Attempt) -> None:
         """What the pool notes of a request's new attempt (the caller holds the lock): a

@@ -36,7 +36,7 @@ from ._pool import Pool
 from ._race import ThreadRace, async_race
 from ._snapshot import TransportState
 from ._state import AsyncTransportOptions, State, TransportOptions, spelt_out
-from ._values import DEFAULT_OPTIONS, Attempt, RequestOptions, Wait
+from ._values import DEFAULT_OPTIONS, Attempt, RequestOptions, Stop, Wait
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -211,8 +211,8 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
         try:
             response: Any = None
-            step = exchange.first_step()
-            while step is not None:
+            step = exchange.first()
+            while not isinstance(step, Stop):
                 if step.delay > 0.0:
                     time.sleep(step.delay)
                 if not isinstance(step, Wait):
@@ -367,8 +367,8 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         try:
             response: Any = None
-            step = exchange.first_step()
-            while step is not None:
+            step = exchange.first()
+            while not isinstance(step, Stop):
                 if step.delay > 0.0:
                     import anyio  # httpx's own dependency; imported only when a wait is due
 
