@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "WHOLE",
+    "AsyncExchange",
     "Exchange",
     "FailoverResult",
     "Fallback",
@@ -177,6 +178,7 @@ class Exchange(RequestPlan):
     error: BaseException | None = None  # the last attempt's, a TransportError of the library
     stop: Stop = DONE  # why no attempt follows (set when the plan stops for another reason)
     _finished = False  # the request's telemetry has ended (read by abandon only)
+    _blocking = True  # its front-end may wait for the disk (a sync one: see AsyncExchange)
     trace: RequestTrace | None
 
     def __init__(
@@ -188,12 +190,9 @@ class Exchange(RequestPlan):
         pinned: Domain | None,
         origin: Domain | None,
         options: RequestOptions,
-        *,
-        blocking: bool,
     ) -> None:
         self._state = state
         self.lib = lib
-        self._blocking = blocking  # the front-end may wait for the disk (a sync one)
         self._origin = origin  # the pool domain the request's URL points at, if any
         self.request = request
         self.original_url = url = request.url
@@ -221,10 +220,10 @@ class Exchange(RequestPlan):
     # -- the loop's steps ------------------------------------------------------------
 
     def first_step(self) -> Attempt | Wait | None:
-        """The first attempt (at the request's start: no clock read of its own), or a wait
-        for another request's probe; None to finish."""
-        with self.core.lock:  # next(): nothing is in flight or decided yet at the start
-            decision = self._next(self.started_at)
+        """The first attempt (at the request's start: no clock read of its own, and the
+        pool's lock only when needed, see :meth:`first`), or a wait for another request's
+        probe; None to finish."""
+        decision = self.first()
         if decision.__class__ is Attempt and not decision.events:  # the common case: nothing to report
             return decision
         return self._step(decision)
@@ -482,7 +481,7 @@ class Exchange(RequestPlan):
             redact_url(self.original_url),
             last.number,
             last.domain,
-            last.error_type,
+            last.outcome.error_type,
             attempt.number,
             attempt.domain.url,
             attempt.delay,
@@ -496,25 +495,13 @@ class Exchange(RequestPlan):
         records = reports(self.records)
         response = self.response
         if response is not None and not self._stale:  # no stored copy to weigh: ending() says RESPONSE
-            decided, stale = RESPONSE, None
-        else:
-            status = None if response is None else response.status_code
-            stale = self._stale_response() if self._stale and stale_may_answer(status) else None
-            decided = ending(status, stale is not None, self._state.fallback is not None)
+            return self._answer(response, records)
+        status = None if response is None else response.status_code
+        stale = self._stale_response() if self._stale and stale_may_answer(status) else None
+        decided = ending(status, stale is not None, self._state.fallback is not None)
         if decided is RESPONSE:
             assert response is not None
-            last = self.last_outcome
-            assert last is not None
-            outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
-            domain = self._answered_by
-            self._finished = True
-            if self.trace is not None:
-                self._end(outcome, domain, response.status_code, last.error_type)
-            result = (self.core.name, domain, records, outcome, False, False)  # neither stale nor a fallback's
-            response.extensions["failover"] = new_tuple(FailoverResult, result)
-            if self._state.sticky:
-                self._state.persist_sticky(self.core, wait=self._blocking)
-            return response
+            return self._answer(response, records)
         error = self._error(self.stop, records)
         error_type = semconv.OUTCOME_CIRCUIT_OPEN if not records else (records[-1].error_type or self.stop.reason)
         if decided is Ending.STALE:
@@ -531,6 +518,21 @@ class Exchange(RequestPlan):
             # Its traceback holds this frame: kept as a local, the error made a cycle that
             # left each failed request (121 objects) to the cyclic GC.
             del error
+
+    def _answer(self, response: Response, records: tuple[AttemptRecord, ...]) -> Response:
+        """Return ``response``, the last answer: a success, an answer, or a final server error."""
+        last = self.last_outcome
+        assert last is not None
+        outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
+        domain = self._answered_by
+        self._finished = True
+        if self.trace is not None:
+            self._end(outcome, domain, response.status_code, last.error_type)
+        result = (self.core.name, domain, records, outcome, False, False)  # neither stale nor a fallback's
+        response.extensions["failover"] = new_tuple(FailoverResult, result)
+        if self._state.sticky:
+            self._state.persist_sticky(self.core, wait=self._blocking)
+        return response
 
     def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> Failover:
         """The library's ``CircuitOpenError`` or ``AllDomainsFailed``."""
@@ -652,3 +654,10 @@ class Exchange(RequestPlan):
                 self.trace.attempt_abandoned(attempt.span)
             self.trace.events(events)
         self._end(semconv.OUTCOME_FAILURE, None, None, semconv.ERROR_CANCELLED)
+
+
+class AsyncExchange(Exchange):
+    """The exchange of an event loop's front-end, which never waits for the disk (a
+    class of its own, so that no request passes the flag)."""
+
+    _blocking = False

@@ -24,6 +24,7 @@ from ._classify import LIBRARIES
 from ._deadline import GRACE, async_limit, watchdog
 from ._exchange import (
     WHOLE,
+    AsyncExchange,
     Exchange,
     FailoverResult,
     Fallback,
@@ -35,7 +36,7 @@ from ._pool import Pool
 from ._race import ThreadRace, async_race
 from ._snapshot import TransportState
 from ._state import AsyncTransportOptions, State, TransportOptions, spelt_out
-from ._values import Attempt, RequestOptions, Wait
+from ._values import DEFAULT_OPTIONS, Attempt, RequestOptions, Wait
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -80,6 +81,7 @@ class _FailoverBase:
     _state: State
     _lib: ClassVar[HTTPLib]  # the library the front-end speaks (set by each declaration)
     _asynchronous = False  # an event loop's front-end: never blocks on the disk
+    _exchange: ClassVar[type[Exchange]] = Exchange  # (AsyncExchange for an event loop's)
 
     def __init__(
         self,
@@ -144,16 +146,15 @@ class _FailoverBase:
         route and options, when the front-end worked them out already (the requests and
         aiohttp front-ends route their native request first, to pass it through as it is)."""
         if routed is None:
-            options = RequestOptions.from_extensions(request.extensions)
+            extensions = request.extensions  # no options, as most requests have: no call
+            options = RequestOptions.from_extensions(extensions) if "failover" in extensions else DEFAULT_OPTIONS
             route = self._state.core.route(request.url, options)
             if route is None:
                 return None
         else:
             route, options = routed
         pool_core, pinned, origin = route
-        return Exchange(
-            self._state, self._lib, request, pool_core, pinned, origin, options, blocking=not self._asynchronous
-        )
+        return self._exchange(self._state, self._lib, request, pool_core, pinned, origin, options)
 
 
 class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
@@ -315,6 +316,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
     ``AsyncHTTPTransport()`` by default; works under asyncio and trio)."""
 
     _asynchronous = True
+    _exchange = AsyncExchange
     _transport: AsyncInner
     # The inner transport's own error for an attempt out of time, when it can tell the
     # phase (``failover_timeout_error(request)``: the aiohttp middleware's, which knows
