@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import logging
 import math
@@ -152,9 +153,11 @@ class _Limit:
 
 class _Timed:
     """An action armed on a loop's watch (:func:`loop_call_later`): called at ``at`` (the
-    loop's time) unless cancelled first."""
+    loop's time) unless cancelled first, in the context it was armed in, as
+    ``loop.call_later`` calls its callback: the watch's timer runs in the context of
+    whichever attempt set it, another request's."""
 
-    __slots__ = ("action", "at", "watch")
+    __slots__ = ("action", "at", "context", "watch")
 
     what = "a timed action"
 
@@ -162,12 +165,13 @@ class _Timed:
         self.watch = watch
         self.at = at
         self.action = action
+        self.context = contextvars.copy_context()
         watch.armed.add(self)
         if at < watch.wakes_at:
             watch.wake(at)
 
     def fire(self) -> None:
-        self.action()
+        self.context.run(self.action)
 
     def cancel(self) -> None:
         """Not called after all (done already, or never: either way it is not armed now)."""

@@ -168,6 +168,7 @@ async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
     timer.arm()
     try:
         try:
+            flight.sending = True  # from here on it is sent, even if cut first (see _async_sent)
             response: Response | None = await send(exchange, flight)
             error: BaseException | None = None
         except exchange.lib.TransportError as exc:
@@ -237,8 +238,13 @@ async def _arrive(race: Race, arrival: Arrival) -> None:
 
 
 async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Attempt) -> Arrival:
-    """Send ``flight``: it, with its response or the transport error it ended with."""
+    """Send ``flight``: it, with its response or the transport error it ended with.
+
+    It is marked as sending first (``Attempt.sending``: a cut then reports it sent, as
+    bytes may have left): nothing awaits between here and the inner transport's call, so
+    no cut falls in between. The race marks its attempts; an unhedged one is never cut."""
     try:
+        flight.sending = True
         return flight, await send(exchange, flight), None
     except exchange.lib.TransportError as exc:
         return flight, None, exc
@@ -325,6 +331,7 @@ class ThreadRace:
         # and baggage), which the hedges' threads copy.
         ticket = watchdog.call_at(time.monotonic() + delay, partial(copy_context().run, self._due, send, exchange, flight))
         try:
+            flight.sending = True  # from here on it is sent, even if cut first (see _async_sent)
             response = send(exchange, flight)
         except exchange.lib.TransportError as exc:
             if watchdog.disarm(ticket):  # a hedge fell due meanwhile: the race decides

@@ -253,7 +253,6 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         response: Any = None
         cut = False  # the watchdog shut the socket: the attempt ran out of time
         try:
-            attempt.sending = True
             response = self._transport.handle_request(attempt.request)
             limit = exchange.reads(response)
             if limit:
@@ -263,13 +262,12 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 # read timeout is a read timeout), so no GRACE.
                 ticket = watchdog.arm(attempt.deadline, response)
                 try:
-                    stream = response.stream
                     if limit is WHOLE:  # its length declared: read at C level, no count
-                        body = b"".join(stream)
-                        stream.close()
+                        body = b"".join(response.stream)
+                        response.stream.close()
                         response = exchange.read_in(response, body)
                     else:
-                        response = self._read(exchange, response, stream, limit)
+                        response = self._read(exchange, response, limit)
                 finally:
                     cut = watchdog.disarm(ticket)
         except self._lib.TransportError as exc:
@@ -288,9 +286,10 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         return response
 
     @staticmethod
-    def _read(exchange: Exchange, response: Any, stream: Any, limit: int) -> Any:
+    def _read(exchange: Exchange, response: Any, limit: int) -> Any:
         """Read ``response``'s body of no declared length, counting up to ``limit`` bytes
         (``Exchange.reads``)."""
+        stream = response.stream
         rest = iter(stream)
         chunks: list[bytes] = []
         size = 0
@@ -362,9 +361,8 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
 
     async def _run(self, exchange: Exchange) -> Resp:
         """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
-        shared = self._state.shared
-        if shared is not None and not shared.started:
-            shared.start()  # AsyncRedisHealth: its tasks live in this event loop
+        if self._state.shared is not None and not self._state.shared.started:
+            self._state.shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         try:
             response: Any = None
             step = exchange.first()
@@ -411,19 +409,16 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         response: Any = None
         try:
             with async_limit(attempt.timeout + self._grace):
-                attempt.sending = True
                 response = await self._transport.handle_async_request(attempt.request)
                 limit = exchange.reads(response)
-                if limit:
-                    stream = response.stream
-                    if limit is WHOLE:  # its length declared: no count
-                        chunks = []
-                        async for chunk in stream:
-                            chunks.append(chunk)
-                        await stream.aclose()
-                        response = exchange.read_in(response, b"".join(chunks))
-                    else:
-                        response = await self._read(exchange, response, stream, limit)
+                if limit is WHOLE:  # its length declared: no count
+                    chunks = []
+                    async for chunk in response.stream:
+                        chunks.append(chunk)
+                    await response.stream.aclose()
+                    response = exchange.read_in(response, b"".join(chunks))
+                elif limit:
+                    response = await self._read(exchange, response, limit)
         except (self._lib.TransportError, TimeoutError) as exc:
             if response is not None:
                 await response.aclose()
@@ -448,9 +443,10 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         return response
 
     @staticmethod
-    async def _read(exchange: Exchange, response: Any, stream: Any, limit: int) -> Any:
+    async def _read(exchange: Exchange, response: Any, limit: int) -> Any:
         """Read ``response``'s body of no declared length, counting up to ``limit`` bytes
         (``Exchange.reads``)."""
+        stream = response.stream
         rest = stream.__aiter__()
         chunks: list[bytes] = []
         size = 0

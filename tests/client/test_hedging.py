@@ -744,3 +744,36 @@ def test_a_slow_probe_fails_only_when_another_domain_is_faster(backup_latency: f
     probe = call(2.0, 0.6)  # the cooldown is over: the primary's probe answers slowly
     assert probe.domain == primary and probe.probe
     assert pool.breakers[primary].state.value == after
+
+
+def test_an_async_hedge_runs_in_its_own_requests_context() -> None:
+    """Concurrent hedged requests on one loop share its deadline watch, and each hedge still
+    runs in the context of the request it hedges (its spans, its baggage), never in that of
+    the request whose attempt set the watch's timer."""
+    import contextvars
+
+    who: contextvars.ContextVar[str] = contextvars.ContextVar("who")
+    seen: list[tuple[str, str, str]] = []
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.host, request.url.path, who.get("none")))
+        if request.url.host == "a.test":
+            await asyncio.sleep(0.3)  # the primary is slow: each request's hedge goes at 0.05 s
+        return httpx.Response(200)
+
+    async def main() -> None:
+        transport = AsyncFailoverTransport(
+            [Pool("api", ["http://a.test", "http://b.test"])], hedged(0.05), transport=httpx.MockTransport(handle)
+        )
+        async with httpx.AsyncClient(transport=transport) as client:
+
+            async def one(name: str) -> None:
+                who.set(name)
+                await client.get(f"http://a.test/{name}")
+
+            async with asyncio.timeout(5.0):  # bounded
+                await asyncio.gather(one("first"), one("second"))
+
+    asyncio.run(main())
+    hedges = sorted((path, name) for host, path, name in seen if host == "b.test")
+    assert hedges == [("/first", "first"), ("/second", "second")]
