@@ -171,6 +171,25 @@ def test_an_aiohttp_answer_streams_to_the_caller_as_from_a_bare_session(servers:
     assert mine[1].domain == a.url() and len(mine[1].attempts) == (2 if moves else 1)
 
 
+@pytest.mark.parametrize("decompress", [True, False])
+def test_a_gzip_answer_reaches_an_aiohttp_caller_as_from_a_bare_session(servers: Servers, decompress: bool) -> None:
+    """A ``Content-Encoding`` body reaches the caller as a bare session gives it: decoded
+    (its header kept) with ``auto_decompress``, the encoded bytes without."""
+    import gzip
+
+    a = servers["a"]
+    a.set(headers={"Content-Encoding": "gzip"}, body=gzip.compress(b'{"ok": 1}'))
+
+    async def fetch(middlewares: tuple[Any, ...]) -> tuple[bytes, str]:
+        session = aiohttp.ClientSession(middlewares=middlewares, auto_decompress=decompress)
+        async with session, session.get(a.url() + "/x") as response:
+            return await response.read(), response.headers["Content-Encoding"]
+
+    plain = asyncio.run(fetch(()))
+    mine = asyncio.run(fetch((FailoverMiddleware([Pool("api", [a.url()])], Policy()),)))
+    assert mine == plain and (plain[0] == b'{"ok": 1}') is decompress
+
+
 def test_a_prepared_request_whose_headers_are_a_plain_dict_goes_out(servers: Servers) -> None:
     """A ``PreparedRequest`` whose headers were replaced by a plain ``dict`` (not requests'
     ``CaseInsensitiveDict``) is sent with them."""
