@@ -146,15 +146,17 @@ def response(
     built.next_request = None
     built.extensions = extensions
     built.history = []
-    built.is_closed = False
-    built.is_stream_consumed = False
+    if content is None:
+        built.is_closed = built.is_stream_consumed = False
+        built.default_encoding = "utf-8"
+        built.stream = stream
+        built._num_bytes_downloaded = 0
+        return built
+    built.is_closed = built.is_stream_consumed = True
     built.default_encoding = "utf-8"
     built.stream = stream
-    built._num_bytes_downloaded = 0
-    if content is not None:
-        built.is_closed = built.is_stream_consumed = True
-        built._num_bytes_downloaded = len(content)
-        built._content = content
+    built._num_bytes_downloaded = len(content)
+    built._content = content
     return built
 
 

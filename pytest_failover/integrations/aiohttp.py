@@ -409,9 +409,10 @@ def _given_back(response: httpx.Response, body: _Body) -> ClientResponse:
     """aiohttp's response that ``response`` (the transport's answer) was made of, with
     what the exchange read of its body given back."""
     native = body.response
-    if in_memory(response):  # read by the exchange: aiohttp keeps a body it read whole,
+    if in_memory(response):  # read whole by the exchange: aiohttp keeps a body read in one go,
         if native._body is None:  # one read in chunks is in ``seen`` (decoded by aiohttp already)
             native._body = b"".join(body.seen)
+        native.content = _reader(native._body)  # the read drained the stream: it streams again
     elif response.stream is not body:  # partly read (over the read limit): give it back
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # the one way to push bytes back
@@ -446,8 +447,14 @@ async def _built(response: httpx.Response, request: ClientRequest) -> ClientResp
     native._headers = CIMultiDictProxy(CIMultiDict(response.headers.multi_items()))
     native._raw_headers = tuple(response.headers.raw)
     native._body = content
-    reader = aiohttp.StreamReader(BaseProtocol(loop), 2**16, loop=loop)
+    native.content = _reader(content)
+    return native
+
+
+def _reader(content: bytes) -> aiohttp.StreamReader:
+    """aiohttp's stream of a response, holding ``content``, ended."""
+    loop = asyncio.get_running_loop()
+    reader = aiohttp.StreamReader(BaseProtocol(loop), max(2**16, len(content)), loop=loop)  # never over its limit
     reader.feed_data(content)
     reader.feed_eof()
-    native.content = reader
-    return native
+    return reader

@@ -342,6 +342,17 @@ def _httpx_error(exc: Exception, request: httpx.Request) -> httpx.TransportError
     return None if target is None else target(str(exc), request=request)
 
 
+def _read_error(exc: Exception, request: httpx.Request) -> Exception:
+    """The error to raise for ``exc``, raised by a body read: the httpx error that
+    classifies like it, caused by it; or ``exc`` itself (no cause) when it says nothing
+    about the domain."""
+    error = _httpx_error(exc, request)
+    if error is None:
+        return exc
+    error.__cause__ = exc
+    return error
+
+
 class _Body(httpx.SyncByteStream):
     """The response body as urllib3 delivers it (still encoded), read by the exchange;
     keeps what it handed out, the whole body once the exchange read it all. Also the
@@ -358,22 +369,23 @@ class _Body(httpx.SyncByteStream):
         self.ended = False  # read to its end
 
     def __iter__(self) -> Iterator[bytes]:
-        raw = self.native.raw
+        if not self.sized:
+            return self._chunks()
+        try:  # one read, at once: no generator to make and resume
+            self.seen.append(self.native.raw.read(decode_content=False))
+        except (HTTPError, OSError) as exc:
+            raise _read_error(exc, self._request)  # noqa: B904  # its cause set there, or exc itself (no cause)
+        self.ended = True
+        return iter(self.seen)
+
+    def _chunks(self) -> Iterator[bytes]:
         seen = self.seen
         try:
-            if self.sized:  # one read
-                chunk = raw.read(decode_content=False)
+            for chunk in self.native.raw.stream(_CHUNK, decode_content=False):
                 seen.append(chunk)
                 yield chunk
-            else:
-                for chunk in raw.stream(_CHUNK, decode_content=False):
-                    seen.append(chunk)
-                    yield chunk
         except (HTTPError, OSError) as exc:
-            error = _httpx_error(exc, self._request)
-            if error is None:
-                raise
-            raise error from exc
+            raise _read_error(exc, self._request)  # noqa: B904  # its cause set there, or exc itself (no cause)
         self.ended = True
 
     def close(self) -> None:

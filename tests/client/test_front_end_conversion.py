@@ -148,24 +148,46 @@ def test_aiohttp_sends_and_hands_over_what_bare_aiohttp_does(servers: Servers) -
     assert a.seen[1][2]["Host"] == a.url().removeprefix("http://")
 
 
+@pytest.mark.parametrize("big", [False, True], ids=["held", "read by the exchange"])
 @pytest.mark.parametrize("moves", [False, True], ids=["first domain", "next domain"])
-def test_an_aiohttp_answer_streams_to_the_caller_as_from_a_bare_session(servers: Servers, moves: bool) -> None:
-    """An answer the exchange needed nothing more of (it came whole with its head) reaches
-    the caller unread: its ``content`` streams, and reads, as a bare session's does."""
+def test_an_aiohttp_answer_streams_to_the_caller_as_from_a_bare_session(servers: Servers, moves: bool, big: bool) -> None:
+    """An answer reaches the caller with its ``content`` to stream, as a bare session's:
+    one the exchange needed nothing more of (it came whole with its head) untouched, one
+    the exchange read (too long to come with its head) given back."""
     a = servers["a"]
-    a.set(body=b'{"ok": 1}')
+    body = bytes(range(256)) * 2400 if big else b'{"ok": 1}'  # 600 KiB, read within the limit
+    a.set(body=body)
 
-    async def fetch(middlewares: tuple[Any, ...], url: str) -> tuple[list[bytes], bytes, Any]:
+    async def fetch(middlewares: tuple[Any, ...], url: str) -> tuple[bytes, Any]:
         async with aiohttp.ClientSession(middlewares=middlewares) as session, session.get(url) as response:
-            streamed = [chunk async for chunk in response.content.iter_any()]
-            return streamed, await response.read(), getattr(response, "failover", None)
+            streamed = b"".join([chunk async for chunk in response.content.iter_any()])
+            return streamed, getattr(response, "failover", None)
 
     refusing = f"http://127.0.0.1:{closed_port()}"
     failover = FailoverMiddleware([Pool("api", [refusing, a.url()] if moves else [a.url()])], Policy())
     plain = asyncio.run(fetch((), a.url() + "/x"))
     mine = asyncio.run(fetch((failover,), (refusing if moves else a.url()) + "/x"))
-    assert plain[:2] == mine[:2] == ([b'{"ok": 1}'], b"")  # streamed, there is nothing left to read
-    assert mine[2].domain == a.url() and len(mine[2].attempts) == (2 if moves else 1)
+    assert plain[0] == mine[0] == body
+    assert mine[1].domain == a.url() and len(mine[1].attempts) == (2 if moves else 1)
+
+
+@pytest.mark.parametrize("decompress", [True, False])
+def test_a_gzip_answer_reaches_an_aiohttp_caller_as_from_a_bare_session(servers: Servers, decompress: bool) -> None:
+    """A ``Content-Encoding`` body reaches the caller as a bare session gives it: decoded
+    (its header kept) with ``auto_decompress``, the encoded bytes without."""
+    import gzip
+
+    a = servers["a"]
+    a.set(headers={"Content-Encoding": "gzip"}, body=gzip.compress(b'{"ok": 1}'))
+
+    async def fetch(middlewares: tuple[Any, ...]) -> tuple[bytes, str]:
+        session = aiohttp.ClientSession(middlewares=middlewares, auto_decompress=decompress)
+        async with session, session.get(a.url() + "/x") as response:
+            return await response.read(), response.headers["Content-Encoding"]
+
+    plain = asyncio.run(fetch(()))
+    mine = asyncio.run(fetch((FailoverMiddleware([Pool("api", [a.url()])], Policy()),)))
+    assert mine == plain and (plain[0] == b'{"ok": 1}') is decompress
 
 
 def test_a_prepared_request_whose_headers_are_a_plain_dict_goes_out(servers: Servers) -> None:

@@ -217,17 +217,19 @@ def test_the_package_imports_neither_library() -> None:
     assert out.stdout.split() == ["False", "False"]
 
 
-def test_a_fallback_answer_becomes_the_library_response(make_client: Any) -> None:
+@pytest.mark.parametrize("content", [b"cached", bytes(range(256)) * 2400], ids=["short", "600 KiB"])
+def test_a_fallback_answer_becomes_the_library_response(make_client: Any, content: bytes) -> None:
     """The fallback returns a response of the front-end's httpx library (httpx inside the
-    requests and aiohttp front-ends); every client hands it over as its own."""
+    requests and aiohttp front-ends); every client hands it over as its own, a body past
+    aiohttp's stream buffer too (its stream once refused it)."""
     dead = f"http://127.0.0.1:{closed_port()}"
     client = make_client(
         [Pool("api", [dead])],
         fast(),
-        fallback=lambda request, error: http_of(request).Response(203, headers={"X-Offline": "1"}, content=b"cached"),
+        fallback=lambda request, error: http_of(request).Response(203, headers={"X-Offline": "1"}, content=content),
     )
     response = client.request("GET", dead + "/x")
-    assert (response.status_code, response.headers["x-offline"], response.content) == (203, "1", b"cached")
+    assert (response.status_code, response.headers["x-offline"], response.content) == (203, "1", content)
     assert response.failover is not None and response.failover.fallback
 
 

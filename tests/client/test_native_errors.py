@@ -257,6 +257,37 @@ def test_an_unmapped_requests_error_propagates_unchanged_without_a_cause() -> No
     assert caught.value is bad and bad.__cause__ is None
 
 
+class _Raw:
+    """A urllib3 response whose body read fails with ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def read(self, decode_content: bool = True) -> bytes:
+        raise self.error
+
+    def stream(self, amt: int, decode_content: bool = True) -> Iterator[bytes]:
+        raise self.error
+        yield b""  # a generator, as urllib3's
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["one read", "in chunks"])
+def test_a_requests_body_read_error_is_mapped_or_left_as_it_is(sized: bool) -> None:
+    """A body read that breaks raises the httpx error that classifies like it, caused by
+    it; one that says nothing about the domain (a bad encoding) leaves unchanged, no cause."""
+    native = requests.Response()
+    broken = ProtocolError("Connection broken")
+    native.raw = _Raw(broken)
+    with pytest.raises(httpx.RemoteProtocolError) as caught:
+        b"".join(requests_frontend._Body(native, REQUEST, sized, False))
+    assert caught.value.__cause__ is broken and caught.value.request is REQUEST
+    undecodable = u3.DecodeError("bad")
+    native.raw = _Raw(undecodable)
+    with pytest.raises(u3.DecodeError) as left:
+        b"".join(requests_frontend._Body(native, REQUEST, sized, False))
+    assert left.value is undecodable and undecodable.__cause__ is None
+
+
 def test_aiohttp_errors_are_raised_as_httpx_errors_caused_by_them() -> None:
     """The mapped error has the listed class, the original's message and the request."""
     raised = aiohttp.ServerDisconnectedError("gone")
