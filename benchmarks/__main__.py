@@ -27,6 +27,7 @@ BENCHMARKS = {
     "scenarios": "benchmarks.scenarios",
     "fleet": "benchmarks.fleet",
     "tail": "benchmarks.tail",
+    "hedge_cost": "benchmarks.hedge_cost",
     "slow_primary": "benchmarks.slow_primary",
     "opcodes": "benchmarks.opcodes",
     "instructions": "benchmarks.instructions",

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -50,6 +50,11 @@ class Server:
 
     def count(self) -> int:
         """Requests answered so far (asked over a fresh connection)."""
+        return self.counts()["count"]
+
+    def counts(self) -> dict[str, int]:
+        """``count``: requests answered so far; ``connections``: the connections that carried
+        one (asked over a fresh connection, which neither counts)."""
         with socket.create_connection(("127.0.0.1", self.ports[0]), timeout=5) as sock:
             sock.sendall(b"GET /__count HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             data = b""
@@ -59,7 +64,8 @@ class Server:
                 if not chunk:
                     break
                 data += chunk
-        return int(json.loads(data.split(b"\r\n\r\n", 1)[1])["count"])
+        answer = json.loads(data.split(b"\r\n\r\n", 1)[1])
+        return {"count": int(answer["count"]), "connections": int(answer["connections"])}
 
 
 @contextmanager
@@ -159,11 +165,7 @@ def interleave(
     samples: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     start = time.monotonic()
-    for r in range(rounds):
-        shift = r % len(names)
-        order = names[shift:] + names[:shift]
-        if r % 2:
-            order.reverse()
+    for r, order in enumerate(rotations(names, rounds)):
         if r % 10 == 0:
             gc.collect()  # outside the timing; the collector stays on while timing, as in real use
         for name in order:
@@ -175,6 +177,18 @@ def interleave(
         if r + 1 >= min_rounds and time.monotonic() - start > max_seconds:
             break
     return Timings(samples, cpu)
+
+
+T = TypeVar("T")
+
+
+def rotations(items: Sequence[T], count: int) -> Iterator[list[T]]:
+    """The order of each of ``count`` rounds: ``items`` rotated by one more each round, every
+    other round reversed, so that each runs first, last and beside every other alike."""
+    for r in range(count):
+        shift = r % len(items)
+        order = list(items[shift:]) + list(items[:shift])
+        yield order[::-1] if r % 2 else order
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 It answers every request with ``200`` and a two-byte JSON body (or ``503`` on the
 ports listed in ``--status-503``), keeps connections alive unless the client asks
-for ``Connection: close``, and counts the requests it answered. ``GET /__count``
-returns that count (not counted itself); ``GET /v1/chunked`` answers the same body
+for ``Connection: close``, and counts the requests it answered and the connections
+that carried one. ``GET /__count`` returns both (not counted itself); ``GET /v1/chunked`` answers the same body
 without a length (``Transfer-Encoding: chunked``); ``POST /v1/chat/completions`` answers a
 short OpenAI ``chat.completion`` (what the SDK benchmark's calls parse). It listens only on 127.0.0.1, prints
 ``{"ports": [...]}`` on one line once it is ready, and exits when its standard
@@ -24,6 +24,7 @@ import sys
 import threading
 
 _COUNT = 0
+_CONNECTIONS = 0  # connections that carried a counted request
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
 _CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
 _COMPLETION_BODY = json.dumps({
@@ -47,13 +48,14 @@ class _Http(asyncio.Protocol):
         self.status_line = status_line
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
+        self.counted = False  # this connection carried a counted request
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        global _COUNT
+        global _COUNT, _CONNECTIONS
         self.buffer += data
         while True:
             end = self.buffer.find(b"\r\n\r\n")
@@ -74,8 +76,12 @@ class _Http(asyncio.Protocol):
             self.buffer = self.buffer[total:]
             close = b"\r\nconnection: close" in head
             assert self.transport is not None
-            if head.startswith(b"get /__count "):
-                body = json.dumps({"count": _COUNT}).encode()
+            counted = not head.startswith(b"get /__count ")
+            if counted and not self.counted:
+                self.counted = True
+                _CONNECTIONS += 1
+            if not counted:
+                body = json.dumps({"count": _COUNT, "connections": _CONNECTIONS}).encode()
                 self.transport.write(
                     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                     + str(len(body)).encode() + b"\r\n\r\n" + body

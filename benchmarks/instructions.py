@@ -72,6 +72,7 @@ PAIRS = {
     opcodes.HTTPX_SYNC: opcodes.BARE_HTTPX,
     opcodes.HTTPX_ASYNC: opcodes.BARE_HTTPX_ASYNC,
     opcodes.HEDGING: opcodes.BARE_HTTPX,
+    opcodes.ASYNC_HEDGING: opcodes.BARE_HTTPX_ASYNC,
     opcodes.HTTPX2_SYNC: opcodes.BARE_HTTPX2,
     opcodes.REQUESTS_ADAPTER: opcodes.BARE_REQUESTS,
     opcodes.AIOHTTP: opcodes.BARE_AIOHTTP,

@@ -11,7 +11,8 @@ modules and fill caches). Variants:
 - httpx sync (``FailoverTransport``) and async (``AsyncFailoverTransport``);
 - httpx2 sync (``pytest_failover.httpx2.FailoverTransport``), the same request path
   over httpx2 and httpcore2;
-- httpx sync with ``Policy(hedging=Hedging(delay=1.0))``: hedging configured, never due;
+- httpx sync and async with ``Policy(hedging=Hedging(delay=1.0))``: hedging configured,
+  never due (async: the race's loop timer armed and cancelled each request);
 - requests with ``FailoverAdapter`` mounted;
 - aiohttp with ``FailoverMiddleware``.
 
@@ -98,9 +99,10 @@ HTTPX_SYNC = "httpx sync"
 HTTPX_ASYNC = "httpx async"
 HTTPX2_SYNC = "httpx2 sync"
 HEDGING = "httpx sync, Hedging(delay=1.0)"
+ASYNC_HEDGING = "httpx async, Hedging(delay=1.0)"
 REQUESTS_ADAPTER = "requests FailoverAdapter"
 AIOHTTP = "aiohttp FailoverMiddleware"
-VARIANTS = (HTTPX_SYNC, HTTPX_ASYNC, HTTPX2_SYNC, HEDGING, REQUESTS_ADAPTER, AIOHTTP)
+VARIANTS = (HTTPX_SYNC, HTTPX_ASYNC, HTTPX2_SYNC, HEDGING, ASYNC_HEDGING, REQUESTS_ADAPTER, AIOHTTP)
 BARE_HTTPX = "httpx, bare"
 BARE_HTTPX_ASYNC = "httpx async, bare"
 BARE_HTTPX2 = "httpx2, bare"
@@ -439,6 +441,7 @@ _BUILD: dict[str, Callable[[int], AbstractContextManager[Send]]] = {  # answers 
     HTTPX_ASYNC: lambda answers: _httpx(answers, asynchronous=True),
     HTTPX2_SYNC: lambda answers: _httpx(answers, httpx2=True),
     HEDGING: lambda answers: _httpx(answers, hedging=True),
+    ASYNC_HEDGING: lambda answers: _httpx(answers, asynchronous=True, hedging=True),
     REQUESTS_ADAPTER: lambda answers: _requests(),
     AIOHTTP: lambda answers: _aiohttp(),
     BARE_HTTPX: lambda answers: _httpx(answers, failover=False),

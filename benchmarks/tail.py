@@ -247,13 +247,6 @@ class Pair:
     backup: str
 
 
-def rotations(items: Sequence[Pair], count: int) -> Iterator[list[Pair]]:
-    """``count`` orders of ``items``: rotated each time, every other one reversed."""
-    for r in range(count):
-        order = list(items[r % len(items):]) + list(items[: r % len(items)])
-        yield order[::-1] if r % 2 else order
-
-
 def slow(sim: Simulated, host: str, sizes: Sizes) -> None:
     """Give ``host`` the seeded held answers, from the start of their sequence."""
     sim.slow(host, share=sizes.slow_share, seconds=sizes.slow_seconds, seed=sizes.seed)
@@ -273,7 +266,7 @@ def _finish(sim: Simulated, pairs: Sequence[Pair], runs: dict[str, Run]) -> None
 
 def turns(pairs: Sequence[Pair], runs: dict[str, Run], sizes: Sizes, deadline: float) -> Iterator[tuple[Pair, int]]:
     """The sequential modes' schedule: (pair, requests to send now), round after round."""
-    for order in rotations(pairs, math.ceil(sizes.requests / sizes.chunk)):
+    for order in h.rotations(pairs, math.ceil(sizes.requests / sizes.chunk)):
         for pair in order:
             run = runs[pair.variant.label]
             yield pair, min(sizes.chunk, sizes.requests - len(run.latencies) - run.errors)
@@ -330,7 +323,7 @@ async def concurrent_async(
             before[pair.variant.label] = _counts_of(sim, pair)
             clients[pair.variant.label] = async_client(sim, pair.primary, pair.backup, pair.variant.policy)
         try:
-            for order in rotations(pairs, sizes.blocks):
+            for order in h.rotations(pairs, sizes.blocks):
                 for pair in order:
                     run, client = current[pair.variant.label], clients[pair.variant.label]
                     url, backup = sim.url(pair.primary) + PATH, sim.url(pair.backup)

@@ -17,7 +17,8 @@ fallback's answer is turned into one. Requests to other hosts go straight to ``h
 
 - Bodies: ``bytes``, ``str``, JSON and form bodies may be re-sent; any other payload (a
   ``StreamReader``, an async generator, a file) is never re-sent once a byte may have
-  left (one that failed before connecting moves on).
+  left (one that failed before connecting moves on). An answer that came whole with its
+  head (aiohttp holds every byte) reaches the caller untouched, as from a bare session.
 - Time: each attempt is bounded by the policy's attempt time and deadline; a connect
   that does not finish in time is a ``connect_timeout``, one that stalls after the
   request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies.
@@ -46,6 +47,7 @@ try:
     from aiohttp.base_protocol import BaseProtocol
     from aiohttp.client_middlewares import ClientHandlerType
     from aiohttp.helpers import TimerNoop
+    from aiohttp.streams import EMPTY_PAYLOAD
     from multidict import CIMultiDict, CIMultiDictProxy
     from yarl import URL
 except ImportError as exc:  # pragma: no cover - exercised by the install hint test
@@ -93,6 +95,12 @@ class CircuitOpenError(aiohttp.ClientConnectionError, _exceptions.CircuitOpenErr
 
 
 _KINDS = (AllDomainsFailed, CircuitOpenError)
+
+# The aiohttp-side state of one exchange, carried in the httpx request's extensions: the
+# ClientRequest and the handler that sends it, the caller's URL (which the ClientRequest
+# keeps) and the headers as httpx holds them for it (the last ones sent, as the
+# ClientRequest has them). A tuple: built for every request, unpacked at each attempt.
+_Sent = tuple[ClientRequest, ClientHandlerType, httpx.URL, _convert.Triples]
 
 # The connectors ``FailoverMiddleware.connector()`` made, and the resolving state each
 # resolves through (weak: a closed session's connector goes).
@@ -162,11 +170,9 @@ class FailoverMiddleware(_FrontEnd):
         if dialer is not None:
             _check_connector(request, dialer)
         body = request.body
-        replayable = body == b"" or isinstance(body, payload.BytesPayload)
-        session = request.session
+        stream = _REPLAYABLE if body == b"" or isinstance(body, payload.BytesPayload) else _Unreplayable()
         headers = _convert.encoded(request.headers.items())
-        sent = _Sent(request, handler, session.auto_decompress if session is not None else True, url, headers._list)
-        stream = _REPLAYABLE if replayable else _Unreplayable()
+        sent: _Sent = (request, handler, url, list(headers._list))  # a copy: the exchange may change them
         outgoing = _convert.request(request.method, url, headers, stream, {**extensions, "timeout": _UNREAD_TIMEOUTS, _NATIVE: sent})
         try:
             exchange = self._transport._begin(outgoing, (route, options))
@@ -174,10 +180,16 @@ class FailoverMiddleware(_FrontEnd):
             response = await self._transport._run(exchange)
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
-        read: _Body | None = response.extensions.get(_NATIVE)
-        # aiohttp's own answer (sync: no coroutine made per request), or one built for a
-        # stale copy or the fallback's answer
-        native = _given_back(response, read) if read is not None else await _built(response, request)
+        read: _Body | ClientResponse | None = response.extensions.get(_NATIVE)
+        # aiohttp's own answer (sync: no coroutine made per request): as aiohttp handed it
+        # over when its body was in memory (``_held``), else with what the exchange read of
+        # its body given back; or one built for a stale copy or the fallback's answer
+        if read is None:
+            native = await _built(response, request)
+        elif isinstance(read, _Body):
+            native = _given_back(response, read)
+        else:
+            native = read
         native.failover = response.extensions["failover"]  # type: ignore[attr-defined]  # its documented place
         return native
 
@@ -194,26 +206,6 @@ def _check_connector(request: ClientRequest, dialer: Dialer) -> None:
             f"Policy.resolver (for {hosts}) works through the connector the FailoverMiddleware "
             "makes: aiohttp.ClientSession(connector=failover.connector(), middlewares=(failover,))"
         )
-
-
-class _Sent:
-    """The aiohttp-side state of one exchange, carried in the httpx request's extensions."""
-
-    __slots__ = ("decompress", "handler", "headers", "request", "url")
-
-    def __init__(
-        self,
-        request: ClientRequest,
-        handler: ClientHandlerType,
-        decompress: bool,
-        url: httpx.URL,
-        headers: _convert.Triples,
-    ) -> None:
-        self.request = request
-        self.handler = handler
-        self.decompress = decompress  # aiohttp hands over decoded bodies
-        self.url = url  # the caller's URL, which ``request`` keeps
-        self.headers = list(headers)  # its headers, as httpx holds them (a copy: the exchange may change them)
 
 
 class _Unreplayable(httpx.AsyncByteStream):
@@ -233,36 +225,44 @@ class _HandlerIO(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
-        native = sent.request
+        native, handler, url, last = sent
         triples = request.headers._list
-        if request.url is not sent.url:
+        if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
             native = copy.copy(native)
             native.url = native.original_url = URL(str(request.url), encoded=True)
             native.headers = CIMultiDict(_convert.decoded(triples))
-        elif triples != sent.headers:  # the exchange set trace context (one attempt at a time here)
+        elif triples != last:  # the exchange set trace context (one attempt at a time here)
             native.headers = CIMultiDict(_convert.decoded(triples))
-            sent.headers = list(triples)
+            last[:] = triples
         native.response = None  # set by aiohttp once the request went out
         request.extensions[_SENDING] = native  # for failover_timeout_error
         try:
-            response = await sent.handler(native)
+            response = await handler(native)
         except aiohttp.ClientError as exc:
             error = _httpx_error(exc, request)
             if error is None:
                 raise
             raise error from exc
         raw = response.raw_headers
-        if sent.decompress and "Content-Encoding" in response.headers:  # aiohttp decodes the body
+        encoded = "Content-Encoding" in response.headers
+        if encoded and _decompresses(native):  # aiohttp decoded the body: its bytes are plain
             raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
-        body = _Body(response, request)
-        extensions: dict[str, Any] = {_NATIVE: body}
+            encoded = False
+        held = None if encoded else _held(response)
+        stream: httpx.AsyncByteStream
+        if held is None:  # what the exchange may read, and give back
+            stream = body = _Body(response, request)
+            extensions: dict[str, Any] = {_NATIVE: body}
+        else:  # nothing left to read or to break: aiohttp's answer as it is
+            stream = _convert.READ
+            extensions = {_NATIVE: response}
         if self.dialer is not None:
             peer = self._peer(response)
             if peer is not None:
                 extensions["network_stream"] = peer
-        return _convert.response(response.status, _convert.from_bytes(raw), body, extensions)
+        return _convert.response(response.status, _convert.from_bytes(raw), stream, extensions, held)
 
     @staticmethod
     def failover_timeout_error(request: httpx.Request) -> httpx.TransportError:
@@ -339,7 +339,10 @@ def _httpx_error(exc: aiohttp.ClientError, request: httpx.Request) -> httpx.Tran
 
 class _Body(httpx.AsyncByteStream):
     """The response body as aiohttp delivers it, read by the exchange; keeps what it
-    handed out, so that a body read in part can be given back to aiohttp's stream."""
+    handed out, so that a body read in part can be given back to aiohttp's stream.
+
+    Its own iterator, not an async generator: asyncio registers each async generator
+    with its loop (a weak set, a hook call) and the exchange iterates one per read."""
 
     __slots__ = ("_request", "response", "seen")
 
@@ -348,26 +351,58 @@ class _Body(httpx.AsyncByteStream):
         self._request = request
         self.seen: list[bytes] = []
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> _Body:
+        return self
+
+    async def __anext__(self) -> bytes:
         response = self.response
         try:
             if response.content_length is not None:  # one read, aiohttp's fastest path
-                yield await response.read()
-                return
-            async for chunk in response.content.iter_any():
-                self.seen.append(chunk)
-                yield chunk
+                if response._body is not None:  # read already: the end
+                    raise StopAsyncIteration
+                return await response.read()
+            chunk = await response.content.readany()  # as aiohttp's iter_any()
         except aiohttp.ClientError as exc:
             error = _httpx_error(exc, self._request)
             if error is None:
                 raise
             raise error from exc
+        if not chunk:
+            raise StopAsyncIteration
+        self.seen.append(chunk)
+        return chunk
 
     async def aclose(self) -> None:
         # Read to its end, the body has already given its connection back (and a
         # released response would refuse ``read()``); otherwise let the connection go.
         if self.response._body is None and not self.response.content.at_eof():
             self.response.release()
+
+
+def _decompresses(request: ClientRequest) -> bool:
+    """Does aiohttp decode the body of ``request``'s answer (its session's ``auto_decompress``)?"""
+    session = request.session
+    return session.auto_decompress if session is not None else True
+
+
+def _held(response: ClientResponse) -> bytes | None:
+    """The whole body of ``response`` when aiohttp holds it already (None: some of it is
+    still to come, or its read failed). It is left where it is, for the caller to read or
+    stream as without the middleware: aiohttp's ``read()``, or every byte already in its
+    stream (a short answer comes in the packet of its head; aiohttp gave the connection
+    back to its pool then). Read from the stream's buffer (aiohttp's ``StreamReader``
+    keeps a deque of chunks and the offset read into the first; nothing reads it before the
+    caller), as aiohttp has no public way to look at unread bytes without taking them."""
+    body = response._body
+    if body is not None:
+        return body
+    content = response.content
+    if content is EMPTY_PAYLOAD:  # no body (HEAD, 204, 304)
+        return b""
+    if not content.is_eof() or content.exception() is not None:
+        return None
+    held = b"".join(content._buffer)
+    return held[content._buffer_offset :] if content._buffer_offset else held
 
 
 def _given_back(response: httpx.Response, body: _Body) -> ClientResponse:
