@@ -489,3 +489,29 @@ def test_a_failing_timed_action_is_logged_and_the_later_deadlines_still_fire(
 
     run(main())
     assert "a timed action at its deadline failed" in caplog.text
+
+
+def test_an_action_that_cancels_another_due_with_it_leaves_the_watch_running(run: Run) -> None:
+    """Two timed actions due together, each cancelling the other (as ``loop.call_later``'s
+    handles may): one runs, the other does not, and the loop's later deadlines still fire."""
+
+    async def main() -> None:
+        ran: list[str] = []
+        handles: dict[str, _deadline._Timed] = {}
+
+        def action(name: str, other: str) -> Callable[[], None]:
+            def act() -> None:
+                ran.append(name)
+                handles[other].cancel()
+
+            return act
+
+        loop = asyncio.get_running_loop()
+        handles["a"] = _deadline.loop_call_later(loop, 0.01, action("a", "b"))
+        handles["b"] = _deadline.loop_call_later(loop, 0.01, action("b", "a"))
+        async with asyncio.timeout(5.0):  # bounded: a watch left without its timer never cuts this
+            elapsed, lag = await _timed_cut(0.1)
+        assert len(ran) == 1, ran
+        assert _on_time(elapsed, 0.1, lag), (elapsed, lag)
+
+    run(main())
