@@ -220,6 +220,8 @@ class _LoopWatch:
         due = max(self.loop.time(), self.wakes_at)
         armed = self.armed
         for guard in [guard for guard in armed if guard.at <= due]:
+            if guard not in armed:  # cancelled by an action that fired before it, this turn
+                continue
             armed.remove(guard)
             try:
                 guard.fire()

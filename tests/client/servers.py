@@ -154,14 +154,24 @@ class LoopbackServer:
         with self.lock:
             return sum(self.counts.values())
 
-    def total_settled(self, expected: int, timeout: float = 2.0) -> int:
-        """The requests this server has read, once it has read ``expected`` of them or
-        ``timeout`` passed: a cut attempt's bytes may wait in the socket for the server's
-        loop a while after the client is done with it (seconds, on a loaded machine)."""
+    def of_path(self, path: str) -> int:
+        """The requests this server has read for ``path``."""
+        with self.lock:
+            return sum(seen == path for _, seen, _, _ in self.seen)
+
+    def total_settled(self, expected: int, timeout: float = 2.0, path: str | None = None) -> int:
+        """The requests this server has read (for ``path``, if given), once it has read
+        ``expected`` of them or ``timeout`` passed: a cut attempt's bytes may wait in the
+        socket for the server's loop a while after the client is done with it (seconds,
+        on a loaded machine)."""
         deadline = time.monotonic() + timeout
-        while self.total < expected and time.monotonic() < deadline:
+
+        def count() -> int:
+            return self.total if path is None else self.of_path(path)
+
+        while count() < expected and time.monotonic() < deadline:
             time.sleep(0.005)
-        return self.total
+        return count()
 
     def close(self) -> None:
         async def stop() -> None:

@@ -38,7 +38,8 @@ from .load import alongside
 HOSTS = ("api.stale.test", "api2.stale.test")
 USERS = [f"token-{n}" for n in range(20)]
 PATHS = {"/public": "public, max-age=60", "/private": "private, max-age=60"}
-SECONDS = 1.5  # how long the domains flip (and the workers run)
+SECONDS = 1.5  # how long the domains flip and the workers run, at least ...
+MOST = 15.0  # ... and at most, until the run means something (Tally.enough): a loaded machine answers fewer
 POLICY = Policy(
     schedule=ExponentialBackoff(base=0.001, cap=0.005, max_attempts=2),
     stale_on_failure=True,
@@ -63,7 +64,7 @@ def flipping() -> Iterator[FakeDomains]:
 
         def flip() -> None:
             draw = random.Random(9)
-            deadline = time.monotonic() + SECONDS
+            deadline = time.monotonic() + MOST
             while not stop.wait(0.02) and time.monotonic() < deadline:
                 for host in HOSTS:
                     if draw.random() < 0.6:
@@ -104,6 +105,10 @@ class Tally:
         with self.lock:
             self.outcomes[type(exc).__name__] += 1
 
+    def enough(self) -> bool:
+        """The run means something: answers of both kinds, and stale copies served in outages."""
+        return self.outcomes["fresh"] > 100 and self.outcomes["stale"] > 10
+
 
 def test_no_user_ever_gets_another_users_answer_under_concurrency(flipping: FakeDomains) -> None:
     pool = Pool("api", [f"http://{host}" for host in HOSTS])
@@ -111,7 +116,11 @@ def test_no_user_ever_gets_another_users_answer_under_concurrency(flipping: Fake
     sync_transport = FailoverTransport.sharing(async_transport)  # one cache for both
     tally = Tally()
     errors: list[BaseException] = []
-    ends = time.monotonic() + SECONDS
+    started = time.monotonic()
+
+    def running() -> bool:
+        elapsed = time.monotonic() - started
+        return elapsed < SECONDS or (elapsed < MOST and not tally.enough())
 
     def request_of(draw: random.Random) -> tuple[str, str, dict[str, str]]:
         token, path = draw.choice(USERS), draw.choice(sorted(PATHS))
@@ -122,7 +131,7 @@ def test_no_user_ever_gets_another_users_answer_under_concurrency(flipping: Fake
     def thread_worker(n: int) -> None:
         draw = random.Random(n)
         try:
-            while time.monotonic() < ends:
+            while running():
                 token, path, headers = request_of(draw)
                 try:
                     tally.answer(token, path, sync_client.get(f"http://{HOSTS[0]}{path}", headers=headers))
@@ -133,7 +142,7 @@ def test_no_user_ever_gets_another_users_answer_under_concurrency(flipping: Fake
 
     async def task_worker(client: httpx.AsyncClient, n: int) -> None:
         draw = random.Random(1000 + n)
-        while time.monotonic() < ends:
+        while running():
             token, path, headers = request_of(draw)
             try:
                 tally.answer(token, path, await client.get(f"http://{HOSTS[0]}{path}", headers=headers))
@@ -149,5 +158,4 @@ def test_no_user_ever_gets_another_users_answer_under_concurrency(flipping: Fake
     sync_client.close()
     assert not errors, errors
     assert not tally.leaks, tally.leaks[:5]
-    # the run meant something: answers of both kinds, and stale copies served in outages
-    assert tally.outcomes["fresh"] > 100 and tally.outcomes["stale"] > 10, tally.outcomes
+    assert tally.enough(), tally.outcomes  # within MOST seconds
