@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from ._state import State
 
 __all__ = [
+    "WHOLE",
+    "AsyncExchange",
     "Exchange",
     "FailoverResult",
     "Fallback",
@@ -87,6 +89,10 @@ _RESULTS = {
 
 
 _EVENT_STREAM = b"text/event-stream"
+
+# What :meth:`Exchange.reads` answers for a body whose length is declared within the limit:
+# read it all, with no count (the connection ends it at that length).
+WHOLE = -1
 
 
 # (lowercased name, value) of each of a ``Headers``' (raw name, lowercased name, value) triples.
@@ -172,6 +178,7 @@ class Exchange(RequestPlan):
     error: BaseException | None = None  # the last attempt's, a TransportError of the library
     stop: Stop = DONE  # why no attempt follows (set when the plan stops for another reason)
     _finished = False  # the request's telemetry has ended (read by abandon only)
+    _blocking = True  # its front-end may wait for the disk (a sync one: see AsyncExchange)
     trace: RequestTrace | None
 
     def __init__(
@@ -183,12 +190,9 @@ class Exchange(RequestPlan):
         pinned: Domain | None,
         origin: Domain | None,
         options: RequestOptions,
-        *,
-        blocking: bool,
     ) -> None:
         self._state = state
         self.lib = lib
-        self._blocking = blocking  # the front-end may wait for the disk (a sync one)
         self._origin = origin  # the pool domain the request's URL points at, if any
         self.request = request
         self.original_url = url = request.url
@@ -216,10 +220,10 @@ class Exchange(RequestPlan):
     # -- the loop's steps ------------------------------------------------------------
 
     def first_step(self) -> Attempt | Wait | None:
-        """The first attempt (at the request's start: no clock read of its own), or a wait
-        for another request's probe; None to finish."""
-        with self.core.lock:  # next(): nothing is in flight or decided yet at the start
-            decision = self._next(self.started_at)
+        """The first attempt (at the request's start: no clock read of its own, and the
+        pool's lock only when needed, see :meth:`first`), or a wait for another request's
+        probe; None to finish."""
+        decision = self.first()
         if decision.__class__ is Attempt and not decision.events:  # the common case: nothing to report
             return decision
         return self._step(decision)
@@ -309,9 +313,10 @@ class Exchange(RequestPlan):
 
     def reads(self, response: Response) -> int:
         """How much of ``response``'s body the transport reads into memory before the
-        outcome is known (at most :attr:`body_limit` bytes), or 0 to hand it over unread.
-        The transport reads it (one loop, its own I/O), then hands it to :meth:`read_in`,
-        or to :meth:`continued` past the limit.
+        outcome is known: :data:`WHOLE` (all of it, uncounted), a count of bytes (at most
+        :attr:`body_limit`) or 0 to hand it over unread. The transport reads it (its own
+        I/O), then hands the bytes to :meth:`read_in`, or to :meth:`continued` past the
+        count.
 
         Only a 2xx body is read, and only one that declares no length or one within the
         limit (a value that is not a plain number, or two values, declare none: h11
@@ -319,7 +324,10 @@ class Exchange(RequestPlan):
         text/event-stream``: server-sent events, an LLM's tokens): each event reaches the
         caller as it comes, and a connection that breaks mid-stream reaches the caller
         too, never replayed elsewhere. Nor one the inner transport read already (an
-        in-process one): nothing is left to break.
+        in-process one): nothing is left to break. A body whose length is declared within
+        the limit is read :data:`WHOLE`: the connection holds it to that length (h11, h2,
+        ``http.client`` and aiohttp's parser end the body there), so no count is kept and
+        the sync loop reads it at C level; only a body of no declared length is counted.
 
         Either way the caller gets a response as its library would hand it over: unread,
         so that the client decodes the bytes as they came and sets ``elapsed`` as it
@@ -334,27 +342,28 @@ class Exchange(RequestPlan):
         takes the loop over the triples instead. ``headers.get`` encodes the key and
         decodes each match (1.9 µs against 0.23 µs for a scan of the list, timeit)."""
         limit = self.body_limit
-        if limit == 0 or response.status_code // 100 != 2 or response.is_stream_consumed:
+        if not limit or response.status_code // 100 != 2 or response.is_stream_consumed:
             return 0
         raw = response.headers._list
         named = dict(map(_NAME_VALUE, raw))
         if len(named) < len(raw):
             return limit if _fits_in_memory_repeated(raw, limit) else 0
-        kind = named.get(b"content-type")
-        if kind is not None and kind.lower().startswith(_EVENT_STREAM):
+        if named.get(b"content-type", b"").lower().startswith(_EVENT_STREAM):
             return 0
         length = named.get(b"content-length")
-        return limit if length is None or not length.isdigit() or int(length) <= limit else 0
+        if length is None or not length.isdigit():
+            return limit  # no length declared: counted as it comes
+        return WHOLE if int(length) <= limit else 0
 
-    def read_in(self, response: Response, chunks: list[bytes]) -> Response:
-        """``response`` with its body (``chunks``, all of it) in memory: a mid-body failure
-        could still fail over, the stale cache may store it, the app-error check may read
-        it (the caller closed its stream). The same response, its stream replaced: a new
+    def read_in(self, response: Response, body: bytes) -> Response:
+        """``response`` with its ``body`` (all of it) in memory: a mid-body failure could
+        still fail over, the stale cache may store it, the app-error check may read it
+        (the caller closed its stream). The same response, its stream replaced: a new
         ``httpx.Response`` cost 87,000 instructions, as much again as the transport adds to
         a whole request (callgrind, in process). Left unread unless the exchange looks at
         the body (``_loads``); then decoded into ``content``, the raw bytes left to stream
         again."""
-        response.stream = self.lib.InMemory(b"".join(chunks))  # of the front-end's library
+        response.stream = self.lib.InMemory(body)  # of the front-end's library
         if self._loads:
             response.read()
             response.elapsed = datetime.timedelta(seconds=self.clock() - self.started_at)
@@ -362,7 +371,7 @@ class Exchange(RequestPlan):
         return response
 
     def continued(self, response: Response, chunks: list[bytes], rest: Any, stream: Any) -> Response:
-        """``response`` (a body over :meth:`reads`' limit) streaming the ``chunks`` read so
+        """``response`` (a body over :meth:`reads`' count) streaming the ``chunks`` read so
         far, then ``rest`` of ``stream``, untouched and uncached."""
         response.stream = self.lib.Continued(chunks, rest, stream)
         return response
@@ -468,7 +477,7 @@ class Exchange(RequestPlan):
             redact_url(self.original_url),
             last.number,
             last.domain,
-            last.error_type,
+            last.outcome.error_type,
             attempt.number,
             attempt.domain.url,
             attempt.delay,
@@ -482,25 +491,13 @@ class Exchange(RequestPlan):
         records = reports(self.records)
         response = self.response
         if response is not None and not self._stale:  # no stored copy to weigh: ending() says RESPONSE
-            decided, stale = RESPONSE, None
-        else:
-            status = None if response is None else response.status_code
-            stale = self._stale_response() if self._stale and stale_may_answer(status) else None
-            decided = ending(status, stale is not None, self._state.fallback is not None)
+            return self._answer(response, records)
+        status = None if response is None else response.status_code
+        stale = self._stale_response() if self._stale and stale_may_answer(status) else None
+        decided = ending(status, stale is not None, self._state.fallback is not None)
         if decided is RESPONSE:
             assert response is not None
-            last = self.last_outcome
-            assert last is not None
-            outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
-            domain = self._answered_by
-            self._finished = True
-            if self.trace is not None:
-                self._end(outcome, domain, response.status_code, last.error_type)
-            result = (self.core.name, domain, records, outcome, False, False)  # neither stale nor a fallback's
-            response.extensions["failover"] = new_tuple(FailoverResult, result)
-            if self._state.sticky:
-                self._state.persist_sticky(self.core, wait=self._blocking)
-            return response
+            return self._answer(response, records)
         error = self._error(self.stop, records)
         error_type = semconv.OUTCOME_CIRCUIT_OPEN if not records else (records[-1].error_type or self.stop.reason)
         if decided is Ending.STALE:
@@ -517,6 +514,21 @@ class Exchange(RequestPlan):
             # Its traceback holds this frame: kept as a local, the error made a cycle that
             # left each failed request (121 objects) to the cyclic GC.
             del error
+
+    def _answer(self, response: Response, records: tuple[AttemptRecord, ...]) -> Response:
+        """Return ``response``, the last answer: a success, an answer, or a final server error."""
+        last = self.last_outcome
+        assert last is not None
+        outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
+        domain = self._answered_by
+        self._finished = True
+        if self.trace is not None:
+            self._end(outcome, domain, response.status_code, last.error_type)
+        result = (self.core.name, domain, records, outcome, False, False)  # neither stale nor a fallback's
+        response.extensions["failover"] = new_tuple(FailoverResult, result)
+        if self._state.sticky:
+            self._state.persist_sticky(self.core, wait=self._blocking)
+        return response
 
     def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> Failover:
         """The library's ``CircuitOpenError`` or ``AllDomainsFailed``."""
@@ -638,3 +650,10 @@ class Exchange(RequestPlan):
                 self.trace.attempt_abandoned(attempt.span)
             self.trace.events(events)
         self._end(semconv.OUTCOME_FAILURE, None, None, semconv.ERROR_CANCELLED)
+
+
+class AsyncExchange(Exchange):
+    """The exchange of an event loop's front-end, which never waits for the disk (a
+    class of its own, so that no request passes the flag)."""
+
+    _blocking = False

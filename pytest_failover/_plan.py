@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from . import _steering, semconv
 from ._breaker import BreakerTransition
-from ._classify import Outcome
+from ._classify import Outcome, OutcomeKind
 from ._policy import ExponentialBackoff, Policy
 from ._pool import Domain
 from ._pools import Choice, Members, PoolCore
@@ -84,6 +84,12 @@ _LOWERED = operator.itemgetter(1)  # of a (name, lowercased name, value) triple 
 
 # ``failover.reason`` of a breaker transition that slow calls caused.
 _SLOW = semconv.BREAKER_REASON_SLOW_CALLS
+
+# What a cut attempt ended with (``RequestPlan.cancel``), by whether it had been handed to
+# the network: no answer, as a failure is to its request; its breaker counts nothing.
+_CUT = {
+    sent: Outcome(kind=OutcomeKind.FAILURE, error_type=semconv.ERROR_CANCELLED, sent=sent) for sent in (False, True)
+}
 
 # Polls while waiting for another request's probe: 2 ms, doubling, at most 50 ms.
 _FIRST_WAIT = 0.002
@@ -215,49 +221,72 @@ class RequestPlan:
         with self.core.lock:
             return self._next(now)
 
+    def first(self) -> Attempt | Wait | Stop:
+        """The first step, at the request's start (no clock read of its own): the first
+        attempt, a wait, or stop. Most requests (neither pinned nor on a table) walk an order, and their first
+        attempt is the pool's choice as :meth:`_decide` makes it, taken at once unless it
+        is a probe, with the pool's first timeout (``_timeout`` at the start, worked out
+        once per pool).
+
+        That choice reads the breakers without the pool's lock: a request answered at its
+        first attempt takes the lock once, to record its answer, and a dozen threads do not
+        queue for it to read. An unlocked read is what a locked read just before a
+        concurrent writer would see, and all it may yield is an ordinary attempt on a
+        domain it read as HEALTHY; what needs the lock (a probe's lease, hedging's throttle
+        token, a slow-call window's note) takes it, and anything else is decided again
+        under it."""
+        core = self.core
+        now = self.started_at
+        if self._walks:
+            choice = core.choose(now, (), self._orders[0], True)
+            if choice is not None and not choice[2]:
+                attempt = Attempt(1, choice[0], choice[1], 0.0, core.first_timeout, now)
+                self._counted = 1
+                if self.hedgeable or core.slow_calls is not None:
+                    with core.lock:
+                        self._noted(attempt)
+                self.flying.append(attempt)
+                return attempt
+        with core.lock:
+            return self._next(now)
+
+    def _noted(self, attempt: Attempt) -> None:
+        """What the pool notes of a request's new attempt (the caller holds the lock): a
+        hedgeable request's first earns the hedge throttle a token; slow-call windows
+        watch every attempt."""
+        core = self.core
+        if self.hedgeable and attempt.number == 1:
+            assert core.throttle is not None
+            core.throttle.earn()
+        if core.slow_calls is not None:
+            core.slow_calls[attempt.domain].began(attempt, attempt.sent_at)
+
     def _next(self, now: float) -> Attempt | Wait | Stop:
         """The next step, decided under the pool's lock (the caller holds it); an attempt
         joins the attempts in flight."""
         core = self.core
-        if self.hedgeable and not self.records:
-            assert core.throttle is not None
-            core.throttle.earn()
-        # The first attempt of a request that is neither pinned nor on a table, as most
-        # are: the pool's choice, as ``_decide`` makes it, taken at once unless it is a
-        # probe (which needs the lease below). At the request's start it has the pool's
-        # first timeout (``_timeout`` of the start, worked out once per pool).
-        choice = (
-            core.choose(now, (), self._orders[0], self._early_allowed)
-            if self._walks and self.last_outcome is None
-            else None
-        )
-        if choice is not None and not choice[2]:
-            timeout = core.first_timeout if now == self.started_at else self._timeout(now)
-            attempt = Attempt(1, choice[0], choice[1], 0.0, timeout, now)
-            self._counted = 1
-        else:
-            events: list[Event] = []
-            counted = self._counted
-            while True:
-                decision = self._decide(now, events)
-                if not isinstance(decision, tuple):  # Stop or Wait
-                    return decision
-                (domain, breaker, probe, early), delay, timeout = decision
-                if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
-                    break
-                # another process probes it (PROBING here now, see core.lease): decide again
-                self._counted = counted
-            if probe:
-                if early:
-                    self._early_allowed = False
-                self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
-            attempt = Attempt(len(self.records) + 1, domain, breaker, delay, timeout, now + delay)
-            if probe:
-                attempt.probe = True
-            if events:
-                attempt.events = tuple(events)
-        if core.slow_calls is not None:
-            core.slow_calls[attempt.domain].began(attempt, attempt.sent_at)
+        events: list[Event] = []
+        counted = self._counted
+        while True:
+            decision = self._decide(now, events)
+            if not isinstance(decision, tuple):  # Stop or Wait
+                return decision
+            (domain, breaker, probe, early), delay, timeout = decision
+            if not probe or core.lease is None or core.lease(domain, breaker, now + delay, timeout):
+                break
+            # another process probes it (PROBING here now, see core.lease): decide again
+            self._counted = counted
+        if probe:
+            if early:
+                self._early_allowed = False
+            self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
+        attempt = Attempt(len(self.records) + 1, domain, breaker, delay, timeout, now + delay)
+        if probe:
+            attempt.probe = True
+        if events:
+            attempt.events = tuple(events)
+        if self.hedgeable or core.slow_calls is not None:
+            self._noted(attempt)
         self.flying.append(attempt)
         return attempt
 
@@ -439,10 +468,8 @@ class RequestPlan:
         except ValueError:
             self._land(attempt)  # raises: it is not in flight
         domain = attempt.domain
-        attempt.error_type = outcome.error_type
-        attempt.status = outcome.status
+        attempt.outcome = outcome
         attempt.duration = duration
-        attempt.sent = outcome.sent
         if attempt.raced:
             attempt.race = semconv.HEDGE_LOST if outcome.retryable else semconv.HEDGE_WON
         self.records.append(attempt)
@@ -528,9 +555,8 @@ class RequestPlan:
         enters its domain's latency window (a lower bound of its answer's), and a call
         already slower than the slow-call threshold counts as a slow call."""
         attempt = self._land(attempt)
-        attempt.error_type = semconv.ERROR_CANCELLED
+        attempt.outcome = _CUT[sent]
         attempt.duration = elapsed
-        attempt.sent = sent
         attempt.race = semconv.HEDGE_CANCELLED
         self.records.append(attempt)
         events: list[Event] = []

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar, cast
 
 from ._classify import LIBRARIES
 from ._deadline import GRACE, async_limit, watchdog
 from ._exchange import (
+    WHOLE,
+    AsyncExchange,
     Exchange,
     FailoverResult,
     Fallback,
@@ -34,7 +36,7 @@ from ._pool import Pool
 from ._race import ThreadRace, async_race
 from ._snapshot import TransportState
 from ._state import AsyncTransportOptions, State, TransportOptions, spelt_out
-from ._values import Attempt, RequestOptions, Wait
+from ._values import DEFAULT_OPTIONS, Attempt, RequestOptions, Wait
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -79,6 +81,7 @@ class _FailoverBase:
     _state: State
     _lib: ClassVar[HTTPLib]  # the library the front-end speaks (set by each declaration)
     _asynchronous = False  # an event loop's front-end: never blocks on the disk
+    _exchange: ClassVar[type[Exchange]] = Exchange  # (AsyncExchange for an event loop's)
 
     def __init__(
         self,
@@ -143,16 +146,15 @@ class _FailoverBase:
         route and options, when the front-end worked them out already (the requests and
         aiohttp front-ends route their native request first, to pass it through as it is)."""
         if routed is None:
-            options = RequestOptions.from_extensions(request.extensions)
+            extensions = request.extensions  # no options, as most requests have: no call
+            options = RequestOptions.from_extensions(extensions) if "failover" in extensions else DEFAULT_OPTIONS
             route = self._state.core.route(request.url, options)
             if route is None:
                 return None
         else:
             route, options = routed
         pool_core, pinned, origin = route
-        return Exchange(
-            self._state, self._lib, request, pool_core, pinned, origin, options, blocking=not self._asynchronous
-        )
+        return self._exchange(self._state, self._lib, request, pool_core, pinned, origin, options)
 
 
 class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
@@ -216,7 +218,20 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 if not isinstance(step, Wait):
                     if response is not None:
                         response.close()  # a retryable answer we are moving past
-                    response = self._attempt(exchange, step)
+                    # The attempt (and its hedges, if it may hedge), sent from this frame
+                    # as the async loop's are.
+                    hedgers = self._hedgers
+                    if hedgers is not None and exchange.hedgeable and (delay := exchange.hedge_delay()) is not None:
+                        response = hedgers.race(self._send, exchange, step, delay)
+                    else:
+                        exchange.prepare(step)
+                        try:
+                            response = self._send(exchange, step)
+                        except self._lib.TransportError as exc:
+                            response = None  # every attempt failed
+                            exchange.on_error(step, exc)
+                        else:
+                            exchange.on_response(step, response)
                     if exchange.done:  # answered: nothing left to decide
                         break
                 step = exchange.next_step()
@@ -230,22 +245,6 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         except BaseException:
             exchange.give_up()
             raise
-
-    def _attempt(self, exchange: Exchange, attempt: Attempt) -> Any:
-        """Send one attempt (and its hedges, if it may hedge); report the outcome. The
-        answer to return, or None when every attempt failed."""
-        if self._hedgers is not None and exchange.hedgeable:
-            delay = exchange.hedge_delay()
-            if delay is not None:
-                return self._hedgers.race(self._send, exchange, attempt, delay)
-        exchange.prepare(attempt)
-        try:
-            response = self._send(exchange, attempt)
-        except self._lib.TransportError as exc:
-            exchange.on_error(attempt, exc)
-            return None
-        exchange.on_response(attempt, response)
-        return response
 
     def _send(self, exchange: Exchange, attempt: Attempt) -> Any:
         """Send one attempt and read what the exchange needs of its body, all within
@@ -264,7 +263,13 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 # read timeout is a read timeout), so no GRACE.
                 ticket = watchdog.arm(attempt.deadline, response)
                 try:
-                    response = self._read(exchange, response, limit)
+                    stream = response.stream
+                    if limit is WHOLE:  # its length declared: read at C level, no count
+                        body = b"".join(stream)
+                        stream.close()
+                        response = exchange.read_in(response, body)
+                    else:
+                        response = self._read(exchange, response, stream, limit)
                 finally:
                     cut = watchdog.disarm(ticket)
         except self._lib.TransportError as exc:
@@ -283,9 +288,9 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         return response
 
     @staticmethod
-    def _read(exchange: Exchange, response: Any, limit: int) -> Any:
-        """Read ``response``'s body, up to ``limit`` bytes (``Exchange.reads``)."""
-        stream = response.stream
+    def _read(exchange: Exchange, response: Any, stream: Any, limit: int) -> Any:
+        """Read ``response``'s body of no declared length, counting up to ``limit`` bytes
+        (``Exchange.reads``)."""
         rest = iter(stream)
         chunks: list[bytes] = []
         size = 0
@@ -295,7 +300,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             if size > limit:
                 return exchange.continued(response, chunks, rest, stream)
         stream.close()
-        return exchange.read_in(response, chunks)
+        return exchange.read_in(response, b"".join(chunks))
 
     def close(self) -> None:
         if self._hedgers is not None:
@@ -311,6 +316,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
     ``AsyncHTTPTransport()`` by default; works under asyncio and trio)."""
 
     _asynchronous = True
+    _exchange = AsyncExchange
     _transport: AsyncInner
     # The inner transport's own error for an attempt out of time, when it can tell the
     # phase (``failover_timeout_error(request)``: the aiohttp middleware's, which knows
@@ -345,11 +351,14 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         if self._phase is not None:
             self._grace = 0.0
 
-    async def handle_async_request(self, request: Req) -> Resp:
+    def handle_async_request(self, request: Req) -> Coroutine[Any, Any, Resp]:
+        # Not a coroutine of its own but the one to await (the loop's, or the inner
+        # transport's): what the caller awaits is the same, with one frame fewer to run
+        # again at each resume of the await chain.
         exchange = self._begin(request)
         if exchange is None:
-            return cast("Resp", await self._transport.handle_async_request(request))
-        return await self._run(exchange)
+            return cast("Coroutine[Any, Any, Resp]", self._transport.handle_async_request(request))
+        return self._run(exchange)
 
     async def _run(self, exchange: Exchange) -> Resp:
         """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
@@ -367,7 +376,20 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                 if not isinstance(step, Wait):
                     if response is not None:
                         await response.aclose()  # a retryable answer we are moving past
-                    response = await self._attempt(exchange, step)
+                    # The attempt (and its hedges, if it may hedge), sent from this frame:
+                    # a coroutine of its own would be one more frame to run again at each
+                    # resume of the await chain.
+                    if exchange.hedgeable and exchange.hedge_delay() is not None:
+                        response = await async_race(self._send, exchange, step)
+                    else:
+                        exchange.prepare(step)
+                        try:
+                            response = await self._send(exchange, step)
+                        except self._lib.TransportError as exc:
+                            response = None  # every attempt failed
+                            exchange.on_error(step, exc)
+                        else:
+                            exchange.on_response(step, response)
                     if exchange.done:  # answered: nothing left to decide
                         break
                 step = exchange.next_step()
@@ -382,20 +404,6 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             exchange.give_up()
             raise
 
-    async def _attempt(self, exchange: Exchange, attempt: Attempt) -> Any:
-        """Send one attempt (and its hedges, if it may hedge); report the outcome. The
-        answer to return, or None when every attempt failed."""
-        if exchange.hedgeable and exchange.hedge_delay() is not None:
-            return await async_race(self._send, exchange, attempt)
-        exchange.prepare(attempt)
-        try:
-            response = await self._send(exchange, attempt)
-        except self._lib.TransportError as exc:
-            exchange.on_error(attempt, exc)
-            return None
-        exchange.on_response(attempt, response)
-        return response
-
     async def _send(self, exchange: Exchange, attempt: Attempt) -> Any:
         """Send one attempt and read what the exchange needs of its body, all within
         the attempt's time (raises the attempt's ``TransportError``)."""
@@ -407,7 +415,15 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                 response = await self._transport.handle_async_request(attempt.request)
                 limit = exchange.reads(response)
                 if limit:
-                    response = await self._read(exchange, response, limit)
+                    stream = response.stream
+                    if limit is WHOLE:  # its length declared: no count
+                        chunks = []
+                        async for chunk in stream:
+                            chunks.append(chunk)
+                        await stream.aclose()
+                        response = exchange.read_in(response, b"".join(chunks))
+                    else:
+                        response = await self._read(exchange, response, stream, limit)
         except (self._lib.TransportError, TimeoutError) as exc:
             if response is not None:
                 await response.aclose()
@@ -432,9 +448,9 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         return response
 
     @staticmethod
-    async def _read(exchange: Exchange, response: Any, limit: int) -> Any:
-        """Read ``response``'s body, up to ``limit`` bytes (``Exchange.reads``)."""
-        stream = response.stream
+    async def _read(exchange: Exchange, response: Any, stream: Any, limit: int) -> Any:
+        """Read ``response``'s body of no declared length, counting up to ``limit`` bytes
+        (``Exchange.reads``)."""
         rest = stream.__aiter__()
         chunks: list[bytes] = []
         size = 0
@@ -444,7 +460,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             if size > limit:
                 return exchange.continued(response, chunks, rest, stream)
         await stream.aclose()
-        return exchange.read_in(response, chunks)
+        return exchange.read_in(response, b"".join(chunks))
 
     async def aclose(self) -> None:
         state = self._state

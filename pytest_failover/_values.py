@@ -18,6 +18,7 @@ from . import semconv
 
 if TYPE_CHECKING:
     from ._breaker import Breaker, BreakerState
+    from ._classify import Outcome
     from ._pool import Domain
 
 __all__ = [
@@ -118,8 +119,9 @@ class Attempt:
     the domain's probe lease; ``events``: what deciding it caused; ``hedge``: sent
     while an earlier attempt is in flight). The exchange puts it on the wire
     (``request``, its ``span`` and the context it runs in, ``quiet``; ``sending``
-    once it is handed to the network). The core records its end (``error_type``,
-    ``status``, ``duration``, ``sent``: bytes may have reached the domain; ``race``:
+    once it is handed to the network). The core records its end (``outcome``: what
+    it was classified as, of which its record keeps the error type, the status and
+    whether bytes may have reached the domain; ``duration``; ``race``:
     how it ended beside another, see :class:`AttemptRecord`), and
     :meth:`report` is what results and errors keep of it.
 
@@ -141,10 +143,8 @@ class Attempt:
     quiet: Any = None
     sending = False  # handed to the inner transport
     raced = False  # it ran beside another (a hedge always does)
-    error_type: str | None = None
-    status: int | None = None
+    outcome: Outcome  # set when it ends (a cut one's: _plan._CUT)
     duration = 0.0
-    sent = False
     race: str | None = None
 
     def __init__(self, number: int, domain: Domain, breaker: Breaker, delay: float, timeout: float, sent_at: float) -> None:
@@ -165,7 +165,9 @@ class Attempt:
 
 
 # An attempt's fields that its AttemptRecord keeps, in the record's order.
-_REPORTED = operator.attrgetter("number", "domain.url", "error_type", "status", "duration", "sent", "hedge", "race")
+_REPORTED = operator.attrgetter(
+    "number", "domain.url", "outcome.error_type", "outcome.status", "duration", "outcome.sent", "hedge", "race"
+)
 
 
 def reports(attempts: Iterable[Attempt]) -> tuple[AttemptRecord, ...]:

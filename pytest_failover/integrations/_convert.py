@@ -126,9 +126,19 @@ def request(method: str, url: httpx.URL, headers: httpx.Headers, stream: Any, ex
     return built
 
 
-def response(status: int, headers: httpx.Headers, stream: Any, extensions: dict[str, Any]) -> httpx.Response:
+READ = httpx.ByteStream(b"")  # the stream of a response read already: nothing iterates it again (httpx
+# raises StreamConsumed), so one empty stream serves them all
+
+
+def response(
+    status: int, headers: httpx.Headers, stream: Any, extensions: dict[str, Any], content: bytes | None = None
+) -> httpx.Response:
     """``httpx.Response(status, headers=headers, stream=stream, extensions=extensions)``
-    (``headers`` and ``extensions`` kept, not copied)."""
+    (``headers`` and ``extensions`` kept, not copied); with ``content``, the body the
+    client holds whole already (decoded: ``headers`` name no encoding), as httpx's
+    ``read()`` leaves it (the exchange then reads nothing, as of an in-memory httpx
+    response), its ``stream`` :data:`READ`. httpx makes a decoder only when it reads:
+    there is none."""
     built: httpx.Response = _new(httpx.Response)
     built.status_code = status
     built.headers = headers
@@ -141,6 +151,10 @@ def response(status: int, headers: httpx.Headers, stream: Any, extensions: dict[
     built.default_encoding = "utf-8"
     built.stream = stream
     built._num_bytes_downloaded = 0
+    if content is not None:
+        built.is_closed = built.is_stream_consumed = True
+        built._num_bytes_downloaded = len(content)
+        built._content = content
     return built
 
 

@@ -17,7 +17,8 @@ fallback's answer is turned into one. Requests to other hosts go straight to ``h
 
 - Bodies: ``bytes``, ``str``, JSON and form bodies may be re-sent; any other payload (a
   ``StreamReader``, an async generator, a file) is never re-sent once a byte may have
-  left (one that failed before connecting moves on).
+  left (one that failed before connecting moves on). An answer that came whole with its
+  head (aiohttp holds every byte) reaches the caller untouched, as from a bare session.
 - Time: each attempt is bounded by the policy's attempt time and deadline; a connect
   that does not finish in time is a ``connect_timeout``, one that stalls after the
   request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies.
@@ -46,6 +47,7 @@ try:
     from aiohttp.base_protocol import BaseProtocol
     from aiohttp.client_middlewares import ClientHandlerType
     from aiohttp.helpers import TimerNoop
+    from aiohttp.streams import EMPTY_PAYLOAD
     from multidict import CIMultiDict, CIMultiDictProxy
     from yarl import URL
 except ImportError as exc:  # pragma: no cover - exercised by the install hint test
@@ -174,10 +176,16 @@ class FailoverMiddleware(_FrontEnd):
             response = await self._transport._run(exchange)
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
-        read: _Body | None = response.extensions.get(_NATIVE)
-        # aiohttp's own answer (sync: no coroutine made per request), or one built for a
-        # stale copy or the fallback's answer
-        native = _given_back(response, read) if read is not None else await _built(response, request)
+        read: _Body | ClientResponse | None = response.extensions.get(_NATIVE)
+        # aiohttp's own answer (sync: no coroutine made per request): as aiohttp handed it
+        # over when its body was in memory (``_held``), else with what the exchange read of
+        # its body given back; or one built for a stale copy or the fallback's answer
+        if read is None:
+            native = await _built(response, request)
+        elif read.__class__ is _Body:
+            native = _given_back(response, read)
+        else:
+            native = cast(ClientResponse, read)
         native.failover = response.extensions["failover"]  # type: ignore[attr-defined]  # its documented place
         return native
 
@@ -254,15 +262,19 @@ class _HandlerIO(httpx.AsyncBaseTransport):
                 raise
             raise error from exc
         raw = response.raw_headers
-        if sent.decompress and "Content-Encoding" in response.headers:  # aiohttp decodes the body
+        encoded = "Content-Encoding" in response.headers
+        if encoded and sent.decompress:  # aiohttp decodes the body: its bytes are plain
             raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
-        body = _Body(response, request)
-        extensions: dict[str, Any] = {_NATIVE: body}
+            encoded = False
+        held = None if encoded else _held(response)  # held: nothing left to read or to break
+        body = _Body(response, request) if held is None else None  # what the exchange may read
+        extensions: dict[str, Any] = {_NATIVE: response if body is None else body}
         if self.dialer is not None:
             peer = self._peer(response)
             if peer is not None:
                 extensions["network_stream"] = peer
-        return _convert.response(response.status, _convert.from_bytes(raw), body, extensions)
+        stream = _convert.READ if body is None else body
+        return _convert.response(response.status, _convert.from_bytes(raw), stream, extensions, held)
 
     @staticmethod
     def failover_timeout_error(request: httpx.Request) -> httpx.TransportError:
@@ -368,6 +380,26 @@ class _Body(httpx.AsyncByteStream):
         # released response would refuse ``read()``); otherwise let the connection go.
         if self.response._body is None and not self.response.content.at_eof():
             self.response.release()
+
+
+def _held(response: ClientResponse) -> bytes | None:
+    """The whole body of ``response`` when aiohttp holds it already (None: some of it is
+    still to come, or its read failed). It is left where it is, for the caller to read or
+    stream as without the middleware: aiohttp's ``read()``, or every byte already in its
+    stream (a short answer comes in the packet of its head; aiohttp gave the connection
+    back to its pool then). Read from the stream's buffer (aiohttp's ``StreamReader``
+    keeps a deque of chunks and the offset read into the first; nothing reads it before the
+    caller), as aiohttp has no public way to look at unread bytes without taking them."""
+    body = response._body
+    if body is not None:
+        return body
+    content = response.content
+    if content is EMPTY_PAYLOAD:  # no body (HEAD, 204, 304)
+        return b""
+    if not content.is_eof() or content.exception() is not None:
+        return None
+    held = b"".join(content._buffer)
+    return held[content._buffer_offset :] if content._buffer_offset else held
 
 
 def _given_back(response: httpx.Response, body: _Body) -> ClientResponse:

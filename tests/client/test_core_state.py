@@ -11,6 +11,7 @@ domain of their own order.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import httpx
 from hypothesis import settings
@@ -88,33 +89,41 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         method=st.sampled_from(["GET", "GET", "POST"]),
         affinity=st.sampled_from([None, "u1", "u2", "u3"]),
         order=st.sampled_from([None, None, "x"]),
+        start=st.booleans(),
     )
-    def begin(self, method: str, affinity: str | None, order: str | None) -> None:
-        """A new logical request arrives (steered, when the pool steers)."""
+    def begin(self, method: str, affinity: str | None, order: str | None, start: bool) -> None:
+        """A new logical request arrives (steered, when the pool steers); ``start``: it
+        takes its first step at once, as a front-end's does (``first``: the pool's lock
+        only when needed), else later through ``next``."""
         steers = self.pool.steers
         options = RequestOptions(affinity=affinity if steers else None, order=order if steers else None)
-        self.plans.append(
-            self.core.begin(
-                self.pool,
-                method=method,
-                headers=httpx.Headers(),
-                options=options,
-                replayable=True,
-                pinned=None,
-                now=self.now,
-            )
+        plan = self.core.begin(
+            self.pool,
+            method=method,
+            headers=httpx.Headers(),
+            options=options,
+            replayable=True,
+            pinned=None,
+            now=self.now,
         )
+        self.plans.append(plan)
+        if start:
+            self._step(plan, plan.first)
 
     @precondition(lambda self: any(id(p) not in self.in_flight for p in self.plans))
     @rule(pick=st.integers(0, 50))
     def decide(self, pick: int) -> None:
         """A request with nothing in flight asks what to do next."""
-        early_probes = self.early_probes
         waiting = [p for p in self.plans if id(p) not in self.in_flight]
         plan = waiting[pick % len(waiting)]
+        self._step(plan, lambda: plan.next(self.now))
+
+    def _step(self, plan: RequestPlan, decide: Callable[[], Attempt | Wait | Stop]) -> None:
+        """``plan`` decides its next step (``decide``), which must follow the rules."""
+        early_probes = self.early_probes
         standings = {d: self.pool.standing(d, self.now) for d in self.pool.order}
         probes_out = Counter(a.domain for a in self.in_flight.values() if a.probe)
-        decision = plan.next(self.now)
+        decision = decide()
         self._events(decision.events)
         if isinstance(decision, Wait):
             assert any(

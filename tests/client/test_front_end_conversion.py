@@ -55,6 +55,25 @@ def test_the_response_is_the_one_httpx_builds_from_the_same_arguments() -> None:
     assert ours.read() == b"{}" and ours.headers.get_list("X-Trace") == ["abc", "def"]
 
 
+def test_a_response_with_its_content_is_the_one_httpx_reads_from_the_same_arguments() -> None:
+    """Every attribute httpx's ``Response(status, headers=, stream=, extensions=)`` holds once
+    ``read()``, with the same value, but its stream (nothing iterates it again) and its
+    decoder (made only to read); it reads as httpx's does, and cannot be streamed again."""
+    raw = [(name.encode(), value.encode()) for name, value in PAIRS]
+    theirs = httpx.Response(200, headers=raw, stream=httpx.ByteStream(b"{}"), extensions={"k": 1})
+    theirs.read()
+    ours = _convert.response(200, _convert.from_bytes(raw), _convert.READ, {"k": 1}, b"{}")
+    assert type(ours) is httpx.Response
+    assert ours.headers.encoding == theirs.headers.encoding  # found as httpx's read() finds it
+    mine, expected = attributes(ours), attributes(theirs)
+    del expected["_decoder"]
+    assert mine.pop("stream") is not expected.pop("stream")
+    assert mine == expected
+    assert (ours.read(), ours.content, ours.json()) == (b"{}", b"{}", {})
+    with pytest.raises(httpx.StreamConsumed):
+        list(ours.iter_raw())
+
+
 def test_headers_keep_bytes_and_spelling_and_round_trip_latin_1() -> None:
     """``str`` and ``bytes`` pairs alike become httpx's triples, names spelt as given; text
     outside ASCII is ``latin-1``, as both clients send it, and comes back the same."""
@@ -127,6 +146,26 @@ def test_aiohttp_sends_and_hands_over_what_bare_aiohttp_does(servers: Servers) -
     assert moved[:3] == plain[:3]
     assert [seen[2]["X-Sent"] for seen in a.seen] == ["naive", "naive"]
     assert a.seen[1][2]["Host"] == a.url().removeprefix("http://")
+
+
+@pytest.mark.parametrize("moves", [False, True], ids=["first domain", "next domain"])
+def test_an_aiohttp_answer_streams_to_the_caller_as_from_a_bare_session(servers: Servers, moves: bool) -> None:
+    """An answer the exchange needed nothing more of (it came whole with its head) reaches
+    the caller unread: its ``content`` streams, and reads, as a bare session's does."""
+    a = servers["a"]
+    a.set(body=b'{"ok": 1}')
+
+    async def fetch(middlewares: tuple[Any, ...], url: str) -> tuple[list[bytes], bytes, Any]:
+        async with aiohttp.ClientSession(middlewares=middlewares) as session, session.get(url) as response:
+            streamed = [chunk async for chunk in response.content.iter_any()]
+            return streamed, await response.read(), getattr(response, "failover", None)
+
+    refusing = f"http://127.0.0.1:{closed_port()}"
+    failover = FailoverMiddleware([Pool("api", [refusing, a.url()] if moves else [a.url()])], Policy())
+    plain = asyncio.run(fetch((), a.url() + "/x"))
+    mine = asyncio.run(fetch((failover,), (refusing if moves else a.url()) + "/x"))
+    assert plain[:2] == mine[:2] == ([b'{"ok": 1}'], b"")  # streamed, there is nothing left to read
+    assert mine[2].domain == a.url() and len(mine[2].attempts) == (2 if moves else 1)
 
 
 def test_a_prepared_request_whose_headers_are_a_plain_dict_goes_out(servers: Servers) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 
 import httpx
 from hypothesis import settings
@@ -90,21 +91,33 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
                     closed = [d for d, state in self.breaker_state.items() if state is BreakerState.CLOSED]
                     assert closed, "slow calls ejected the last closed domain"
 
-    @rule(method=st.sampled_from(["GET", "GET", "POST"]), hedge=st.sampled_from([True, True, False]))
-    def begin(self, method: str, hedge: bool) -> None:
+    @rule(
+        method=st.sampled_from(["GET", "GET", "POST"]),
+        hedge=st.sampled_from([True, True, False]),
+        start=st.booleans(),
+    )
+    def begin(self, method: str, hedge: bool, start: bool) -> None:
+        """A new request; ``start``: it takes its first step at once, as a front-end's
+        does (``first``), else later through ``next``."""
         plan = self.core.begin(
             self.pool, method, httpx.Headers(), RequestOptions(hedge=hedge), True, None, self.now
         )
         self.plans.append(plan)
         self.flights[plan] = {}
+        if start:
+            self._step(plan, plan.first)
 
     @precondition(lambda self: any(not self.flights[p] for p in self.plans))
     @rule(pick=st.integers(0, 50))
     def decide(self, pick: int) -> None:
         idle = [p for p in self.plans if not self.flights[p]]
         plan = idle[pick % len(idle)]
+        self._step(plan, lambda: plan.next(self.now))
+
+    def _step(self, plan: RequestPlan, decide: Callable[[], Attempt | Wait | Stop]) -> None:
+        """``plan`` decides its next step (``decide``)."""
         first = not plan.records
-        decision = plan.next(self.now)
+        decision = decide()
         self._events(decision.events)
         if isinstance(decision, Wait):
             return
