@@ -53,7 +53,7 @@ from ._sockets import socket_of
 if TYPE_CHECKING:
     from ._lib import Response
 
-__all__ = ["GRACE", "async_limit", "watchdog"]
+__all__ = ["GRACE", "async_limit", "loop_call_later", "watchdog"]
 
 logger = logging.getLogger("pytest_failover")
 
@@ -80,9 +80,32 @@ def async_limit(seconds: float) -> AbstractContextManager[object]:
         scope: AbstractContextManager[object] = anyio.fail_after(seconds)
         return scope
     loop = task.get_loop()
+    watch = _latest()  # the watch looked up last: a process mostly runs one loop
+    if watch is None or watch.loop is not loop:
+        watch = _watch_of(loop)
+    return _Limit(watch, task, loop.time() + seconds)
+
+
+def loop_call_later(loop: asyncio.AbstractEventLoop, delay: float, action: Callable[[], object]) -> _Timed:
+    """Call ``action`` on ``loop`` after ``delay`` seconds, unless cancelled first (the
+    handle's ``cancel()``, as ``loop.call_later``'s): on the loop's deadline watch, whose one
+    timer serves every attempt's limit and every such action, instead of a loop timer per
+    call (a ``TimerHandle`` pushed on the loop's heap and cancelled: an async hedgeable
+    request's hedge timer, which is almost never due)."""
+    return _Timed(_watch_of(loop), loop.time() + delay, action)
+
+
+def _watch_of(loop: asyncio.AbstractEventLoop) -> _LoopWatch:
+    """``loop``'s deadline watch: the one it has, or a new one; kept at hand (``_latest``)
+    for the next attempt's limit, which then skips the registry's look-up (a Python call of
+    its own, ``WeakKeyDictionary.get``)."""
+    global _latest  # a weak cache of the registry's last answer, set only here
     ref = _watches.get(loop)
     watch = None if ref is None else ref()
-    return _Limit(watch or _LoopWatch(loop), task, loop.time() + seconds)
+    if watch is None:
+        watch = _LoopWatch(loop)
+    _latest = weakref.ref(watch)
+    return watch
 
 
 # The running task, where a :class:`_Limit` can cancel and uncancel it (Python 3.11's
@@ -107,6 +130,12 @@ class _Limit:
         if at < watch.wakes_at:
             watch.wake(at)
 
+    what = "cutting an attempt"
+
+    def fire(self) -> None:
+        """Its time has come: cancel its task (``__exit__`` makes that a timeout)."""
+        self.task.cancel()
+
     def __enter__(self) -> None:
         return None
 
@@ -121,11 +150,36 @@ class _Limit:
                 raise TimeoutError from exc
 
 
+class _Timed:
+    """An action armed on a loop's watch (:func:`loop_call_later`): called at ``at`` (the
+    loop's time) unless cancelled first."""
+
+    __slots__ = ("action", "at", "watch")
+
+    what = "a timed action"
+
+    def __init__(self, watch: _LoopWatch, at: float, action: Callable[[], object]) -> None:
+        self.watch = watch
+        self.at = at
+        self.action = action
+        watch.armed.add(self)
+        if at < watch.wakes_at:
+            watch.wake(at)
+
+    def fire(self) -> None:
+        self.action()
+
+    def cancel(self) -> None:
+        """Not called after all (done already, or never: either way it is not armed now)."""
+        self.watch.armed.discard(self)
+
+
 class _LoopWatch:
     """The deadlines of one event loop's async attempts, on one loop timer.
 
     The sync side's :class:`_Watchdog`, for a loop: arming adds the attempt's
-    :class:`_Limit` to a set, and disarming removes it. The one timer is set to the
+    :class:`_Limit` to a set, and disarming removes it; an action due at a time (a
+    hedge's, :class:`_Timed`) is armed the same way. The one timer is set to the
     earliest deadline, and moved only for an attempt whose deadline comes before it:
     attempts of one time arm in the order of their deadlines, so the timer stays where
     the first one set it, and when it fires (mostly for an attempt long answered) it
@@ -139,11 +193,11 @@ class _LoopWatch:
     dropped, and the loop's next attempt makes a new one.
     """
 
-    __slots__ = ("__weakref__", "_handle", "_loop", "armed", "wakes_at")
+    __slots__ = ("__weakref__", "_handle", "armed", "loop", "wakes_at")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.armed: set[_Limit] = set()
+        self.loop = loop
+        self.armed: set[_Limit | _Timed] = set()
         self._handle: asyncio.TimerHandle | None = None
         self.wakes_at = math.inf  # when the timer fires (inf: no timer)
         _watches[loop] = weakref.ref(self)
@@ -153,20 +207,20 @@ class _LoopWatch:
         if self._handle is not None:
             self._handle.cancel()
         self.wakes_at = at
-        self._handle = self._loop.call_at(at, self._fire)
+        self._handle = self.loop.call_at(at, self._fire)
 
     def _fire(self) -> None:
         self._handle = None
         # The loop ran this timer, so every deadline up to it is due (it may run a timer
         # up to its clock's resolution early).
-        due = max(self._loop.time(), self.wakes_at)
+        due = max(self.loop.time(), self.wakes_at)
         armed = self.armed
         for guard in [guard for guard in armed if guard.at <= due]:
             armed.remove(guard)
             try:
-                guard.task.cancel()
+                guard.fire()
             except Exception:  # a bug there must not stop every later deadline of the loop
-                logger.exception("failover: cutting an attempt at its deadline failed")
+                logger.exception("failover: %s at its deadline failed", guard.what)
         if armed:
             self.wake(min(guard.at for guard in armed))
         else:
@@ -178,6 +232,14 @@ class _LoopWatch:
 _watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.ref[_LoopWatch]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def _gone() -> None:
+    return None
+
+
+# The watch :func:`_watch_of` found last, weakly (``_gone`` before any).
+_latest: Callable[[], _LoopWatch | None] = _gone
 
 
 class _Watchdog:
@@ -210,7 +272,6 @@ class _Watchdog:
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.looks = 0  # how often the thread has looked at the armed attempts
-        self._armed_lately = False  # set by arm(), cleared by the thread
 
     def arm(self, at: float, target: Response | Callable[[], object]) -> int:
         """Cut ``target``'s socket (a response's) at ``at`` (monotonic seconds) unless
@@ -221,7 +282,6 @@ class _Watchdog:
         (:meth:`call_at`), call it then instead."""
         ticket = next(self._tickets)
         self._armed[ticket] = (at, target)
-        self._armed_lately = True
         if at >= self._wakes_at:
             return ticket  # the thread looks before it is due
         if self._thread is None:
@@ -251,12 +311,17 @@ class _Watchdog:
 
     def _run(self) -> None:
         busy_at = self._clock()
+        # Whether anything was armed since the thread last looked: it takes a ticket of its
+        # own at each look, so one taken by arm() in between shows as a gap in the count
+        # (arm() sets no flag: one store fewer on every request's path).
+        seen = next(self._tickets)
         while True:
             self.looks += 1
             now = self._clock()
-            if self._armed_lately:
-                self._armed_lately = False
+            mark = next(self._tickets)
+            if mark != seen + 1:
                 busy_at = now
+            seen = mark
             earliest = float("inf")
             for ticket, (at, target) in list(self._armed.items()):
                 if at > now:

@@ -327,7 +327,8 @@ class Exchange(RequestPlan):
         in-process one): nothing is left to break. A body whose length is declared within
         the limit is read :data:`WHOLE`: the connection holds it to that length (h11, h2,
         ``http.client`` and aiohttp's parser end the body there), so no count is kept and
-        the sync loop reads it at C level; only a body of no declared length is counted.
+        the sync loop reads it at C level; only a body of no declared length is counted,
+        and one sent with ``Transfer-Encoding`` too (its chunks end it, not the length).
 
         Either way the caller gets a response as its library would hand it over: unread,
         so that the client decodes the bytes as they came and sets ``elapsed`` as it
@@ -353,7 +354,10 @@ class Exchange(RequestPlan):
         length = named.get(b"content-length")
         if length is None or not length.isdigit():
             return limit  # no length declared: counted as it comes
-        return WHOLE if int(length) <= limit else 0
+        if int(length) > limit:
+            return 0
+        # Beside Transfer-Encoding the length declares nothing (the chunks end the body).
+        return limit if b"transfer-encoding" in named else WHOLE
 
     def read_in(self, response: Response, body: bytes) -> Response:
         """``response`` with its ``body`` (all of it) in memory: a mid-body failure could

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from .._values import RequestOptions
 
@@ -36,10 +36,10 @@ def failover_options(options: Mapping[str, object]) -> Iterator[None]:
         _current.reset(token)
 
 
-def current() -> Current:
-    """The ``extensions`` of a request sent now (``{"failover": {...}}`` or ``{}``) and the
-    ``RequestOptions`` they hold, read once on entering the block."""
-    return _current.get()
+# The ``extensions`` of a request sent now (``{"failover": {...}}`` or ``{}``) and the
+# ``RequestOptions`` they hold, read once on entering the block: the context variable's own
+# ``get`` (asked for every request: a C call, no Python frame of ours around it).
+current: Callable[[], Current] = _current.get
 
 
 def current_extensions() -> dict[str, object]:

@@ -96,6 +96,12 @@ class CircuitOpenError(aiohttp.ClientConnectionError, _exceptions.CircuitOpenErr
 
 _KINDS = (AllDomainsFailed, CircuitOpenError)
 
+# The aiohttp-side state of one exchange, carried in the httpx request's extensions: the
+# ClientRequest and the handler that sends it, the caller's URL (which the ClientRequest
+# keeps) and the headers as httpx holds them for it (the last ones sent, as the
+# ClientRequest has them). A tuple: built for every request, unpacked at each attempt.
+_Sent = tuple[ClientRequest, ClientHandlerType, httpx.URL, _convert.Triples]
+
 # The connectors ``FailoverMiddleware.connector()`` made, and the resolving state each
 # resolves through (weak: a closed session's connector goes).
 _CONNECTORS: weakref.WeakKeyDictionary[aiohttp.BaseConnector, Dialer] = weakref.WeakKeyDictionary()
@@ -164,11 +170,9 @@ class FailoverMiddleware(_FrontEnd):
         if dialer is not None:
             _check_connector(request, dialer)
         body = request.body
-        replayable = body == b"" or isinstance(body, payload.BytesPayload)
-        session = request.session
+        stream = _REPLAYABLE if body == b"" or isinstance(body, payload.BytesPayload) else _Unreplayable()
         headers = _convert.encoded(request.headers.items())
-        sent = _Sent(request, handler, session.auto_decompress if session is not None else True, url, headers._list)
-        stream = _REPLAYABLE if replayable else _Unreplayable()
+        sent: _Sent = (request, handler, url, list(headers._list))  # a copy: the exchange may change them
         outgoing = _convert.request(request.method, url, headers, stream, {**extensions, "timeout": _UNREAD_TIMEOUTS, _NATIVE: sent})
         try:
             exchange = self._transport._begin(outgoing, (route, options))
@@ -182,10 +186,10 @@ class FailoverMiddleware(_FrontEnd):
         # its body given back; or one built for a stale copy or the fallback's answer
         if read is None:
             native = await _built(response, request)
-        elif read.__class__ is _Body:
+        elif isinstance(read, _Body):
             native = _given_back(response, read)
         else:
-            native = cast(ClientResponse, read)
+            native = read
         native.failover = response.extensions["failover"]  # type: ignore[attr-defined]  # its documented place
         return native
 
@@ -202,26 +206,6 @@ def _check_connector(request: ClientRequest, dialer: Dialer) -> None:
             f"Policy.resolver (for {hosts}) works through the connector the FailoverMiddleware "
             "makes: aiohttp.ClientSession(connector=failover.connector(), middlewares=(failover,))"
         )
-
-
-class _Sent:
-    """The aiohttp-side state of one exchange, carried in the httpx request's extensions."""
-
-    __slots__ = ("decompress", "handler", "headers", "request", "url")
-
-    def __init__(
-        self,
-        request: ClientRequest,
-        handler: ClientHandlerType,
-        decompress: bool,
-        url: httpx.URL,
-        headers: _convert.Triples,
-    ) -> None:
-        self.request = request
-        self.handler = handler
-        self.decompress = decompress  # aiohttp hands over decoded bodies
-        self.url = url  # the caller's URL, which ``request`` keeps
-        self.headers = list(headers)  # its headers, as httpx holds them (a copy: the exchange may change them)
 
 
 class _Unreplayable(httpx.AsyncByteStream):
@@ -241,21 +225,21 @@ class _HandlerIO(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
-        native = sent.request
+        native, handler, url, last = sent
         triples = request.headers._list
-        if request.url is not sent.url:
+        if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
             native = copy.copy(native)
             native.url = native.original_url = URL(str(request.url), encoded=True)
             native.headers = CIMultiDict(_convert.decoded(triples))
-        elif triples != sent.headers:  # the exchange set trace context (one attempt at a time here)
+        elif triples != last:  # the exchange set trace context (one attempt at a time here)
             native.headers = CIMultiDict(_convert.decoded(triples))
-            sent.headers = list(triples)
+            last[:] = triples
         native.response = None  # set by aiohttp once the request went out
         request.extensions[_SENDING] = native  # for failover_timeout_error
         try:
-            response = await sent.handler(native)
+            response = await handler(native)
         except aiohttp.ClientError as exc:
             error = _httpx_error(exc, request)
             if error is None:
@@ -263,17 +247,21 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             raise error from exc
         raw = response.raw_headers
         encoded = "Content-Encoding" in response.headers
-        if encoded and sent.decompress:  # aiohttp decodes the body: its bytes are plain
+        if encoded and _decompresses(native):  # aiohttp decoded the body: its bytes are plain
             raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
             encoded = False
-        held = None if encoded else _held(response)  # held: nothing left to read or to break
-        body = _Body(response, request) if held is None else None  # what the exchange may read
-        extensions: dict[str, Any] = {_NATIVE: response if body is None else body}
+        held = None if encoded else _held(response)
+        stream: httpx.AsyncByteStream
+        if held is None:  # what the exchange may read, and give back
+            stream = body = _Body(response, request)
+            extensions: dict[str, Any] = {_NATIVE: body}
+        else:  # nothing left to read or to break: aiohttp's answer as it is
+            stream = _convert.READ
+            extensions = {_NATIVE: response}
         if self.dialer is not None:
             peer = self._peer(response)
             if peer is not None:
                 extensions["network_stream"] = peer
-        stream = _convert.READ if body is None else body
         return _convert.response(response.status, _convert.from_bytes(raw), stream, extensions, held)
 
     @staticmethod
@@ -351,7 +339,10 @@ def _httpx_error(exc: aiohttp.ClientError, request: httpx.Request) -> httpx.Tran
 
 class _Body(httpx.AsyncByteStream):
     """The response body as aiohttp delivers it, read by the exchange; keeps what it
-    handed out, so that a body read in part can be given back to aiohttp's stream."""
+    handed out, so that a body read in part can be given back to aiohttp's stream.
+
+    Its own iterator, not an async generator: asyncio registers each async generator
+    with its loop (a weak set, a hook call) and the exchange iterates one per read."""
 
     __slots__ = ("_request", "response", "seen")
 
@@ -360,26 +351,38 @@ class _Body(httpx.AsyncByteStream):
         self._request = request
         self.seen: list[bytes] = []
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> _Body:
+        return self
+
+    async def __anext__(self) -> bytes:
         response = self.response
         try:
             if response.content_length is not None:  # one read, aiohttp's fastest path
-                yield await response.read()
-                return
-            async for chunk in response.content.iter_any():
-                self.seen.append(chunk)
-                yield chunk
+                if response._body is not None:  # read already: the end
+                    raise StopAsyncIteration
+                return await response.read()
+            chunk = await response.content.readany()  # as aiohttp's iter_any()
         except aiohttp.ClientError as exc:
             error = _httpx_error(exc, self._request)
             if error is None:
                 raise
             raise error from exc
+        if not chunk:
+            raise StopAsyncIteration
+        self.seen.append(chunk)
+        return chunk
 
     async def aclose(self) -> None:
         # Read to its end, the body has already given its connection back (and a
         # released response would refuse ``read()``); otherwise let the connection go.
         if self.response._body is None and not self.response.content.at_eof():
             self.response.release()
+
+
+def _decompresses(request: ClientRequest) -> bool:
+    """Does aiohttp decode the body of ``request``'s answer (its session's ``auto_decompress``)?"""
+    session = request.session
+    return session.auto_decompress if session is not None else True
 
 
 def _held(response: ClientResponse) -> bytes | None:

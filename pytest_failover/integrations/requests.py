@@ -58,7 +58,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the install hint t
 import httpx
 
 from .. import _httpx as _exceptions
-from .._exchange import FailoverResult, in_memory
+from .._exchange import FailoverResult
 from .._httpx import FailoverTransport
 from .._state import AdapterOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
@@ -91,6 +91,12 @@ class CircuitOpenError(requests.exceptions.ConnectionError, _exceptions.CircuitO
 
 
 _KINDS = (AllDomainsFailed, CircuitOpenError)
+
+# The requests-side state of one exchange, carried in the httpx request's extensions: the
+# PreparedRequest, the send's (verify, cert, proxies), the caller's URL (which the
+# PreparedRequest keeps) and the headers as httpx holds them for it (the last ones sent,
+# as the PreparedRequest has them). A tuple: built for every request, unpacked at each attempt.
+_Sent = tuple[requests.PreparedRequest, tuple[Any, Any, Any], httpx.URL, _convert.Triples]
 
 
 class FailoverAdapter(HTTPAdapter, _FrontEnd):
@@ -178,7 +184,7 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         else:
             content = _Unreplayable()
         headers = _convert.encoded(_headers(request.headers)[0])
-        sent = _Sent(request, (verify, cert, proxies), url, headers._list)
+        sent: _Sent = (request, (verify, cert, proxies), url, list(headers._list))  # a copy: the exchange may change them
         extensions = {**extensions, "timeout": _timeouts(timeout), _NATIVE: sent}
         method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
         outgoing = _convert.request(method, url, headers, content, extensions)
@@ -239,24 +245,6 @@ def _timeouts(timeout: Any) -> dict[str, float | None]:
     return {"connect": connect, "read": read, "write": read, "pool": connect}
 
 
-class _Sent:
-    """The requests-side state of one exchange, carried in the httpx request's extensions."""
-
-    __slots__ = ("headers", "prepared", "settings", "url")
-
-    def __init__(
-        self,
-        prepared: requests.PreparedRequest,
-        settings: tuple[Any, Any, Any],
-        url: httpx.URL | None = None,
-        headers: Sequence[tuple[bytes, bytes, bytes]] = (),
-    ) -> None:
-        self.prepared = prepared
-        self.settings = settings  # verify, cert, proxies
-        self.url = url  # the caller's URL, which ``prepared`` keeps (None: not known)
-        self.headers = list(headers)  # its headers, as httpx holds them (a copy: the exchange may change them)
-
-
 class _Unreplayable(httpx.SyncByteStream):
     """Stands for a generator or file body: the exchange must not re-send it once
     bytes may have left. requests sends the original body itself."""
@@ -274,19 +262,18 @@ class _AdapterIO(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
-        prepared = sent.prepared
+        prepared, (verify, cert, proxies), url, last = sent
         triples = request.headers._list
-        if request.url is not sent.url:
+        if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
             prepared = prepared.copy()
             prepared.url = str(request.url)
             prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
-        elif triples != sent.headers:  # the exchange set trace context (one attempt at a time here)
+        elif triples != last:  # the exchange set trace context (one attempt at a time here)
             prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
-            sent.headers = list(triples)
+            last[:] = triples
         timeouts = request.extensions["timeout"]
-        verify, cert, proxies = sent.settings
         try:
             native = self._send(prepared, True, (timeouts["connect"], timeouts["read"]), verify, cert, proxies)
         except requests.RequestException as exc:  # requests wraps all a send meets on the wire
@@ -448,7 +435,7 @@ def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapte
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
     else:
         native = body.native
-        if in_memory(response):  # read by the exchange: the whole body is in ``seen``
+        if body.ended:  # read to its end by the exchange: the whole body is in ``seen``
             # Without a Content-Encoding those bytes are the content: no need for httpx's read,
             # its decoders and its checks (some 400 opcodes a request).
             native._content = response.read() if body.encoded else b"".join(body.seen)

@@ -72,6 +72,20 @@ def test_sized_bodies_read_whole_keep_their_connection(make_client: Any, servers
     assert a.accepted == accepted + 1
 
 
+def test_a_sized_body_still_arriving_is_read_whole_and_keeps_its_connection(make_client: Any, servers: Servers) -> None:
+    """A body with a ``Content-Length`` too long to come with its head (the aiohttp
+    middleware reads it then, not from what aiohttp holds already) reaches the caller
+    whole, and its connection serves the next request."""
+    a = servers["a"]
+    client = make_client([Pool("api", [a.url()])], fast(read_body_max_bytes=1 << 20))
+    accepted = a.accepted
+    for n in range(3):
+        body = bytes([n]) * (600 << 10)
+        a.set(body=body)
+        assert client.request("GET", a.url() + "/file").content == body
+    assert a.accepted == accepted + 1
+
+
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_chunked_body_past_the_limit_closed_early_frees_its_connection(kind: str, servers: Servers) -> None:
     """Streamed past the read limit and closed after one chunk, the response gives its

@@ -90,25 +90,46 @@ def test_a_body_over_the_stale_limit_streams_through_unbuffered_and_uncached(ser
     policy = fast(stale_on_failure=True, stale_max_bytes=64 << 10, read_body=False)
     transport = FailoverTransport([Pool("api", [a.url()])], policy)
     with httpx.Client(transport=transport) as client:
-        tracemalloc.start()
-        try:
-            with client.stream("GET", a.url() + "/download") as response:
-                # what the client side holds (the loopback server shares this process)
-                client_side = [
-                    tracemalloc.Filter(True, f"*{os.sep}{package}{os.sep}*")
-                    for package in ("httpx", "httpcore", "h11", "pytest_failover")
-                ]
-                held = sum(
-                    stat.size for stat in tracemalloc.take_snapshot().filter_traces(client_side).statistics("filename")
-                )
-                received = sum(len(chunk) for chunk in response.iter_raw())
-        finally:
-            tracemalloc.stop()
-        assert response.status_code == 200 and received == size
+        status, held, received = _streamed(client, a.url() + "/download")
+        assert status == 200 and received == size
         assert held < 2 << 20, f"{held} bytes held before the caller read anything"
         a.set(reset=True)
         with pytest.raises(FailoverError):  # too large to have been stored
             client.get(a.url() + "/download")
+
+
+def _streamed(client: httpx.Client, url: str) -> tuple[int, int, int]:
+    """GET ``url`` streaming: its status, the bytes the client side held before the caller
+    read any of the body, and the bytes the caller then read."""
+    tracemalloc.start()
+    try:
+        with client.stream("GET", url) as response:
+            # what the client side holds (the loopback server shares this process)
+            client_side = [
+                tracemalloc.Filter(True, f"*{os.sep}{package}{os.sep}*")
+                for package in ("httpx", "httpcore", "h11", "pytest_failover")
+            ]
+            held = sum(
+                stat.size for stat in tracemalloc.take_snapshot().filter_traces(client_side).statistics("filename")
+            )
+            received = sum(len(chunk) for chunk in response.iter_raw())
+    finally:
+        tracemalloc.stop()
+    return response.status_code, held, received
+
+
+def test_a_length_beside_chunks_does_not_bound_the_read(servers: Servers) -> None:
+    """A ``Content-Length`` sent beside ``Transfer-Encoding: chunked`` declares nothing (the
+    chunks end the body): an 8 MiB body past ``read_body_max_bytes`` is held only up to the
+    limit before the caller reads it, and reaches the caller whole."""
+    a = servers["a"]
+    size = 8 << 20
+    a.set(body=b"x" * size, chunked=True, headers={"Content-Length": "10"})
+    transport = FailoverTransport([Pool("api", [a.url()])], Policy(read_body_max_bytes=64 << 10))
+    with httpx.Client(transport=transport) as client:
+        status, held, received = _streamed(client, a.url() + "/download")
+    assert status == 200 and received == size
+    assert held < 2 << 20, f"{held} bytes held before the caller read anything"
 
 
 def test_a_body_over_the_read_limit_streams_through_to_the_caller(servers: Servers) -> None:

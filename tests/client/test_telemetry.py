@@ -100,6 +100,21 @@ def test_logical_span_with_one_client_span_per_attempt(
     assert "secret" not in text and "Bearer" not in text and "c=1" not in text
 
 
+def test_each_attempt_on_the_same_domain_carries_its_own_trace_context(
+    make_client: Any, servers: dict[str, LoopbackServer], otel: Otel
+) -> None:
+    """A retry on the domain the request names sends the traceparent of its own span, not
+    the one the first attempt sent."""
+    a = servers["a"]
+    a.set(status=503)
+    client = make_client([Pool("api", [a.url()])], policy(), **otel.kwargs)
+    assert client.request("GET", a.url() + "/x").status_code == 503
+    attempts = sorted((s for s in otel.finished() if s.kind is SpanKind.CLIENT), key=lambda s: s.start_time or 0)
+    sent = [{k.lower(): v for k, v in seen[2].items()}["traceparent"] for seen in a.seen]
+    assert len(sent) == len(attempts) == 3
+    assert [value.split("-")[2] for value in sent] == [f"{s.context.span_id:016x}" for s in attempts]
+
+
 def test_metrics_names_and_attributes(make_client: Any, servers: dict[str, LoopbackServer], otel: Otel) -> None:
     dead = f"http://127.0.0.1:{closed_port()}"
     a = servers["a"]
