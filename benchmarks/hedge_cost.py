@@ -13,20 +13,25 @@ Variants (the first is the baseline of every ratio):
 - ``Hedging()``: the default, adaptive: a request hedges once it has waited the primary's
   observed p95 latency (over its last 256 answers), at most 5 % of the pool's requests
   (the throttle); under load the latency it learns is the client's own queueing;
-- ``Hedging(delay=...)``: a fixed delay (10 ms by default), below a loaded client's p50 here,
-  so the throttle is what bounds its hedges;
+- ``Hedging(delay=...)``: a fixed delay (10 ms by default), about a loaded client's p50 here,
+  so the throttle is what bounds its hedges (a request it refuses asks again every delay
+  while it waits);
 - ``Hedging(delay=1.0)``: configured, never due: the cost of the race's machinery alone (a
   loop timer armed and cancelled per request);
 - a bare ``httpx.AsyncClient`` (reference, not paired against the target).
 
 Each round runs every variant once, in a rotated order (every other round reversed): ``tasks``
 tasks send ``per_round`` GETs back to back (a closed loop: a task sends its next request when
-its last one answered). A request's latency is timed around ``client.get``. A round's figure
+its last one answered). The server answers at once, so the client's one core is the
+bottleneck: a request's latency is mostly its wait for the event loop, the p50 ratio follows
+the ratio of CPU per request, and a hedge delay that elapses measures the client's own wait.
+That is hedging's worst case. A request's latency is timed around ``client.get``. A round's figure
 is the p50 of its requests; the headline is the **paired ratio**, the median over rounds of
 (variant's p50 / no hedging's p50 in the same round), with its p25 - p75 across rounds; p50,
 p90 and p99 are over every timed request of the variant. CPU per request is this process's
 CPU time over the round, divided by its requests. *Extra requests* is what the variant's server
-received beyond one per logical request; the client's own view (``extensions["failover"]``)
+received beyond one per logical request (a lower bound: a cut attempt's request may be lost
+with its connection); the client's own view (``extensions["failover"]``)
 is beside it: hedges sent, and requests a hedge answered. *Connections* are those that carried
 a request, as the server counts them: a client kept alive needs one per task; each cut attempt
 (a hedge's loser) closes one, and a later request opens another.
@@ -225,7 +230,7 @@ def figures(variants: Sequence[Variant], received: dict[str, dict[str, int]], ti
             # "wall_paired_ratio": the key `python -m benchmarks --processes N` gathers across runs
             "wall_paired_ratio": ratio.median, "wall_paired_p25": ratio.p25, "wall_paired_p75": ratio.p75,
             "cpu_per_request": statistics.median(v.round_cpu) if v.round_cpu else math.nan,
-            "cpu_paired_ratio": cpu.median,
+            "cpu_paired_ratio": cpu.median, "cpu_paired_p25": cpu.p25, "cpu_paired_p75": cpu.p75,
             "received": received[v.label]["count"], "extra": received[v.label]["count"] - v.requests,
             "connections": received[v.label]["connections"],
             "hedges": v.hedges, "sent": v.sent, "by_hedge": v.by_hedge,
@@ -240,7 +245,7 @@ def table(data: dict[str, Any], sizes: Sizes, timed: int) -> h.Table:
         f"Async hedging under load: {sizes.tasks} concurrent tasks, healthy loopback domains "
         f"(server in another process), {timed} rounds of {sizes.per_round} GETs per variant",
         ["variant", "p50", "p90", "p99", "**p50 vs no hedging** (paired: median, p25 - p75)",
-         "CPU per request (paired ratio)", "hedges sent (client)", "extra requests (server-counted)",
+         "CPU per request (paired ratio, p25 - p75)", "hedges sent (client)", "extra requests (server-counted)",
          "answered by a hedge", "connections (server-counted)"],
     )
     for label in labels:
@@ -249,7 +254,7 @@ def table(data: dict[str, Any], sizes: Sizes, timed: int) -> h.Table:
             label + (f" ({f['errors']} errors)" if f["errors"] else ""),
             h.ms(f["p50"]), h.ms(f["p90"]), h.ms(f["p99"]),
             "1x" if label == labels[0] else f"**{f['wall_paired_ratio']:.3f}x** ({f['wall_paired_p25']:.2f} - {f['wall_paired_p75']:.2f})",
-            f"{h.us(f['cpu_per_request'])} ({f['cpu_paired_ratio']:.3f}x)",
+            f"{h.us(f['cpu_per_request'])} ({f['cpu_paired_ratio']:.3f}x, {f['cpu_paired_p25']:.2f} - {f['cpu_paired_p75']:.2f})",
             f"{f['hedges']:,} ({f['hedges'] / max(1, f['requests']):.2%})",
             f"{f['extra']:,} ({f['extra'] / max(1, f['requests']):.2%})",
             f"{f['by_hedge']:,}",

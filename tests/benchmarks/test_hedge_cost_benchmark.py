@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from benchmarks import hedge_cost
+from benchmarks.__main__ import across
 
 
 def test_the_hedging_benchmark_answers_every_request_and_counts_the_hedges_at_the_servers() -> None:
@@ -45,6 +46,9 @@ def test_the_hedging_benchmark_answers_every_request_and_counts_the_hedges_at_th
     assert fixed["hedges"] <= 0.05 * fixed["requests"] + 5, fixed  # Hedging.max_ratio, plus the burst
     text = report.markdown()
     assert "p50 vs no hedging" in text and "target <= 1.10x" in text
+    # `python -m benchmarks hedge_cost --processes N` gathers each variant's paired ratio
+    table = across([data, data])
+    assert table is not None and [row[0] for row in table.rows] == labels
 
 
 @pytest.mark.parametrize("bad", [{"tasks": 0}, {"per_round": 3, "tasks": 4}, {"rounds": 0}, {"fixed_delay": 0.0}])
