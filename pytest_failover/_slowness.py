@@ -167,13 +167,20 @@ class HedgeThrottle:
         """May a hedge go now? Takes its token if so. ``again``: this request was
         refused a hedge before; while hedges are being refused, the last token is
         only for such a request (see the module's rules)."""
-        contended = now - self.refused_at < CONTENTION
-        if self.tokens < (1.0 if again or not contended else 2.0):
-            self.refused_at = now
+        if self.refuses(now, again=again):
             return False
         self._tokens -= 1.0
         self.hedges += 1
         return True
+
+    def refuses(self, now: float, *, again: bool = False) -> bool:
+        """Would a hedge be refused now (:meth:`take`'s rule)? If so, that is a refusal:
+        noted, as :meth:`take` notes it."""
+        contended = now - self.refused_at < CONTENTION
+        if self.tokens < (1.0 if again or not contended else 2.0):
+            self.refused_at = now
+            return True
+        return False
 
 
 class SlowCallWindow:
