@@ -15,11 +15,13 @@ from failover_agent.listener import GZIP_MIN, Listener, Request, Response, accep
 from failover_agent.runner import Agent
 from failover_agent.status import page as status_page
 
+from pytest_failover import ControlDocument
+from pytest_failover.control import ControlKey
 from pytest_failover.simulator import FakeDomains
 
 __all__ = ["fake_domains"]  # the fixture, used by name
 
-from agent_support import config, eventually, fake_domains, running
+from agent_support import HMAC_KEY, config, eventually, fake_domains, running
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -165,7 +167,8 @@ async def test_every_route_with_and_without_gzip(agent: tuple[Agent, str]) -> No
 
 async def test_control_document_gzip_keeps_its_signature(agent: tuple[Agent, str]) -> None:
     """The control document, compressed for a client that asks, decodes to the very bytes the
-    agent signed (gzip wraps the JWS; it changes nothing the signature covers)."""
+    agent signed, which the library verifies with the agent's key (gzip wraps the JWS; it
+    changes nothing the signature covers)."""
     running_agent, base = agent
     control = running_agent.config.control
     assert control is not None
@@ -173,7 +176,10 @@ async def test_control_document_gzip_keeps_its_signature(agent: tuple[Agent, str
     assert document is not None and len(document) >= GZIP_MIN  # 39 disabled domains: worth compressing
     async with httpx.AsyncClient(trust_env=False, timeout=10) as client:
         plain = await check_route(client, base + control.path)
+        _, raw = await get(client, base + control.path, "gzip")
     assert plain == document
+    served = ControlDocument.parse(gzip.decompress(raw), key=ControlKey.from_secret(HMAC_KEY))
+    assert len(served.disabled["api"]) == 39
 
 
 async def test_large_chunked_body_is_compressed_off_the_loop_and_released() -> None:
