@@ -96,7 +96,7 @@ GZIP_MIN = 1024
 """Bodies shorter than this are sent as they are, even to a client that accepts gzip."""
 GZIP_IN_THREAD = 64 * 1024
 """Bodies at least this long are compressed in a thread, off the event loop."""
-_GZIP_LEVEL = 6  # zlib's default: /metrics at 1,000 domains in ~30 ms, to about a tenth
+_GZIP_LEVEL = 6  # zlib's default: /metrics at 1,000 domains, 2.3 MB, goes out as 77 KB
 
 
 @dataclass(frozen=True, slots=True)
