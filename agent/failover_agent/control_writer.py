@@ -186,10 +186,14 @@ def signing_key(cfg: ControlConfig) -> ControlKey:
 
 def document_response(doc: bytes | None) -> Response:
     """The answer at ``control.path``: the latest signed document as ``application/jose``
-    (RFC 7515's type for the compact serialization, which is not JSON), or 503 before the first."""
+    (RFC 7515's type for the compact serialization, which is not JSON), or 503 before the first.
+
+    It may go gzip-encoded to a client that asks (:mod:`failover_agent.listener`): that changes
+    nothing the signature covers, the JWS being the body, which the client decodes before it
+    verifies (the library's poller asks for ``identity`` anyway)."""
     if doc is None:
         return json_response({"error": "no control document yet"}, 503)
-    return Response(200, doc, CONTENT_TYPE, {"Cache-Control": "no-store"})
+    return Response(200, doc, CONTENT_TYPE, {"Cache-Control": "no-store"}, compress=True)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
