@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import itertools
 import logging
 import math
@@ -54,7 +53,7 @@ from ._sockets import socket_of
 if TYPE_CHECKING:
     from ._lib import Response
 
-__all__ = ["GRACE", "async_limit", "loop_call_later", "watchdog"]
+__all__ = ["GRACE", "async_limit", "watchdog"]
 
 logger = logging.getLogger("pytest_failover")
 
@@ -85,15 +84,6 @@ def async_limit(seconds: float) -> AbstractContextManager[object]:
     if watch is None or watch.loop is not loop:
         watch = _watch_of(loop)
     return _Limit(watch, task, loop.time() + seconds)
-
-
-def loop_call_later(loop: asyncio.AbstractEventLoop, delay: float, action: Callable[[], object]) -> _Timed:
-    """Call ``action`` on ``loop`` after ``delay`` seconds, unless cancelled first (the
-    handle's ``cancel()``, as ``loop.call_later``'s): on the loop's deadline watch, whose one
-    timer serves every attempt's limit and every such action, instead of a loop timer per
-    call (a ``TimerHandle`` pushed on the loop's heap and cancelled: an async hedgeable
-    request's hedge timer, which is almost never due)."""
-    return _Timed(_watch_of(loop), loop.time() + delay, action)
 
 
 def _watch_of(loop: asyncio.AbstractEventLoop) -> _LoopWatch:
@@ -131,12 +121,6 @@ class _Limit:
         if at < watch.wakes_at:
             watch.wake(at)
 
-    what = "cutting an attempt"
-
-    def fire(self) -> None:
-        """Its time has come: cancel its task (``__exit__`` makes that a timeout)."""
-        self.task.cancel()
-
     def __enter__(self) -> None:
         return None
 
@@ -151,39 +135,11 @@ class _Limit:
                 raise TimeoutError from exc
 
 
-class _Timed:
-    """An action armed on a loop's watch (:func:`loop_call_later`): called at ``at`` (the
-    loop's time) unless cancelled first, in the context it was armed in, as
-    ``loop.call_later`` calls its callback: the watch's timer runs in the context of
-    whichever attempt set it, another request's."""
-
-    __slots__ = ("action", "at", "context", "watch")
-
-    what = "a timed action"
-
-    def __init__(self, watch: _LoopWatch, at: float, action: Callable[[], object]) -> None:
-        self.watch = watch
-        self.at = at
-        self.action = action
-        self.context = contextvars.copy_context()
-        watch.armed.add(self)
-        if at < watch.wakes_at:
-            watch.wake(at)
-
-    def fire(self) -> None:
-        self.context.run(self.action)
-
-    def cancel(self) -> None:
-        """Not called after all (done already, or never: either way it is not armed now)."""
-        self.watch.armed.discard(self)
-
-
 class _LoopWatch:
     """The deadlines of one event loop's async attempts, on one loop timer.
 
     The sync side's :class:`_Watchdog`, for a loop: arming adds the attempt's
-    :class:`_Limit` to a set, and disarming removes it; an action due at a time (a
-    hedge's, :class:`_Timed`) is armed the same way. The one timer is set to the
+    :class:`_Limit` to a set, and disarming removes it. The one timer is set to the
     earliest deadline, and moved only for an attempt whose deadline comes before it:
     attempts of one time arm in the order of their deadlines, so the timer stays where
     the first one set it, and when it fires (mostly for an attempt long answered) it
@@ -201,7 +157,7 @@ class _LoopWatch:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.armed: set[_Limit | _Timed] = set()
+        self.armed: set[_Limit] = set()
         self._handle: asyncio.TimerHandle | None = None
         self.wakes_at = math.inf  # when the timer fires (inf: no timer)
         _watches[loop] = weakref.ref(self)
@@ -220,13 +176,11 @@ class _LoopWatch:
         due = max(self.loop.time(), self.wakes_at)
         armed = self.armed
         for guard in [guard for guard in armed if guard.at <= due]:
-            if guard not in armed:  # cancelled by an action that fired before it, this turn
-                continue
             armed.remove(guard)
             try:
-                guard.fire()
+                guard.task.cancel()
             except Exception:  # a bug there must not stop every later deadline of the loop
-                logger.exception("failover: %s at its deadline failed", guard.what)
+                logger.exception("failover: cutting an attempt at its deadline failed")
         if armed:
             self.wake(min(guard.at for guard in armed))
         else:

@@ -22,7 +22,7 @@ import pytest
 import uvloop
 
 from pytest_failover import AsyncFailoverTransport, FailoverError, Policy, Pool, _deadline
-from pytest_failover._deadline import _Limit, _LoopWatch, async_limit, loop_call_later
+from pytest_failover._deadline import _Limit, _LoopWatch, async_limit
 
 # How much later than a bare loop timer due at the same time a deadline may end its body
 # (the watch's timer, then the cancelled task's step and its cleanup). Each test measures
@@ -438,80 +438,3 @@ def test_a_failing_cut_leaves_the_later_deadlines_standing(run: Run, caplog: pyt
 
     run(main())
     assert "cutting an attempt at its deadline failed" in caplog.text
-
-
-def test_a_timed_action_runs_once_at_its_time_and_a_cancelled_one_never(run: Run) -> None:
-    """An action armed on the loop's watch (an async hedge's timer) runs once at its time;
-    one cancelled first never runs; neither stays armed."""
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        ran: list[float] = []
-        once = asyncio.Event()
-
-        def action(value: float) -> None:
-            ran.append(value)
-            once.set()
-
-        due = loop_call_later(loop, 0.05, lambda: action(loop.time() - started))
-        cancelled = loop_call_later(loop, 0.02, lambda: action(-1.0))
-        watch = _watch()
-        assert watch.armed == {due, cancelled}  # the watch's, not a loop timer each
-        cancelled.cancel()
-        async with asyncio.timeout(5.0):  # bounded
-            await once.wait()
-        await asyncio.sleep(0.05)  # nothing else runs
-        assert len(ran) == 1
-        assert 0.05 - EARLY <= ran[0] <= 0.05 + LATE
-        assert not watch.armed
-        due.cancel()  # after it ran: nothing to do
-
-    run(main())
-
-
-def test_a_failing_timed_action_is_logged_and_the_later_deadlines_still_fire(
-    run: Run, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A timed action that raises is logged as one, and the loop's later deadlines still fire."""
-
-    def broken() -> None:
-        raise RuntimeError("broken")
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        later = asyncio.create_task(_cut_after(0.1))
-        await asyncio.sleep(0)
-        loop_call_later(loop, 0.02, broken)
-        async with asyncio.timeout(5.0):  # bounded
-            elapsed = await later
-        assert 0.1 - EARLY <= elapsed <= 0.1 + LATE
-
-    run(main())
-    assert "a timed action at its deadline failed" in caplog.text
-
-
-def test_an_action_that_cancels_another_due_with_it_leaves_the_watch_running(run: Run) -> None:
-    """Two timed actions due together, each cancelling the other (as ``loop.call_later``'s
-    handles may): one runs, the other does not, and the loop's later deadlines still fire."""
-
-    async def main() -> None:
-        ran: list[str] = []
-        handles: dict[str, _deadline._Timed] = {}
-
-        def action(name: str, other: str) -> Callable[[], None]:
-            def act() -> None:
-                ran.append(name)
-                handles[other].cancel()
-
-            return act
-
-        loop = asyncio.get_running_loop()
-        handles["a"] = _deadline.loop_call_later(loop, 0.01, action("a", "b"))
-        handles["b"] = _deadline.loop_call_later(loop, 0.01, action("b", "a"))
-        async with asyncio.timeout(5.0):  # bounded: a watch left without its timer never cuts this
-            elapsed, lag = await _timed_cut(0.1)
-        assert len(ran) == 1, ran
-        assert _on_time(elapsed, 0.1, lag), (elapsed, lag)
-
-    run(main())
