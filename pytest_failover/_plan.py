@@ -224,10 +224,10 @@ class RequestPlan:
 
     def first(self) -> Attempt | Wait | Stop:
         """The first step, at the request's start (no clock read of its own): the first
-        attempt, a wait, or stop. Most requests (neither pinned nor on a table) walk an order, and their first
-        attempt is the pool's choice as :meth:`_decide` makes it, taken at once unless it
-        is a probe, with the pool's first timeout (``_timeout`` at the start, worked out
-        once per pool).
+        attempt, a wait, or stop. Most requests (neither pinned nor on a table) walk an
+        order, and their first attempt is the pool's choice as :meth:`_decide` makes it,
+        taken at once unless it is a probe, with the pool's first timeout (``_timeout``
+        at the start, worked out once per pool).
 
         That choice reads the breakers without the pool's lock: a request answered at its
         first attempt takes the lock once, to record its answer, and a dozen threads do not
