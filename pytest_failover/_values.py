@@ -118,8 +118,8 @@ class Attempt:
     ``delay`` seconds, with at most ``timeout`` seconds for it; ``probe``: it holds
     the domain's probe lease; ``events``: what deciding it caused; ``hedge``: sent
     while an earlier attempt is in flight). The exchange puts it on the wire
-    (``request``, its ``span`` and the context it runs in, ``quiet``; ``sending``
-    once it is handed to the network). The core records its end (``outcome``: what
+    (``request``, its ``span`` and the context it runs in, ``quiet``; a race marks
+    ``sending`` once an attempt it may cut is handed to the network). The core records its end (``outcome``: what
     it was classified as, of which its record keeps the error type, the status and
     whether bytes may have reached the domain; ``duration``; ``race``:
     how it ended beside another, see :class:`AttemptRecord`), and
@@ -141,7 +141,7 @@ class Attempt:
     request: Any  # the httpx.Request it sends, set by the exchange
     span: Any = None  # with telemetry: its CLIENT span, and the context to send it in
     quiet: Any = None
-    sending = False  # handed to the inner transport
+    sending = False  # handed to the inner transport (marked by a race: a cut one then counts as sent)
     raced = False  # it ran beside another (a hedge always does)
     outcome: Outcome  # set when it ends (a cut one's: _plan._CUT)
     duration = 0.0
