@@ -28,8 +28,11 @@ An attempt's time is therefore bounded from outside:
   that gap, but makes httpcore call back a dozen times per request on the
   happy path.
 
-Both raise the library's ``ReadTimeout`` naming the limit, so an exceeded deadline is
-classified like any other timeout.
+Both raise the library's own timeout naming the limit, so an exceeded deadline is
+classified like any other timeout: the one of the phase the cut found the attempt in
+(``Exchange.timed_out``), which the cancellation's frames tell for an async attempt
+(``_sockets.cut_phase``: a connect cut on a busy loop before httpx's own timeout fired is
+a ``ConnectTimeout``, which sent nothing); the sync watchdog cuts only reads.
 """
 
 from __future__ import annotations
@@ -58,9 +61,10 @@ __all__ = ["GRACE", "async_limit", "watchdog"]
 logger = logging.getLogger("pytest_failover")
 
 # An async attempt's guard, which spans the connect, fires this long after the attempt's
-# time: httpx's own timeouts, set to the same time, go first and name the phase
+# time: httpx's own timeouts, set to the same time, mostly go first and name the phase
 # (``connect_timeout``, ``read_timeout``; a connect that timed out was not sent), and the
-# guard only stops what they cannot, such as a body trickled a byte at a time. The sync
+# guard stops what they cannot, such as a body trickled a byte at a time. On a busy loop
+# it may still fire first: the phase is then read from where its cancellation landed. The sync
 # watchdog guards only the body, where no phase is left to name: it fires at the time
 # itself.
 GRACE = 0.02
