@@ -113,8 +113,8 @@ def cut_phase(core: str, cut: BaseException | None) -> str:
     from the loop's down to where it landed, and the first call of :data:`_PHASES` below the
     first frame of ``core`` (the connection package: ``httpcore``, ``httpcore2``) names the
     phase. Read only for an attempt cut at its time, never on the way of an answer. Another
-    inner transport, or a cancellation that kept no frames (anyio's ``fail_after`` under trio
-    drops it), leaves ``ReadTimeout``: it may have sent, the safe answer.
+    inner transport, or a cut with no cancellation to read, leaves ``ReadTimeout``: it may
+    have sent, the safe answer.
     """
     tb = cut.__traceback__ if cut is not None else None
     inside = False

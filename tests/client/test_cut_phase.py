@@ -10,13 +10,14 @@ on real loopback sockets.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import functools
 import socket
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
+import anyio
 import pytest
 
 import pytest_failover
@@ -53,7 +54,21 @@ class LateTimeouts:
         await self.inner.aclose()
 
 
-async def post(http: ModuleType, pool: Pool, inner: LateTimeouts, url: str, body: bytes = b"{}", hold: bool = False) -> Any:
+@pytest.fixture(params=["asyncio", "trio"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The event loop a test runs in (under trio, the guard is anyio's cancel scope)."""
+    name: str = request.param
+    return name
+
+
+def run(backend: str, *args: Any, **kwargs: Any) -> Any:
+    """:func:`post` in an event loop of ``backend``."""
+    return anyio.run(functools.partial(post, *args, **kwargs), backend=backend)
+
+
+async def post(
+    http: ModuleType, pool: Pool, inner: LateTimeouts, url: str, body: bytes = b"{}", hold: bool = False
+) -> Any:
     """POST ``body`` (no Idempotency-Key) through the library's failover transport over
     ``inner``: the response, or the failover error (of the library's front-end) the caller
     got. ``hold``: while a streamed answer from a host outside the pool holds a connection."""
@@ -82,11 +97,11 @@ def pool(domains: FakeDomains) -> Pool:
     return Pool("api", [f"http://{PRIMARY}", f"http://{BACKUP}"])
 
 
-def test_a_post_cut_while_connecting_moves_to_the_backup(http: ModuleType, domains: FakeDomains, pool: Pool) -> None:
+def test_a_post_cut_while_connecting_moves_to_the_backup(http: ModuleType, backend: str, domains: FakeDomains, pool: Pool) -> None:
     """The guard cuts a connect that never completes: a ``connect_timeout`` that sent nothing,
     so a POST without an Idempotency-Key is answered by the backup."""
     domains.fail(PRIMARY, faults.connect_timeout())
-    response = asyncio.run(post(http, pool, LateTimeouts(http), f"http://{PRIMARY}/v1/rooms"))
+    response = run(backend, http, pool, LateTimeouts(http), f"http://{PRIMARY}/v1/rooms")
     assert response.status_code == 200
     result = response.extensions["failover"]
     assert result.domain == f"http://{BACKUP}"
@@ -96,32 +111,32 @@ def test_a_post_cut_while_connecting_moves_to_the_backup(http: ModuleType, domai
 
 
 def test_a_connect_cut_by_the_guard_raises_the_library_s_connect_timeout(
-    http: ModuleType, domains: FakeDomains, pool: Pool
+    http: ModuleType, backend: str, domains: FakeDomains, pool: Pool
 ) -> None:
     """With every domain out of reach, the caller's error is caused by the library's own
     ``ConnectTimeout``, as the library raises it."""
     domains.fail(PRIMARY, faults.connect_timeout())
     domains.fail(BACKUP, faults.connect_timeout())
-    error = asyncio.run(post(http, pool, LateTimeouts(http), f"http://{PRIMARY}/v1/rooms"))
+    error = run(backend, http, pool, LateTimeouts(http), f"http://{PRIMARY}/v1/rooms")
     assert isinstance(error, http.TransportError)  # the library's family
     assert [(a.error_type, a.sent) for a in error.attempts] == [("connect_timeout", False)] * 2
     assert isinstance(error.__cause__, http.ConnectTimeout), repr(error.__cause__)
 
 
-def test_a_wait_for_a_connection_cut_by_the_guard_is_a_pool_timeout(http: ModuleType, pool: Pool) -> None:
+def test_a_wait_for_a_connection_cut_by_the_guard_is_a_pool_timeout(http: ModuleType, backend: str, pool: Pool) -> None:
     """An attempt cut while it waits for the pool's one connection (held by another answer)
     is a ``pool_timeout`` that sent nothing, on each domain."""
     inner = LateTimeouts(http, limits=http.Limits(max_connections=1))
-    error = asyncio.run(post(http, pool, inner, f"http://{PRIMARY}/v1/rooms", hold=True))
+    error = run(backend, http, pool, inner, f"http://{PRIMARY}/v1/rooms", hold=True)
     assert [(a.error_type, a.sent) for a in error.attempts] == [("pool_timeout", False)] * 2
     assert isinstance(error.__cause__, http.PoolTimeout), repr(error.__cause__)
 
 
-def test_a_read_cut_by_the_guard_stays_a_read_timeout(http: ModuleType, domains: FakeDomains, pool: Pool) -> None:
+def test_a_read_cut_by_the_guard_stays_a_read_timeout(http: ModuleType, backend: str, domains: FakeDomains, pool: Pool) -> None:
     """A request that went out and was never answered is cut as a ``read_timeout`` that may
     have been sent: a POST without an Idempotency-Key is not sent again."""
     domains.fail(PRIMARY, faults.read_timeout())
-    error = asyncio.run(post(http, pool, LateTimeouts(http), f"http://{PRIMARY}/v1/rooms"))
+    error = run(backend, http, pool, LateTimeouts(http), f"http://{PRIMARY}/v1/rooms")
     assert [(a.error_type, a.sent) for a in error.attempts] == [("read_timeout", True)]
     assert isinstance(error.__cause__, http.ReadTimeout), repr(error.__cause__)
 
@@ -134,9 +149,9 @@ def unread() -> Iterator[Pool]:
         yield Pool("upload", [f"http://127.0.0.1:{listener.getsockname()[1]}"])
 
 
-def test_a_write_cut_by_the_guard_is_a_write_timeout(http: ModuleType, unread: Pool) -> None:
+def test_a_write_cut_by_the_guard_is_a_write_timeout(http: ModuleType, backend: str, unread: Pool) -> None:
     """An attempt cut while it writes a body nobody reads is a ``write_timeout``: bytes left."""
     body = b"x" * (32 * 1024 * 1024)  # far more than a loopback socket's buffers hold
-    error = asyncio.run(post(http, unread, LateTimeouts(http), f"{unread.domains[0].url}/upload", body))
+    error = run(backend, http, unread, LateTimeouts(http), f"{unread.domains[0].url}/upload", body)
     assert [(a.error_type, a.sent) for a in error.attempts] == [("write_timeout", True)]
     assert isinstance(error.__cause__, http.WriteTimeout), repr(error.__cause__)
