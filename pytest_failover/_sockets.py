@@ -86,18 +86,23 @@ def socket_of(response: Response) -> socket.socket | None:
     return sock if isinstance(sock, socket.socket) else None
 
 
-# The phase an attempt was in, by the first of these calls met on the way down from the
-# connection package's frames: the name of the library's timeout for that phase (httpx's
-# and httpx2's exception classes). ``connect_tcp``, ``connect_unix_socket`` and
-# ``start_tls`` (the TLS handshake) are httpcore's network backend and stream interface
+# The phase an attempt was in, by the first of these calls that a frame of the connection
+# package makes on the cancellation's way down: the name of the library's timeout for that
+# phase (httpx's and httpx2's exception classes). ``connect_tcp``, ``connect_unix_socket``
+# and ``start_tls`` (the TLS handshake) are httpcore's network backend and stream interface
 # (public: ``AsyncNetworkBackend``, ``AsyncNetworkStream``), called whoever's backend it is
-# (a resolver's, :mod:`._dial`); ``write`` is that stream's too; ``wait_for_connection`` is
-# the pool's wait for a free connection (the one private name: its request's, in httpcore
-# and httpcore2 alike). None met: the attempt was reading (its headers or its body).
+# (a resolver's, :mod:`._dial`), and so is the backend's ``sleep``, which httpcore calls only
+# between connect retries (``retries=``); ``write`` is that stream's too (also a SOCKS or
+# HTTP/2 handshake's: may have sent, the safe side); ``wait_for_connection`` is the pool's
+# wait for a free connection (the one private name: its request's, in httpcore and
+# httpcore2 alike). None met: the attempt was reading (its headers or its body). Only a
+# call made by the package counts: a request body's generator that sleeps is called by
+# the library's stream, and the request went out before it.
 _PHASES = {
     "connect_tcp": "ConnectTimeout",
     "connect_unix_socket": "ConnectTimeout",
     "start_tls": "ConnectTimeout",
+    "sleep": "ConnectTimeout",
     "wait_for_connection": "PoolTimeout",
     "write": "WriteTimeout",
 }
@@ -110,22 +115,21 @@ def cut_phase(core: str, cut: BaseException | None) -> str:
 
     ``cut`` is the cancellation that ended the attempt at its time (the guard's, from the
     connect on: ``_deadline.async_limit``); its traceback holds the frames it passed through,
-    from the loop's down to where it landed, and the first call of :data:`_PHASES` below the
-    first frame of ``core`` (the connection package: ``httpcore``, ``httpcore2``) names the
+    from the loop's down to where it landed, and the first call of :data:`_PHASES` that a
+    frame of ``core`` (the connection package: ``httpcore``, ``httpcore2``) made names the
     phase. Read only for an attempt cut at its time, never on the way of an answer. Another
     inner transport, or a cut with no cancellation to read, leaves ``ReadTimeout``: it may
     have sent, the safe answer.
     """
     tb = cut.__traceback__ if cut is not None else None
-    inside = False
+    called_by_core = False
     while tb is not None:
         frame = tb.tb_frame
-        if inside:
+        if called_by_core:
             phase = _PHASES.get(frame.f_code.co_name)
             if phase is not None:
                 return phase
-        else:
-            inside = str(frame.f_globals.get("__name__", "")).partition(".")[0] == core
+        called_by_core = str(frame.f_globals.get("__name__", "")).partition(".")[0] == core
         tb = tb.tb_next
     return "ReadTimeout"
 

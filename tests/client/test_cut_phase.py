@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -67,7 +67,12 @@ def run(backend: str, *args: Any, **kwargs: Any) -> Any:
 
 
 async def post(
-    http: ModuleType, pool: Pool, inner: LateTimeouts, url: str, body: bytes = b"{}", hold: bool = False
+    http: ModuleType,
+    pool: Pool,
+    inner: LateTimeouts,
+    url: str,
+    body: bytes | AsyncIterator[bytes] = b"{}",
+    hold: bool = False,
 ) -> Any:
     """POST ``body`` (no Idempotency-Key) through the library's failover transport over
     ``inner``: the response, or the failover error (of the library's front-end) the caller
@@ -141,17 +146,60 @@ def test_a_read_cut_by_the_guard_stays_a_read_timeout(http: ModuleType, backend:
     assert isinstance(error.__cause__, http.ReadTimeout), repr(error.__cause__)
 
 
+def test_a_cut_while_a_streamed_body_sleeps_is_not_a_connect_timeout(
+    http: ModuleType, backend: str, pool: Pool
+) -> None:
+    """An upload whose body waits between chunks is cut after its headers went out: a sleep
+    the body makes is not httpcore's wait between connect retries, and bytes left."""
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"first chunk"
+        await anyio.sleep(LATE)  # the next chunk comes too late
+
+    error = run(backend, http, pool, LateTimeouts(http), f"http://{PRIMARY}/v1/upload", body())
+    assert [(a.error_type, a.sent) for a in error.attempts] == [("read_timeout", True)]
+
+
 @pytest.fixture
-def unread() -> Iterator[Pool]:
-    """A pool of one loopback port whose connections complete (the kernel's accept queue)
-    and are never read: a large request body fills the buffers and its write blocks."""
+def unread() -> Iterator[int]:
+    """A loopback port whose connections complete (the kernel's accept queue) and are never
+    read: a TLS handshake waits for ever, a large request body fills the buffers and its
+    write blocks."""
     with socket.create_server(("127.0.0.1", 0), backlog=8) as listener:
-        yield Pool("upload", [f"http://127.0.0.1:{listener.getsockname()[1]}"])
+        yield int(listener.getsockname()[1])
 
 
-def test_a_write_cut_by_the_guard_is_a_write_timeout(http: ModuleType, backend: str, unread: Pool) -> None:
+def test_a_write_cut_by_the_guard_is_a_write_timeout(http: ModuleType, backend: str, unread: int) -> None:
     """An attempt cut while it writes a body nobody reads is a ``write_timeout``: bytes left."""
     body = b"x" * (32 * 1024 * 1024)  # far more than a loopback socket's buffers hold
-    error = run(backend, http, unread, LateTimeouts(http), f"{unread.domains[0].url}/upload", body)
+    url = f"http://127.0.0.1:{unread}"
+    error = run(backend, http, Pool("api", [url]), LateTimeouts(http), f"{url}/upload", body)
     assert [(a.error_type, a.sent) for a in error.attempts] == [("write_timeout", True)]
     assert isinstance(error.__cause__, http.WriteTimeout), repr(error.__cause__)
+
+
+def test_a_tls_handshake_cut_by_the_guard_is_a_connect_timeout(http: ModuleType, backend: str, unread: int) -> None:
+    """An attempt cut while its TLS handshake waits for the server's hello sent nothing."""
+    url = f"https://127.0.0.1:{unread}"
+    error = run(backend, http, Pool("api", [url]), LateTimeouts(http), f"{url}/v1/rooms")
+    assert [(a.error_type, a.sent) for a in error.attempts] == [("connect_timeout", False)]
+    assert isinstance(error.__cause__, http.ConnectTimeout), repr(error.__cause__)
+
+
+@pytest.fixture
+def refused() -> Iterator[int]:
+    """A loopback port bound and not listening: every connect is refused at once."""
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        yield int(bound.getsockname()[1])
+
+
+def test_a_connect_retry_s_wait_cut_by_the_guard_is_a_connect_timeout(
+    http: ModuleType, backend: str, refused: int
+) -> None:
+    """An attempt cut while httpcore waits to connect again (``retries``: 0 s, then 0.5 s,
+    longer than the attempt) sent nothing."""
+    url = f"http://127.0.0.1:{refused}"
+    error = run(backend, http, Pool("api", [url]), LateTimeouts(http, retries=3), f"{url}/v1/rooms")
+    assert [(a.error_type, a.sent) for a in error.attempts] == [("connect_timeout", False)]
+    assert isinstance(error.__cause__, http.ConnectTimeout), repr(error.__cause__)
