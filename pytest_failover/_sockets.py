@@ -94,8 +94,8 @@ def socket_of(response: Response) -> socket.socket | None:
 # (a resolver's, :mod:`._dial`), and so is the backend's ``sleep``, which httpcore calls only
 # between connect retries (``retries=``); ``write`` is that stream's too (also a SOCKS or
 # HTTP/2 handshake's: may have sent, the safe side); ``wait_for_connection`` is the pool's
-# wait for a free connection (the one private name: its request's, in httpcore and
-# httpcore2 alike). None met: the attempt was reading (its headers or its body). Only a
+# wait for a free connection (the one private name: a method of the pool's request object,
+# httpcore2's alike). None met: the attempt was reading (its headers or its body). Only a
 # call made by the package counts: a request body's generator that sleeps is called by
 # the library's stream, and the request went out before it.
 _PHASES = {
