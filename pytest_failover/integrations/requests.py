@@ -189,9 +189,7 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
         outgoing = _convert.request(method, url, headers, content, extensions)
         try:
-            exchange = self._transport._begin(outgoing, (route, options))
-            assert exchange is not None  # routed above
-            response = self._transport._run(exchange)
+            response = self._transport.handle_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
         return _native(response, request, self)
