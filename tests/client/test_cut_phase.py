@@ -24,6 +24,7 @@ import pytest_failover
 from pytest_failover import ExponentialBackoff, Policy, Pool, faults
 from pytest_failover import httpx2 as failover_httpx2
 from pytest_failover.simulator import FakeDomains
+from pytest_failover.telemetry_capture import FailoverTelemetry
 
 PRIMARY = "primary.cut.test"
 BACKUP = "backup.cut.test"
@@ -73,12 +74,14 @@ async def post(
     url: str,
     body: bytes | AsyncIterator[bytes] = b"{}",
     hold: bool = False,
+    options: dict[str, Any] | None = None,
 ) -> Any:
     """POST ``body`` (no Idempotency-Key) through the library's failover transport over
     ``inner``: the response, or the failover error (of the library's front-end) the caller
-    got. ``hold``: while a streamed answer from a host outside the pool holds a connection."""
+    got. ``hold``: while a streamed answer from a host outside the pool holds a connection;
+    ``options``: the transport's (a tracer provider)."""
     front: ModuleType = failover_httpx2 if http.__name__ == "httpx2" else pytest_failover
-    transport = front.AsyncFailoverTransport([pool], POLICY, transport=inner)
+    transport = front.AsyncFailoverTransport([pool], POLICY, transport=inner, **(options or {}))
     async with http.AsyncClient(transport=transport) as client, contextlib.AsyncExitStack() as stack:
         if hold:
             await stack.enter_async_context(client.stream("GET", f"http://{HELD}/held"))  # passes through
@@ -113,6 +116,22 @@ def test_a_post_cut_while_connecting_moves_to_the_backup(http: ModuleType, backe
     first = result.attempts[0]
     assert (first.error_type, first.sent) == ("connect_timeout", False), first
     assert first.duration < LATE / 10, first  # cut by the guard, not by the library's own timeout
+
+
+def test_the_attempt_span_of_a_connect_cut_by_the_guard_names_a_connect_timeout(
+    http: ModuleType, backend: str, domains: FakeDomains, pool: Pool, failover_telemetry: FailoverTelemetry
+) -> None:
+    """Telemetry names the phase the guard cut: the primary's attempt span says
+    ``connect_timeout``, the backup's answered."""
+    domains.fail(PRIMARY, faults.connect_timeout())
+    traced = {"tracer_provider": failover_telemetry.tracer_provider}
+    response = run(backend, http, pool, LateTimeouts(http), f"http://{PRIMARY}/v1/rooms", options=traced)
+    assert response.status_code == 200
+    attempts = failover_telemetry.attempts("api")
+    assert [(a.domain, a.error_type) for a in attempts] == [
+        (f"http://{PRIMARY}", "connect_timeout"),
+        (f"http://{BACKUP}", None),
+    ]
 
 
 def test_a_connect_cut_by_the_guard_raises_the_library_s_connect_timeout(
