@@ -91,6 +91,9 @@ _RESULTS = {
 }
 
 
+_SUCCEEDED = OutcomeKind.SUCCESS
+_OUTCOME_SUCCESS = semconv.OUTCOME_SUCCESS
+
 _EVENT_STREAM = b"text/event-stream"
 
 _SUCCESS = frozenset(range(200, 300))  # the statuses whose body Exchange.reads may read
@@ -166,7 +169,7 @@ class Lane:
     Most requests are answered at their first attempt by the domain their pool serves.
     Such a request has nothing to decide beyond the pool's choice, and nothing to keep
     beyond its one attempt's record, so it goes without a plan: the loops send the
-    attempt a lane holds (:meth:`alone`), and its success ends it (:meth:`ends`). Anything
+    attempt a lane holds (:attr:`attempt`), and its success ends it (:meth:`ends`). Anything
     else, a failure, an answer that is not a plain success, a success that moves the pool,
     or the caller leaving, hands the request to an :class:`Exchange` (its plan) with that
     attempt in it (:meth:`Exchange.adopting`), which goes on as if it had sent the attempt
@@ -194,6 +197,10 @@ class Lane:
         now: float,
         resendable: bool,
     ) -> None:
+        """The lane of ``request`` to ``core``'s pool at ``now``, and its first attempt,
+        aimed, in :attr:`attempt` when the lane takes the request alone: the pool's choice
+        is not a probe, and the stale cache is off for the request. With none, the exchange
+        takes it from the start (``Exchange.adopting``)."""
         self._state = state
         self.lib = lib
         self._origin = origin  # the pool domain the request's URL points at, if any
@@ -204,39 +211,30 @@ class Lane:
         self.body_limit, self._loads, stale = core.reading[resendable, request.method == "GET"]
         if stale:
             self._stale = True
+            return
+        attempt = core.first_attempt(now, core.orders[0])
+        if attempt is not None:
+            self.attempt = self.aim(attempt, request)
 
     @property
     def clock(self) -> Callable[[], float]:
         """The front-end's monotonic clock."""
         return self._state.clock
 
-    def alone(self) -> Attempt | None:
-        """The first attempt, aimed, when the lane takes the request alone (and keeps it in
-        :attr:`attempt`): the pool's choice is not a probe, and the stale cache is off for
-        the request. None otherwise: the exchange takes it from the start."""
-        if self._stale:
-            return None
-        attempt = self.core.first_attempt(self.started_at, self.core.orders[0])
-        if attempt is not None:
-            self.attempt = self.aim(attempt, self.request)
-        return attempt
-
-    def ends(self, response: Response, wait: bool) -> bool:
+    def ends(self, attempt: Attempt, response: Response, wait: bool) -> bool:
         """Does ``response``, the answer to :attr:`attempt`, end the request here (``wait``:
         the front-end may wait for the disk)? It does when it is a success the pool records
         as nothing new (``RequestPlan.answered_alone``): it then carries its result."""
-        attempt = self.attempt
-        assert attempt is not None
         core = self.core
         outcome = core.outcomes.get(response.status_code)
-        if outcome is None or outcome.kind is not OutcomeKind.SUCCESS:
+        if outcome is None or outcome.kind is not _SUCCEEDED:
             return False
         now = self._state.clock()
         if not RequestPlan.answered_alone(core, attempt, now):
             return False
         attempt.outcome = outcome
         attempt.duration = now - attempt.sent_at
-        _deliver(self._state, core, response, attempt.domain.url, reports((attempt,)), semconv.OUTCOME_SUCCESS, wait)
+        _deliver(self._state, core, response, attempt.domain.url, (attempt.report(),), _OUTCOME_SUCCESS, wait)
         return True
 
     def aim(self, attempt: Attempt, request: Request) -> Attempt:
@@ -394,12 +392,19 @@ class Exchange(Lane, RequestPlan):
             self._tracked = lib.Tracked(stream)
             request.stream = self._tracked
         RequestPlan.__init__(self, core, request.method, request.headers, options, replayable, pinned, now)
-        Lane.__init__(self, state, lib, request, core, origin, now, self.resendable)
-        url = self.original_url
+        # A lane's facts (``Lane.__init__`` chooses the first attempt too; a call cost 26
+        # opcodes a request)
+        self._state = state
+        self.lib = lib
+        self._origin = origin
+        self.request = request
+        self.original_url = url = request.url
+        self.body_limit, self._loads, stale = core.reading[self.resendable, self.method == "GET"]
         self.trace = trace = state.telemetry.start(core.name, self.method, url)
         if trace is not None and self._orders[2] is not None:
             trace.steered(self._orders[2])
-        if self._stale:
+        if stale:
+            self._stale = True
             # The stale cache keys on the request as the caller made it, before rewrites.
             self._original = lib.Request(self.method, url, headers=request.headers)
 

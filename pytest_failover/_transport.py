@@ -167,7 +167,7 @@ class _FailoverBase:
         ):
             resendable = pool_core.idempotent(request.method, request.headers)
             lane = Lane(state, self._lib, request, pool_core, origin, state.clock(), resendable)
-            return lane if lane.alone() is not None else self._exchange.adopting(lane)
+            return lane if lane.attempt is not None else self._exchange.adopting(lane)
         return self._exchange(state, self._lib, request, pool_core, pinned, origin, options)
 
 
@@ -234,7 +234,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         except BaseException:
             self._exchange.adopting(lane).give_up()
             raise
-        if lane.ends(response, True):
+        if lane.ends(attempt, response, True):
             return response  # type: ignore[no-any-return]  # the library's Response: Resp (no cast() call)
         exchange = self._exchange.adopting(lane)
         exchange.on_response(attempt, response)
@@ -412,7 +412,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         except BaseException:
             self._exchange.adopting(lane).give_up()
             raise
-        if lane.ends(response, False):
+        if lane.ends(attempt, response, False):
             return response  # type: ignore[no-any-return]  # the library's Response: Resp (no cast() call)
         exchange = self._exchange.adopting(lane)
         exchange.on_response(attempt, response)
