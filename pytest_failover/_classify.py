@@ -241,7 +241,7 @@ def outcome_table(policy: Policy) -> Mapping[int, Outcome]:
     What it holds depends only on the retry statuses and whether an app-error check is
     set, so pools alike share one table (read only): one per pool was 55 KB, 27 MiB of an
     agent's 500 pools (tracemalloc)."""
-    key = (frozenset(policy.retry_statuses), policy.is_app_error is None)
+    key = _table_key(policy)
     table = _TABLES.get(key)
     if table is None:
         table = {}
@@ -254,8 +254,26 @@ def outcome_table(policy: Policy) -> Mapping[int, Outcome]:
     return table
 
 
-# The shared tables of :func:`outcome_table`, by (retry statuses, no app-error check).
+def success_table(policy: Policy) -> Mapping[int, Outcome]:
+    """The successes of :func:`outcome_table`'s (shared alike): the lane looks a status up
+    here (``Lane.ends``, ``PoolCore.successes``), with no check of the outcome's kind."""
+    key = _table_key(policy)
+    table = _SUCCESS_TABLES.get(key)
+    if table is None:
+        table = {s: o for s, o in outcome_table(policy).items() if o.kind is OutcomeKind.SUCCESS}
+        if len(_SUCCESS_TABLES) < _MAX_TABLES:
+            _SUCCESS_TABLES[key] = table
+    return table
+
+
+def _table_key(policy: Policy) -> tuple[frozenset[int], bool]:
+    """What a policy's outcome table depends on: its retry statuses, and whether it has no app-error check."""
+    return frozenset(policy.retry_statuses), policy.is_app_error is None
+
+
+# The shared tables of :func:`outcome_table` and :func:`success_table`, by :func:`_table_key`.
 _TABLES: dict[tuple[frozenset[int], bool], dict[int, Outcome]] = {}
+_SUCCESS_TABLES: dict[tuple[frozenset[int], bool], dict[int, Outcome]] = {}
 _MAX_TABLES = 64
 
 

@@ -91,7 +91,6 @@ _RESULTS = {
 }
 
 
-_SUCCEEDED = OutcomeKind.SUCCESS
 _OUTCOME_SUCCESS = semconv.OUTCOME_SUCCESS
 
 _EVENT_STREAM = b"text/event-stream"
@@ -176,7 +175,10 @@ class Lane:
     itself. A lane takes a request with no options, whose body can be sent again, to a
     plain pool (``PoolCore.plain``: the pool's choice alone decides the first attempt),
     while telemetry is silent (``Telemetry.silent``) and the stale cache is off for it; the
-    exchange takes the others from the start.
+    exchange takes the others from the start. A sync loop's lane takes a hedging pool's
+    that is plain otherwise (``PoolCore.lane_hedges``) too: a hedgeable one's attempt is
+    :attr:`racing` (sent with its first hedge armed), and the race builds its exchange only
+    when that hedge falls due (``ThreadRace.sent``).
 
     The lane is an exchange's base: what both need to send an attempt and read its answer
     (the request, its rewrite onto the attempt's domain, the body read) lives here once.
@@ -186,6 +188,9 @@ class Lane:
 
     _stale = False  # the stale cache may store and serve this request (see PoolCore.reading)
     attempt: Attempt | None = None  # the first attempt, when the lane takes the request alone
+    # ... or when it sends it with its first hedge armed (a hedgeable request in a pool that
+    # is plain but for hedging, ``PoolCore.lane_hedges``: ``SyncLoop._raced``)
+    racing: Attempt | None = None
 
     def __init__(
         self,
@@ -199,8 +204,10 @@ class Lane:
     ) -> None:
         """The lane of ``request`` to ``core``'s pool at ``now``, and its first attempt,
         aimed, in :attr:`attempt` when the lane takes the request alone: the pool's choice
-        is not a probe, and the stale cache is off for the request. With none, the exchange
-        takes it from the start (``Exchange.adopting``)."""
+        is not a probe, and the stale cache is off for the request. In a hedging pool a
+        hedgeable request's (``resendable``) is in :attr:`racing` instead, and has earned
+        the hedge throttle its token (``RequestPlan.noted``, as a plan's first attempt
+        does). With neither, the exchange takes it from the start (``Exchange.adopting``)."""
         self._state = state
         self.lib = lib
         self._origin = origin  # the pool domain the request's URL points at, if any
@@ -215,6 +222,10 @@ class Lane:
         attempt = core.first_attempt(now, core.orders[0])
         if attempt is not None:
             self.attempt = self.aim(attempt, request)
+            if core.hedging is not None and resendable:  # it may hedge: see ``racing``
+                self.racing, self.attempt = attempt, None
+                with core.lock:
+                    RequestPlan.noted(core, attempt, True)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -226,8 +237,8 @@ class Lane:
         the front-end may wait for the disk)? It does when it is a success the pool records
         as nothing new (``RequestPlan.answered_alone``): it then carries its result."""
         core = self.core
-        outcome = core.outcomes.get(response.status_code)
-        if outcome is None or outcome.kind is not _SUCCEEDED:
+        outcome = core.successes.get(response.status_code)
+        if outcome is None:  # not a success the status alone decides
             return False
         now = self._state.clock()
         if not RequestPlan.answered_alone(core, attempt, now):
@@ -241,19 +252,24 @@ class Lane:
         """Point ``request`` at the attempt's domain, with the attempt's timeouts; the
         attempt, which sends it."""
         domain = attempt.domain
-        at_origin = domain is self._origin or domain == self._origin
-        url = self.original_url if at_origin else domain.rewrite(self.original_url)
+        # (at the URL's own domain: no rewrite; a condition written in the expression, not
+        # kept in a name, and the attempt's time read where it is compared: 5 opcodes a
+        # request fewer)
+        url = (
+            self.original_url
+            if domain is self._origin or domain == self._origin
+            else domain.rewrite(self.original_url)
+        )
         if url is not request.url:
             request.url = url
             request.headers["Host"] = domain.netloc
         timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
-        limit = attempt.timeout
         # httpx's four, each set and within the attempt's time (C-level tests: a loop over
         # the four cost 40 opcodes a request; a raised and caught TypeError for requests'
         # None cost its adapter 15,000 instructions a request, callgrind)
         values = timeouts.values()
-        if len(timeouts) != 4 or None in values or max(values) > limit:  # cap each at the attempt's time
-            request.extensions = {**request.extensions, "timeout": _capped(timeouts, limit)}
+        if len(timeouts) != 4 or None in values or max(values) > attempt.timeout:  # cap each at the attempt's time
+            request.extensions = {**request.extensions, "timeout": _capped(timeouts, attempt.timeout)}
         attempt.request = request
         return attempt
 
@@ -411,13 +427,14 @@ class Exchange(Lane, RequestPlan):
     @classmethod
     def adopting(cls, lane: Lane) -> Exchange:
         """The exchange of ``lane``'s request, which needs a plan after all: with the lane's
-        first attempt in flight, if it sent one (the caller reports its end), or none (the
-        lane did not take the request: it starts here). A lane's request is silent (the
-        front-end starts one only while telemetry is): it stays so, with no trace."""
+        first attempt (:attr:`attempt` or :attr:`racing`) in flight, if it sent one (the
+        caller reports its end; its throttle token is earned already), or none (the lane did
+        not take the request: it starts here). A lane's request is silent (the front-end
+        starts one only while telemetry is): it stays so, with no trace."""
         self = cls.__new__(cls)
         facts = vars(self)
         facts.update(vars(lane))
-        attempt = facts.pop("attempt", None)
+        attempt = facts.pop("attempt", None) or facts.pop("racing", None)
         request = self.request
         RequestPlan.__init__(self, self.core, request.method, request.headers, DEFAULT_OPTIONS, True, None, self.started_at)
         if attempt is not None:

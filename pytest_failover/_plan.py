@@ -236,7 +236,7 @@ class RequestPlan:
             if attempt is not None:
                 if self.hedgeable or core.slow_calls is not None:
                     with core.lock:
-                        self._noted(attempt)
+                        self.noted(core, attempt, self.hedgeable)
                 self._counted = 1  # (_took, with no frame of its own)
                 self.flying.append(attempt)
                 return attempt  # (nothing to report: an ordinary attempt caused no event)
@@ -256,12 +256,13 @@ class RequestPlan:
         front-end's exchange reports what it caused on its way out."""
         return decision
 
-    def _noted(self, attempt: Attempt) -> None:
-        """What the pool notes of a request's new attempt (the caller holds the lock): a
-        hedgeable request's first earns the hedge throttle a token; slow-call windows
-        watch every attempt."""
-        core = self.core
-        if self.hedgeable and attempt.number == 1:
+    @staticmethod
+    def noted(core: PoolCore, attempt: Attempt, hedgeable: bool) -> None:
+        """What ``core``'s pool notes of a request's new attempt (the caller holds the lock;
+        ``hedgeable``: the request may hedge): a hedgeable request's first earns the hedge
+        throttle a token; slow-call windows watch every attempt. A lane's first attempt is
+        noted here too (``_exchange.Lane``), as it has no plan."""
+        if hedgeable and attempt.number == 1:
             assert core.throttle is not None
             core.throttle.earn()
         if core.slow_calls is not None:
@@ -292,7 +293,7 @@ class RequestPlan:
         if events:
             attempt.events = tuple(events)
         if self.hedgeable or core.slow_calls is not None:
-            self._noted(attempt)
+            self.noted(core, attempt, self.hedgeable)
         self.flying.append(attempt)
         return attempt
 
@@ -526,20 +527,23 @@ class RequestPlan:
 
     @staticmethod
     def answered_alone(core: PoolCore, attempt: Attempt, now: float) -> bool:
-        """Record a success of ``attempt``, the first of a request in a plain pool
-        (``PoolCore.plain``: no table, steering, hedging or slow calls) that has no plan
-        (``_exchange.Lane``), when the pool serves its domain already; False, recording
-        nothing, when it does not: the request's plan records it then.
+        """Record a success of ``attempt``, the first of a request that has no plan
+        (``_exchange.Lane``: a plain pool's, ``PoolCore.plain``, or a hedging pool's that is
+        otherwise plain, ``PoolCore.lane_hedges``, whose hedge did not fall due), when the
+        pool serves its domain already; False, recording nothing, when it does not: the
+        request's plan records it then.
 
         This is :meth:`answer` for that case, which the stateful tests hold equal to it: a
-        success that is not a probe's never moves a breaker (``Breaker.success``), a
-        plain pool keeps no latency window, and an answer from the domain the pool serves
-        moves the pool nowhere; what is left is the breaker's count and the budget's
-        refund, under the one lock."""
+        success that is not a probe's never moves a breaker (``Breaker.success``), a lone
+        attempt is not raced, and an answer from the domain the pool serves moves the pool
+        nowhere; what is left is the breaker's count, the domain's latency window (an
+        adaptive hedge delay's) and the budget's refund, under the one lock."""
         with core.lock:
             if core.serving is not attempt.domain:
                 return False
             attempt.breaker.success(now, attempt.sent_at, False)
+            if core.latency is not None:
+                core.latency[attempt.domain].add(now - attempt.sent_at)
             if core.budget is not None:
                 core.budget.refund()
         return True

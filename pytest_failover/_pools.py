@@ -73,7 +73,7 @@ from typing import TYPE_CHECKING
 from . import _steering
 from ._breaker import Breaker, BreakerState, Standing
 from ._budget import TokenBucket
-from ._classify import outcome_table
+from ._classify import outcome_table, success_table
 from ._policy import Policy, ScheduleTable
 from ._pool import Domain, Pool
 from ._slowness import UNKNOWN_DELAY, HedgeThrottle, LatencyWindow, SlowCallWindow
@@ -146,6 +146,7 @@ class PoolCore:
         # What a response of each status means, where the status alone decides it: most
         # responses are classified by one look-up here (a table pools alike share).
         self.outcomes = outcome_table(policy)
+        self.successes = success_table(policy)  # those of them that are successes (the lane's)
         self.stale_limit = policy.stale_max_bytes if policy.stale_on_failure else 0
         # What a request reads of a 2xx body before its outcome is known, by whether it
         # could be sent again (idempotent and replayable) and is a GET: (bytes at most,
@@ -175,6 +176,10 @@ class PoolCore:
         # but the breaker's count and the budget? Not on a table, steered, hedged, or
         # watched for slow calls (each notes or decides more per attempt).
         self.plain = self.table is None and not self.steers and hedging is None and slow_calls is None
+        # ... or would, but for hedging: a sync front-end starts its requests in the lane too,
+        # a hedgeable one with its first hedge armed (``SyncLoop._raced``); an async one
+        # takes them in the exchange from the start.
+        self.lane_hedges = self.table is None and not self.steers and hedging is not None and slow_calls is None
         self.disabled: frozenset[Domain] = frozenset()
         self.serving: Domain | None = None
         self.serving_since = -math.inf  # when ``serving`` last changed (monotonic seconds)

@@ -46,10 +46,11 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
 from ._deadline import GRACE, watchdog
+from ._exchange import Exchange
 from ._sockets import cut_request, cuttable
 
 if TYPE_CHECKING:
-    from ._exchange import Exchange
+    from ._exchange import Lane
     from ._lib import Response
     from ._values import Attempt
 
@@ -59,7 +60,7 @@ __all__ = ["AsyncSend", "Race", "Send", "ThreadRace", "anyio_race", "async_race"
 # body, within the attempt's time: its response, or it raises the attempt's
 # ``TransportError`` of its library (``exchange.lib``). The drivers below call nothing
 # else of the front-end.
-Send: TypeAlias = "Callable[[Exchange, Attempt], Response]"
+Send: TypeAlias = "Callable[[Lane, Attempt], Response]"
 AsyncSend: TypeAlias = "Callable[[Exchange, Attempt], Awaitable[Response]]"
 
 
@@ -301,13 +302,16 @@ class ThreadRace:
     transport (callgrind, real loopback GET, side by side: bare httpx 1,486,900,
     unhedged +78,000, hedging configured +140,400); a small object and a lock
     taken to tell "ended alone" from "due" cost 120 Python opcodes a request
-    (``python -m benchmarks opcodes``).
+    (``python -m benchmarks opcodes``). A request in the lane (``Lane.racing``) is sent
+    the same way (:meth:`sent`), with no exchange at all until the hedge falls due: the
+    race builds it then (:meth:`_join`).
     """
 
-    def __init__(self, threads: int, inner: object) -> None:
+    def __init__(self, threads: int, inner: object, adopt: Callable[[Lane], Exchange]) -> None:
         self.threads = threads
         self.inner = inner  # the transport the front-end's ``send`` sends with
-        self._cuts = cuttable(inner)  # a property of the transport: asked once, not per request
+        self.cuts = cuttable(inner)  # a property of the transport: asked once, not per request
+        self._adopt = adopt  # a lane's exchange (the front-end's ``Exchange.adopting``)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._busy = 0  # threads sending a hedge (or about to)
@@ -325,40 +329,65 @@ class ThreadRace:
         taken), so the common case takes no lock and builds no race; the two sides
         that learn the hedge fell due (the watchdog's thread, this one) meet in
         :meth:`_join`."""
-        if not self._cuts:
+        if not self.cuts:
             return self._pooled(send, exchange, first)
         flight = exchange.prepare(first)
+        hedges, response, error = self.sent(send, exchange, flight, delay)
+        try:
+            if hedges is not None:  # a hedge fell due meanwhile: the race decides
+                return hedges.finish(flight, response, error)
+            return exchange.arrived(flight, response, error)  # no hedge was due: an unhedged attempt after all
+        finally:
+            del error  # see _sent: a cycle through this frame
+
+    def sent(
+        self, send: Send, lane: Lane, flight: Attempt, delay: float
+    ) -> tuple[_Hedges | None, Response | None, BaseException | None]:
+        """Send ``flight`` (aimed) from this thread, its first hedge due ``delay`` seconds
+        after it went out: its race if that hedge fell due before it ended (begun, the
+        attempt in it, not reported), else None; with its response or its error (the
+        caller reports it, or hands it to the race). ``lane``: the request's exchange, or
+        its lane (``Lane.racing``), whose exchange the race builds if the hedge falls due
+        (:meth:`_join`).
+
+        Until the hedge is due this is an unhedged attempt plus one watchdog ticket:
+        whether it fell due before the attempt ended is settled by the watchdog's own pop
+        of the ticket (``disarm`` returns True once its action was taken), so the common
+        case takes no lock and builds no race. When the caller leaves (any other
+        exception), a lane's request is given up here (an exchange's loop gives up its own)."""
         # Due ``delay`` from now, as it goes out; run in the caller's context (its spans
         # and baggage), which the hedges' threads copy.
-        ticket = watchdog.call_at(time.monotonic() + delay, partial(copy_context().run, self._due, send, exchange, flight))
+        ticket = watchdog.call_at(time.monotonic() + delay, partial(copy_context().run, self._due, send, lane, flight))
         try:
             flight.sending = True  # from here on it is sent, even if cut first (see _async_sent)
-            response = send(exchange, flight)
-        except exchange.lib.TransportError as exc:
-            if watchdog.disarm(ticket):  # a hedge fell due meanwhile: the race decides
-                return self._join(send, exchange, flight).finish(flight, None, exc)
-            exchange.on_error(flight, exc)
-            return None
+            response = send(lane, flight)
+        except lane.lib.TransportError as exc:
+            return self._met(ticket, send, lane, flight), None, exc
         except BaseException:
-            if watchdog.disarm(ticket):
-                self._join(send, exchange, flight)  # met, so the watchdog's side frees it
+            hedges = self._met(ticket, send, lane, flight)  # met, so the watchdog's side frees it
+            if not isinstance(lane, Exchange):  # nobody else holds the exchange of a lane's request
+                (self._adopt(lane) if hedges is None else hedges.exchange).give_up()
             raise
-        if watchdog.disarm(ticket):
-            return self._join(send, exchange, flight).finish(flight, response, None)
-        exchange.on_response(flight, response)  # no hedge was due: an unhedged attempt after all
-        return response
+        return self._met(ticket, send, lane, flight), response, None
 
-    def _due(self, send: Send, exchange: Exchange, first: Attempt) -> None:
+    def _met(self, ticket: int, send: Send, lane: Lane, flight: Attempt) -> _Hedges | None:
+        """The race of ``flight`` if its first hedge fell due (the watchdog took the
+        ticket's action), else None (the ticket is disarmed)."""
+        return self._join(send, lane, flight) if watchdog.disarm(ticket) else None
+
+    def _due(self, send: Send, lane: Lane, first: Attempt) -> None:
         """The first hedge of a request is due (in the watchdog's thread, in the caller's context)."""
-        self._join(send, exchange, first).due()
+        self._join(send, lane, first).due()
 
-    def _join(self, send: Send, exchange: Exchange, first: Attempt) -> _Hedges:
+    def _join(self, send: Send, lane: Lane, first: Attempt) -> _Hedges:
         """The race of ``first``, whose first hedge fell due: built by whichever of the
         two sides that learn it (the watchdog's thread, the calling thread) comes
-        first, and let go of by the second."""
+        first, and let go of by the second. A lane's request gets its exchange here, once
+        (``Exchange.adopting``: its plan, with ``first`` in flight)."""
         with self._lock:
             hedges = self._joining.pop(first, None)
             if hedges is None:
+                exchange = lane if isinstance(lane, Exchange) else self._adopt(lane)
                 hedges = self._joining[first] = _Hedges(self, send, exchange, first, copy_context())
         return hedges
 

@@ -85,6 +85,10 @@ class _FailoverBase:
     _lib: ClassVar[HTTPLib]  # the library the front-end speaks (set by each declaration)
     _asynchronous = False  # an event loop's front-end: never blocks on the disk
     _exchange: ClassVar[type[Exchange]] = Exchange  # (AsyncExchange for an event loop's)
+    # Do the requests of a pool that is plain but for hedging (``PoolCore.lane_hedges``)
+    # take the lane, a hedgeable one with its first hedge armed? The sync loop's do, when
+    # its race can cut a loser's socket (``SyncLoop._raced``).
+    _lane_hedges = False
 
     def __init__(
         self,
@@ -160,14 +164,14 @@ class _FailoverBase:
         pool_core, pinned, origin = route
         state = self._state
         if (
-            pool_core.plain
+            (pool_core.plain or (self._lane_hedges and pool_core.lane_hedges))
             and options is DEFAULT_OPTIONS
             and isinstance(request.stream, self._lib.ByteStream)
             and state.telemetry.silent()
         ):
             resendable = pool_core.idempotent(request.method, request.headers)
             lane = Lane(state, self._lib, request, pool_core, origin, state.clock(), resendable)
-            return lane if lane.attempt is not None else self._exchange.adopting(lane)
+            return lane if lane.attempt is not None or lane.racing is not None else self._exchange.adopting(lane)
         return self._exchange(state, self._lib, request, pool_core, pinned, origin, options)
 
 
@@ -210,10 +214,15 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
 
     def _thread_race(self) -> ThreadRace | None:
         """The hedging threads of this front-end (``Hedging.threads``: the largest of
-        its pools' policies), or None when no pool hedges."""
+        its pools' policies), or None when no pool hedges. Its requests to a pool that is
+        plain but for hedging take the lane when the race can cut a loser's socket."""
         pools = self._state.core.pools.values()
         threads = [pc.policy.hedging.threads for pc in pools if pc.policy.hedging is not None]
-        return ThreadRace(max(threads), self._transport) if threads else None
+        if not threads:
+            return None
+        race = ThreadRace(max(threads), self._transport, self._exchange.adopting)
+        self._lane_hedges = race.cuts
+        return race
 
     def handle_request(self, request: Req, routed: Routed | None = None) -> Resp:
         """``routed``: the request's route and options, when a front-end over this
@@ -222,7 +231,9 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         if lane is None:
             return cast("Resp", self._transport.handle_request(request))
         attempt = lane.attempt
-        if attempt is None:  # an exchange from the start
+        if attempt is None:  # an exchange from the start, or a lane racing its hedges
+            if lane.racing is not None:
+                return self._raced(lane)
             return self._run(lane)  # type: ignore[arg-type]  # an Exchange (no cast() call)
         # The fast lane (``Lane``): the first attempt, sent before the request has a plan.
         try:
@@ -239,6 +250,31 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         exchange = self._exchange.adopting(lane)
         exchange.on_response(attempt, response)
         return self._run(exchange, response)
+
+    def _raced(self, lane: Lane) -> Resp:
+        """A hedgeable request in the lane (``Lane.racing``): its first attempt, sent from
+        this thread with its first hedge armed (``ThreadRace.sent``). When the hedge falls
+        due meanwhile the race has built the request's exchange, which goes on from its
+        answer; else the attempt ended alone, as a lane's does in :meth:`handle_request`."""
+        attempt = lane.racing
+        hedgers = self._hedgers
+        assert attempt is not None and hedgers is not None
+        hedges, response, error = hedgers.sent(self._send, lane, attempt, lane.core.hedge_delay(attempt.domain))
+        try:
+            if hedges is not None:  # the race decides; its exchange goes on
+                exchange = hedges.exchange
+                try:
+                    response = hedges.finish(attempt, response, error)
+                except BaseException:
+                    exchange.give_up()
+                    raise
+                return self._run(exchange, response)
+            if response is not None and lane.ends(attempt, response, True):  # (error is None)
+                return response  # type: ignore[return-value]  # the library's Response: Resp (no cast() call)
+            exchange = self._exchange.adopting(lane)
+            return self._run(exchange, exchange.arrived(attempt, response, error))
+        finally:
+            del error  # its traceback holds ThreadRace.sent's frame, which holds this one
 
     def _run(self, exchange: Exchange, response: Any = None) -> Resp:
         """The failover loop of one request: its answer, a stored copy, the fallback's, or

@@ -12,7 +12,14 @@ A request in a plain pool may also start in the fast lane, as the front-ends' do
 recorded by ``RequestPlan.answered_alone``, and anything else hands it to a plan that
 takes that attempt over. Each success the lane records is checked against what
 ``RequestPlan.answer`` does to a twin of the pool in the same state: the same breakers,
-budget and serving domain, and no event.
+budget, serving domain, hedge throttle and latency windows, and no event.
+
+The pool may hedge (a fixed or an adaptive delay) and then takes the lane too, as the
+sync front-ends' does: a hedgeable request's lane earns the throttle its token as a plan's
+first attempt does (checked against a twin whose plan took its first step), and when its
+hedge falls due, the race builds its plan with the lane's attempt in flight
+(``Exchange.adopting``), which may hedge; whichever attempt wins, the other is cut. The
+throttle counts each hedgeable request once, wherever it started.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pytest_failover import ExponentialBackoff, Policy, Pool, RetryBudget
+from pytest_failover import ExponentialBackoff, Hedging, Policy, Pool, RetryBudget
 from pytest_failover._breaker import Breaker, BreakerState, Standing
 from pytest_failover._classify import Outcome, OutcomeKind
 from pytest_failover._core import FailoverCore
@@ -66,6 +73,7 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         self.attempts_recorded = 0
         self.early_probes: dict[RequestPlan, int] = {}  # keyed by the plan: ids of finished plans are reused
         self.lanes: list[tuple[str, Attempt]] = []  # requests in the fast lane: method, first attempt in flight
+        self.hedgeable_started = 0  # hedgeable requests whose first attempt was decided (plan or lane)
 
     @initialize(
         n=st.integers(2, 3),
@@ -73,8 +81,11 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         sticky=st.booleans(),
         budget=st.booleans(),
         steer=st.booleans(),
+        hedging=st.sampled_from([None, None, "fixed", "adaptive"]),
     )
-    def make_core(self, n: int, threshold: int, sticky: bool, budget: bool, steer: bool) -> None:
+    def make_core(
+        self, n: int, threshold: int, sticky: bool, budget: bool, steer: bool, hedging: str | None
+    ) -> None:
         policy = Policy(
             schedule=ExponentialBackoff(base=0.01, cap=0.1, max_attempts=3),
             breaker_threshold=threshold,
@@ -82,6 +93,7 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
             sticky=sticky,
             retry_budget=RetryBudget(max_tokens=4, token_ratio=0.5) if budget else None,
             deadline=5.0,
+            hedging=None if hedging is None else Hedging(delay=0.05 if hedging == "fixed" else None, max_ratio=0.5),
         )
         domains = DOMAINS[:n]
         pool = Pool("api", domains)
@@ -128,11 +140,17 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         if start:
             self._step(plan, plan.first)
 
-    @precondition(lambda self: self.pool.plain)
+    def _hedgeable(self, method: str) -> bool:
+        """Does a request with ``method`` (no options, a replayable body) hedge in this pool?"""
+        return self.pool.hedging is not None and method in self.pool.idempotent_methods
+
+    @precondition(lambda self: self.pool.plain or self.pool.lane_hedges)
     @rule(method=st.sampled_from(["GET", "GET", "POST"]))
     def begin_in_lane(self, method: str) -> None:
         """A new request in the fast lane: the pool's choice, with no plan, unless the
-        choice is a probe (then a plan decides it, under the lock)."""
+        choice is a probe (then a plan decides it, under the lock). A hedgeable one's
+        lane earns the hedge throttle its token (``Lane.racing``): the pool then holds what
+        a twin holds whose plan took the same first step."""
         standings = {d: self.pool.standing(d, self.now) for d in self.pool.order}
         attempt = self.pool.first_attempt(self.now, self.pool.orders[0])
         if attempt is None:
@@ -149,8 +167,41 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         assert standing in (Standing.HEALTHY, Standing.SUSPECT), f"the lane sent to a {standing.label} domain"
         assert not attempt.probe
         assert attempt.number == 1 and attempt.delay == 0.0
+        twin = _started_by_a_plan(self.pool, method, self.now, attempt)
+        if self._hedgeable(method):  # as Lane.__init__ notes a racing attempt
+            with self.pool.lock:
+                RequestPlan.noted(self.pool, attempt, True)
+            self.hedgeable_started += 1
+        assert _pool_facts(self.pool) == _pool_facts(twin), "the lane began apart from a plan"
         self.lanes.append((method, attempt))
         self.attempts_sent += 1
+
+    @precondition(lambda self: any(self._hedgeable(method) for method, _ in self.lanes))
+    @rule(pick=st.integers(0, 50), hedge_wins=st.booleans())
+    def hedge_falls_due_in_lane(self, pick: int, hedge_wins: bool) -> None:
+        """A hedgeable lane's hedge falls due while its attempt is in flight: the race
+        builds the request's plan with that attempt in flight (``Exchange.adopting``),
+        earning nothing more, and the plan may hedge; whichever attempt wins, the other is
+        cut. With no hedge (the throttle, no healthy untried domain), the plan waits for
+        its attempt."""
+        racing = [i for i, (method, _) in enumerate(self.lanes) if self._hedgeable(method)]
+        method, attempt = self.lanes.pop(racing[pick % len(racing)])
+        plan = self.core.begin(self.pool, method, httpx.Headers(), DEFAULT_OPTIONS, True, None, attempt.sent_at)
+        plan._took(attempt)
+        standings = {d: self.pool.standing(d, self.now) for d in self.pool.order}
+        hedge = plan.hedge(self.now)
+        if not isinstance(hedge, Attempt):
+            self.plans.append(plan)
+            self.in_flight[id(plan)] = attempt
+            return
+        assert hedge.hedge and not hedge.probe and hedge.domain != attempt.domain
+        assert standings[hedge.domain] is Standing.HEALTHY, f"a hedge to a {standings[hedge.domain].label} domain"
+        self.attempts_sent += 1
+        winner, loser = (hedge, attempt) if hedge_wins else (attempt, hedge)
+        self._events(plan.answer(winner, OUTCOMES["ok"], self.now, self.now - winner.sent_at))
+        self._events(plan.cancel(loser, self.now, self.now - loser.sent_at))
+        self.attempts_recorded += 2
+        assert plan.done and not plan.flying
 
     @precondition(lambda self: bool(self.lanes))
     @rule(pick=st.integers(0, 50), result=st.sampled_from(sorted(OUTCOMES)))
@@ -217,6 +268,8 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
             self.plans.remove(plan)
             return
         standing = standings[decision.domain]
+        if decision.number == 1 and plan.hedgeable:  # it earned the hedge throttle a token
+            self.hedgeable_started += 1
         if decision.number == 1:  # the first attempt: the first healthy domain of the request's order
             fit = [d for d in plan.first_order if standings[d] in (Standing.HEALTHY, Standing.DUE)]
             if fit:
@@ -277,6 +330,13 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
             assert breaker.state is self.breaker_state.get(domain, BreakerState.CLOSED)
 
     @invariant()
+    def the_throttle_counts_each_hedgeable_request_once(self) -> None:
+        throttle = getattr(self, "pool", None) and self.pool.throttle
+        if throttle:
+            assert throttle.requests == self.hedgeable_started, "a hedgeable request earned no token, or two"
+            assert throttle.hedges <= throttle.ratio * throttle.requests + 1e-9, "more hedges than the throttle allows"
+
+    @invariant()
     def counts_are_consistent(self) -> None:
         assert self.attempts_sent == self.attempts_recorded + len(self.in_flight) + len(self.lanes)
         budget = self.pool.budget
@@ -285,29 +345,52 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
 
 
 def _pool_facts(pool: PoolCore) -> tuple[object, ...]:
-    """What an answer may change in a pool: each breaker's fields, the budget's tokens,
-    the serving domain and since when."""
+    """What a request's start or answer may change in a pool: each breaker's fields, the
+    budget's tokens, the serving domain and since when, the hedge throttle's counts and
+    each domain's latency window."""
     breakers = tuple(
         sorted((d.url, tuple(getattr(b, name) for name in Breaker.__slots__)) for d, b in pool.breakers.items())
     )
     tokens = None if pool.budget is None else pool.budget.tokens
-    return breakers, tokens, pool.serving, pool.serving_since
+    throttle = pool.throttle
+    hedging = None if throttle is None else (throttle.requests, throttle.hedges, throttle.tokens)
+    latency = None if pool.latency is None else sorted((d.url, list(w._arrived)) for d, w in pool.latency.items())
+    return breakers, tokens, pool.serving, pool.serving_since, hedging, latency
+
+
+def _twin(pool: PoolCore) -> PoolCore:
+    """A copy of ``pool`` whose state (breakers, budget, serving domain, hedge throttle,
+    latency windows) is its own."""
+    twin = copy.copy(pool)
+    twin.breakers = {d: copy.copy(b) for d, b in pool.breakers.items()}
+    twin.budget = copy.copy(pool.budget)
+    twin.throttle = copy.copy(pool.throttle)
+    twin.latency = copy.deepcopy(pool.latency)
+    twin.lock = threading.Lock()
+    return twin
+
+
+def _started_by_a_plan(pool: PoolCore, method: str, now: float, attempt: Attempt) -> PoolCore:
+    """A twin of ``pool`` after a plan of a request with ``method`` took its first step
+    (``RequestPlan.first``): the same attempt the lane took (``attempt``)."""
+    twin = _twin(pool)
+    plan = RequestPlan(twin, method, httpx.Headers(), DEFAULT_OPTIONS, True, None, now)
+    step = plan.first()
+    assert isinstance(step, Attempt) and step.domain == attempt.domain and not step.probe
+    return twin
 
 
 def _answered_by_a_plan(
     pool: PoolCore, attempt: Attempt, method: str, outcome: Outcome, now: float
 ) -> tuple[PoolCore, tuple[object, ...]]:
-    """A twin of ``pool`` (its breakers, budget and serving domain copied) after a plan
-    recorded ``attempt``'s ``outcome`` on it, and the events that caused: what the lane
+    """A twin of ``pool`` after a plan recorded ``attempt``'s ``outcome`` on it (its
+    duration: from when it was sent to ``now``), and the events that caused: what the lane
     must match when it records the success alone."""
-    twin = copy.copy(pool)
-    twin.breakers = {d: copy.copy(b) for d, b in pool.breakers.items()}
-    twin.budget = copy.copy(pool.budget)
-    twin.lock = threading.Lock()
+    twin = _twin(pool)
     twin_attempt = Attempt(1, attempt.domain, twin.breakers[attempt.domain], 0.0, attempt.timeout, attempt.sent_at)
     plan = RequestPlan(twin, method, httpx.Headers(), DEFAULT_OPTIONS, True, None, attempt.sent_at)
     plan._took(twin_attempt)
-    return twin, plan.answer(twin_attempt, outcome, now, 0.0)
+    return twin, plan.answer(twin_attempt, outcome, now, now - attempt.sent_at)
 
 
 ManyRequestsOnOnePool.TestCase.settings = settings(

@@ -9,6 +9,7 @@ builds none.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from pytest_failover import FailoverResult, Hedging, Policy, Pool
 from pytest_failover._plan import RequestPlan
+from pytest_failover._pool import Domain
 
 from .servers import closed_port
 from .test_transport import Servers, fast, info
@@ -42,6 +44,15 @@ def plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(RequestPlan, "__init__", counted)
     return built
+
+
+def in_threads(work: Callable[[], None], count: int) -> None:
+    """Run ``work`` in ``count`` threads at once; back when all have ended (a minute each at most)."""
+    threads = [threading.Thread(target=work) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
 
 
 def test_a_request_the_pool_serves_its_domain_for_builds_no_plan(
@@ -116,12 +127,22 @@ def test_a_post_the_lane_sent_is_never_resent(make_client: Any, servers: Servers
     assert b.total == 0 and len(plans) == 2
 
 
+# The front-ends whose hedging pools' requests take the lane: the sync httpx-API loops over
+# their library's own transport, whose race cuts a loser's socket (``ThreadRace.cuts``).
+# The async loops race in the exchange (``async_race``); the requests adapter's inner
+# transport is urllib3's, whose sockets the race cannot find, so it races from a pool of
+# threads (``ThreadRace._pooled``), in the exchange too.
+HEDGING_LANES = ("sync", "httpx2")
+
+
 @pytest.mark.parametrize("pool_kind", ["hedging", "telemetry", "stale"])
 def test_what_the_lane_does_not_take_starts_in_a_plan(
     make_client: Any, servers: Servers, plans: list[str], pool_kind: str
 ) -> None:
-    """A hedging pool, a transport with an SDK's provider, a GET the stale cache serves:
-    every request has a plan from the start."""
+    """A transport with an SDK's provider, a GET the stale cache serves, a hedging pool's
+    request where the front-end races in the exchange: every request has a plan from the
+    start. A sync loop's hedging pool takes the lane: only the first request (which sets
+    the serving domain) has a plan, and a POST there (never hedged) takes the lane too."""
     a = servers["a"]
     options: dict[str, Any] = {}
     policy: Policy = fast()
@@ -134,7 +155,93 @@ def test_what_the_lane_does_not_take_starts_in_a_plan(
     client = make_client([Pool("api", [a.url(), servers["b"].url()])], policy, **options)
     for _ in range(3):
         assert client.request("GET", f"{a.url()}/x").status_code == 200
-    assert plans == ["GET"] * 3
+    if pool_kind == "hedging" and client.kind in HEDGING_LANES:
+        assert plans == ["GET"]
+        posted = client.request("POST", f"{a.url()}/x", content=b"{}")
+        assert [(r.number, r.domain, r.hedge) for r in info(posted).attempts] == [(1, a.url(), False)]
+        assert plans == ["GET"], "a POST to a hedging pool built a plan"
+    else:
+        assert plans == ["GET"] * 3
+
+
+@pytest.mark.parametrize("delay", [None, 1.0], ids=["adaptive", "fixed"])
+def test_a_hedging_lane_earns_the_throttle_and_feeds_the_latency_window(
+    servers: Servers, plans: list[str], delay: float | None
+) -> None:
+    """A sync loop's GETs to a hedging pool, answered in the lane: each earns the hedge
+    throttle a token, as a plan's first attempt does, and each success enters its domain's
+    latency window (the adaptive delay's); a POST earns none, its success enters the window."""
+    import httpx
+
+    from pytest_failover import FailoverTransport
+
+    a, b = servers["a"], servers["b"]
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=delay)))
+    core = transport._state.core.pools["api"]
+    assert core.throttle is not None
+    with httpx.Client(transport=transport) as client:
+        for _ in range(4):
+            assert client.get(f"{a.url()}/x").status_code == 200
+        assert client.post(f"{a.url()}/x", content=b"{}").status_code == 200
+    assert plans == ["GET"]  # the first set the serving domain; the others took the lane
+    assert core.throttle.requests == 4  # one token earned by each GET, in a plan or the lane
+    if delay is None:
+        assert core.latency is not None
+        assert len(core.latency[Domain.parse(a.url())]) == 5  # every success, the POST's too
+    else:
+        assert core.latency is None
+
+
+def test_a_hedge_that_falls_due_in_the_lane_wins_with_the_backup(servers: Servers, plans: list[str]) -> None:
+    """A dozen threads on one sync transport, a slow primary, ``Hedging(delay=0.01)``: each
+    GET starts in the lane, its hedge falls due while the primary is on the wire, the
+    race builds the request's exchange then (once: one plan a request), and the backup
+    wins, the primary's attempt cut; a request the throttle refused its hedge (a burst of
+    12 spends its tokens) is answered by the primary. Every attempt is in a result."""
+    import httpx
+
+    from pytest_failover import FailoverTransport
+
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.3)
+    policy = fast(hedging=Hedging(delay=0.01, max_ratio=1.0, threads=12))
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], policy)
+    throttle = transport._state.core.pools["api"].throttle
+    assert throttle is not None
+    client = httpx.Client(transport=transport)
+    failures: list[object] = []
+    results: list[FailoverResult] = []
+    lock = threading.Lock()
+    requests_each = 3
+
+    def work() -> None:
+        for _ in range(requests_each):
+            try:
+                result = client.get(f"{a.url()}/x").extensions["failover"]
+            except Exception as exc:  # counted, not raised: the test counts every failure
+                failures.append(exc)
+                continue
+            with lock:
+                results.append(result)
+
+    in_threads(work, 12)
+    client.close()
+    assert not failures
+    assert len(results) == 12 * requests_each
+    assert len(plans) == len(results), "a request whose hedge fell due built no plan, or two"
+    hedged = [r for r in results if len(r.attempts) == 2]
+    for result in results:
+        attempts = [(r.number, r.domain, r.hedge, r.race) for r in sorted(result.attempts, key=lambda r: r.number)]
+        if result in hedged:
+            assert result.domain == b.url() and attempts == [
+                (1, a.url(), False, "cancelled"),
+                (2, b.url(), True, "won"),
+            ], result
+        else:  # its hedge was refused: the primary answered
+            assert result.domain == a.url() and attempts == [(1, a.url(), False, None)], result
+    assert len(hedged) == throttle.hedges >= 5  # a burst's tokens at least
+    assert b.counts["GET"] == len(hedged) and a.counts["GET"] == len(results)
+    assert throttle.requests == len(results)  # each earned its token once, in the lane
 
 
 def test_threads_share_the_lane_while_the_primary_fails_and_recovers(servers: Servers) -> None:
@@ -172,11 +279,7 @@ def test_threads_share_the_lane_while_the_primary_fails_and_recovers(servers: Se
     stop = threading.Event()
     flapper = threading.Thread(target=flap, args=(stop,))
     flapper.start()
-    threads = [threading.Thread(target=work) for _ in range(12)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    in_threads(work, 12)
     stop.set()
     flapper.join()
     client.close()

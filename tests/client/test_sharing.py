@@ -130,7 +130,9 @@ def test_closing_a_sharer_leaves_the_others_working(
 
 
 # What a front-end keeps of its own: its I/O (the inner transport; a sync one's hedging threads).
-OWN = {"_transport", "_hedgers"}
+# A front-end's own I/O: its inner transport, its hedging threads, and whether its race can
+# cut its inner transport's sockets (then its hedging pools' requests take the lane).
+OWN = {"_transport", "_hedgers", "_lane_hedges"}
 
 
 def test_a_sharer_holds_every_piece_of_state_its_source_holds() -> None:
