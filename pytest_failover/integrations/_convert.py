@@ -14,7 +14,8 @@ constructors would leave them for the same arguments, from what the client holds
   triples (the list the request path already reads, ``Headers._list``), encoded as
   ``latin-1``: the encoding both clients send header text in and decode it from, so an
   answer's header bytes come back as they came; each distinct header is encoded once
-  and remembered, as URLs are;
+  and remembered, as URLs are; those of an answer whose body came whole with its head
+  (:func:`held`) only when first read, as most are never read;
 - a request and a response with a stream (never content: nothing to encode), whose
   attributes are exactly those httpx's constructors set
   (``tests/client/test_front_end_conversion.py`` compares them, attribute by attribute,
@@ -28,7 +29,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["decoded", "encoded", "from_bytes", "parse", "parse_native", "request", "response"]
+__all__ = ["decoded", "encoded", "from_bytes", "held", "parse", "parse_native", "request", "response"]
 
 Triples = list[tuple[bytes, bytes, bytes]]  # httpx's Headers._list: name, lowercased name, value
 
@@ -158,6 +159,30 @@ def response(
     built._num_bytes_downloaded = len(content)
     built._content = content
     return built
+
+
+class _Unread(httpx.Headers):
+    """``from_bytes(pairs)``, made when first read (``_list``, which every method of
+    httpx's ``Headers`` reads): the exchange classifies most answers by their status
+    alone, and reads nothing of one whose body came whole (``Exchange.reads``), so the
+    headers of most answers :func:`held` builds are never read."""
+
+    _pairs: Iterable[tuple[bytes, bytes]]
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "_list":
+            raise AttributeError(name)
+        self._list = triples = list(map(_triple, self._pairs))
+        return triples
+
+
+def held(status: int, pairs: Iterable[tuple[bytes, bytes]], extensions: dict[str, Any], content: bytes) -> httpx.Response:
+    """``response(status, from_bytes(pairs), READ, extensions, content)``: an answer whose
+    body the client holds whole already, its headers made when first read."""
+    headers: _Unread = _new(_Unread)
+    headers._pairs = pairs
+    headers._encoding = None
+    return response(status, headers, READ, extensions, content)
 
 
 def decoded(triples: Triples) -> list[tuple[str, str]]:

@@ -121,8 +121,7 @@ class FailoverMiddleware(_FrontEnd):
     ) -> None:
         inner = _HandlerIO()
         self._transport = AsyncFailoverTransport(pools, policy, inner, **options)
-        inner.dialer = self._transport._state.dialer
-        self._core = self._transport._state.core
+        self._serve(inner)
 
     @classmethod
     def sharing(cls, other: FrontEnd) -> FailoverMiddleware:
@@ -133,9 +132,15 @@ class FailoverMiddleware(_FrontEnd):
         self = cls.__new__(cls)
         inner = _HandlerIO()
         self._transport = AsyncFailoverTransport.sharing(state, inner)
-        inner.dialer = self._transport._state.dialer
-        self._core = self._transport._state.core
+        self._serve(inner)
         return self
+
+    def _serve(self, inner: _HandlerIO) -> None:
+        """What each request reads of the transport's state: its core, and its dialer
+        (None unless a pool has a resolver), which ``inner`` reads too."""
+        state = self._transport._state
+        self._core = state.core
+        self._dialer = inner.dialer = state.dialer
 
     def connector(self, **options: Any) -> aiohttp.TCPConnector:
         """An ``aiohttp.TCPConnector(**options)`` whose resolver answers the hosts of the
@@ -166,9 +171,8 @@ class FailoverMiddleware(_FrontEnd):
         route = self._core.route(url, options)
         if route is None:
             return await handler(request)
-        dialer = self._transport._state.dialer
-        if dialer is not None:
-            _check_connector(request, dialer)
+        if self._dialer is not None:
+            _check_connector(request, self._dialer)
         body = request.body
         stream = _REPLAYABLE if body == b"" or isinstance(body, payload.BytesPayload) else _Unreplayable()
         headers = _convert.encoded(request.headers.items())
@@ -182,7 +186,7 @@ class FailoverMiddleware(_FrontEnd):
             raise carried(_KINDS, error, request) from last_cause(error)
         read: _Body | ClientResponse | None = response.extensions.get(_NATIVE)
         # aiohttp's own answer (sync: no coroutine made per request): as aiohttp handed it
-        # over when its body was in memory (``_held``), else with what the exchange read of
+        # over when its body was in memory (``_convert.held``), else with what the exchange read of
         # its body given back; or one built for a stale copy or the fallback's answer
         if read is None:
             native = await _built(response, request)
@@ -245,24 +249,24 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             if error is None:
                 raise
             raise error from exc
+        extensions: dict[str, Any] = {_NATIVE: response}
+        if self.dialer is not None:
+            peer = self._peer(response)
+            if peer is not None:
+                extensions["network_stream"] = peer
         raw = response.raw_headers
         encoded = "Content-Encoding" in response.headers
         if encoded and _decompresses(native):  # aiohttp decoded the body: its bytes are plain
             raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
             encoded = False
-        held = None if encoded else _held(response)
-        stream: httpx.AsyncByteStream
-        if held is None:  # what the exchange may read, and give back
-            stream = body = _Body(response, request)
-            extensions: dict[str, Any] = {_NATIVE: body}
-        else:  # nothing left to read or to break: aiohttp's answer as it is
-            stream = _convert.READ
-            extensions = {_NATIVE: response}
-        if self.dialer is not None:
-            peer = self._peer(response)
-            if peer is not None:
-                extensions["network_stream"] = peer
-        return _convert.response(response.status, _convert.from_bytes(raw), stream, extensions, held)
+        if not encoded:
+            held = response._body  # read whole by aiohttp already (its read()), or else
+            if held is None:  # all of it in its stream already, maybe
+                held = _held(response)
+            if held is not None:  # nothing left to read or to break: aiohttp's answer as it is
+                return _convert.held(response.status, raw, extensions, held)
+        body = extensions[_NATIVE] = _Body(response, request)  # what the exchange may read, and give back
+        return _convert.response(response.status, _convert.from_bytes(raw), body, extensions)
 
     @staticmethod
     def failover_timeout_error(request: httpx.Request) -> httpx.TransportError:
@@ -386,16 +390,14 @@ def _decompresses(request: ClientRequest) -> bool:
 
 
 def _held(response: ClientResponse) -> bytes | None:
-    """The whole body of ``response`` when aiohttp holds it already (None: some of it is
-    still to come, or its read failed). It is left where it is, for the caller to read or
-    stream as without the middleware: aiohttp's ``read()``, or every byte already in its
-    stream (a short answer comes in the packet of its head; aiohttp gave the connection
-    back to its pool then). Read from the stream's buffer (aiohttp's ``StreamReader``
-    keeps a deque of chunks and the offset read into the first; nothing reads it before the
-    caller), as aiohttp has no public way to look at unread bytes without taking them."""
-    body = response._body
-    if body is not None:
-        return body
+    """The whole body of ``response`` when aiohttp holds it in its stream already (None:
+    some of it is still to come, or its read failed). It is left where it is, for the
+    caller to read or stream as without the middleware: every byte already in its stream
+    (a short answer comes in the packet of its head; aiohttp gave the connection back to
+    its pool then). Read from the stream's buffer (aiohttp's ``StreamReader`` keeps a
+    deque of chunks and the offset read into the first; nothing reads it before the
+    caller), as aiohttp has no public way to look at unread bytes without taking them.
+    (One aiohttp read already, with ``read()``, is its ``_body``: the caller looks there.)"""
     content = response.content
     if content is EMPTY_PAYLOAD:  # no body (HEAD, 204, 304)
         return b""

@@ -62,16 +62,42 @@ def test_a_response_with_its_content_is_the_one_httpx_reads_from_the_same_argume
     raw = [(name.encode(), value.encode()) for name, value in PAIRS]
     theirs = httpx.Response(200, headers=raw, stream=httpx.ByteStream(b"{}"), extensions={"k": 1})
     theirs.read()
-    ours = _convert.response(200, _convert.from_bytes(raw), _convert.READ, {"k": 1}, b"{}")
+    ours = _convert.held(200, raw, {"k": 1}, b"{}")
     assert type(ours) is httpx.Response
     assert ours.headers.encoding == theirs.headers.encoding  # found as httpx's read() finds it
     mine, expected = attributes(ours), attributes(theirs)
     del expected["_decoder"]
-    assert mine.pop("stream") is not expected.pop("stream")
+    assert mine.pop("stream") is _convert.READ is not expected.pop("stream")
+    assert mine.pop("headers")[1:] == expected.pop("headers")[1:]  # their triples, made when first read
     assert mine == expected
     assert (ours.read(), ours.content, ours.json()) == (b"{}", b"{}", {})
     with pytest.raises(httpx.StreamConsumed):
         list(ours.iter_raw())
+
+
+def test_the_headers_of_a_held_answer_are_made_when_first_read_and_read_as_httpx_s() -> None:
+    """The headers of a response whose body the client holds whole are httpx's ``Headers``,
+    their triples made from the answer's byte pairs on the first read: every way of
+    reading them gives what httpx's own give, and an attribute they lack is still missing."""
+    raw = [(name.encode(), value.encode()) for name, value in PAIRS]
+    theirs = httpx.Headers(raw)
+    for read in (
+        lambda h: h.get_list("x-trace"),
+        lambda h: h["Accept"],
+        lambda h: h.multi_items(),
+        lambda h: h.raw,
+        lambda h: dict(h),
+        lambda h: h.copy() == theirs,
+        lambda h: "user-agent" in h,
+        lambda h: h._list,
+    ):
+        headers = _convert.held(200, raw, {}, b"").headers
+        assert isinstance(headers, httpx.Headers) and "_list" not in vars(headers)
+        assert read(headers) == read(theirs) and headers._list == theirs._list
+    unread = _convert.held(200, raw, {}, b"").headers
+    with pytest.raises(AttributeError):
+        getattr(unread, "missing")  # noqa: B009  # a name it lacks: only _list is made when first read
+    assert "_list" not in vars(unread)
 
 
 def test_headers_keep_bytes_and_spelling_and_round_trip_latin_1() -> None:
