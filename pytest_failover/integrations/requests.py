@@ -93,10 +93,10 @@ class CircuitOpenError(requests.exceptions.ConnectionError, _exceptions.CircuitO
 _KINDS = (AllDomainsFailed, CircuitOpenError)
 
 # The requests-side state of one exchange, carried in the httpx request's extensions: the
-# PreparedRequest, the send's (verify, cert, proxies), the caller's URL (which the
+# PreparedRequest, the send's verify, cert and proxies, the caller's URL (which the
 # PreparedRequest keeps) and the headers as httpx holds them for it (the last ones sent,
 # as the PreparedRequest has them). A tuple: built for every request, unpacked at each attempt.
-_Sent = tuple[requests.PreparedRequest, tuple[Any, Any, Any], httpx.URL, _convert.Triples]
+_Sent = tuple[requests.PreparedRequest, Any, Any, Any, httpx.URL, _convert.Triples]
 
 
 class FailoverAdapter(HTTPAdapter, _FrontEnd):
@@ -183,8 +183,8 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             content = httpx.ByteStream(body.encode() if isinstance(body, str) else body)
         else:
             content = _Unreplayable()
-        headers = _convert.encoded(_headers(request.headers)[0])
-        sent: _Sent = (request, (verify, cert, proxies), url, list(headers._list))  # a copy: the exchange may change them
+        headers = _convert.encoded(_pairs(request.headers))
+        sent: _Sent = (request, verify, cert, proxies, url, list(headers._list))  # a copy: the exchange may change them
         extensions = {**extensions, "timeout": _timeouts(timeout), _NATIVE: sent}
         method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
         outgoing = _convert.request(method, url, headers, content, extensions)
@@ -215,16 +215,23 @@ Pair = tuple[Any, Any]  # a header's (name, value), str or bytes, as it was spel
 Store = dict[Any, Pair]  # CaseInsensitiveDict._store: {lowercased name: (name, value)}
 
 
-def _headers(headers: Mapping[Any, Any]) -> tuple[Iterable[Pair], Store]:
-    """A request's or an answer's headers: their ``(name, value)`` pairs, and the same
-    pairs by lowercased name, to look names up in. requests' own ``CaseInsensitiveDict``
-    keeps both in its ``_store`` (reading it, or looking a name up in it, is C-level work;
-    the mapping's own ``in`` and ``[]`` are Python calls). Any other mapping (one set by
-    hand) is sent as its items, all of them, and read into one for the look-ups."""
+def _pairs(headers: Mapping[Any, Any]) -> Iterable[Pair]:
+    """A request's headers as ``(name, value)`` pairs, each name spelt as it was given.
+    requests' own ``CaseInsensitiveDict`` keeps them in its ``_store`` (C-level to read;
+    the mapping's own iteration is Python calls); any other mapping (one set by hand) is
+    sent as its items, all of them."""
     if headers.__class__ is CaseInsensitiveDict:
-        store: Store = headers._store  # type: ignore[attr-defined]  # requests' own, as checked above
-        return store.values(), store
-    return headers.items(), CaseInsensitiveDict(headers)._store  # type: ignore[attr-defined]  # as above
+        return headers._store.values()  # type: ignore[attr-defined, no-any-return]  # requests' own, as checked
+    return headers.items()
+
+
+def _named(headers: Mapping[Any, Any]) -> Store:
+    """An answer's headers by lowercased name, to look names up in at C level (the
+    mapping's own ``in`` and ``[]`` are Python calls): requests' ``CaseInsensitiveDict``
+    keeps them so (its ``_store``); any other mapping is read into one."""
+    if headers.__class__ is CaseInsensitiveDict:
+        return headers._store  # type: ignore[attr-defined, no-any-return]  # requests' own, as checked
+    return CaseInsensitiveDict(headers)._store  # type: ignore[attr-defined, no-any-return]  # as above
 
 
 _NO_TIMEOUTS: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"))  # read, never changed
@@ -262,7 +269,7 @@ class _AdapterIO(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
-        prepared, (verify, cert, proxies), url, last = sent
+        prepared, verify, cert, proxies, url, last = sent
         triples = request.headers._list
         if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
@@ -281,9 +288,9 @@ class _AdapterIO(httpx.BaseTransport):
             if error is None:
                 raise
             raise error from exc
-        pairs, names = _headers(native.headers)
-        body = _Body(native, request, "content-length" in names, "content-encoding" in names)
-        return _convert.response(native.status_code, _convert.encoded(pairs), body, {_NATIVE: body, "network_stream": body})
+        named = _named(native.headers)
+        body = _Body(native, request, named)
+        return _convert.response(native.status_code, _convert.encoded(named.values()), body, {_NATIVE: body, "network_stream": body})
 
 
 # What requests raises from a send (or urllib3 from a body read), what happened (for
@@ -358,28 +365,26 @@ class _Body(httpx.SyncByteStream):
     keeps what it handed out, the whole body once the exchange read it all. Also the
     response's ``network_stream``, for the deadline watchdog and ``Dialer.peer``."""
 
-    __slots__ = ("_request", "encoded", "ended", "native", "seen", "sized")
+    ended = False  # read to its end (then ``seen`` holds all of it)
+    seen: list[bytes]  # what it handed out
 
-    def __init__(self, native: requests.Response, request: httpx.Request, sized: bool, encoded: bool) -> None:
+    def __init__(self, native: requests.Response, request: httpx.Request, named: Store) -> None:
         self.native = native
         self._request = request
-        self.sized = sized  # it declares a Content-Length
-        self.encoded = encoded  # and a Content-Encoding
-        self.seen: list[bytes] = []
-        self.ended = False  # read to its end
+        self.named = named  # the answer's headers by lowercased name
 
     def __iter__(self) -> Iterator[bytes]:
-        if not self.sized:
+        if "content-length" not in self.named:
             return self._chunks()
         try:  # one read, at once: no generator to make and resume
-            self.seen.append(self.native.raw.read(decode_content=False))
+            self.seen = [self.native.raw.read(decode_content=False)]
         except (HTTPError, OSError) as exc:
             raise _read_error(exc, self._request)  # noqa: B904  # its cause set there, or exc itself (no cause)
         self.ended = True
         return iter(self.seen)
 
     def _chunks(self) -> Iterator[bytes]:
-        seen = self.seen
+        self.seen = seen = []
         try:
             for chunk in self.native.raw.stream(_CHUNK, decode_content=False):
                 seen.append(chunk)
@@ -450,7 +455,7 @@ def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapte
         if body.ended:  # read to its end by the exchange: the whole body is in ``seen``
             # Without a Content-Encoding those bytes are the content: no need for httpx's read,
             # its decoders and its checks (some 400 opcodes a request).
-            native._content = response.read() if body.encoded else b"".join(body.seen)
+            native._content = response.read() if "content-encoding" in body.named else b"".join(body.seen)
             native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
         elif response.stream is not body:  # partly read (over the read limit): the rest streams
             native.raw = _Rest(response)
