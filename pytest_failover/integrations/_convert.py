@@ -14,8 +14,9 @@ constructors would leave them for the same arguments, from what the client holds
   triples (the list the request path already reads, ``Headers._list``), encoded as
   ``latin-1``: the encoding both clients send header text in and decode it from, so an
   answer's header bytes come back as they came; each distinct header is encoded once
-  and remembered, as URLs are; those of an answer whose body came whole with its head
-  (:func:`held`) only when first read, as most are never read;
+  and remembered, as URLs are; a request's, and those of an answer whose body came
+  whole with its head (:func:`held`), only when first read (:class:`Unread`), as most
+  are never read;
 - a request and a response with a stream (never content: nothing to encode), whose
   attributes are exactly those httpx's constructors set
   (``tests/client/test_front_end_conversion.py`` compares them, attribute by attribute,
@@ -29,7 +30,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["decoded", "encoded", "from_bytes", "held", "parse", "parse_native", "request", "response"]
+__all__ = ["Unread", "decoded", "encoded", "from_bytes", "held", "parse", "parse_native", "request", "response"]
 
 Triples = list[tuple[bytes, bytes, bytes]]  # httpx's Headers._list: name, lowercased name, value
 
@@ -108,16 +109,55 @@ def encoded(pairs: Iterable[tuple[str | bytes, str | bytes]]) -> httpx.Headers:
 from_bytes = encoded  # an answer's ``(name, value)`` byte pairs: the same table keeps them as they are
 
 
+class Unread(httpx.Headers):
+    """``encoded(pairs)``, made when first read: ``_list``, which every method of httpx's
+    ``Headers`` reads, is made from ``pairs`` then (a view of the client's own headers, as
+    a front-end gives it: they are as the client holds them then). On most requests the
+    exchange reads nothing of the request's headers (a POST's idempotency key, the stale
+    cache's key, a retry elsewhere's ``Host`` and trace context do), nor of an answer's
+    it classifies by its status alone, whose body came whole (:func:`held`).
+
+    Made by :func:`request` and :func:`held` (httpx's constructor would read the pairs).
+    ``changed`` is set by any change to them (a header set, removed, updated): until then
+    the client's own request goes out as it is (the front-ends' inner transports ask before
+    each attempt; another ``Headers``, a hedge's copy, has no flag: it goes out as changed)."""
+
+    _encoding = None  # found from the bytes when first decoded, as httpx's constructor leaves it
+    changed = False
+    _pairs: Iterable[tuple[Any, Any]]
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "_list":
+            raise AttributeError(name)
+        self._list = triples = list(map(_triple, self._pairs))
+        return triples
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.changed = True
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self.changed = True
+        super().__delitem__(key)
+
+    def update(self, headers: Any = None) -> None:  # type: ignore[override]  # httpx's own signature (its Headers ignores the same)
+        self.changed = True
+        super().update(headers)
+
+
 # Both are built attribute by attribute, in the order httpx's constructors set them: the
 # instance then keeps its attributes as httpx's own do (CPython's values shared with the
 # class's keys), with no dict made for them. ``vars(built).update(...)`` made two dicts
 # (the keywords, the instance's own): 7,900 and 13,100 instructions against 4,600 and 6,300.
 
 
-def request(method: str, url: httpx.URL, headers: httpx.Headers, stream: Any, extensions: dict[str, Any]) -> httpx.Request:
-    """``httpx.Request(method, url, headers=headers, stream=stream, extensions=extensions)``
-    for an upper-case ``method``, a parsed ``url`` and ``headers`` of this module (kept, not
-    copied; ``extensions`` too)."""
+def request(method: str, url: httpx.URL, pairs: Iterable[tuple[Any, Any]], stream: Any, extensions: dict[str, Any]) -> httpx.Request:
+    """``httpx.Request(method, url, headers=pairs, stream=stream, extensions=extensions)``
+    for an upper-case ``method``, a parsed ``url`` and the ``(name, value)`` pairs of the
+    client's headers as :func:`encoded` takes them (made when first read:
+    :class:`Unread`); ``extensions`` kept, not copied."""
+    headers: Unread = _new(Unread)
+    headers._pairs = pairs
     built: httpx.Request = _new(httpx.Request)
     built.method = method
     built.url = url
@@ -161,27 +201,11 @@ def response(
     return built
 
 
-class _Unread(httpx.Headers):
-    """``from_bytes(pairs)``, made when first read (``_list``, which every method of
-    httpx's ``Headers`` reads): the exchange classifies most answers by their status
-    alone, and reads nothing of one whose body came whole (``Exchange.reads``), so the
-    headers of most answers :func:`held` builds are never read."""
-
-    _pairs: Iterable[tuple[bytes, bytes]]
-
-    def __getattr__(self, name: str) -> Any:
-        if name != "_list":
-            raise AttributeError(name)
-        self._list = triples = list(map(_triple, self._pairs))
-        return triples
-
-
 def held(status: int, pairs: Iterable[tuple[bytes, bytes]], extensions: dict[str, Any], content: bytes) -> httpx.Response:
     """``response(status, from_bytes(pairs), READ, extensions, content)``: an answer whose
     body the client holds whole already, its headers made when first read."""
-    headers: _Unread = _new(_Unread)
+    headers: Unread = _new(Unread)
     headers._pairs = pairs
-    headers._encoding = None
     return response(status, headers, READ, extensions, content)
 
 

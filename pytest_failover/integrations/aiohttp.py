@@ -97,10 +97,9 @@ class CircuitOpenError(aiohttp.ClientConnectionError, _exceptions.CircuitOpenErr
 _KINDS = (AllDomainsFailed, CircuitOpenError)
 
 # The aiohttp-side state of one exchange, carried in the httpx request's extensions: the
-# ClientRequest and the handler that sends it, the caller's URL (which the ClientRequest
-# keeps) and the headers as httpx holds them for it (the last ones sent, as the
-# ClientRequest has them). A tuple: built for every request, unpacked at each attempt.
-_Sent = tuple[ClientRequest, ClientHandlerType, httpx.URL, _convert.Triples]
+# ClientRequest and the handler that sends it, and the caller's URL (which the
+# ClientRequest keeps). A tuple: built for every request, unpacked at each attempt.
+_Sent = tuple[ClientRequest, ClientHandlerType, httpx.URL]
 
 # The connectors ``FailoverMiddleware.connector()`` made, and the resolving state each
 # resolves through (weak: a closed session's connector goes).
@@ -175,9 +174,8 @@ class FailoverMiddleware(_FrontEnd):
             _check_connector(request, self._dialer)
         body = request.body
         stream = _REPLAYABLE if body == b"" or isinstance(body, payload.BytesPayload) else _Unreplayable()
-        headers = _convert.encoded(request.headers.items())
-        sent: _Sent = (request, handler, url, list(headers._list))  # a copy: the exchange may change them
-        outgoing = _convert.request(request.method, url, headers, stream, {**extensions, "timeout": _UNREAD_TIMEOUTS, _NATIVE: sent})
+        sent: _Sent = (request, handler, url)
+        outgoing = _convert.request(request.method, url, request.headers.items(), stream, {**extensions, "timeout": _UNREAD_TIMEOUTS, _NATIVE: sent})
         try:
             exchange = self._transport._begin(outgoing, (route, options))
             assert exchange is not None  # routed above
@@ -229,17 +227,16 @@ class _HandlerIO(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
-        native, handler, url, last = sent
-        triples = request.headers._list
+        native, handler, url = sent
+        headers = request.headers
         if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
             native = copy.copy(native)
             native.url = native.original_url = URL(str(request.url), encoded=True)
-            native.headers = CIMultiDict(_convert.decoded(triples))
-        elif triples != last:  # the exchange set trace context (one attempt at a time here)
-            native.headers = CIMultiDict(_convert.decoded(triples))
-            last[:] = triples
+            native.headers = CIMultiDict(_convert.decoded(headers._list))
+        elif getattr(headers, "changed", True):  # the exchange set trace context (one attempt at a time here)
+            native.headers = CIMultiDict(_convert.decoded(headers._list))
         native.response = None  # set by aiohttp once the request went out
         request.extensions[_SENDING] = native  # for failover_timeout_error
         try:

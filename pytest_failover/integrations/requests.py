@@ -93,10 +93,9 @@ class CircuitOpenError(requests.exceptions.ConnectionError, _exceptions.CircuitO
 _KINDS = (AllDomainsFailed, CircuitOpenError)
 
 # The requests-side state of one exchange, carried in the httpx request's extensions: the
-# PreparedRequest, the send's verify, cert and proxies, the caller's URL (which the
-# PreparedRequest keeps) and the headers as httpx holds them for it (the last ones sent,
-# as the PreparedRequest has them). A tuple: built for every request, unpacked at each attempt.
-_Sent = tuple[requests.PreparedRequest, Any, Any, Any, httpx.URL, _convert.Triples]
+# PreparedRequest, the send's verify, cert and proxies, and the caller's URL (which the
+# PreparedRequest keeps). A tuple: built for every request, unpacked at each attempt.
+_Sent = tuple[requests.PreparedRequest, Any, Any, Any, httpx.URL]
 
 
 class FailoverAdapter(HTTPAdapter, _FrontEnd):
@@ -183,11 +182,10 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             content = httpx.ByteStream(body.encode() if isinstance(body, str) else body)
         else:
             content = _Unreplayable()
-        headers = _convert.encoded(_pairs(request.headers))
-        sent: _Sent = (request, verify, cert, proxies, url, list(headers._list))  # a copy: the exchange may change them
+        sent: _Sent = (request, verify, cert, proxies, url)
         extensions = {**extensions, "timeout": _timeouts(timeout), _NATIVE: sent}
         method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
-        outgoing = _convert.request(method, url, headers, content, extensions)
+        outgoing = _convert.request(method, url, _pairs(request.headers), content, extensions)
         try:
             exchange = self._transport._begin(outgoing, (route, options))
             assert exchange is not None  # routed above
@@ -269,17 +267,16 @@ class _AdapterIO(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
-        prepared, verify, cert, proxies, url, last = sent
-        triples = request.headers._list
+        prepared, verify, cert, proxies, url = sent
+        headers = request.headers
         if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
             prepared = prepared.copy()
             prepared.url = str(request.url)
-            prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
-        elif triples != last:  # the exchange set trace context (one attempt at a time here)
-            prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
-            last[:] = triples
+            prepared.headers = CaseInsensitiveDict(_convert.decoded(headers._list))
+        elif getattr(headers, "changed", True):  # the exchange set trace context (one attempt at a time here)
+            prepared.headers = CaseInsensitiveDict(_convert.decoded(headers._list))
         timeouts = request.extensions["timeout"]
         try:
             native = self._send(prepared, True, (timeouts["connect"], timeouts["read"]), verify, cert, proxies)

@@ -249,7 +249,7 @@ def test_an_unmapped_requests_error_propagates_unchanged_without_a_cause() -> No
         "http://127.0.0.1:9/x",
         extensions={
             "timeout": {"connect": 1.0, "read": 1.0},
-            "pytest_failover.requests": (prepared, True, None, None, None, []),
+            "pytest_failover.requests": (prepared, True, None, None, None),
         },
     )
     with pytest.raises(requests.exceptions.InvalidHeader) as caught:
