@@ -25,7 +25,7 @@ constructors would leave them for the same arguments, from what the client holds
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
@@ -34,39 +34,46 @@ __all__ = ["Unread", "decoded", "encoded", "from_bytes", "held", "parse", "parse
 
 Triples = list[tuple[bytes, bytes, bytes]]  # httpx's Headers._list: name, lowercased name, value
 
-_LIMIT = 512  # URLs remembered; the table starts afresh when full
-_seen: dict[str, httpx.URL] = {}
+_LIMIT = 512  # URLs remembered; a table starts afresh when full
 _new = object.__new__
 
 
-def parse(url: str) -> httpx.URL:
-    """``httpx.URL(url)``; the same immutable object for the same string."""
-    parsed = _seen.get(url)
-    if parsed is None:
+class _Parsed(dict[str, httpx.URL]):
+    """URL string -> ``httpx.URL(string)``, each parsed once: an application calls the same
+    URLs again and again. A hit is a C-level dict lookup (no Python frame); a miss
+    (``__missing__``) parses the string and remembers it; at :data:`_LIMIT` URLs the table
+    starts afresh."""
+
+    def __missing__(self, url: str) -> httpx.URL:
         parsed = httpx.URL(url)
-        if len(_seen) >= _LIMIT:
-            _seen.clear()
-        _seen[url] = parsed
-    return parsed
+        if len(self) >= _LIMIT:
+            self.clear()
+        self[url] = parsed
+        return parsed
 
 
-_natives: dict[int, tuple[object, httpx.URL]] = {}  # id of a client's URL object -> it, and its parse
+parse: Callable[[str], httpx.URL] = _Parsed().__getitem__
+"""``httpx.URL(url)``; the same immutable object for the same string."""
 
 
-def parse_native(url: object) -> httpx.URL:
-    """``parse(str(url))`` for a client's own immutable URL object (yarl's ``URL``: aiohttp
-    hands the same object for the same string, from yarl's cache), remembered by the
-    object, so that it is not made a string again for every request (yarl's ``__str__``
-    is some 70 opcodes). The entry holds the object: its ``id`` cannot be reused while
-    remembered."""
-    known = _natives.get(id(url))
-    if known is not None and known[0] is url:
-        return known[1]
-    parsed = parse(str(url))
-    if len(_natives) >= _LIMIT:
-        _natives.clear()
-    _natives[id(url)] = (url, parsed)
-    return parsed
+class _ParsedNative(dict[Any, httpx.URL]):
+    """A client's own immutable URL object (yarl's ``URL``) -> ``parse(str(url))``,
+    remembered by the object, so that it is not made a string again for every request
+    (yarl's ``__str__`` is some 70 opcodes; its ``__hash__``, which the lookup calls, keeps
+    its hash: 14). aiohttp hands the same object for the same string (from yarl's cache);
+    an equal one made anew (a query added per request) finds the same entry. As
+    :class:`_Parsed` otherwise."""
+
+    def __missing__(self, url: object) -> httpx.URL:
+        parsed = parse(str(url))
+        if len(self) >= _LIMIT:
+            self.clear()
+        self[url] = parsed
+        return parsed
+
+
+parse_native: Callable[[object], httpx.URL] = _ParsedNative().__getitem__
+"""``parse(str(url))`` for a client's own immutable, hashable URL object."""
 
 
 class _Triples(dict[tuple[Any, Any], tuple[bytes, bytes, bytes]]):
@@ -96,20 +103,26 @@ _LONG = 256  # the longest value remembered
 _triple = _Triples().__getitem__
 
 
+class _Headers(httpx.Headers):
+    """httpx's ``Headers`` as its constructor leaves them: their encoding (None: found from
+    the bytes when first decoded) is the class's until then."""
+
+    _encoding = None
+
+
 def encoded(pairs: Iterable[tuple[str | bytes, str | bytes]]) -> httpx.Headers:
     """``httpx.Headers`` of ``(name, value)`` pairs, ``str`` (encoded as ``latin-1``) or
     ``bytes`` (an answer's, as aiohttp's parser leaves them), each name spelt as it was
     given."""
-    headers: httpx.Headers = _new(httpx.Headers)
+    headers: httpx.Headers = _new(_Headers)
     headers._list = list(map(_triple, pairs))  # httpx's own list of triples
-    headers._encoding = None  # found from the bytes when first decoded, as httpx's constructor leaves it
     return headers
 
 
 from_bytes = encoded  # an answer's ``(name, value)`` byte pairs: the same table keeps them as they are
 
 
-class Unread(httpx.Headers):
+class Unread(_Headers):
     """``encoded(pairs)``, made when first read: ``_list``, which every method of httpx's
     ``Headers`` reads, is made from ``pairs`` then (a view of the client's own headers, as
     a front-end gives it: they are as the client holds them then). On most requests the
@@ -122,7 +135,6 @@ class Unread(httpx.Headers):
     the client's own request goes out as it is (the front-ends' inner transports ask before
     each attempt; another ``Headers``, a hedge's copy, has no flag: it goes out as changed)."""
 
-    _encoding = None  # found from the bytes when first decoded, as httpx's constructor leaves it
     changed = False
     _pairs: Iterable[tuple[Any, Any]]
 

@@ -32,7 +32,7 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -183,9 +183,15 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         else:
             content = _Unreplayable()
         sent: _Sent = (request, verify, cert, proxies, url)
-        extensions = {**extensions, "timeout": _timeouts(timeout), _NATIVE: sent}
+        timeouts = _NO_TIMEOUTS if timeout is None else _timeouts(timeout)  # None: requests' default
+        extensions = {**extensions, "timeout": timeouts, _NATIVE: sent}
         method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
-        outgoing = _convert.request(method, url, _pairs(request.headers), content, extensions)
+        # The headers as (name, value) pairs, each name spelt as it was given: requests' own
+        # CaseInsensitiveDict keeps them in its _store (C-level to read; the mapping's own
+        # iteration is Python calls); any other mapping (set by hand) goes out as its items.
+        headers = request.headers
+        pairs = headers._store.values() if headers.__class__ is CaseInsensitiveDict else headers.items()  # type: ignore[attr-defined]  # requests' own, as checked
+        outgoing = _convert.request(method, url, pairs, content, extensions)
         try:
             exchange = self._transport._begin(outgoing, (route, options))
             assert exchange is not None  # routed above
@@ -209,36 +215,14 @@ def _without_retries(adapter: HTTPAdapter) -> HTTPAdapter:
     return clone
 
 
-Pair = tuple[Any, Any]  # a header's (name, value), str or bytes, as it was spelt
-Store = dict[Any, Pair]  # CaseInsensitiveDict._store: {lowercased name: (name, value)}
-
-
-def _pairs(headers: Mapping[Any, Any]) -> Iterable[Pair]:
-    """A request's headers as ``(name, value)`` pairs, each name spelt as it was given.
-    requests' own ``CaseInsensitiveDict`` keeps them in its ``_store`` (C-level to read;
-    the mapping's own iteration is Python calls); any other mapping (one set by hand) is
-    sent as its items, all of them."""
-    if headers.__class__ is CaseInsensitiveDict:
-        return headers._store.values()  # type: ignore[attr-defined, no-any-return]  # requests' own, as checked
-    return headers.items()
-
-
-def _named(headers: Mapping[Any, Any]) -> Store:
-    """An answer's headers by lowercased name, to look names up in at C level (the
-    mapping's own ``in`` and ``[]`` are Python calls): requests' ``CaseInsensitiveDict``
-    keeps them so (its ``_store``); any other mapping is read into one."""
-    if headers.__class__ is CaseInsensitiveDict:
-        return headers._store  # type: ignore[attr-defined, no-any-return]  # requests' own, as checked
-    return CaseInsensitiveDict(headers)._store  # type: ignore[attr-defined, no-any-return]  # as above
+Store = dict[Any, tuple[Any, Any]]  # CaseInsensitiveDict._store: {lowercased name: (name, value)}
 
 
 _NO_TIMEOUTS: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"))  # read, never changed
 
 
 def _timeouts(timeout: Any) -> dict[str, float | None]:
-    """requests' timeout (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``) as httpx's."""
-    if timeout is None:  # requests' default
-        return _NO_TIMEOUTS
+    """requests' timeout, given (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``), as httpx's."""
     if isinstance(timeout, tuple):
         connect, read = timeout
     elif isinstance(timeout, (int, float)):
@@ -285,7 +269,11 @@ class _AdapterIO(httpx.BaseTransport):
             if error is None:
                 raise
             raise error from exc
-        named = _named(native.headers)
+        # The answer's headers by lowercased name, to look names up in at C level (the
+        # mapping's own `in` and `[]` are Python calls): requests' CaseInsensitiveDict keeps
+        # them so (its _store); any other mapping (an adapter's own) is read into one.
+        answered = native.headers
+        named: Store = (answered if answered.__class__ is CaseInsensitiveDict else CaseInsensitiveDict(answered))._store  # type: ignore[attr-defined]  # requests' own, made so if need be
         body = _Body(native, request, named)
         return _convert.response(native.status_code, _convert.encoded(named.values()), body, {_NATIVE: body, "network_stream": body})
 
