@@ -31,6 +31,7 @@ from ._plan import DONE, RequestPlan
 from ._pools import PoolCore
 from ._telemetry import RequestTrace, redact_url
 from ._values import (
+    DEFAULT_OPTIONS,
     RESPONSE,
     Attempt,
     AttemptRecord,
@@ -56,6 +57,7 @@ __all__ = [
     "Exchange",
     "FailoverResult",
     "Fallback",
+    "Lane",
     "enter",
     "in_memory",
     "leave",
@@ -87,6 +89,9 @@ _RESULTS = {
     OutcomeKind.FAILURE: semconv.RESULT_FAILURE,
 }
 
+
+_SUCCEEDED = OutcomeKind.SUCCESS
+_OUTCOME_SUCCESS = semconv.OUTCOME_SUCCESS
 
 _EVENT_STREAM = b"text/event-stream"
 
@@ -157,31 +162,29 @@ def leave(token: object) -> None:
     otel_context.detach(token)  # type: ignore[arg-type]  # the Token attach() gave
 
 
-class Exchange(RequestPlan):
-    """One logical request through the failover loop: everything but the I/O.
+class Lane:
+    """A request before it needs a plan: the fast lane.
 
-    An exchange is its request's plan (:class:`~pytest_failover._plan.RequestPlan`: the
-    decisions) and adds the client's side: the request and its rewrites, the body read,
-    classification, telemetry and the ending. One object per request, built in one
-    ``__init__``: a separate plan cost a second object and a call through it at every
-    step (185 of the 1,247 opcodes of a happy-path request were the two constructors
-    and ``FailoverCore.begin``).
+    Most requests are answered at their first attempt by the domain their pool serves.
+    Such a request has nothing to decide beyond the pool's choice, and nothing to keep
+    beyond its one attempt's record, so it goes without a plan: the loops send the
+    attempt a lane holds (:attr:`attempt`), and its success ends it (:meth:`ends`). Anything
+    else, a failure, an answer that is not a plain success, a success that moves the pool,
+    or the caller leaving, hands the request to an :class:`Exchange` (its plan) with that
+    attempt in it (:meth:`Exchange.adopting`), which goes on as if it had sent the attempt
+    itself. A lane takes a request with no options, whose body can be sent again, to a
+    plain pool (``PoolCore.plain``: the pool's choice alone decides the first attempt),
+    while telemetry is silent (``Telemetry.silent``) and the stale cache is off for it; the
+    exchange takes the others from the start.
 
-    What a request sets before it reads it, or only on a rare path, starts as a class
-    attribute (as in the plan): a request answered at its first attempt writes each of
-    these at most once and never reads a default.
+    The lane is an exchange's base: what both need to send an attempt and read its answer
+    (the request, its rewrite onto the attempt's domain, the body read) lives here once.
+    A request the lane answers runs about half the library's opcodes the exchange's path
+    runs (``python -m benchmarks opcodes``): no plan, no list of records, no steps.
     """
 
-    _tracked: Any = None  # an unreplayable body, watched (the library's ``Tracked``)
     _stale = False  # the stale cache may store and serve this request (see PoolCore.reading)
-    _original: Request  # with _stale: the request as the caller made it
-    _answered_by = ""  # the domain of the response kept
-    response: Response | None = None
-    error: BaseException | None = None  # the last attempt's, a TransportError of the library
-    stop: Stop = DONE  # why no attempt follows (set when the plan stops for another reason)
-    _finished = False  # the request's telemetry has ended (read by abandon only)
-    _blocking = True  # its front-end may wait for the disk (a sync one: see AsyncExchange)
-    trace: RequestTrace | None
+    attempt: Attempt | None = None  # the first attempt, when the lane takes the request alone
 
     def __init__(
         self,
@@ -189,62 +192,53 @@ class Exchange(RequestPlan):
         lib: HTTPLib,
         request: Request,
         core: PoolCore,
-        pinned: Domain | None,
         origin: Domain | None,
-        options: RequestOptions,
+        now: float,
+        resendable: bool,
     ) -> None:
+        """The lane of ``request`` to ``core``'s pool at ``now``, and its first attempt,
+        aimed, in :attr:`attempt` when the lane takes the request alone: the pool's choice
+        is not a probe, and the stale cache is off for the request. With none, the exchange
+        takes it from the start (``Exchange.adopting``)."""
         self._state = state
         self.lib = lib
         self._origin = origin  # the pool domain the request's URL points at, if any
         self.request = request
-        self.original_url = url = request.url
-        stream = request.stream
-        replayable = isinstance(stream, lib.ByteStream)
-        if not replayable:
-            self._tracked = lib.Tracked(stream)
-            request.stream = self._tracked
-        RequestPlan.__init__(self, core, request.method, request.headers, options, replayable, pinned, state.clock())
-        method = self.method
-        self.trace = trace = state.telemetry.start(core.name, method, url)
-        if trace is not None and self._orders[2] is not None:
-            trace.steered(self._orders[2])
-        self.body_limit, self._loads, stale = core.reading[self.resendable, method == "GET"]
+        self.original_url = request.url
+        self.core = core
+        self.started_at = now
+        self.body_limit, self._loads, stale = core.reading[resendable, request.method == "GET"]
         if stale:
             self._stale = True
-            # The stale cache keys on the request as the caller made it, before rewrites.
-            self._original = lib.Request(method, url, headers=request.headers)
+            return
+        attempt = core.first_attempt(now, core.orders[0])
+        if attempt is not None:
+            self.attempt = self.aim(attempt, request)
 
     @property
     def clock(self) -> Callable[[], float]:
         """The front-end's monotonic clock."""
         return self._state.clock
 
-    # -- the loop's steps ------------------------------------------------------------
+    def ends(self, attempt: Attempt, response: Response, wait: bool) -> bool:
+        """Does ``response``, the answer to :attr:`attempt`, end the request here (``wait``:
+        the front-end may wait for the disk)? It does when it is a success the pool records
+        as nothing new (``RequestPlan.answered_alone``): it then carries its result."""
+        core = self.core
+        outcome = core.outcomes.get(response.status_code)
+        if outcome is None or outcome.kind is not _SUCCEEDED:
+            return False
+        now = self._state.clock()
+        if not RequestPlan.answered_alone(core, attempt, now):
+            return False
+        attempt.outcome = outcome
+        attempt.duration = now - attempt.sent_at
+        _deliver(self._state, core, response, attempt.domain.url, (attempt.report(),), _OUTCOME_SUCCESS, wait)
+        return True
 
-    def next_step(self) -> Attempt | Wait | Stop:
-        """The next attempt, a wait for another request's probe, or stop (:meth:`next`, now)."""
-        return self.next(self._state.clock())
-
-    def _stepped(self, decision: Attempt | Wait | Stop) -> Attempt | Wait | Stop:
-        """Report what ``decision`` caused (its events, a retry's log line); keep why the
-        request stops."""
-        if self.trace is not None and decision.events:
-            self.trace.events(decision.events)
-        if isinstance(decision, Attempt):
-            if decision.number > 1:
-                self._log_retry(decision)
-        elif isinstance(decision, Stop):
-            self.stop = decision
-        return decision
-
-    def prepare(self, attempt: Attempt) -> Attempt:
-        """Point the request at the attempt's domain, with the attempt's timeouts (a
-        hedge gets a copy of the request: the attempt it races is still sending it);
-        the attempt, ready to send. With telemetry the transports send it between
-        :func:`enter` and :func:`leave` (its span's context: instrumentation-httpx
-        stays silent, as the attempt's span is ours); without, ``quiet`` is None and
-        they skip both."""
-        request = self.request if not attempt.hedge else self._copy()
+    def aim(self, attempt: Attempt, request: Request) -> Attempt:
+        """Point ``request`` at the attempt's domain, with the attempt's timeouts; the
+        attempt, which sends it."""
         domain = attempt.domain
         at_origin = domain is self._origin or domain == self._origin
         url = self.original_url if at_origin else domain.rewrite(self.original_url)
@@ -260,47 +254,7 @@ class Exchange(RequestPlan):
         if len(timeouts) != 4 or None in values or max(values) > limit:  # cap each at the attempt's time
             request.extensions = {**request.extensions, "timeout": _capped(timeouts, limit)}
         attempt.request = request
-        if attempt.delay:  # it waited: it goes out now, and has its whole time from here
-            attempt.sent_at = now = self.clock()
-            attempt.deadline = now + limit
-        trace = self.trace
-        if trace is not None:
-            attempt.span, attempt.quiet = trace.attempt_started(attempt, request)
         return attempt
-
-    def _copy(self) -> Request:
-        request = self.request
-        copied: Request = self.lib.Request(
-            request.method,
-            request.url,
-            headers=request.headers.copy(),
-            stream=request.stream,
-            extensions=dict(request.extensions),
-        )
-        return copied
-
-    # -- hedging ---------------------------------------------------------------------
-
-    def hedge_now(self) -> Attempt | None:
-        """The hedge to send now, or None (no domain fits, or the throttle said no)."""
-        decision = self.hedge(self.clock())
-        if isinstance(decision, HedgeThrottled):
-            if self.trace is not None:
-                self.trace.events((decision,))
-            return None
-        return decision
-
-    def cut(self, attempt: Attempt) -> None:
-        """Another attempt won while ``attempt`` was on the wire: it is cut off (the
-        transport closes its connection), and counted as cancelled (:meth:`cancel`)."""
-        now = self.clock()
-        events = self.cancel(attempt, now, now - attempt.sent_at, sent=attempt.sending)
-        shared = self._state.shared
-        if shared is not None and (events or attempt.probe):
-            shared.recorded(self.core, attempt.domain, attempt.probe, events, abandoned=True)
-        if self.trace is not None:
-            self.trace.attempt_cancelled(attempt, attempt.span)
-            self.trace.events(events)
 
     def reads(self, response: Response) -> int:
         """How much of ``response``'s body the transport reads into memory before the
@@ -389,6 +343,149 @@ class Exchange(RequestPlan):
         )
         error.__cause__ = exc
         return error
+
+
+class Exchange(Lane, RequestPlan):
+    """One logical request through the failover loop: everything but the I/O.
+
+    An exchange is its request's plan (:class:`~pytest_failover._plan.RequestPlan`: the
+    decisions) and adds the client's side: the request and its rewrites, the body read,
+    classification, telemetry and the ending. One object per request: a separate plan
+    cost a second object and a call through it at every step. A request starts in an
+    exchange, or in a :class:`Lane` that hands it over (:meth:`adopting`).
+
+    What a request sets before it reads it, or only on a rare path, starts as a class
+    attribute (as in the plan): a request answered at its first attempt writes each of
+    these at most once and never reads a default.
+    """
+
+    _tracked: Any = None  # an unreplayable body, watched (the library's ``Tracked``)
+    _original: Request  # with _stale: the request as the caller made it
+    _answered_by = ""  # the domain of the response kept
+    response: Response | None = None
+    error: BaseException | None = None  # the last attempt's, a TransportError of the library
+    stop: Stop = DONE  # why no attempt follows (set when the plan stops for another reason)
+    _finished = False  # the request's telemetry has ended (read by abandon only)
+    _blocking = True  # its front-end may wait for the disk (a sync one: see AsyncExchange)
+    trace: RequestTrace | None = None
+
+    def __init__(
+        self,
+        state: State,
+        lib: HTTPLib,
+        request: Request,
+        core: PoolCore,
+        pinned: Domain | None,
+        origin: Domain | None,
+        options: RequestOptions,
+    ) -> None:
+        now = state.clock()
+        stream = request.stream
+        replayable = isinstance(stream, lib.ByteStream)
+        if not replayable:
+            self._tracked = lib.Tracked(stream)
+            request.stream = self._tracked
+        RequestPlan.__init__(self, core, request.method, request.headers, options, replayable, pinned, now)
+        # A lane's facts (``Lane.__init__`` chooses the first attempt too; a call cost 26
+        # opcodes a request)
+        self._state = state
+        self.lib = lib
+        self._origin = origin
+        self.request = request
+        self.original_url = url = request.url
+        self.body_limit, self._loads, stale = core.reading[self.resendable, self.method == "GET"]
+        self.trace = trace = state.telemetry.start(core.name, self.method, url)
+        if trace is not None and self._orders[2] is not None:
+            trace.steered(self._orders[2])
+        if stale:
+            self._stale = True
+            # The stale cache keys on the request as the caller made it, before rewrites.
+            self._original = lib.Request(self.method, url, headers=request.headers)
+
+    @classmethod
+    def adopting(cls, lane: Lane) -> Exchange:
+        """The exchange of ``lane``'s request, which needs a plan after all: with the lane's
+        first attempt in flight, if it sent one (the caller reports its end), or none (the
+        lane did not take the request: it starts here). A lane's request is silent (the
+        front-end starts one only while telemetry is): it stays so, with no trace."""
+        self = cls.__new__(cls)
+        facts = vars(self)
+        facts.update(vars(lane))
+        attempt = facts.pop("attempt", None)
+        request = self.request
+        RequestPlan.__init__(self, self.core, request.method, request.headers, DEFAULT_OPTIONS, True, None, self.started_at)
+        if attempt is not None:
+            self._took(attempt)
+        elif self._stale:  # as __init__ keeps it
+            self._original = self.lib.Request(self.method, self.original_url, headers=request.headers)
+        return self
+
+    # -- the loop's steps ------------------------------------------------------------
+
+    def next_step(self) -> Attempt | Wait | Stop:
+        """The next attempt, a wait for another request's probe, or stop (:meth:`next`, now)."""
+        return self.next(self._state.clock())
+
+    def _stepped(self, decision: Attempt | Wait | Stop) -> Attempt | Wait | Stop:
+        """Report what ``decision`` caused (its events, a retry's log line); keep why the
+        request stops."""
+        if self.trace is not None and decision.events:
+            self.trace.events(decision.events)
+        if isinstance(decision, Attempt):
+            if decision.number > 1:
+                self._log_retry(decision)
+        elif isinstance(decision, Stop):
+            self.stop = decision
+        return decision
+
+    def prepare(self, attempt: Attempt) -> Attempt:
+        """Aim the request at the attempt's domain (:meth:`Lane.aim`; a hedge gets a copy
+        of the request: the attempt it races is still sending it); the attempt, ready to
+        send. With telemetry the transports send it between :func:`enter` and :func:`leave`
+        (its span's context: instrumentation-httpx stays silent, as the attempt's span is
+        ours); without, ``quiet`` is None and they skip both."""
+        self.aim(attempt, self.request if not attempt.hedge else self._copy())
+        if attempt.delay:  # it waited: it goes out now, and has its whole time from here
+            attempt.sent_at = now = self.clock()
+            attempt.deadline = now + attempt.timeout
+        trace = self.trace
+        if trace is not None:
+            attempt.span, attempt.quiet = trace.attempt_started(attempt, attempt.request)
+        return attempt
+
+    def _copy(self) -> Request:
+        request = self.request
+        copied: Request = self.lib.Request(
+            request.method,
+            request.url,
+            headers=request.headers.copy(),
+            stream=request.stream,
+            extensions=dict(request.extensions),
+        )
+        return copied
+
+    # -- hedging ---------------------------------------------------------------------
+
+    def hedge_now(self) -> Attempt | None:
+        """The hedge to send now, or None (no domain fits, or the throttle said no)."""
+        decision = self.hedge(self.clock())
+        if isinstance(decision, HedgeThrottled):
+            if self.trace is not None:
+                self.trace.events((decision,))
+            return None
+        return decision
+
+    def cut(self, attempt: Attempt) -> None:
+        """Another attempt won while ``attempt`` was on the wire: it is cut off (the
+        transport closes its connection), and counted as cancelled (:meth:`cancel`)."""
+        now = self.clock()
+        events = self.cancel(attempt, now, now - attempt.sent_at, sent=attempt.sending)
+        shared = self._state.shared
+        if shared is not None and (events or attempt.probe):
+            shared.recorded(self.core, attempt.domain, attempt.probe, events, abandoned=True)
+        if self.trace is not None:
+            self.trace.attempt_cancelled(attempt, attempt.span)
+            self.trace.events(events)
 
     def on_response(self, attempt: Attempt, response: Response) -> None:
         outcome = self.core.outcomes.get(response.status_code)
@@ -518,11 +615,7 @@ class Exchange(RequestPlan):
         self._finished = True
         if self.trace is not None:
             self._end(outcome, domain, response.status_code, last.error_type)
-        result = (self.core.name, domain, records, outcome, False, False)  # neither stale nor a fallback's
-        response.extensions["failover"] = new_tuple(FailoverResult, result)
-        if self._state.sticky:
-            self._state.persist_sticky(self.core, wait=self._blocking)
-        return response
+        return _deliver(self._state, self.core, response, domain, records, outcome, self._blocking)
 
     def _error(self, stop: Stop, records: tuple[AttemptRecord, ...]) -> Failover:
         """The library's ``CircuitOpenError`` or ``AllDomainsFailed``."""
@@ -644,6 +737,24 @@ class Exchange(RequestPlan):
                 self.trace.attempt_abandoned(attempt.span)
             self.trace.events(events)
         self._end(semconv.OUTCOME_FAILURE, None, None, semconv.ERROR_CANCELLED)
+
+
+def _deliver(
+    state: State,
+    core: PoolCore,
+    response: Response,
+    domain: str,
+    records: tuple[AttemptRecord, ...],
+    outcome: str,
+    wait: bool,
+) -> Response:
+    """``response``, an answer the request returns, with its result (neither stale nor a
+    fallback's); the pool's serving domain written to its sticky file, if it has one
+    (``wait``: the front-end may wait for the disk)."""
+    response.extensions["failover"] = new_tuple(FailoverResult, (core.name, domain, records, outcome, False, False))
+    if state.sticky:
+        state.persist_sticky(core, wait=wait)
+    return response
 
 
 class AsyncExchange(Exchange):

@@ -46,7 +46,6 @@ slow domain never blocks requests to another.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -78,9 +77,6 @@ __all__ = ["DONE", "MIN_ATTEMPT_TIME", "RequestPlan"]
 MIN_ATTEMPT_TIME = 0.001
 
 DONE = Stop(reason=semconv.STOP_DONE)
-
-_IDEMPOTENCY_KEY = b"idempotency-key"
-_LOWERED = operator.itemgetter(1)  # of a (name, lowercased name, value) triple of ``Headers._list``
 
 # ``failover.reason`` of a breaker transition that slow calls caused.
 _SLOW = semconv.BREAKER_REASON_SLOW_CALLS
@@ -140,10 +136,7 @@ class RequestPlan:
         self.method = method  # upper case (as the HTTP libraries make it)
         idempotent = options.idempotent
         if idempotent is None:
-            # The header, looked for among the lowercased names of httpx's (and httpx2's) list
-            # at C level: ``in headers`` encodes the key and raises a KeyError to say no
-            # (2.3 against 1.3 us with an SDK's 15 headers, timeit; every POST asks).
-            idempotent = method in core.idempotent_methods or _IDEMPOTENCY_KEY in map(_LOWERED, headers._list)
+            idempotent = core.idempotent(method, headers)
         # Could it be sent again after its bytes left (idempotent, and its body replayable)?
         self.resendable = resendable = idempotent and replayable
         if pinned is not None:
@@ -239,18 +232,24 @@ class RequestPlan:
         core = self.core
         now = self.started_at
         if self._walks:
-            choice = core.choose(now, (), self._orders[0], True)
-            if choice is not None and not choice[2]:
-                attempt = Attempt(1, choice[0], choice[1], 0.0, core.first_timeout, now)
-                self._counted = 1
+            attempt = core.first_attempt(now, self._orders[0])
+            if attempt is not None:
                 if self.hedgeable or core.slow_calls is not None:
                     with core.lock:
                         self._noted(attempt)
+                self._counted = 1  # (_took, with no frame of its own)
                 self.flying.append(attempt)
                 return attempt  # (nothing to report: an ordinary attempt caused no event)
         with core.lock:
             decision = self._next(now)
         return self._stepped(decision)
+
+    def _took(self, attempt: Attempt) -> None:
+        """``attempt``, the request's first, chosen by the pool without the lock
+        (``PoolCore.first_attempt``), is in flight: by :meth:`first`, or by a lane that
+        sent it before the request had a plan (``Exchange.adopting``)."""
+        self._counted = 1
+        self.flying.append(attempt)
 
     def _stepped(self, decision: Attempt | Wait | Stop) -> Attempt | Wait | Stop:
         """``decision``, handed out by :meth:`first` or :meth:`next`: the hook where a
@@ -524,6 +523,26 @@ class RequestPlan:
                 ):
                     self._note_serving(domain, now, events)
         return tuple(events) if events else ()
+
+    @staticmethod
+    def answered_alone(core: PoolCore, attempt: Attempt, now: float) -> bool:
+        """Record a success of ``attempt``, the first of a request in a plain pool
+        (``PoolCore.plain``: no table, steering, hedging or slow calls) that has no plan
+        (``_exchange.Lane``), when the pool serves its domain already; False, recording
+        nothing, when it does not: the request's plan records it then.
+
+        This is :meth:`answer` for that case, which the stateful tests hold equal to it: a
+        success that is not a probe's never moves a breaker (``Breaker.success``), a
+        plain pool keeps no latency window, and an answer from the domain the pool serves
+        moves the pool nowhere; what is left is the breaker's count and the budget's
+        refund, under the one lock."""
+        with core.lock:
+            if core.serving is not attempt.domain:
+                return False
+            attempt.breaker.success(now, attempt.sent_at, False)
+            if core.budget is not None:
+                core.budget.refund()
+        return True
 
     def _land(self, attempt: Attempt | None) -> Attempt:
         """Take ``attempt`` (None: the only one) off the attempts in flight."""

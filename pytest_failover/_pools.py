@@ -63,10 +63,12 @@ falls back to the rule above when that domain is not admissible.
 from __future__ import annotations
 
 import math
+import operator
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from . import _steering
 from ._breaker import Breaker, BreakerState, Standing
@@ -77,7 +79,10 @@ from ._pool import Domain, Pool
 from ._slowness import UNKNOWN_DELAY, HedgeThrottle, LatencyWindow, SlowCallWindow
 from ._snapshot import DomainState, PoolState
 from ._steering import key_unit, rendezvous_rank
-from ._values import RequestOptions
+from ._values import Attempt, RequestOptions
+
+if TYPE_CHECKING:
+    from ._lib import Headers
 
 __all__ = ["Choice", "Members", "Orders", "PoolCore"]
 
@@ -92,6 +97,9 @@ Members = tuple[tuple[int, Domain, Breaker], ...]
 # A request's orders: its first attempt's, the one after that, and why the first
 # differs from the pool's (a ``_steering.*`` value, or None).
 Orders = tuple[Members, Members, str | None]
+
+_IDEMPOTENCY_KEY = b"idempotency-key"
+_LOWERED = operator.itemgetter(1)  # of a (name, lowercased name, value) triple of ``Headers._list``
 
 
 class PoolCore:
@@ -162,6 +170,11 @@ class PoolCore:
         )
         slow_calls = policy.slow_calls
         self.slow_calls = {d: SlowCallWindow(slow_calls) for d in pool.domains} if slow_calls is not None else None
+        # May a request with no options take the fast lane (``_exchange.Lane``): does the
+        # pool's choice alone decide its first attempt, and a success at it move nothing
+        # but the breaker's count and the budget? Not on a table, steered, hedged, or
+        # watched for slow calls (each notes or decides more per attempt).
+        self.plain = self.table is None and not self.steers and hedging is None and slow_calls is None
         self.disabled: frozenset[Domain] = frozenset()
         self.serving: Domain | None = None
         self.serving_since = -math.inf  # when ``serving`` last changed (monotonic seconds)
@@ -174,6 +187,24 @@ class PoolCore:
         # draws and jitter; the time windows of ``time_orders``.
         self.random: Callable[[], float] = random.random
         self.wall_clock: Callable[[], float] = time.time
+
+    def first_attempt(self, now: float, members: Members) -> Attempt | None:
+        """The first attempt of a request that walks ``members`` (its first order) at
+        ``now``, its start: the choice (:meth:`choose`), taken at once with the pool's first
+        timeout, unless it is a probe, which needs the lock (None: the request's plan decides
+        under it). Read without the lock (``RequestPlan.first`` says why that is sound)."""
+        choice = self.choose(now, (), members, True)
+        if choice is None or choice[2]:
+            return None
+        return Attempt(1, choice[0], choice[1], 0.0, self.first_timeout, now)
+
+    def idempotent(self, method: str, headers: Headers) -> bool:
+        """May a request be sent twice, by the pool's policy: its ``method`` is one of the
+        idempotent ones, or it carries an ``Idempotency-Key``. Looked for among the
+        lowercased names of httpx's (and httpx2's) list at C level: ``in headers`` encodes
+        the key and raises a KeyError to say no (2.3 against 1.3 us with an SDK's 15
+        headers, timeit; every POST asks)."""
+        return method in self.idempotent_methods or _IDEMPOTENCY_KEY in map(_LOWERED, headers._list)
 
     def _walk(self, order: Sequence[Domain]) -> Members:
         return tuple((i, d, self.breakers[d]) for i, d in enumerate(order))

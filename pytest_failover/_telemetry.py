@@ -292,8 +292,13 @@ class Telemetry:
         return found if found is not None else domains.setdefault(domain.url, _Labels.build(pool, method, domain))
 
     def start(self, pool: str, method: str, url: URL) -> RequestTrace | None:
-        """The telemetry of a new logical request, or None while no SDK is installed
-        (every span and metric call would be a no-op, so the request skips them)."""
+        """The telemetry of a new logical request, or None when it is :meth:`silent`."""
+        return None if self.silent() else RequestTrace(self, pool, _method(method), url)
+
+    def silent(self) -> bool:
+        """Would a request started now record nothing? True while no SDK is installed
+        (every span and metric call would be a no-op, so the request skips them), and
+        in a context that asks for silence."""
         if not self._active:
             # The state of most processes: no SDK, so the API's two globals are still
             # unset. Read in place, as this runs on every request.
@@ -303,10 +308,9 @@ class Telemetry:
                 and _metrics_globals._METER_PROVIDER is None
             )
             if unset or not self._sdk_installed():
-                return None
-        if context.get_value(SUPPRESS_KEY):
-            return None  # "emit nothing for this work" (an exporter's own requests, say)
-        return RequestTrace(self, pool, _method(method), url)
+                return True
+        # "emit nothing for this work" (an exporter's own requests, say)
+        return bool(context.get_value(SUPPRESS_KEY))
 
     def _sdk_installed(self) -> bool:
         """Has anyone installed real providers yet? Until then every span and metric

@@ -1,9 +1,11 @@
 """The sync and async failover loops: thin loops over the decision core.
 
 Each wraps an inner transport and adds nothing to its surface. Everything the two
-share lives in :class:`~pytest_failover._exchange.Exchange` (no I/O) and in the core
-(the decisions); the two loops here differ only where I/O happens: sending, reading,
-sleeping, closing, and bounding an attempt's time.
+share lives in :class:`~pytest_failover._exchange.Exchange` and its base
+:class:`~pytest_failover._exchange.Lane` (no I/O) and in the core (the decisions); the
+two loops here differ only where I/O happens: sending, reading, sleeping, closing, and
+bounding an attempt's time. A request starts in the fast lane when it can (its first
+attempt sent with no plan) and moves into the failover loop when it needs one.
 
 The loops name no HTTP library: they are generic over the request, response and inner
 transport types, and the public transports are thin declarations over them, one pair
@@ -28,6 +30,7 @@ from ._exchange import (
     Exchange,
     FailoverResult,
     Fallback,
+    Lane,
     enter,
     leave,
 )
@@ -141,10 +144,11 @@ class _FailoverBase:
         if shared is not None:
             shared.acquire(self)
 
-    def _begin(self, request: Any, routed: Routed | None = None) -> Exchange | None:
-        """The exchange of ``request``, or None when it passes through. ``routed``: its
-        route and options, when the front-end worked them out already (the requests and
-        aiohttp front-ends route their native request first, to pass it through as it is)."""
+    def _begin(self, request: Any, routed: Routed | None = None) -> Lane | None:
+        """The lane or the exchange of ``request`` (an exchange is a lane: ``lane.attempt``
+        is None in it), or None when it passes through. ``routed``: its route and options,
+        when the front-end worked them out already (the requests and aiohttp front-ends
+        route their native request first, to pass it through as it is)."""
         if routed is None:
             extensions = request.extensions  # no options, as most requests have: no call
             options = RequestOptions.from_extensions(extensions) if "failover" in extensions else DEFAULT_OPTIONS
@@ -154,7 +158,17 @@ class _FailoverBase:
         else:
             route, options = routed
         pool_core, pinned, origin = route
-        return self._exchange(self._state, self._lib, request, pool_core, pinned, origin, options)
+        state = self._state
+        if (
+            pool_core.plain
+            and options is DEFAULT_OPTIONS
+            and isinstance(request.stream, self._lib.ByteStream)
+            and state.telemetry.silent()
+        ):
+            resendable = pool_core.idempotent(request.method, request.headers)
+            lane = Lane(state, self._lib, request, pool_core, origin, state.clock(), resendable)
+            return lane if lane.attempt is not None else self._exchange.adopting(lane)
+        return self._exchange(state, self._lib, request, pool_core, pinned, origin, options)
 
 
 class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
@@ -201,17 +215,37 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         threads = [pc.policy.hedging.threads for pc in pools if pc.policy.hedging is not None]
         return ThreadRace(max(threads), self._transport) if threads else None
 
-    def handle_request(self, request: Req) -> Resp:
-        exchange = self._begin(request)
-        if exchange is None:
+    def handle_request(self, request: Req, routed: Routed | None = None) -> Resp:
+        """``routed``: the request's route and options, when a front-end over this
+        transport (the requests adapter) worked them out already (see ``_begin``)."""
+        lane = self._begin(request, routed)
+        if lane is None:
             return cast("Resp", self._transport.handle_request(request))
-        return self._run(exchange)
-
-    def _run(self, exchange: Exchange) -> Resp:
-        """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
+        attempt = lane.attempt
+        if attempt is None:  # an exchange from the start
+            return self._run(lane)  # type: ignore[arg-type]  # an Exchange (no cast() call)
+        # The fast lane (``Lane``): the first attempt, sent before the request has a plan.
         try:
-            response: Any = None
-            step = exchange.first()
+            response: Any = self._send(lane, attempt)
+        except self._lib.TransportError as exc:
+            exchange = self._exchange.adopting(lane)
+            exchange.on_error(attempt, exc)
+            return self._run(exchange)
+        except BaseException:
+            self._exchange.adopting(lane).give_up()
+            raise
+        if lane.ends(attempt, response, True):
+            return response  # type: ignore[no-any-return]  # the library's Response: Resp (no cast() call)
+        exchange = self._exchange.adopting(lane)
+        exchange.on_response(attempt, response)
+        return self._run(exchange, response)
+
+    def _run(self, exchange: Exchange, response: Any = None) -> Resp:
+        """The failover loop of one request: its answer, a stored copy, the fallback's, or
+        raise. An exchange a lane handed over has recorded its first attempt (``response``:
+        that attempt's answer, if any) and goes on from its next step."""
+        try:
+            step = exchange.next_step() if exchange.records else exchange.first()
             while not isinstance(step, Stop):
                 if step.delay > 0.0:
                     time.sleep(step.delay)
@@ -246,7 +280,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             exchange.give_up()
             raise
 
-    def _send(self, exchange: Exchange, attempt: Attempt) -> Any:
+    def _send(self, exchange: Lane, attempt: Attempt) -> Any:
         """Send one attempt and read what the exchange needs of its body, all within
         the attempt's time (raises the attempt's ``TransportError``)."""
         token = enter(attempt) if attempt.quiet is not None else None
@@ -286,7 +320,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         return response
 
     @staticmethod
-    def _read(exchange: Exchange, response: Any, limit: int) -> Any:
+    def _read(exchange: Lane, response: Any, limit: int) -> Any:
         """Read ``response``'s body of no declared length, counting up to ``limit`` bytes
         (``Exchange.reads``)."""
         stream = response.stream
@@ -350,22 +384,46 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         if self._phase is not None:
             self._grace = 0.0
 
-    def handle_async_request(self, request: Req) -> Coroutine[Any, Any, Resp]:
-        # Not a coroutine of its own but the one to await (the loop's, or the inner
-        # transport's): what the caller awaits is the same, with one frame fewer to run
-        # again at each resume of the await chain.
-        exchange = self._begin(request)
-        if exchange is None:
+    def handle_async_request(self, request: Req, routed: Routed | None = None) -> Coroutine[Any, Any, Resp]:
+        """``routed``: as :meth:`SyncLoop.handle_request`'s (the aiohttp middleware's)."""
+        # Not a coroutine of its own but the one to await (the lane's, the loop's, or the
+        # inner transport's): what the caller awaits is the same, with one frame fewer to
+        # run again at each resume of the await chain.
+        lane = self._begin(request, routed)
+        if lane is None:
             return cast("Coroutine[Any, Any, Resp]", self._transport.handle_async_request(request))
-        return self._run(exchange)
+        if lane.attempt is None:  # an exchange from the start
+            return self._run(lane)  # type: ignore[arg-type]  # an Exchange (no cast() call)
+        return self._alone(lane)
 
-    async def _run(self, exchange: Exchange) -> Resp:
-        """The failover loop of one request: its answer, a stored copy, the fallback's, or raise."""
+    async def _alone(self, lane: Lane) -> Resp:
+        """A request in the fast lane (``Lane``): its first attempt, sent before the request
+        has a plan (:meth:`SyncLoop.handle_request`, with awaits)."""
+        if self._state.shared is not None and not self._state.shared.started:
+            self._state.shared.start()  # AsyncRedisHealth: its tasks live in this event loop
+        attempt = lane.attempt
+        assert attempt is not None
+        try:
+            response: Any = await self._send(lane, attempt)
+        except self._lib.TransportError as exc:
+            exchange = self._exchange.adopting(lane)
+            exchange.on_error(attempt, exc)
+            return await self._run(exchange)
+        except BaseException:
+            self._exchange.adopting(lane).give_up()
+            raise
+        if lane.ends(attempt, response, False):
+            return response  # type: ignore[no-any-return]  # the library's Response: Resp (no cast() call)
+        exchange = self._exchange.adopting(lane)
+        exchange.on_response(attempt, response)
+        return await self._run(exchange, response)
+
+    async def _run(self, exchange: Exchange, response: Any = None) -> Resp:
+        """The failover loop of one request (:meth:`SyncLoop._run`, with awaits)."""
         if self._state.shared is not None and not self._state.shared.started:
             self._state.shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         try:
-            response: Any = None
-            step = exchange.first()
+            step = exchange.next_step() if exchange.records else exchange.first()
             while not isinstance(step, Stop):
                 if step.delay > 0.0:
                     import anyio  # httpx's own dependency; imported only when a wait is due
@@ -402,7 +460,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             exchange.give_up()
             raise
 
-    async def _send(self, exchange: Exchange, attempt: Attempt) -> Any:
+    async def _send(self, exchange: Lane, attempt: Attempt) -> Any:
         """Send one attempt and read what the exchange needs of its body, all within
         the attempt's time (raises the attempt's ``TransportError``)."""
         token = enter(attempt) if attempt.quiet is not None else None
@@ -443,7 +501,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         return response
 
     @staticmethod
-    async def _read(exchange: Exchange, response: Any, limit: int) -> Any:
+    async def _read(exchange: Lane, response: Any, limit: int) -> Any:
         """Read ``response``'s body of no declared length, counting up to ``limit`` bytes
         (``Exchange.reads``)."""
         stream = response.stream

@@ -177,9 +177,7 @@ class FailoverMiddleware(_FrontEnd):
         sent: _Sent = (request, handler, url)
         outgoing = _convert.request(request.method, url, request.headers.items(), stream, {**extensions, "timeout": _UNREAD_TIMEOUTS, _NATIVE: sent})
         try:
-            exchange = self._transport._begin(outgoing, (route, options))
-            assert exchange is not None  # routed above
-            response = await self._transport._run(exchange)
+            response = await self._transport.handle_async_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
         read: _Body | ClientResponse | None = response.extensions.get(_NATIVE)

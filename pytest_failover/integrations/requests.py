@@ -193,9 +193,7 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         pairs = headers._store.values() if headers.__class__ is CaseInsensitiveDict else headers.items()  # type: ignore[attr-defined]  # requests' own, as checked
         outgoing = _convert.request(method, url, pairs, content, extensions)
         try:
-            exchange = self._transport._begin(outgoing, (route, options))
-            assert exchange is not None  # routed above
-            response = self._transport._run(exchange)
+            response = self._transport.handle_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
         return _native(response, request, self)

@@ -6,10 +6,19 @@ abandons one, or moves the clock. The invariants are the core's promises. The
 pool may steer (a weighted canary, affinity domains, a named order): steered
 requests obey the same rules, and their first attempt is the first healthy
 domain of their own order.
+
+A request in a plain pool may also start in the fast lane, as the front-ends' do
+(``_exchange.Lane``): its first attempt is the pool's choice with no plan, its success is
+recorded by ``RequestPlan.answered_alone``, and anything else hands it to a plan that
+takes that attempt over. Each success the lane records is checked against what
+``RequestPlan.answer`` does to a twin of the pool in the same state: the same breakers,
+budget and serving domain, and no event.
 """
 
 from __future__ import annotations
 
+import copy
+import threading
 from collections import Counter
 from collections.abc import Callable
 
@@ -19,12 +28,20 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pytest_failover import ExponentialBackoff, Policy, Pool, RetryBudget
-from pytest_failover._breaker import BreakerState, Standing
+from pytest_failover._breaker import Breaker, BreakerState, Standing
 from pytest_failover._classify import Outcome, OutcomeKind
 from pytest_failover._core import FailoverCore
 from pytest_failover._plan import RequestPlan
 from pytest_failover._pool import Domain
-from pytest_failover._values import Attempt, BreakerEvent, RequestOptions, Stop, Wait
+from pytest_failover._pools import PoolCore
+from pytest_failover._values import (
+    DEFAULT_OPTIONS,
+    Attempt,
+    BreakerEvent,
+    RequestOptions,
+    Stop,
+    Wait,
+)
 
 DOMAINS = ["https://a.example", "https://b.example", "https://c.example"]
 OUTCOMES = {
@@ -48,6 +65,7 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         self.attempts_sent = 0
         self.attempts_recorded = 0
         self.early_probes: dict[RequestPlan, int] = {}  # keyed by the plan: ids of finished plans are reused
+        self.lanes: list[tuple[str, Attempt]] = []  # requests in the fast lane: method, first attempt in flight
 
     @initialize(
         n=st.integers(2, 3),
@@ -109,6 +127,63 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         self.plans.append(plan)
         if start:
             self._step(plan, plan.first)
+
+    @precondition(lambda self: self.pool.plain)
+    @rule(method=st.sampled_from(["GET", "GET", "POST"]))
+    def begin_in_lane(self, method: str) -> None:
+        """A new request in the fast lane: the pool's choice, with no plan, unless the
+        choice is a probe (then a plan decides it, under the lock)."""
+        standings = {d: self.pool.standing(d, self.now) for d in self.pool.order}
+        attempt = self.pool.first_attempt(self.now, self.pool.orders[0])
+        if attempt is None:
+            fit = [d for d in self.pool.order if standings[d] in (Standing.HEALTHY, Standing.DUE)]
+            assert not fit or standings[fit[0]] is Standing.DUE, f"the lane refused a request to {fit[0]}"
+            plan = self.core.begin(self.pool, method, httpx.Headers(), DEFAULT_OPTIONS, True, None, self.now)
+            self.plans.append(plan)
+            self._step(plan, plan.first)
+            return
+        fit = [d for d in self.pool.order if standings[d] in (Standing.HEALTHY, Standing.DUE)]
+        if fit:
+            assert attempt.domain == fit[0], f"the lane's attempt on {attempt.domain}, not {fit[0]}"
+        standing = standings[attempt.domain]
+        assert standing in (Standing.HEALTHY, Standing.SUSPECT), f"the lane sent to a {standing.label} domain"
+        assert not attempt.probe
+        assert attempt.number == 1 and attempt.delay == 0.0
+        self.lanes.append((method, attempt))
+        self.attempts_sent += 1
+
+    @precondition(lambda self: bool(self.lanes))
+    @rule(pick=st.integers(0, 50), result=st.sampled_from(sorted(OUTCOMES)))
+    def report_lane(self, pick: int, result: str) -> None:
+        """A lane's attempt ends: a success the lane may record alone, or the request's
+        plan takes the attempt over and records it."""
+        method, attempt = self.lanes.pop(pick % len(self.lanes))
+        outcome = OUTCOMES[result]
+        self.attempts_recorded += 1
+        if outcome.kind is OutcomeKind.SUCCESS:
+            twin, twin_events = _answered_by_a_plan(self.pool, attempt, method, outcome, self.now)
+            before = _pool_facts(self.pool)
+            if RequestPlan.answered_alone(self.pool, attempt, self.now):
+                assert twin_events == (), f"the lane recorded alone a success that caused {twin_events}"
+                assert _pool_facts(self.pool) == _pool_facts(twin), "the lane and a plan left the pool apart"
+                return
+            assert _pool_facts(self.pool) == before, "the lane changed the pool and handed the request over"
+        plan = self.core.begin(self.pool, method, httpx.Headers(), DEFAULT_OPTIONS, True, None, attempt.sent_at)
+        plan._took(attempt)
+        self._events(plan.record(outcome, self.now, duration=0.0))
+        if not plan.done:
+            self.plans.append(plan)
+
+    @precondition(lambda self: bool(self.lanes))
+    @rule(pick=st.integers(0, 50))
+    def abandon_lane(self, pick: int) -> None:
+        """A request is cancelled while its lane's attempt is in flight: its plan takes the
+        attempt over and abandons it, as the front-ends do."""
+        method, attempt = self.lanes.pop(pick % len(self.lanes))
+        self.attempts_sent -= 1  # it never reported: it counts as not sent
+        plan = self.core.begin(self.pool, method, httpx.Headers(), DEFAULT_OPTIONS, True, None, attempt.sent_at)
+        plan._took(attempt)
+        self._events(plan.abandon(self.now))
 
     @precondition(lambda self: any(id(p) not in self.in_flight for p in self.plans))
     @rule(pick=st.integers(0, 50))
@@ -203,10 +278,36 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
 
     @invariant()
     def counts_are_consistent(self) -> None:
-        assert self.attempts_sent == self.attempts_recorded + len(self.in_flight)
+        assert self.attempts_sent == self.attempts_recorded + len(self.in_flight) + len(self.lanes)
         budget = self.pool.budget
         if budget is not None:
             assert 0 <= budget.tokens <= budget.max_tokens
+
+
+def _pool_facts(pool: PoolCore) -> tuple[object, ...]:
+    """What an answer may change in a pool: each breaker's fields, the budget's tokens,
+    the serving domain and since when."""
+    breakers = tuple(
+        sorted((d.url, tuple(getattr(b, name) for name in Breaker.__slots__)) for d, b in pool.breakers.items())
+    )
+    tokens = None if pool.budget is None else pool.budget.tokens
+    return breakers, tokens, pool.serving, pool.serving_since
+
+
+def _answered_by_a_plan(
+    pool: PoolCore, attempt: Attempt, method: str, outcome: Outcome, now: float
+) -> tuple[PoolCore, tuple[object, ...]]:
+    """A twin of ``pool`` (its breakers, budget and serving domain copied) after a plan
+    recorded ``attempt``'s ``outcome`` on it, and the events that caused: what the lane
+    must match when it records the success alone."""
+    twin = copy.copy(pool)
+    twin.breakers = {d: copy.copy(b) for d, b in pool.breakers.items()}
+    twin.budget = copy.copy(pool.budget)
+    twin.lock = threading.Lock()
+    twin_attempt = Attempt(1, attempt.domain, twin.breakers[attempt.domain], 0.0, attempt.timeout, attempt.sent_at)
+    plan = RequestPlan(twin, method, httpx.Headers(), DEFAULT_OPTIONS, True, None, attempt.sent_at)
+    plan._took(twin_attempt)
+    return twin, plan.answer(twin_attempt, outcome, now, 0.0)
 
 
 ManyRequestsOnOnePool.TestCase.settings = settings(

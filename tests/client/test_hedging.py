@@ -23,6 +23,7 @@ from pytest_failover import (
     Pool,
     SlowCalls,
 )
+from pytest_failover._exchange import Exchange
 from pytest_failover._values import Attempt, Stop
 
 from .garbage import left_for_the_collector
@@ -576,7 +577,7 @@ def test_a_hedge_cut_before_it_reached_the_network_is_not_reported_sent() -> Non
     )
     for on_wire in (False, True):
         exchange = transport._begin(httpx.Request("GET", "http://a.test/x"))
-        assert exchange is not None
+        assert isinstance(exchange, Exchange)  # a hedging pool's request: no lane
         first = exchange.next_step()
         assert isinstance(first, Attempt)
         winner = exchange.prepare(first)
@@ -605,7 +606,7 @@ def test_an_attempt_that_ends_after_another_won_does_not_undo_the_win(late: str)
         httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})),
     )
     exchange = transport._begin(httpx.Request("GET", "http://a.test/x"))
-    assert exchange is not None
+    assert isinstance(exchange, Exchange)  # a hedging pool's request: no lane
     first = exchange.next_step()
     assert isinstance(first, Attempt)
     race = Race(exchange)
