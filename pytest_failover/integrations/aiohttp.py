@@ -76,7 +76,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
 
-_NATIVE = "pytest_failover.aiohttp"  # extension key: the aiohttp-side objects of an exchange
+_NATIVE = "pytest_failover.aiohttp"  # extension key: the aiohttp-side objects of an exchange; an answer held whole
+_READ = "pytest_failover.aiohttp.read"  # extension key: the body of aiohttp's answer the exchange may read (_Body)
 _SENDING = "pytest_failover.aiohttp.sending"  # extension key: the ClientRequest an attempt sends
 _REPLAYABLE = httpx.ByteStream(b"")  # aiohttp sends the body itself; this says it may be re-sent
 # httpx's four timeouts, which the handler never reads: the loop bounds each attempt with
@@ -180,17 +181,15 @@ class FailoverMiddleware(_FrontEnd):
             response = await self._transport.handle_async_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
-        read: _Body | ClientResponse | None = response.extensions.get(_NATIVE)
         # aiohttp's own answer (sync: no coroutine made per request): as aiohttp handed it
         # over when its body was in memory (``_convert.held``), else with what the exchange read of
         # its body given back; or one built for a stale copy or the fallback's answer
-        if read is None:
-            native = await _built(response, request)
-        elif isinstance(read, _Body):
-            native = _given_back(response, read)
-        else:
-            native = read
-        native.failover = response.extensions["failover"]  # type: ignore[attr-defined]  # its documented place
+        answered = response.extensions
+        native: ClientResponse | None = answered.get(_NATIVE)
+        if native is None:
+            read: _Body | None = answered.get(_READ)
+            native = await _built(response, request) if read is None else _given_back(response, read)
+        native.failover = answered["failover"]  # type: ignore[attr-defined]  # its documented place
         return native
 
 
@@ -244,7 +243,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             if error is None:
                 raise
             raise error from exc
-        extensions: dict[str, Any] = {_NATIVE: response}
+        extensions: dict[str, Any] = {}
         if self.dialer is not None:
             peer = self._peer(response)
             if peer is not None:
@@ -259,8 +258,9 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             if held is None:  # all of it in its stream already, maybe
                 held = _held(response)
             if held is not None:  # nothing left to read or to break: aiohttp's answer as it is
+                extensions[_NATIVE] = response
                 return _convert.held(response.status, raw, extensions, held)
-        body = extensions[_NATIVE] = _Body(response, request)  # what the exchange may read, and give back
+        body = extensions[_READ] = _Body(response, request)  # what the exchange may read, and give back
         return _convert.response(response.status, _convert.from_bytes(raw), body, extensions)
 
     @staticmethod
