@@ -176,7 +176,7 @@ class FailoverMiddleware(_FrontEnd):
         body = request.body
         stream = _REPLAYABLE if body == b"" or isinstance(body, payload.BytesPayload) else _Unreplayable()
         sent: _Sent = (request, handler, url)
-        outgoing = _convert.request(request.method, url, request.headers.items(), stream, {**extensions, "timeout": _UNREAD_TIMEOUTS, _NATIVE: sent})
+        outgoing = _convert.request(request.method, url, request.headers.items(), stream, {"timeout": _UNREAD_TIMEOUTS, _NATIVE: sent, **extensions})
         try:
             response = await self._transport.handle_async_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:

@@ -184,7 +184,7 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             content = _Unreplayable()
         sent: _Sent = (request, verify, cert, proxies, url)
         timeouts = _NO_TIMEOUTS if timeout is None else _timeouts(timeout)  # None: requests' default
-        extensions = {**extensions, "timeout": timeouts, _NATIVE: sent}
+        extensions = {"timeout": timeouts, _NATIVE: sent, **extensions}  # one dict (the options' last: most have none)
         method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
         # The headers as (name, value) pairs, each name spelt as it was given: requests' own
         # CaseInsensitiveDict keeps them in its _store (C-level to read; the mapping's own
