@@ -78,7 +78,7 @@ __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
 
 _NATIVE = "pytest_failover.aiohttp"  # extension key: the aiohttp-side objects of an exchange; an answer held whole
 _READ = "pytest_failover.aiohttp.read"  # extension key: the body of aiohttp's answer the exchange may read (_Body)
-_SENDING = "pytest_failover.aiohttp.sending"  # extension key: the ClientRequest an attempt sends
+_SENDING = "pytest_failover.aiohttp.sending"  # extension key: the ClientRequest an attempt to another domain sends
 _REPLAYABLE = httpx.ByteStream(b"")  # aiohttp sends the body itself; this says it may be re-sent
 # httpx's four timeouts, which the handler never reads: the loop bounds each attempt with
 # its own limit, and the middleware names the phase (``failover_timeout_error``). Each is
@@ -232,10 +232,10 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             native = copy.copy(native)
             native.url = native.original_url = URL(str(request.url), encoded=True)
             native.headers = CIMultiDict(_convert.decoded(headers._list))
+            request.extensions[_SENDING] = native  # for failover_timeout_error
         elif getattr(headers, "changed", True):  # the exchange set trace context (one attempt at a time here)
             native.headers = CIMultiDict(_convert.decoded(headers._list))
         native.response = None  # set by aiohttp once the request went out
-        request.extensions[_SENDING] = native  # for failover_timeout_error
         try:
             response = await handler(native)
         except aiohttp.ClientError as exc:
@@ -269,7 +269,10 @@ class _HandlerIO(httpx.AsyncBaseTransport):
         bounds each attempt, its body read included): a connect timeout while aiohttp had
         not sent the request (nothing left: the request may move on at once), else a read
         timeout. aiohttp's handler has no timeouts of its own per phase to tell them."""
-        native: ClientRequest = request.extensions[_SENDING]
+        sent: _Sent = request.extensions[_NATIVE]
+        native, _, url = sent
+        if request.url is not url:  # another domain's: the attempt's own copy
+            native = request.extensions[_SENDING]
         kind = httpx.ConnectTimeout if native.response is None else httpx.ReadTimeout
         return kind(f"no answer from {request.url.host} within the attempt's time", request=request)
 
