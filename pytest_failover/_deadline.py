@@ -14,7 +14,7 @@ An attempt's time is therefore bounded from outside:
   ``__lt__``) against 81 of the watch's. Every frame the aiohttp middleware adds to
   a request: 2,215 -> 1,750 opcodes; instructions a request (callgrind, mock
   network): aiohttp middleware 368k -> 340k, httpx async 1,908k -> 1,878k. Under
-  trio, or on Python 3.10 (no ``Task.uncancel``), anyio's ``fail_after``.
+  trio, or on Python 3.10 (no ``Task.uncancel``), anyio's cancel scope (:class:`_Scope`).
 - sync: a blocked ``recv`` cannot be cancelled from its own thread. One watchdog
   thread per process keeps the armed deadlines; when one passes, it shuts
   down the socket of that attempt (``socket.shutdown`` is safe from another
@@ -28,8 +28,11 @@ An attempt's time is therefore bounded from outside:
   that gap, but makes httpcore call back a dozen times per request on the
   happy path.
 
-Both raise the library's ``ReadTimeout`` naming the limit, so an exceeded deadline is
-classified like any other timeout.
+Both raise the library's own timeout naming the limit, so an exceeded deadline is
+classified like any other timeout: the one of the phase the cut found the attempt in
+(``Exchange.timed_out``), which the cancellation's frames tell for an async attempt
+(``_sockets.cut_phase``: a connect cut on a busy loop before httpx's own timeout fired is
+a ``ConnectTimeout``, which sent nothing); the sync watchdog cuts only reads.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ from typing import TYPE_CHECKING, Any
 from ._sockets import socket_of
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from ._lib import Response
 
 __all__ = ["GRACE", "async_limit", "watchdog"]
@@ -58,9 +63,10 @@ __all__ = ["GRACE", "async_limit", "watchdog"]
 logger = logging.getLogger("pytest_failover")
 
 # An async attempt's guard, which spans the connect, fires this long after the attempt's
-# time: httpx's own timeouts, set to the same time, go first and name the phase
+# time: httpx's own timeouts, set to the same time, mostly go first and name the phase
 # (``connect_timeout``, ``read_timeout``; a connect that timed out was not sent), and the
-# guard only stops what they cannot, such as a body trickled a byte at a time. The sync
+# guard stops what they cannot, such as a body trickled a byte at a time. On a busy loop
+# it may still fire first: the phase is then read from where its cancellation landed. The sync
 # watchdog guards only the body, where no phase is left to name: it fires at the time
 # itself.
 GRACE = 0.02
@@ -69,16 +75,15 @@ GRACE = 0.02
 def async_limit(seconds: float) -> AbstractContextManager[object]:
     """A context manager that cancels its body after ``seconds`` and raises ``TimeoutError``:
     the running asyncio loop's :class:`_LoopWatch`, else (trio, Python 3.10) anyio's
-    ``fail_after``. A plain ``with``: nothing awaits between the body's end and the disarm."""
+    cancel scope (:class:`_Scope`). A plain ``with``: nothing awaits between the body's end
+    and the disarm. Either way the ``TimeoutError``'s cause is the cancellation that cut the
+    body, whose frames say where it landed (``_sockets.cut_phase``)."""
     try:
         task = _current_task()
     except RuntimeError:  # no asyncio loop: trio
         task = None
     if task is None:
-        import anyio  # httpx's own dependency
-
-        scope: AbstractContextManager[object] = anyio.fail_after(seconds)
-        return scope
+        return _Scope(seconds)
     loop = task.get_loop()
     watch = _latest()  # the watch looked up last: a process mostly runs one loop
     if watch is None or watch.loop is not loop:
@@ -133,6 +138,35 @@ class _Limit:
             # stays a CancelledError and is never a timeout.
             if self.task.uncancel() <= self.cancelling and kind is not None and issubclass(kind, asyncio.CancelledError):
                 raise TimeoutError from exc
+
+
+class _Scope:
+    """anyio's ``fail_after`` (trio; asyncio on Python 3.10), keeping the cancellation that
+    cut the body as its ``TimeoutError``'s cause, as ``asyncio.timeout`` and :class:`_Limit`
+    do. ``fail_after`` raises its ``TimeoutError`` after its scope swallowed the
+    cancellation, which leaves nothing to tell where the cut landed."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, seconds: float) -> None:
+        import anyio  # httpx's own dependency
+
+        self.scope = anyio.CancelScope(deadline=anyio.current_time() + seconds)
+
+    def __enter__(self) -> None:
+        self.scope.__enter__()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        import anyio
+
+        scope = self.scope
+        swallowed = bool(scope.__exit__(kind, exc, tb))
+        # fail_after's rule: the scope took its own cancellation, and its deadline had come
+        if swallowed and scope.cancelled_caught and anyio.current_time() >= scope.deadline:
+            raise TimeoutError from exc
+        return swallowed
 
 
 class _LoopWatch:

@@ -29,6 +29,7 @@ from ._exceptions import CircuitOpen, Failover
 from ._lib import InMemory
 from ._plan import DONE, RequestPlan
 from ._pools import PoolCore
+from ._sockets import cut_phase
 from ._telemetry import RequestTrace, redact_url
 from ._values import (
     DEFAULT_OPTIONS,
@@ -325,8 +326,13 @@ class Lane:
         return response
 
     def timed_out(self, attempt: Attempt, exc: BaseException | None) -> Any:
-        """The error for an attempt cut at its time limit (the library's ``ReadTimeout``)."""
-        error: BaseException = self.lib.ReadTimeout(
+        """The error for an attempt cut at its time limit: the library's own timeout for
+        the phase the cut found it in (``ConnectTimeout`` for a connect, which sent nothing;
+        ``ReadTimeout`` for a read), as the library raises it when its timeout goes first.
+        The phase is read from the cut (``exc``'s cause: the cancellation, whose frames say
+        where it landed; :func:`~pytest_failover._sockets.cut_phase`)."""
+        kind = cut_phase(self.lib.core, exc.__cause__ if exc is not None else None)
+        error: BaseException = getattr(self.lib.module, kind)(
             f"attempt {attempt.number} on {attempt.domain} took longer than its {attempt.timeout:.3f} s",
             request=self.request,
         )

@@ -16,7 +16,11 @@ arrive, so :func:`cut_request` reads its connection pool's private list. Each
 function finds nothing, and says so, when the inner transport or httpcore is not the
 one it knows: the attempt then runs to its end, bounded by its time.
 
-A third reach installs a network backend (:mod:`~pytest_failover._dial`, which uses
+A cut attempt's phase (:func:`cut_phase`) is read from the frames its cancellation passed
+through in httpcore: an async attempt cut by its guard rather than by httpx's own timeout
+then still names the phase as httpx would have (a connect sent nothing).
+
+A fourth reach installs a network backend (:mod:`~pytest_failover._dial`, which uses
 httpcore's public backend classes only) under the default inner transport, for pools
 with a resolver: :func:`resolving_transport` and :func:`async_resolving_transport`.
 """
@@ -30,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._lib import HTTPLib, Request, Response
 
-__all__ = ["async_resolving_transport", "cut_request", "cuttable", "resolving_transport", "socket_of"]
+__all__ = ["async_resolving_transport", "cut_phase", "cut_request", "cuttable", "resolving_transport", "socket_of"]
 
 # httpx's defaults for ``HTTPTransport()`` (``httpx._config.DEFAULT_LIMITS``), which
 # the pool built below must keep: public values, written out.
@@ -80,6 +84,54 @@ def socket_of(response: Response) -> socket.socket | None:
     get_extra_info = getattr(response.extensions.get("network_stream"), "get_extra_info", None)
     sock = get_extra_info("socket") if get_extra_info is not None else None
     return sock if isinstance(sock, socket.socket) else None
+
+
+# The phase an attempt was in, by the first of these calls that a frame of the connection
+# package makes on the cancellation's way down: the name of the library's timeout for that
+# phase (httpx's and httpx2's exception classes). ``connect_tcp``, ``connect_unix_socket``
+# and ``start_tls`` (the TLS handshake) are httpcore's network backend and stream interface
+# (public: ``AsyncNetworkBackend``, ``AsyncNetworkStream``), called whoever's backend it is
+# (a resolver's, :mod:`._dial`), and so is the backend's ``sleep``, which httpcore calls only
+# between connect retries (``retries=``); ``write`` is that stream's too (also a SOCKS or
+# HTTP/2 handshake's: may have sent, the safe side); ``wait_for_connection`` is the pool's
+# wait for a free connection (the one private name: a method of the pool's request object,
+# httpcore2's alike). None met: the attempt was reading (its headers or its body). Only a
+# call made by the package counts: a request body's generator that sleeps is called by
+# the library's stream, and the request went out before it.
+_PHASES = {
+    "connect_tcp": "ConnectTimeout",
+    "connect_unix_socket": "ConnectTimeout",
+    "start_tls": "ConnectTimeout",
+    "sleep": "ConnectTimeout",
+    "wait_for_connection": "PoolTimeout",
+    "write": "WriteTimeout",
+}
+
+
+def cut_phase(core: str, cut: BaseException | None) -> str:
+    """The name of the library's timeout for the phase ``cut`` found an attempt in:
+    ``ConnectTimeout`` (connecting, TLS handshake included) and ``PoolTimeout`` (waiting for
+    a connection), which sent nothing; ``WriteTimeout`` (sending); else ``ReadTimeout``.
+
+    ``cut`` is the cancellation that ended the attempt at its time (the guard's, from the
+    connect on: ``_deadline.async_limit``); its traceback holds the frames it passed through,
+    from the loop's down to where it landed, and the first call of :data:`_PHASES` that a
+    frame of ``core`` (the connection package: ``httpcore``, ``httpcore2``) made names the
+    phase. Read only for an attempt cut at its time, never on the way of an answer. Another
+    inner transport, or a cut with no cancellation to read, leaves ``ReadTimeout``: it may
+    have sent, the safe answer.
+    """
+    tb = cut.__traceback__ if cut is not None else None
+    called_by_core = False
+    while tb is not None:
+        frame = tb.tb_frame
+        if called_by_core:
+            phase = _PHASES.get(frame.f_code.co_name)
+            if phase is not None:
+                return phase
+        called_by_core = str(frame.f_globals.get("__name__", "")).partition(".")[0] == core
+        tb = tb.tb_next
+    return "ReadTimeout"
 
 
 def cuttable(transport: object) -> bool:

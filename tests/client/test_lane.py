@@ -12,6 +12,8 @@ import threading
 from typing import Any
 
 import pytest
+from opentelemetry import trace as otel_trace
+from opentelemetry.metrics import _internal as otel_metrics_globals
 from opentelemetry.sdk.trace import TracerProvider
 
 from pytest_failover import FailoverResult, Hedging, Policy, Pool
@@ -23,7 +25,12 @@ from .test_transport import Servers, fast, info
 
 @pytest.fixture
 def plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The method of each request plan built from now on."""
+    """The method of each request plan built from now on, in a process with no
+    OpenTelemetry SDK installed, as in most applications (a test before this one in the
+    same worker may have installed one for good, the ``failover_telemetry`` fixture does:
+    its globals are unset for the test, and set back after it)."""
+    monkeypatch.setattr(otel_trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(otel_metrics_globals, "_METER_PROVIDER", None)
     built: list[str] = []
     lock = threading.Lock()
     real = RequestPlan.__init__
