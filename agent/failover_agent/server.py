@@ -15,8 +15,9 @@ from .status.page import ASSETS
 
 if TYPE_CHECKING:
     from .runner import Agent, ResultListener
+    from .telemetry import Telemetry
 
-__all__ = ["AgentServer", "start_server"]
+__all__ = ["AgentServer", "prometheus_response", "start_server"]
 
 JSON = "application/json; charset=utf-8"
 NO_STORE = {"Cache-Control": "no-store"}
@@ -67,11 +68,7 @@ class AgentServer:
     # --- routes ---------------------------------------------------------------------------
 
     async def metrics(self, _: Request) -> Response:
-        # Rendered in a thread and sent piece by piece (each piece is dropped once written, or
-        # once compressed when the scraper asks for gzip, as Prometheus does); the heap the
-        # render took goes back to the OS once the body is sent.
-        chunks = await asyncio.to_thread(self.agent.telemetry.prometheus_chunks)
-        return Response(200, chunks, PROMETHEUS_CONTENT_TYPE, after=release_freed_memory, compress=True)
+        return await prometheus_response(self.agent.telemetry)
 
     async def healthz(self, _: Request) -> Response:
         ok = self.agent.healthy()
@@ -106,3 +103,12 @@ async def start_server(agent: Agent, listen: str) -> tuple[AgentServer, tuple[st
     server = AgentServer(agent)
     address = await server.start(listen)
     return server, address
+
+
+async def prometheus_response(telemetry: Telemetry) -> Response:
+    """``/metrics`` of an agent or a quorum publisher: rendered in a thread and sent piece by
+    piece (each piece is dropped once written, or once compressed when the scraper asks for
+    gzip, as Prometheus does); the heap the render took goes back to the OS once the body is
+    sent."""
+    chunks = await asyncio.to_thread(telemetry.prometheus_chunks)
+    return Response(200, chunks, PROMETHEUS_CONTENT_TYPE, after=release_freed_memory, compress=True)

@@ -76,8 +76,9 @@ if TYPE_CHECKING:
 
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
 
-_NATIVE = "pytest_failover.aiohttp"  # extension key: the aiohttp-side objects of an exchange
-_SENDING = "pytest_failover.aiohttp.sending"  # extension key: the ClientRequest an attempt sends
+_NATIVE = "pytest_failover.aiohttp"  # extension key: the aiohttp-side objects of an exchange; an answer held whole
+_READ = "pytest_failover.aiohttp.read"  # extension key: the body of aiohttp's answer the exchange may read (_Body)
+_SENDING = "pytest_failover.aiohttp.sending"  # extension key: the ClientRequest an attempt to another domain sends
 _REPLAYABLE = httpx.ByteStream(b"")  # aiohttp sends the body itself; this says it may be re-sent
 # httpx's four timeouts, which the handler never reads: the loop bounds each attempt with
 # its own limit, and the middleware names the phase (``failover_timeout_error``). Each is
@@ -97,10 +98,9 @@ class CircuitOpenError(aiohttp.ClientConnectionError, _exceptions.CircuitOpenErr
 _KINDS = (AllDomainsFailed, CircuitOpenError)
 
 # The aiohttp-side state of one exchange, carried in the httpx request's extensions: the
-# ClientRequest and the handler that sends it, the caller's URL (which the ClientRequest
-# keeps) and the headers as httpx holds them for it (the last ones sent, as the
-# ClientRequest has them). A tuple: built for every request, unpacked at each attempt.
-_Sent = tuple[ClientRequest, ClientHandlerType, httpx.URL, _convert.Triples]
+# ClientRequest and the handler that sends it, and the caller's URL (which the
+# ClientRequest keeps). A tuple: built for every request, unpacked at each attempt.
+_Sent = tuple[ClientRequest, ClientHandlerType, httpx.URL]
 
 # The connectors ``FailoverMiddleware.connector()`` made, and the resolving state each
 # resolves through (weak: a closed session's connector goes).
@@ -121,8 +121,7 @@ class FailoverMiddleware(_FrontEnd):
     ) -> None:
         inner = _HandlerIO()
         self._transport = AsyncFailoverTransport(pools, policy, inner, **options)
-        inner.dialer = self._transport._state.dialer
-        self._core = self._transport._state.core
+        self._serve(inner)
 
     @classmethod
     def sharing(cls, other: FrontEnd) -> FailoverMiddleware:
@@ -133,9 +132,15 @@ class FailoverMiddleware(_FrontEnd):
         self = cls.__new__(cls)
         inner = _HandlerIO()
         self._transport = AsyncFailoverTransport.sharing(state, inner)
-        inner.dialer = self._transport._state.dialer
-        self._core = self._transport._state.core
+        self._serve(inner)
         return self
+
+    def _serve(self, inner: _HandlerIO) -> None:
+        """What each request reads of the transport's state: its core, and its dialer
+        (None unless a pool has a resolver), which ``inner`` reads too."""
+        state = self._transport._state
+        self._core = state.core
+        self._dialer = inner.dialer = state.dialer
 
     def connector(self, **options: Any) -> aiohttp.TCPConnector:
         """An ``aiohttp.TCPConnector(**options)`` whose resolver answers the hosts of the
@@ -166,29 +171,25 @@ class FailoverMiddleware(_FrontEnd):
         route = self._core.route(url, options)
         if route is None:
             return await handler(request)
-        dialer = self._transport._state.dialer
-        if dialer is not None:
-            _check_connector(request, dialer)
+        if self._dialer is not None:
+            _check_connector(request, self._dialer)
         body = request.body
         stream = _REPLAYABLE if body == b"" or isinstance(body, payload.BytesPayload) else _Unreplayable()
-        headers = _convert.encoded(request.headers.items())
-        sent: _Sent = (request, handler, url, list(headers._list))  # a copy: the exchange may change them
-        outgoing = _convert.request(request.method, url, headers, stream, {**extensions, "timeout": _UNREAD_TIMEOUTS, _NATIVE: sent})
+        sent: _Sent = (request, handler, url)
+        outgoing = _convert.request(request.method, url, request.headers.items(), stream, {"timeout": _UNREAD_TIMEOUTS, _NATIVE: sent, **extensions})
         try:
             response = await self._transport.handle_async_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
-        read: _Body | ClientResponse | None = response.extensions.get(_NATIVE)
         # aiohttp's own answer (sync: no coroutine made per request): as aiohttp handed it
-        # over when its body was in memory (``_held``), else with what the exchange read of
+        # over when its body was in memory (``_convert.held``), else with what the exchange read of
         # its body given back; or one built for a stale copy or the fallback's answer
-        if read is None:
-            native = await _built(response, request)
-        elif isinstance(read, _Body):
-            native = _given_back(response, read)
-        else:
-            native = read
-        native.failover = response.extensions["failover"]  # type: ignore[attr-defined]  # its documented place
+        answered = response.extensions
+        native: ClientResponse | None = answered.get(_NATIVE)
+        if native is None:
+            read: _Body | None = answered.get(_READ)
+            native = await _built(response, request) if read is None else _given_back(response, read)
+        native.failover = answered["failover"]  # type: ignore[attr-defined]  # its documented place
         return native
 
 
@@ -223,19 +224,18 @@ class _HandlerIO(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
-        native, handler, url, last = sent
-        triples = request.headers._list
+        native, handler, url = sent
+        headers = request.headers
         if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
             native = copy.copy(native)
             native.url = native.original_url = URL(str(request.url), encoded=True)
-            native.headers = CIMultiDict(_convert.decoded(triples))
-        elif triples != last:  # the exchange set trace context (one attempt at a time here)
-            native.headers = CIMultiDict(_convert.decoded(triples))
-            last[:] = triples
+            native.headers = CIMultiDict(_convert.decoded(headers._list))
+            request.extensions[_SENDING] = native  # for failover_timeout_error
+        elif getattr(headers, "changed", True):  # the exchange set trace context (one attempt at a time here)
+            native.headers = CIMultiDict(_convert.decoded(headers._list))
         native.response = None  # set by aiohttp once the request went out
-        request.extensions[_SENDING] = native  # for failover_timeout_error
         try:
             response = await handler(native)
         except aiohttp.ClientError as exc:
@@ -243,24 +243,25 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             if error is None:
                 raise
             raise error from exc
+        extensions: dict[str, Any] = {}
+        if self.dialer is not None:
+            peer = self._peer(response)
+            if peer is not None:
+                extensions["network_stream"] = peer
         raw = response.raw_headers
         encoded = "Content-Encoding" in response.headers
         if encoded and _decompresses(native):  # aiohttp decoded the body: its bytes are plain
             raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
             encoded = False
-        held = None if encoded else _held(response)
-        stream: httpx.AsyncByteStream
-        if held is None:  # what the exchange may read, and give back
-            stream = body = _Body(response, request)
-            extensions: dict[str, Any] = {_NATIVE: body}
-        else:  # nothing left to read or to break: aiohttp's answer as it is
-            stream = _convert.READ
-            extensions = {_NATIVE: response}
-        if self.dialer is not None:
-            peer = self._peer(response)
-            if peer is not None:
-                extensions["network_stream"] = peer
-        return _convert.response(response.status, _convert.from_bytes(raw), stream, extensions, held)
+        if not encoded:
+            held = response._body  # read whole by aiohttp already (its read()), or else
+            if held is None:  # all of it in its stream already, maybe
+                held = _held(response)
+            if held is not None:  # nothing left to read or to break: aiohttp's answer as it is
+                extensions[_NATIVE] = response
+                return _convert.held(response.status, raw, extensions, held)
+        body = extensions[_READ] = _Body(response, request)  # what the exchange may read, and give back
+        return _convert.response(response.status, _convert.from_bytes(raw), body, extensions)
 
     @staticmethod
     def failover_timeout_error(request: httpx.Request) -> httpx.TransportError:
@@ -268,7 +269,10 @@ class _HandlerIO(httpx.AsyncBaseTransport):
         bounds each attempt, its body read included): a connect timeout while aiohttp had
         not sent the request (nothing left: the request may move on at once), else a read
         timeout. aiohttp's handler has no timeouts of its own per phase to tell them."""
-        native: ClientRequest = request.extensions[_SENDING]
+        sent: _Sent = request.extensions[_NATIVE]
+        native, _, url = sent
+        if request.url is not url:  # another domain's: the attempt's own copy
+            native = request.extensions[_SENDING]
         kind = httpx.ConnectTimeout if native.response is None else httpx.ReadTimeout
         return kind(f"no answer from {request.url.host} within the attempt's time", request=request)
 
@@ -384,16 +388,14 @@ def _decompresses(request: ClientRequest) -> bool:
 
 
 def _held(response: ClientResponse) -> bytes | None:
-    """The whole body of ``response`` when aiohttp holds it already (None: some of it is
-    still to come, or its read failed). It is left where it is, for the caller to read or
-    stream as without the middleware: aiohttp's ``read()``, or every byte already in its
-    stream (a short answer comes in the packet of its head; aiohttp gave the connection
-    back to its pool then). Read from the stream's buffer (aiohttp's ``StreamReader``
-    keeps a deque of chunks and the offset read into the first; nothing reads it before the
-    caller), as aiohttp has no public way to look at unread bytes without taking them."""
-    body = response._body
-    if body is not None:
-        return body
+    """The whole body of ``response`` when aiohttp holds it in its stream already (None:
+    some of it is still to come, or its read failed). It is left where it is, for the
+    caller to read or stream as without the middleware: every byte already in its stream
+    (a short answer comes in the packet of its head; aiohttp gave the connection back to
+    its pool then). Read from the stream's buffer (aiohttp's ``StreamReader`` keeps a
+    deque of chunks and the offset read into the first; nothing reads it before the
+    caller), as aiohttp has no public way to look at unread bytes without taking them.
+    (One aiohttp read already, with ``read()``, is its ``_body``: the caller looks there.)"""
     content = response.content
     if content is EMPTY_PAYLOAD:  # no body (HEAD, 204, 304)
         return b""

@@ -32,7 +32,7 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -93,10 +93,9 @@ class CircuitOpenError(requests.exceptions.ConnectionError, _exceptions.CircuitO
 _KINDS = (AllDomainsFailed, CircuitOpenError)
 
 # The requests-side state of one exchange, carried in the httpx request's extensions: the
-# PreparedRequest, the send's (verify, cert, proxies), the caller's URL (which the
-# PreparedRequest keeps) and the headers as httpx holds them for it (the last ones sent,
-# as the PreparedRequest has them). A tuple: built for every request, unpacked at each attempt.
-_Sent = tuple[requests.PreparedRequest, tuple[Any, Any, Any], httpx.URL, _convert.Triples]
+# PreparedRequest, the send's verify, cert and proxies, and the caller's URL (which the
+# PreparedRequest keeps). A tuple: built for every request, unpacked at each attempt.
+_Sent = tuple[requests.PreparedRequest, Any, Any, Any, httpx.URL]
 
 
 class FailoverAdapter(HTTPAdapter, _FrontEnd):
@@ -183,11 +182,16 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             content = httpx.ByteStream(body.encode() if isinstance(body, str) else body)
         else:
             content = _Unreplayable()
-        headers = _convert.encoded(_headers(request.headers)[0])
-        sent: _Sent = (request, (verify, cert, proxies), url, list(headers._list))  # a copy: the exchange may change them
-        extensions = {**extensions, "timeout": _timeouts(timeout), _NATIVE: sent}
+        sent: _Sent = (request, verify, cert, proxies, url)
+        timeouts = _NO_TIMEOUTS if timeout is None else _timeouts(timeout)  # None: requests' default
+        extensions = {"timeout": timeouts, _NATIVE: sent, **extensions}  # one dict (the options' last: most have none)
         method = (request.method or "GET").upper()  # as httpx's Request has it (requests' prepare does too)
-        outgoing = _convert.request(method, url, headers, content, extensions)
+        # The headers as (name, value) pairs, each name spelt as it was given: requests' own
+        # CaseInsensitiveDict keeps them in its _store (C-level to read; the mapping's own
+        # iteration is Python calls); any other mapping (set by hand) goes out as its items.
+        headers = request.headers
+        pairs = headers._store.values() if headers.__class__ is CaseInsensitiveDict else headers.items()  # type: ignore[attr-defined]  # requests' own, as checked
+        outgoing = _convert.request(method, url, pairs, content, extensions)
         try:
             response = self._transport.handle_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:
@@ -209,29 +213,14 @@ def _without_retries(adapter: HTTPAdapter) -> HTTPAdapter:
     return clone
 
 
-Pair = tuple[Any, Any]  # a header's (name, value), str or bytes, as it was spelt
-Store = dict[Any, Pair]  # CaseInsensitiveDict._store: {lowercased name: (name, value)}
-
-
-def _headers(headers: Mapping[Any, Any]) -> tuple[Iterable[Pair], Store]:
-    """A request's or an answer's headers: their ``(name, value)`` pairs, and the same
-    pairs by lowercased name, to look names up in. requests' own ``CaseInsensitiveDict``
-    keeps both in its ``_store`` (reading it, or looking a name up in it, is C-level work;
-    the mapping's own ``in`` and ``[]`` are Python calls). Any other mapping (one set by
-    hand) is sent as its items, all of them, and read into one for the look-ups."""
-    if headers.__class__ is CaseInsensitiveDict:
-        store: Store = headers._store  # type: ignore[attr-defined]  # requests' own, as checked above
-        return store.values(), store
-    return headers.items(), CaseInsensitiveDict(headers)._store  # type: ignore[attr-defined]  # as above
+Store = dict[Any, tuple[Any, Any]]  # CaseInsensitiveDict._store: {lowercased name: (name, value)}
 
 
 _NO_TIMEOUTS: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"))  # read, never changed
 
 
 def _timeouts(timeout: Any) -> dict[str, float | None]:
-    """requests' timeout (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``) as httpx's."""
-    if timeout is None:  # requests' default
-        return _NO_TIMEOUTS
+    """requests' timeout, given (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``), as httpx's."""
     if isinstance(timeout, tuple):
         connect, read = timeout
     elif isinstance(timeout, (int, float)):
@@ -260,17 +249,16 @@ class _AdapterIO(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
-        prepared, (verify, cert, proxies), url, last = sent
-        triples = request.headers._list
+        prepared, verify, cert, proxies, url = sent
+        headers = request.headers
         if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
             prepared = prepared.copy()
             prepared.url = str(request.url)
-            prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
-        elif triples != last:  # the exchange set trace context (one attempt at a time here)
-            prepared.headers = CaseInsensitiveDict(_convert.decoded(triples))
-            last[:] = triples
+            prepared.headers = CaseInsensitiveDict(_convert.decoded(headers._list))
+        elif getattr(headers, "changed", True):  # the exchange set trace context (one attempt at a time here)
+            prepared.headers = CaseInsensitiveDict(_convert.decoded(headers._list))
         timeouts = request.extensions["timeout"]
         try:
             native = self._send(prepared, True, (timeouts["connect"], timeouts["read"]), verify, cert, proxies)
@@ -279,9 +267,13 @@ class _AdapterIO(httpx.BaseTransport):
             if error is None:
                 raise
             raise error from exc
-        pairs, names = _headers(native.headers)
-        body = _Body(native, request, "content-length" in names, "content-encoding" in names)
-        return _convert.response(native.status_code, _convert.encoded(pairs), body, {_NATIVE: body, "network_stream": body})
+        # The answer's headers by lowercased name, to look names up in at C level (the
+        # mapping's own `in` and `[]` are Python calls): requests' CaseInsensitiveDict keeps
+        # them so (its _store); any other mapping (an adapter's own) is read into one.
+        answered = native.headers
+        named: Store = (answered if answered.__class__ is CaseInsensitiveDict else CaseInsensitiveDict(answered))._store  # type: ignore[attr-defined]  # requests' own, made so if need be
+        body = _Body(native, request, named)
+        return _convert.response(native.status_code, _convert.encoded(named.values()), body, {_NATIVE: body, "network_stream": body})
 
 
 # What requests raises from a send (or urllib3 from a body read), what happened (for
@@ -356,28 +348,26 @@ class _Body(httpx.SyncByteStream):
     keeps what it handed out, the whole body once the exchange read it all. Also the
     response's ``network_stream``, for the deadline watchdog and ``Dialer.peer``."""
 
-    __slots__ = ("_request", "encoded", "ended", "native", "seen", "sized")
+    ended = False  # read to its end (then ``seen`` holds all of it)
+    seen: list[bytes]  # what it handed out
 
-    def __init__(self, native: requests.Response, request: httpx.Request, sized: bool, encoded: bool) -> None:
+    def __init__(self, native: requests.Response, request: httpx.Request, named: Store) -> None:
         self.native = native
         self._request = request
-        self.sized = sized  # it declares a Content-Length
-        self.encoded = encoded  # and a Content-Encoding
-        self.seen: list[bytes] = []
-        self.ended = False  # read to its end
+        self.named = named  # the answer's headers by lowercased name
 
     def __iter__(self) -> Iterator[bytes]:
-        if not self.sized:
+        if "content-length" not in self.named:
             return self._chunks()
         try:  # one read, at once: no generator to make and resume
-            self.seen.append(self.native.raw.read(decode_content=False))
+            self.seen = [self.native.raw.read(decode_content=False)]
         except (HTTPError, OSError) as exc:
             raise _read_error(exc, self._request)  # noqa: B904  # its cause set there, or exc itself (no cause)
         self.ended = True
         return iter(self.seen)
 
     def _chunks(self) -> Iterator[bytes]:
-        seen = self.seen
+        self.seen = seen = []
         try:
             for chunk in self.native.raw.stream(_CHUNK, decode_content=False):
                 seen.append(chunk)
@@ -448,7 +438,7 @@ def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapte
         if body.ended:  # read to its end by the exchange: the whole body is in ``seen``
             # Without a Content-Encoding those bytes are the content: no need for httpx's read,
             # its decoders and its checks (some 400 opcodes a request).
-            native._content = response.read() if body.encoded else b"".join(body.seen)
+            native._content = response.read() if "content-encoding" in body.named else b"".join(body.seen)
             native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
         elif response.stream is not body:  # partly read (over the read limit): the rest streams
             native.raw = _Rest(response)

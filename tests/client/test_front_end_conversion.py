@@ -5,6 +5,7 @@ would, and what reaches the server and the caller is what the bare client sends 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -24,11 +25,23 @@ Servers = dict[str, LoopbackServer]
 PAIRS = [("Accept", "application/json"), ("X-Trace", "abc"), ("x-trace", "def"), ("User-Agent", "t/1")]
 
 
-def attributes(made: object) -> dict[str, Any]:
-    """An httpx object's attributes, its headers as their byte triples."""
-    found = dict(vars(made))
-    found["headers"] = (type(found["headers"]), found["headers"]._list, found["headers"]._encoding)
+def attributes(made: object, names: object = None) -> dict[str, Any]:
+    """An httpx object's attributes (those ``names`` has, when given: on the instance or
+    its class), its headers as httpx's class (of which :class:`_convert.Unread` is one),
+    their byte triples and their encoding."""
+    found = {name: getattr(made, name) for name in vars(names)} if names is not None else dict(vars(made))
+    headers = found["headers"]
+    assert isinstance(headers, httpx.Headers)
+    found["headers"] = (httpx.Headers, headers._list, headers.encoding)
     return found
+
+
+def response_attributes(ours: httpx.Response, theirs: httpx.Response) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The attributes of a front-end's response (of a subclass of httpx's: those its
+    constructor sets alike for every response are the class's) by the names of httpx's
+    own, and those of httpx's own; ours has no other."""
+    assert isinstance(ours, httpx.Response) and set(vars(ours)) <= set(vars(theirs))
+    return attributes(ours, theirs), attributes(theirs)
 
 
 def test_the_request_is_the_one_httpx_builds_from_the_same_arguments() -> None:
@@ -37,10 +50,48 @@ def test_the_request_is_the_one_httpx_builds_from_the_same_arguments() -> None:
     url, stream = httpx.URL("http://127.0.0.1:9/x?q=1"), httpx.ByteStream(b"{}")
     extensions: dict[str, Any] = {"timeout": {}}
     theirs = httpx.Request("POST", url, headers=PAIRS, stream=stream, extensions=extensions)
-    ours = _convert.request("POST", url, _convert.encoded(PAIRS), stream, extensions)
+    ours = _convert.request("POST", url, PAIRS, stream, extensions)
     assert type(ours) is httpx.Request
     assert attributes(ours) == attributes(theirs)
     assert ours.headers.get_list("x-trace") == ["abc", "def"] and ours.headers["accept"] == "application/json"
+
+
+def test_a_request_s_headers_are_made_when_first_read_and_say_when_they_changed() -> None:
+    """A request's headers stay the client's pairs until read (most never are); every way of
+    reading them gives what httpx's own give and changes nothing, and every way of changing
+    them (set, remove, update, pop, set a default, clear) sets ``changed``."""
+    theirs = httpx.Headers(PAIRS)
+    url, stream = httpx.URL("http://127.0.0.1:9/x"), httpx.ByteStream(b"")
+    for read in (
+        lambda h: h.get_list("x-trace"),
+        lambda h: h["Accept"],
+        lambda h: h.multi_items(),
+        lambda h: h.raw,
+        lambda h: h.encoding,
+        lambda h: dict(h),
+        lambda h: h.copy() == theirs,
+        lambda h: "user-agent" in h,
+        lambda h: len(h),
+    ):
+        headers = _convert.request("GET", url, PAIRS, stream, {}).headers
+        assert isinstance(headers, _convert.Unread) and "_list" not in vars(headers)
+        assert read(headers) == read(theirs) and headers._list == theirs._list and not headers.changed
+    with pytest.raises(AttributeError):
+        getattr(headers, "missing")  # noqa: B009  # a name it lacks: only _list is made when first read
+    changes: tuple[Callable[[httpx.Headers], object], ...] = (
+        lambda h: h.__setitem__("traceparent", "00-1-2-01"),
+        lambda h: h.__setitem__("Accept", "text/plain"),
+        lambda h: h.__delitem__("x-trace"),
+        lambda h: h.update({"X-New": "1"}),
+        lambda h: h.pop("accept"),
+        lambda h: h.setdefault("X-Other", "2"),
+        lambda h: h.clear(),
+    )
+    for change in changes:
+        headers = _convert.request("GET", url, PAIRS, stream, {}).headers
+        assert isinstance(headers, _convert.Unread) and not headers.changed
+        change(headers)
+        assert headers.changed and headers._list != theirs._list
 
 
 def test_the_response_is_the_one_httpx_builds_from_the_same_arguments() -> None:
@@ -50,9 +101,12 @@ def test_the_response_is_the_one_httpx_builds_from_the_same_arguments() -> None:
     stream = httpx.ByteStream(b"{}")
     theirs = httpx.Response(503, headers=raw, stream=stream, extensions={"k": 1})
     ours = _convert.response(503, _convert.from_bytes(raw), stream, {"k": 1})
-    assert type(ours) is httpx.Response
-    assert attributes(ours) == attributes(theirs)
+    mine, expected = response_attributes(ours, theirs)
+    assert mine == expected
     assert ours.read() == b"{}" and ours.headers.get_list("X-Trace") == ["abc", "def"]
+    assert ours.is_closed and ours.is_stream_consumed and ours.num_bytes_downloaded == 2
+    again = _convert.response(503, _convert.from_bytes(raw), httpx.ByteStream(b"{}"), {})  # reading one changed no other
+    assert attributes(again, theirs) == attributes(httpx.Response(503, headers=raw, stream=again.stream))
 
 
 def test_a_response_with_its_content_is_the_one_httpx_reads_from_the_same_arguments() -> None:
@@ -62,16 +116,33 @@ def test_a_response_with_its_content_is_the_one_httpx_reads_from_the_same_argume
     raw = [(name.encode(), value.encode()) for name, value in PAIRS]
     theirs = httpx.Response(200, headers=raw, stream=httpx.ByteStream(b"{}"), extensions={"k": 1})
     theirs.read()
-    ours = _convert.response(200, _convert.from_bytes(raw), _convert.READ, {"k": 1}, b"{}")
-    assert type(ours) is httpx.Response
+    ours = _convert.held(200, raw, {"k": 1}, b"{}")
     assert ours.headers.encoding == theirs.headers.encoding  # found as httpx's read() finds it
-    mine, expected = attributes(ours), attributes(theirs)
-    del expected["_decoder"]
-    assert mine.pop("stream") is not expected.pop("stream")
+    del vars(theirs)["_decoder"]
+    mine, expected = response_attributes(ours, theirs)
+    assert mine.pop("stream") is _convert.READ is not expected.pop("stream")
     assert mine == expected
     assert (ours.read(), ours.content, ours.json()) == (b"{}", b"{}", {})
     with pytest.raises(httpx.StreamConsumed):
         list(ours.iter_raw())
+
+
+def test_the_headers_of_a_held_answer_are_made_when_first_read_and_read_as_httpx_s() -> None:
+    """The headers of a response whose body the client holds whole stay the answer's byte
+    pairs until read (most never are); every way of reading them gives what httpx's own give."""
+    raw = [(name.encode(), value.encode()) for name, value in PAIRS]
+    theirs = httpx.Headers(raw)
+    for read in (
+        lambda h: h.get_list("x-trace"),
+        lambda h: h["Accept"],
+        lambda h: h.multi_items(),
+        lambda h: h.raw,
+        lambda h: dict(h),
+        lambda h: h.copy() == theirs,
+    ):
+        headers = _convert.held(200, raw, {}, b"").headers
+        assert isinstance(headers, _convert.Unread) and "_list" not in vars(headers)
+        assert read(headers) == read(theirs) and headers._list == theirs._list
 
 
 def test_headers_keep_bytes_and_spelling_and_round_trip_latin_1() -> None:

@@ -332,9 +332,13 @@ def test_the_middleware_names_the_phase_the_loops_time_limit_cut(servers: Server
             except aiohttp.ClientConnectionError as error:
                 return [r.error_type for r in error.attempts], None  # type: ignore[attr-defined]  # AllDomainsFailed
 
+    refusing = f"http://127.0.0.1:{closed_port()}"
     try:
         assert asyncio.run(post([hanging, b.url()])) == (["connect_timeout", None], b.url())
         assert asyncio.run(post([a.url(), b.url()])) == (["read_timeout"], None)
+        # On another domain than the URL's, the attempt sends its own copy of the request: its phase
+        assert asyncio.run(post([refusing, hanging, b.url()])) == (["connection_refused", "connect_timeout", None], b.url())
+        assert asyncio.run(post([refusing, a.url(), b.url()])) == (["connection_refused", "read_timeout"], None)
     finally:
         for sock in (listener, *fillers):
             sock.close()

@@ -249,7 +249,7 @@ def test_an_unmapped_requests_error_propagates_unchanged_without_a_cause() -> No
         "http://127.0.0.1:9/x",
         extensions={
             "timeout": {"connect": 1.0, "read": 1.0},
-            "pytest_failover.requests": (prepared, (True, None, None), None, []),
+            "pytest_failover.requests": (prepared, True, None, None, None),
         },
     )
     with pytest.raises(requests.exceptions.InvalidHeader) as caught:
@@ -276,15 +276,16 @@ def test_a_requests_body_read_error_is_mapped_or_left_as_it_is(sized: bool) -> N
     """A body read that breaks raises the httpx error that classifies like it, caused by
     it; one that says nothing about the domain (a bad encoding) leaves unchanged, no cause."""
     native = requests.Response()
+    named = {"content-length": ("Content-Length", "9")} if sized else {}
     broken = ProtocolError("Connection broken")
     native.raw = _Raw(broken)
     with pytest.raises(httpx.RemoteProtocolError) as caught:
-        b"".join(requests_frontend._Body(native, REQUEST, sized, False))
+        b"".join(requests_frontend._Body(native, REQUEST, named))
     assert caught.value.__cause__ is broken and caught.value.request is REQUEST
     undecodable = u3.DecodeError("bad")
     native.raw = _Raw(undecodable)
     with pytest.raises(u3.DecodeError) as left:
-        b"".join(requests_frontend._Body(native, REQUEST, sized, False))
+        b"".join(requests_frontend._Body(native, REQUEST, named))
     assert left.value is undecodable and undecodable.__cause__ is None
 
 

@@ -226,6 +226,8 @@ def test_a_quorum_of_locations_disables_and_re_enables(tmp_path: Path) -> None:
                        for line in text.splitlines())
 
         _wait("failover_control_quorum_up is 0", source_down, 10)
+        scraped = httpx.get(f"http://{publisher}/metrics", headers={"Accept-Encoding": "gzip"})
+        assert scraped.headers["content-encoding"] == "gzip"  # as an agent's: Prometheus asks for it
         # Read once the source is down: a round that answered while Prometheus was going
         # away signed a new document (every round does), and that one must stay.
         before = httpx.get(control).content

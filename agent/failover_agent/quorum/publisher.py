@@ -48,7 +48,7 @@ from ..listener import Listener, Request, Response, json_response, split_listen
 from ..maintenance import Decision, decide, windows_at
 from ..maintenance_file import MaintenanceFile
 from ..metrics import AgentMetrics
-from ..prometheus_text import PROMETHEUS_CONTENT_TYPE
+from ..server import prometheus_response
 from ..state import AgentState, DomainStatus, PoolStatus
 from ..telemetry import Telemetry
 from .prometheus import PrometheusQuery, QueryAnswer, QuorumSourceError
@@ -194,8 +194,7 @@ def _listener(publisher: QuorumPublisher, telemetry: Telemetry, started: float) 
     assert publisher.config.control is not None
 
     async def metrics(_: Request) -> Response:
-        chunks = await asyncio.to_thread(telemetry.prometheus_chunks)
-        return Response(200, chunks, PROMETHEUS_CONTENT_TYPE)
+        return await prometheus_response(telemetry)
 
     async def healthz(_: Request) -> Response:
         return json_response({"status": "ok", "uptime": round(time.time() - started, 3),
