@@ -232,8 +232,8 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             return cast("Resp", self._transport.handle_request(request))
         attempt = lane.attempt
         if attempt is None:  # an exchange from the start, or a lane racing its hedges
-            if lane.racing is not None:
-                return self._raced(lane)
+            if (racing := lane.racing) is not None:
+                return self._raced(lane, racing)
             return self._run(lane)  # type: ignore[arg-type]  # an Exchange (no cast() call)
         # The fast lane (``Lane``): the first attempt, sent before the request has a plan.
         try:
@@ -251,14 +251,13 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         exchange.on_response(attempt, response)
         return self._run(exchange, response)
 
-    def _raced(self, lane: Lane) -> Resp:
-        """A hedgeable request in the lane (``Lane.racing``): its first attempt, sent from
+    def _raced(self, lane: Lane, attempt: Attempt) -> Resp:
+        """A hedgeable request in the lane: its first attempt (``Lane.racing``), sent from
         this thread with its first hedge armed (``ThreadRace.sent``). When the hedge falls
         due meanwhile the race has built the request's exchange, which goes on from its
         answer; else the attempt ended alone, as a lane's does in :meth:`handle_request`."""
-        attempt = lane.racing
         hedgers = self._hedgers
-        assert attempt is not None and hedgers is not None
+        assert hedgers is not None  # (a lane races only in a loop that hedges: _lane_hedges)
         hedges, response, error = hedgers.sent(self._send, lane, attempt, lane.core.hedge_delay(attempt.domain))
         try:
             if hedges is not None:  # the race decides; its exchange goes on
