@@ -180,8 +180,9 @@ class Lane:
 
     The lane is an exchange's base: what both need to send an attempt and read its answer
     (the request, its rewrite onto the attempt's domain, the body read) lives here once.
-    A request the lane answers runs about half the library's opcodes the exchange's path
-    runs (``python -m benchmarks opcodes``): no plan, no list of records, no steps.
+    A request the lane answers runs a quarter fewer of the library's opcodes than one the
+    exchange answers at its first attempt (744 against 996 for httpx sync, ``python -m
+    benchmarks opcodes``): no plan, no lists of records, no steps.
     """
 
     _stale = False  # the stale cache may store and serve this request (see PoolCore.reading)
@@ -222,7 +223,7 @@ class Lane:
         return self._state.clock
 
     def ends(self, attempt: Attempt, response: Response, wait: bool) -> bool:
-        """Does ``response``, the answer to :attr:`attempt`, end the request here (``wait``:
+        """Does ``response``, the answer to ``attempt`` (:attr:`attempt`), end the request here (``wait``:
         the front-end may wait for the disk)? It does when it is a success the pool records
         as nothing new (``RequestPlan.answered_alone``): it then carries its result."""
         core = self.core
