@@ -92,6 +92,12 @@ if TYPE_CHECKING:
 
 NAME = "opcodes"
 WARMUP = 20
+SETTLE = 0.2
+"""Seconds the process sleeps between the warm-up and the count, so that the library's own
+threads run: the deadline watchdog, started by the first attempt armed, publishes when it
+looks next once it has looked, and until then every attempt armed wakes it (a few opcodes
+more). On a loaded machine that thread may wait a while for a core: counts taken beside a
+valgrind run differed without the pause."""
 REQUESTS = 50
 URL = "http://127.0.0.1:9/v1/ping"
 DOMAINS = ["http://127.0.0.1:9", "http://127.0.0.1:10"]  # loopback, never connected to
@@ -473,6 +479,7 @@ def measure(requests: int = REQUESTS, warmup: int = WARMUP, *, total: bool = Fal
     for name in TOTAL_VARIANTS if total else VARIANTS:
         with _BUILD[name](warmup + requests) as send:
             send(warmup)
+            time.sleep(SETTLE)
             counts[name] = count_opcodes(send, requests, total=total)
     return counts
 

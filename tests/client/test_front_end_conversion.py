@@ -291,12 +291,32 @@ def test_each_distinct_header_is_encoded_once_and_the_table_stays_bounded() -> N
 
 
 def test_a_yarl_url_is_parsed_as_its_string_is_and_remembered_by_the_object() -> None:
-    """aiohttp's ``URL`` becomes the ``httpx.URL`` of its string; the same object gives the
-    same parse again, another object its own."""
+    """aiohttp's ``URL`` becomes the ``httpx.URL`` of its string; the same object, or an equal
+    one made anew, gives the same parse again, another URL its own."""
     from yarl import URL
 
     one, other = URL("http://127.0.0.1:9/x?q=1#f"), URL("http://127.0.0.1:9/y")
     parsed = _convert.parse_native(one)
     assert parsed == httpx.URL(str(one)) and parsed.fragment == "f"
     assert _convert.parse_native(one) is parsed
+    assert _convert.parse_native(URL("http://127.0.0.1:9/x").with_query(q=1).with_fragment("f")) is parsed
     assert _convert.parse_native(other) == httpx.URL("http://127.0.0.1:9/y") != parsed
+
+
+def test_the_tables_of_parsed_urls_start_afresh_when_full() -> None:
+    """Each table of parsed URLs keeps at most 512 (an application that makes a new URL per
+    request does not grow it): the next one empties it."""
+    from yarl import URL
+
+    strings = [f"http://127.0.0.1:9/many/{i}" for i in range(513)]
+    tables: list[tuple[Callable[[Any], httpx.URL], list[Any]]] = [
+        (_convert.parse, strings),
+        (_convert.parse_native, [URL(u) for u in strings]),
+    ]
+    for parse, keys in tables:
+        table = parse.__self__  # type: ignore[attr-defined]  # the table's own __getitem__
+        for key in keys:
+            assert parse(key) == httpx.URL(str(key))
+        assert 1 <= len(table) <= 512 and parse(keys[-1]) is parse(keys[-1])
+
+
