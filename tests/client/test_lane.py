@@ -9,6 +9,7 @@ builds none.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -285,3 +286,34 @@ def test_threads_share_the_lane_while_the_primary_fails_and_recovers(servers: Se
     client.close()
     assert not failures
     assert recorded[0] == a.total + b.total, "an attempt sent is missing from the results"
+
+
+@pytest.mark.parametrize("primary", ["refused", "slow"])
+def test_a_hedged_lane_leaves_no_reference_cycle(servers: Servers, primary: str) -> None:
+    """A hedging lane's request handed over frees its lane, exchange and race by
+    refcounting: a refused primary whose error the lane's attempt ended with (its traceback
+    holds ThreadRace.sent's frame, whose caller kept the error), or a slow one whose hedge
+    fell due and won."""
+    import httpx
+
+    from pytest_failover import FailoverTransport
+    from pytest_failover._exchange import Exchange, Lane
+    from pytest_failover._race import Race, _Hedges
+
+    from .garbage import left_for_the_collector
+
+    b = servers["b"]
+    if primary == "refused":
+        first, hedging = f"http://127.0.0.1:{closed_port()}", Hedging(delay=1.0)
+    else:
+        servers["a"].set(delay=0.03)
+        first, hedging = servers["a"].url(), Hedging(delay=0.005, max_ratio=1.0)
+    transport = FailoverTransport([Pool("api", [first, b.url()])], fast(hedging=hedging, breaker_threshold=100))
+    with httpx.Client(transport=transport) as client:
+
+        def run() -> None:
+            for _ in range(5):
+                assert client.get(f"{first}/x").extensions["failover"].domain == b.url()
+            time.sleep(0.1)  # the losers' threads end
+
+        assert left_for_the_collector(run, (Lane, Exchange, Race, _Hedges)) == []
