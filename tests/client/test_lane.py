@@ -317,3 +317,48 @@ def test_a_hedged_lane_leaves_no_reference_cycle(servers: Servers, primary: str)
             time.sleep(0.1)  # the losers' threads end
 
         assert left_for_the_collector(run, (Lane, Exchange, Race, _Hedges)) == []
+
+
+class Leaving(BaseException):
+    """The caller leaves while the lane's attempt is on the wire (as a KeyboardInterrupt would)."""
+
+
+@pytest.mark.parametrize("due", [False, True], ids=["before-the-hedge", "hedge-due"])
+def test_a_caller_leaving_a_hedged_lane_gives_its_request_up_once(
+    servers: Servers, plans: list[str], due: bool
+) -> None:
+    """The caller leaves a hedgeable request in the lane (its inner transport raises what
+    is not a transport error): before its hedge fell due, the request's plan is built to
+    give it up; after, the race built it, and it is given up, not built again. Either way
+    one plan, nothing left in flight or joined, the pool's breakers as they were."""
+    import httpx
+
+    from pytest_failover import FailoverTransport
+
+    a, b = servers["a"], servers["b"]
+
+    class Leave(httpx.HTTPTransport):  # httpx's own: the race can cut its sockets
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if request.url.port == a.port:
+                if due:
+                    time.sleep(0.3)  # the hedge (delay 0.01) falls due, goes to b and wins meanwhile
+                raise Leaving
+            return super().handle_request(request)
+
+    transport = FailoverTransport(
+        [Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=0.01, max_ratio=1.0)), Leave()
+    )
+    assert transport._lane_hedges
+    with httpx.Client(transport=transport) as client, pytest.raises(Leaving):
+        client.get(f"{a.url()}/x")
+    assert plans == ["GET"]
+    hedgers = transport._hedgers
+    assert hedgers is not None
+    deadline = time.monotonic() + 2.0
+    while (hedgers._joining or hedgers._busy) and time.monotonic() < deadline:  # a hedge's thread ends
+        time.sleep(0.01)
+    assert hedgers._joining == {} and hedgers._busy == 0
+    assert b.counts["GET"] == (1 if due else 0)  # only a hedge goes there
+    snapshot = transport.state().pools["api"]
+    assert [(d.breaker, d.consecutive_failures, d.can_request) for d in snapshot.domains] == [("closed", 0, True)] * 2
+    transport.close()
