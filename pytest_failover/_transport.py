@@ -175,6 +175,15 @@ class _FailoverBase:
         return self._exchange(state, self._lib, request, pool_core, pinned, origin, options)
 
 
+    def _handed(self, lane: Lane, attempt: Attempt, response: Any, error: BaseException | None) -> Exchange:
+        """The exchange that takes ``lane``'s request over once its first attempt ended
+        with ``response`` or ``error`` (the library's ``TransportError``), reported to it:
+        the loop goes on from its next step (``Exchange.adopting``)."""
+        exchange = self._exchange.adopting(lane)
+        exchange.arrived(attempt, response, error)
+        return exchange
+
+
 class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
     """A ``BaseTransport`` that fails over between the domains of its pools.
 
@@ -239,17 +248,13 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         try:
             response: Any = self._send(lane, attempt)
         except self._lib.TransportError as exc:
-            exchange = self._exchange.adopting(lane)
-            exchange.on_error(attempt, exc)
-            return self._run(exchange)
+            return self._run(self._handed(lane, attempt, None, exc))
         except BaseException:
             self._exchange.adopting(lane).give_up()
             raise
         if lane.ends(attempt, response, True):
             return response  # type: ignore[no-any-return]  # the library's Response: Resp (no cast() call)
-        exchange = self._exchange.adopting(lane)
-        exchange.on_response(attempt, response)
-        return self._run(exchange, response)
+        return self._run(self._handed(lane, attempt, response, None), response)
 
     def _raced(self, lane: Lane, attempt: Attempt) -> Resp:
         """A hedgeable request in the lane: its first attempt (``Lane.racing``), sent from
@@ -270,8 +275,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 return self._run(exchange, response)
             if response is not None and lane.ends(attempt, response, True):  # (error is None)
                 return response  # type: ignore[return-value]  # the library's Response: Resp (no cast() call)
-            exchange = self._exchange.adopting(lane)
-            return self._run(exchange, exchange.arrived(attempt, response, error))
+            return self._run(self._handed(lane, attempt, response, error), response)
         finally:
             del error  # its traceback holds ThreadRace.sent's frame, which holds this one
 
@@ -441,17 +445,13 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         try:
             response: Any = await self._send(lane, attempt)
         except self._lib.TransportError as exc:
-            exchange = self._exchange.adopting(lane)
-            exchange.on_error(attempt, exc)
-            return await self._run(exchange)
+            return await self._run(self._handed(lane, attempt, None, exc))
         except BaseException:
             self._exchange.adopting(lane).give_up()
             raise
         if lane.ends(attempt, response, False):
             return response  # type: ignore[no-any-return]  # the library's Response: Resp (no cast() call)
-        exchange = self._exchange.adopting(lane)
-        exchange.on_response(attempt, response)
-        return await self._run(exchange, response)
+        return await self._run(self._handed(lane, attempt, response, None), response)
 
     async def _run(self, exchange: Exchange, response: Any = None) -> Resp:
         """The failover loop of one request (:meth:`SyncLoop._run`, with awaits)."""
