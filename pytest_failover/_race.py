@@ -115,10 +115,13 @@ class Race:
         """An attempt ended: report it. Returns an answer for the loop to close: an
         earlier one it supersedes, or its own when another had won meanwhile (between
         that win and the cut of the losers): the race is over, so it is cut too, and
-        the winner's answer stays the request's."""
+        the winner's answer stays the request's; or its own when the caller left."""
         self.flying.remove(flight)
         if self.exchange.done:
-            self.exchange.cut(flight)
+            # Another won meanwhile: it is cut as a loser. Or the caller left, and its
+            # exchange let go of every attempt (``give_up``): nothing is left to cut there.
+            if flight in self.exchange.flying:
+                self.exchange.cut(flight)
             return response
         self.exchange.arrived(flight, response, error)
         superseded, self.answer = self.answer, response

@@ -628,6 +628,34 @@ def test_an_attempt_that_ends_after_another_won_does_not_undo_the_win(late: str)
     assert races == {"http://b.test": ("won", None), "http://a.test": ("cancelled", "cancelled")}
 
 
+def test_an_attempt_that_ends_after_its_caller_left_is_handed_back_to_be_closed() -> None:
+    """The caller left (its request given up, every attempt let go) while a hedge was still
+    on the wire: when that hedge ends, its answer is handed back for the race's thread to
+    close. The race used to cut it through the exchange, which no longer held it: a
+    RuntimeError in the hedge's thread, and the answer's connection never closed."""
+    from pytest_failover._race import Race
+
+    transport = FailoverTransport(
+        [Pool("api", ["http://a.test", "http://b.test"])],
+        hedged(delay=0.01),
+        httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})),
+    )
+    exchange = transport._begin(httpx.Request("GET", "http://a.test/x"))
+    assert isinstance(exchange, Exchange)  # a hedging pool's request over a transport it cannot cut: no lane
+    first = exchange.next_step()
+    assert isinstance(first, Attempt)
+    race = Race(exchange)
+    race.launch(first)
+    exchange.core.throttle.earn()  # type: ignore[union-attr]  # the pool hedges: it has a throttle
+    hedge = race.hedge()
+    assert hedge is not None
+    backup = race.launch(hedge)
+    exchange.give_up()  # the caller left: its exchange let go of both attempts
+    late = httpx.Response(200, json={"late": True})
+    assert race.arrived(backup, late, None) is late  # for the hedge's thread to close
+    assert race.answer is None and exchange.records == []
+
+
 def test_a_hedgeable_async_request_leaves_no_reference_cycle() -> None:
     """Refcounting frees what a hedgeable request built: two closures of the race that
     armed each other kept each request's race, exchange and plan for the cyclic GC
