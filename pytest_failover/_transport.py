@@ -174,7 +174,6 @@ class _FailoverBase:
             return lane if lane.attempt is not None or lane.racing is not None else self._exchange.adopting(lane)
         return self._exchange(state, self._lib, request, pool_core, pinned, origin, options)
 
-
     def _handed(self, lane: Lane, attempt: Attempt, response: Any, error: BaseException | None) -> Exchange:
         """The exchange that takes ``lane``'s request over once its first attempt ended
         with ``response`` or ``error`` (the library's ``TransportError``), reported to it:
