@@ -204,7 +204,9 @@ def test_a_hedge_that_falls_due_in_the_lane_wins_with_the_backup(servers: Server
     from pytest_failover import FailoverTransport
 
     a, b = servers["a"], servers["b"]
-    a.set(delay=0.3)
+    # The primary is slow enough that a hedge due at 10 ms goes out before it answers even
+    # on a loaded CI machine (at 0.3 s, one watchdog ran 290 ms late under a full run).
+    a.set(delay=1.0)
     policy = fast(hedging=Hedging(delay=0.01, max_ratio=1.0, threads=12))
     transport = FailoverTransport([Pool("api", [a.url(), b.url()])], policy)
     throttle = transport._state.core.pools["api"].throttle
