@@ -78,17 +78,27 @@ def async_limit(seconds: float) -> AbstractContextManager[object]:
     cancel scope (:class:`_Scope`). A plain ``with``: nothing awaits between the body's end
     and the disarm. Either way the ``TimeoutError``'s cause is the cancellation that cut the
     body, whose frames say where it landed (``_sockets.cut_phase``)."""
-    try:
-        task = _current_task()
-    except RuntimeError:  # no asyncio loop: trio
-        task = None
-    if task is None:
+    loop = _running_loop()
+    if loop is None:  # no asyncio loop: trio
         return _Scope(seconds)
-    loop = task.get_loop()
+    task = _task_of(loop)
+    if task is None:  # not in a task (Python 3.10: always)
+        return _Scope(seconds)
     watch = _latest()  # the watch looked up last: a process mostly runs one loop
     if watch is None or watch.loop is not loop:
         watch = _watch_of(loop)
-    return _Limit(watch, task, loop.time() + seconds)
+    # Armed here, slot by slot: ``_Limit(...)`` would run an ``__init__`` from C, a frame
+    # the interpreter cannot run inline as it does this function's.
+    at = loop.time() + seconds
+    limit = _new_limit(_Limit)
+    limit.armed = watch.armed
+    limit.task = task
+    limit.at = at
+    limit.cancelling = task.cancelling()  # the cancellations already asked for (from outside)
+    watch.armed.add(limit)
+    if at < watch.wakes_at:
+        watch.wake(at)
+    return limit
 
 
 def _watch_of(loop: asyncio.AbstractEventLoop) -> _LoopWatch:
@@ -104,40 +114,47 @@ def _watch_of(loop: asyncio.AbstractEventLoop) -> _LoopWatch:
     return watch
 
 
-# The running task, where a :class:`_Limit` can cancel and uncancel it (Python 3.11's
-# ``Task.uncancel``); None otherwise: anyio's limit.
-_current_task: Callable[[], asyncio.Task[Any] | None] = (
-    asyncio.current_task if sys.version_info >= (3, 11) else lambda: None
-)
+# The running asyncio loop (None: none, as under trio) and its running task (None: not in
+# a task; always None before Python 3.11, which has no ``Task.uncancel``: anyio's limit
+# then), both C calls: Python 3.11's ``asyncio.current_task`` is a Python function (13
+# opcodes, a frame of its own) over the dict its C tasks keep current.
+_running_loop: Callable[[], asyncio.AbstractEventLoop | None] = asyncio._get_running_loop
+_task_of: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None]
+if sys.version_info >= (3, 12):
+    _task_of = asyncio.current_task  # C
+elif sys.version_info >= (3, 11):
+    _task_of = asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]  # asyncio.current_task's own dict, untyped
+else:
+    _task_of = lambda loop: None  # noqa: E731  # a constant answer: nothing to name
 
 
 class _Limit:
-    """One armed async attempt: a context manager that disarms it on the way out and
-    turns the watch's cancellation into ``TimeoutError``, as ``asyncio.timeout`` does."""
+    """One armed async attempt (:func:`async_limit` arms it): a context manager that disarms it
+    on the way out and turns the watch's cancellation into ``TimeoutError``, as
+    ``asyncio.timeout`` does."""
 
-    __slots__ = ("at", "cancelling", "task", "watch")
+    __slots__ = ("armed", "at", "cancelling", "task")
 
-    def __init__(self, watch: _LoopWatch, task: asyncio.Task[Any], at: float) -> None:
-        self.watch = watch
-        self.task = task
-        self.at = at  # the loop's time
-        self.cancelling = task.cancelling()  # the cancellations already asked for (from outside)
-        watch.armed.add(self)
-        if at < watch.wakes_at:
-            watch.wake(at)
+    armed: set[_Limit]  # its watch's
+    task: asyncio.Task[Any]
+    at: float  # the loop's time
+    cancelling: int  # the cancellations already asked for (from outside) when armed
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         try:
-            self.watch.armed.remove(self)
+            self.armed.remove(self)
         except KeyError:  # the watch took it out: it cancelled the task at ``at``
             # Ours is the only cancellation when, once it is taken back, no more are left
             # than before the attempt: an outer one (the caller's, or a hedge that won)
             # stays a CancelledError and is never a timeout.
             if self.task.uncancel() <= self.cancelling and kind is not None and issubclass(kind, asyncio.CancelledError):
                 raise TimeoutError from exc
+
+
+_new_limit = object.__new__  # a _Limit, its slots unset (``async_limit`` sets them)
 
 
 class _Scope:

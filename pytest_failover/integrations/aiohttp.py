@@ -173,8 +173,8 @@ class FailoverMiddleware(_FrontEnd):
             return await handler(request)
         if self._dialer is not None:
             _check_connector(request, self._dialer)
-        body = request.body
-        stream = _REPLAYABLE if body == b"" or isinstance(body, payload.BytesPayload) else _Unreplayable()
+        body = request._body  # None: none (``request.body``, a property's frame, reads it as b"")
+        stream = _REPLAYABLE if body is None or isinstance(body, payload.BytesPayload) else _Unreplayable()
         sent: _Sent = (request, handler, url)
         outgoing = _convert.request(request.method, url, request.headers.items(), stream, {"timeout": _UNREAD_TIMEOUTS, _NATIVE: sent, **extensions})
         try:
@@ -248,8 +248,10 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             peer = self._peer(response)
             if peer is not None:
                 extensions["network_stream"] = peer
-        raw = response.raw_headers
-        encoded = "Content-Encoding" in response.headers
+        # what its ``raw_headers`` and ``headers`` read on first use (a frame each; the
+        # caller's first use then runs them, if any)
+        raw = response._raw_headers
+        encoded = "Content-Encoding" in response._headers
         if encoded and _decompresses(native):  # aiohttp decoded the body: its bytes are plain
             raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
             encoded = False

@@ -15,14 +15,14 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
 import uvloop
 
 from pytest_failover import AsyncFailoverTransport, FailoverError, Policy, Pool, _deadline
-from pytest_failover._deadline import _Limit, _LoopWatch, async_limit
+from pytest_failover._deadline import _LoopWatch, async_limit
 
 # How much later than a bare loop timer due at the same time a deadline may end its body
 # (the watch's timer, then the cancelled task's step and its cleanup). Each test measures
@@ -424,14 +424,17 @@ class _Unkind:
         raise RuntimeError("cannot cancel")
 
 
-def test_a_failing_cut_leaves_the_later_deadlines_standing(run: Run, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_cut_leaves_the_later_deadlines_standing(
+    run: Run, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An attempt whose cut fails is logged, and the loop's later deadlines still fire."""
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
         later = asyncio.create_task(_timed_cut(0.1))
         await asyncio.sleep(0)  # it arms: the loop has its watch
-        _Limit(_watch(), cast("asyncio.Task[Any]", _Unkind()), loop.time() + 0.02)
+        with monkeypatch.context() as patched:  # an attempt of a task whose cancel() fails, never left
+            patched.setattr(_deadline, "_task_of", lambda loop: _Unkind())
+            async_limit(0.02)
         async with asyncio.timeout(5.0):  # bounded: a watch stuck on the failed cut never cuts this one
             elapsed, lag = await later
         assert _on_time(elapsed, 0.1, lag), (elapsed, lag)

@@ -22,7 +22,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from pytest_failover._deadline import _Limit, _LoopWatch
+from pytest_failover import _deadline
+from pytest_failover._deadline import _Limit, _LoopWatch, async_limit
 
 
 class _Handle:
@@ -94,6 +95,19 @@ class _Task:
         return self.cancelling()
 
 
+def _arm(loop: _Loop, task: _Task, seconds: float) -> _Limit:
+    """``async_limit(seconds)`` as ``task`` running on ``loop`` arms it."""
+    running, task_of = _deadline._running_loop, _deadline._task_of
+    _deadline._running_loop = lambda: cast("asyncio.AbstractEventLoop", loop)
+    _deadline._task_of = lambda _: cast("asyncio.Task[Any]", task)
+    try:
+        limit = async_limit(seconds)
+    finally:
+        _deadline._running_loop, _deadline._task_of = running, task_of
+    assert isinstance(limit, _Limit)
+    return limit
+
+
 class OneLoopsDeadlines(RuleBasedStateMachine):
     """Attempts arm and end at any time; the clock moves by any step."""
 
@@ -109,7 +123,7 @@ class OneLoopsDeadlines(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.1, 0.3, 1.0, 5.0]))
     def arm(self, seconds: float) -> None:
         task = _Task()
-        limit = _Limit(self.watch, cast("asyncio.Task[Any]", task), self.loop.now + seconds)
+        limit = _arm(self.loop, task, seconds)
         limit.__enter__()
         self.limits[limit] = task
 
