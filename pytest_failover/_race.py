@@ -13,7 +13,7 @@ cut off once one wins. The two loops below only wait and send:
   wins cancels the hedges. A loser's ``_send`` closes whatever it received, so its
   connection goes back closed, never half-read. The exchange's loop and the lane
   (``AsyncLoop._raced``) both send through it. Building the race up front cost a
-  hedging pool's happy-path GET 1,560 of the library's opcodes against 1,007 (an
+  hedging pool's happy-path GET 1,560 of the library's opcodes against 1,010 (an
   unhedged lane's: 842). Spawning a task for the attempt and waiting on a channel
   instead (the trio path below) cost 650,000 instructions a request, 28 % of a bare
   httpx loopback GET, against 74,000 for the race built up front (callgrind, side by
@@ -49,7 +49,7 @@ from contextvars import copy_context
 from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
-from ._deadline import GRACE, watchdog
+from ._deadline import GRACE, _running_loop, _task_of, watchdog
 from ._exchange import Exchange
 from ._sockets import cut_request, cuttable
 
@@ -160,11 +160,9 @@ async def async_race(
     one plus one loop timer, with no race and no exchange. When the caller leaves
     (cancelled from outside, or any other exception), the hedges are cancelled and a
     lane's request is given up here (an exchange's loop gives up its own)."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # no asyncio loop: trio, whose race is in the exchange from the start
-        task = None
-    if task is None:
+    loop = _running_loop()
+    task = None if loop is None else _task_of(loop)
+    if loop is None or task is None:  # no asyncio loop (trio), or Python 3.10 (no Task.uncancel): anyio's race
         exchange = lane if isinstance(lane, Exchange) else _adopted(lane, adopt)
         try:
             return exchange, await anyio_race(send, exchange, flight), None
@@ -173,7 +171,7 @@ async def async_race(
                 exchange.give_up()
             raise
     held: list[_AsyncHedges] = []  # the race, once the first hedge fell due
-    timer = task.get_loop().call_later(delay, _AsyncHedges.fell_due, held, send, lane, flight, task, adopt)
+    timer = loop.call_later(delay, _AsyncHedges.fell_due, held, send, lane, flight, task, adopt)
     try:
         flight.sending = True  # from here on it is sent, even if cut first (see _async_sent)
         response: Response | None = await send(lane, flight)

@@ -317,8 +317,9 @@ def test_a_hedged_lane_leaves_no_reference_cycle(servers: Servers, primary: str,
     b = servers["b"]
     if primary == "refused":
         first, hedging = f"http://127.0.0.1:{closed_port()}", Hedging(delay=1.0)
-    else:
-        servers["a"].set(delay=0.03)
+    else:  # slow enough that the hedge, due at 5 ms, wins even on a loaded machine (at 30 ms,
+        # the primary answered first under a full run); the hedge's win cuts the wait short
+        servers["a"].set(delay=0.5)
         first, hedging = servers["a"].url(), Hedging(delay=0.005, max_ratio=1.0)
     # Not sticky: every request starts at the primary again (its breaker stays closed).
     pools, policy = [Pool("api", [first, b.url()])], fast(hedging=hedging, breaker_threshold=100, sticky=False)
@@ -433,7 +434,9 @@ def test_a_hedge_that_falls_due_in_an_async_lane_wins_with_the_backup(servers: S
     import httpx
 
     a, b = servers["a"], servers["b"]
-    a.set(delay=1.0)  # long enough that a hedge due at 10 ms goes out first on a loaded machine
+    # Long enough that each hedge goes out first on a loaded machine, one refused at first
+    # too: the tasks start within 0.5 s, each earning a token a refused hedge may take.
+    a.set(delay=1.5)
     transport, _, throttle = _async_hedging(
         [Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=0.01, max_ratio=1.0))
     )
@@ -449,7 +452,7 @@ def test_a_hedge_that_falls_due_in_an_async_lane_wins_with_the_backup(servers: S
                 result: FailoverResult = (await client.get(f"{a.url()}/x")).extensions["failover"]
                 return result
 
-            work_each = (work(i * 0.01) for i in range(tasks))
+            work_each = (work(i * 0.005) for i in range(tasks))
             done = await asyncio.wait_for(asyncio.gather(*work_each, return_exceptions=True), 30)
             return done, _armed(asyncio.get_running_loop())
 
