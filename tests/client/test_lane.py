@@ -469,30 +469,33 @@ def test_a_hedge_that_falls_due_in_an_async_lane_wins_with_the_backup(servers: S
 
 
 def test_an_async_request_answered_before_its_hedge_is_due_builds_no_plan(servers: Servers, plans: list[str]) -> None:
-    """Fifty tasks on one async transport, ``Hedging(delay=1.0)``, a primary that answers
-    at once: every request after the first (which sets the serving domain) is answered in
-    the lane, builds no plan and leaves no timer armed; each earned the throttle its token."""
+    """Twenty tasks on one async transport, a primary that answers at once and a hedge due
+    only after 10 s (a loaded machine has kept an answer a second and more): every request
+    after the first (which sets the serving domain) is answered in the lane, builds no plan
+    and leaves no timer armed; each earned the throttle its token."""
     import httpx
 
     a, b = servers["a"], servers["b"]
-    transport, _, throttle = _async_hedging([Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=1.0)))
+    policy = fast(hedging=Hedging(delay=10.0), attempt_timeout=20.0, deadline=30.0)
+    transport, _, throttle = _async_hedging([Pool("api", [a.url(), b.url()])], policy)
+    tasks, each = 20, 5
 
     async def main() -> list[asyncio.TimerHandle]:
         async with httpx.AsyncClient(transport=transport) as client:
             assert (await client.get(f"{a.url()}/warm")).status_code == 200
 
             async def work() -> None:
-                for _ in range(3):
+                for _ in range(each):
                     result = (await client.get(f"{a.url()}/x")).extensions["failover"]
                     assert [(r.number, r.domain, r.hedge) for r in result.attempts] == [(1, a.url(), False)]
 
-            await asyncio.wait_for(asyncio.gather(*(work() for _ in range(50))), 30)
+            await asyncio.wait_for(asyncio.gather(*(work() for _ in range(tasks))), 60)
             return _armed(asyncio.get_running_loop())
 
     assert asyncio.run(main()) == []
     assert plans == ["GET"]
-    assert throttle.requests == 151 and throttle.hedges == 0
-    assert a.counts["GET"] == 151 and b.total == 0
+    assert throttle.requests == 1 + tasks * each and throttle.hedges == 0
+    assert a.counts["GET"] == 1 + tasks * each and b.total == 0
 
 
 @pytest.mark.parametrize("due", [False, True], ids=["before-the-hedge", "hedge-due"])
@@ -507,25 +510,35 @@ def test_a_caller_cancelled_in_an_async_hedged_lane_gives_its_request_up_once(
     import httpx
 
     a, b = servers["a"], servers["b"]
-    a.set(delay=2.0)
-    b.set(delay=2.0)  # a hedge that went out is still on the wire when the caller leaves
+    a.set(delay=5.0)
+    b.set(delay=5.0)  # a hedge that went out is still on the wire when the caller leaves
+    hedging = Hedging(delay=0.01 if due else 10.0, max_ratio=1.0)
     transport, inner, _ = _async_hedging(
-        [Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=0.01 if due else 1.0, max_ratio=1.0))
+        [Pool("api", [a.url(), b.url()])], fast(hedging=hedging, attempt_timeout=20.0, deadline=30.0)
     )
+
+    def busy() -> list[Any]:
+        return [c for c in inner._pool.connections if not (c.is_idle() or c.is_closed())]
+
+    async def until(condition: Callable[[], bool]) -> None:
+        """Back once ``condition()`` holds (a server's count, from its own thread), 5 s at most."""
+        for _ in range(500):
+            if condition():
+                return
+            await asyncio.sleep(0.01)
 
     async def main() -> tuple[list[asyncio.TimerHandle], list[Any]]:
         async with httpx.AsyncClient(transport=transport) as client:
             request = asyncio.create_task(client.get(f"{a.url()}/x"))
-            await asyncio.sleep(0.3)
+            await until(lambda: a.total >= 1 and (not due or b.total >= 1))  # on the wire: counted
             request.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await request
-            await asyncio.sleep(0.05)  # the hedge's task ends, cancelled
-            busy = [c for c in inner._pool.connections if not (c.is_idle() or c.is_closed())]
-            return _armed(asyncio.get_running_loop()), busy
+            await until(lambda: not busy())  # the hedge's task ends, cancelled
+            return _armed(asyncio.get_running_loop()), busy()
 
-    armed, busy = asyncio.run(main())
-    assert armed == [] and busy == []
+    armed, left = asyncio.run(main())
+    assert armed == [] and left == []
     assert plans == ["GET"]
     assert b.total_settled(1 if due else 0) == (1 if due else 0)  # only a hedge goes there
     snapshot = transport.state().pools["api"]
