@@ -152,7 +152,7 @@ def test_what_the_lane_does_not_take_starts_in_a_plan(
     options: dict[str, Any] = {}
     policy: Policy = fast()
     if pool_kind == "hedging":
-        policy = fast(hedging=Hedging(delay=1.0))
+        policy = fast(hedging=Hedging(delay=10.0))
     elif pool_kind == "telemetry":
         options["tracer_provider"] = TracerProvider()
     else:
@@ -172,7 +172,7 @@ def test_what_the_lane_does_not_take_starts_in_a_plan(
 
 
 @pytest.mark.parametrize("kind", HEDGING_LANES)
-@pytest.mark.parametrize("delay", [None, 1.0], ids=["adaptive", "fixed"])
+@pytest.mark.parametrize("delay", [None, 10.0], ids=["adaptive", "fixed"])
 def test_a_hedging_lane_earns_the_throttle_and_feeds_the_latency_window(
     servers: Servers, plans: list[str], delay: float | None, kind: str
 ) -> None:
