@@ -396,12 +396,14 @@ def _held(response: ClientResponse) -> bytes | None:
     (a short answer comes in the packet of its head; aiohttp gave the connection back to
     its pool then). Read from the stream's buffer (aiohttp's ``StreamReader`` keeps a
     deque of chunks and the offset read into the first; nothing reads it before the
-    caller), as aiohttp has no public way to look at unread bytes without taking them.
-    (One aiohttp read already, with ``read()``, is its ``_body``: the caller looks there.)"""
+    caller), as aiohttp has no public way to look at unread bytes without taking them;
+    whether it ended, and well, from what its ``is_eof()`` and ``exception()`` read (a
+    frame each). (One aiohttp read already, with ``read()``, is its ``_body``: the caller
+    looks there.)"""
     content = response.content
     if content is EMPTY_PAYLOAD:  # no body (HEAD, 204, 304)
         return b""
-    if not content.is_eof() or content.exception() is not None:
+    if not content._eof or content._exception is not None:
         return None
     held = b"".join(content._buffer)
     return held[content._buffer_offset :] if content._buffer_offset else held

@@ -37,18 +37,18 @@ CEILINGS = {
     # work runs in asyncio's frames, which this count does not see (1,599 with the timer on the
     # loop's deadline watch, in the package's frames: no fewer instructions, so it went)
     opcodes.ASYNC_HEDGING: 1_565,  # 1,560
-    opcodes.REQUESTS_ADAPTER: 1_093,  # 1,088
-    opcodes.AIOHTTP: 933,  # 928
+    opcodes.REQUESTS_ADAPTER: 1_090,  # 1,085
+    opcodes.AIOHTTP: 929,  # 924
     opcodes.HTTPX2_SYNC: 745,  # 740
 }
 
 ADDED_CEILINGS = {  # every frame's opcodes a front-end adds to a request (its total less the bare client's)
-    opcodes.REQUESTS_ADAPTER: 493,  # measured 488 (issue 27's target: 750)
-    # measured 959.8 (issue 27's target: 1,150); aiohttp's own frames add 69 of it: the bare
+    opcodes.REQUESTS_ADAPTER: 490,  # measured 485 (issue 27's target: 750)
+    # measured 955.8 (issue 27's target: 1,150); aiohttp's own frames add 69 of it: the bare
     # session has one middleware (the answer) and this one two, so aiohttp chains them per request
     # (not its one-middleware shortcut); yarl's 11: URL.__hash__, which looks up the middleware's
     # parse of the URL (keyed by the object)
-    opcodes.AIOHTTP: 965,
+    opcodes.AIOHTTP: 961,
 }
 
 
