@@ -175,10 +175,11 @@ class Lane:
     itself. A lane takes a request with no options, whose body can be sent again, to a
     plain pool (``PoolCore.plain``: the pool's choice alone decides the first attempt),
     while telemetry is silent (``Telemetry.silent``) and the stale cache is off for it; the
-    exchange takes the others from the start. A sync loop's lane takes a hedging pool's
-    that is plain otherwise (``PoolCore.lane_hedges``) too: a hedgeable one's attempt is
-    :attr:`racing` (sent with its first hedge armed), and the race builds its exchange only
-    when that hedge falls due (``ThreadRace.sent``).
+    exchange takes the others from the start. A lane takes a hedging pool's that is plain
+    otherwise (``PoolCore.lane_hedges``) too, in the async loops and in a sync one whose
+    race can cut a socket: a hedgeable one's attempt is :attr:`racing` (sent with its first
+    hedge armed), and the race builds its exchange only when that hedge falls due
+    (``ThreadRace.sent``, ``async_race``).
 
     The lane is an exchange's base: what both need to send an attempt and read its answer
     (the request, its rewrite onto the attempt's domain, the body read) lives here once.
@@ -190,7 +191,7 @@ class Lane:
     _stale = False  # the stale cache may store and serve this request (see PoolCore.reading)
     attempt: Attempt | None = None  # the first attempt, when the lane takes the request alone
     # ... or when it sends it with its first hedge armed (a hedgeable request in a pool that
-    # is plain but for hedging, ``PoolCore.lane_hedges``: ``SyncLoop._raced``)
+    # is plain but for hedging, ``PoolCore.lane_hedges``: ``SyncLoop._raced``, ``AsyncLoop._raced``)
     racing: Attempt | None = None
 
     def __init__(

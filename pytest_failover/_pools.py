@@ -176,9 +176,9 @@ class PoolCore:
         # but the breaker's count and the budget? Not on a table, steered, hedged, or
         # watched for slow calls (each notes or decides more per attempt).
         self.plain = self.table is None and not self.steers and hedging is None and slow_calls is None
-        # ... or would, but for hedging: a sync front-end starts its requests in the lane too,
-        # a hedgeable one with its first hedge armed (``SyncLoop._raced``); an async one
-        # takes them in the exchange from the start.
+        # ... or would, but for hedging: a front-end whose race can cut a loser (the async
+        # loops; a sync one over httpx's own transport) starts its requests in the lane too,
+        # a hedgeable one with its first hedge armed (``SyncLoop._raced``, ``AsyncLoop._raced``).
         self.lane_hedges = self.table is None and not self.steers and hedging is not None and slow_calls is None
         self.disabled: frozenset[Domain] = frozenset()
         self.serving: Domain | None = None

@@ -5,22 +5,26 @@ when a hedge is due, what an arrival means, which answer stands, and who is
 cut off once one wins. The two loops below only wait and send:
 
 - asyncio (:func:`async_race`): the attempt goes out from the request's own task,
-  as an unhedged one does, and a timer (``loop.call_later``) starts each hedge as
-  a task when it is due. An answer that wins ends the race: a hedge that wins
-  interrupts the request's task the way ``asyncio.timeout`` does (``cancel``,
-  then ``uncancel``), and the attempt that wins cancels the hedges. A loser's
-  ``_send`` closes whatever it received, so its connection goes back closed,
-  never half-read. When no hedge is due, the common case, this costs 74,000
-  instructions a request (3 % of a bare httpx loopback GET: the timer, the race's
-  bookkeeping); spawning a task for the attempt and waiting on a channel instead
-  (the trio path below) cost 650,000, 28 % (callgrind, side by side). The timer on
-  the loop's deadline watch instead (``_deadline._LoopWatch``, one loop timer for
-  all) did not pay: 1,965,600 instructions a request against 1,954,100 with
-  ``loop.call_later`` (httpcore's mock network, ``Hedging(delay=1.0)`` never due,
-  the two measured one after the other; both costs move with the wall time a run
-  takes, as timers fall due).
-- trio (:func:`anyio_race`): each attempt is a task in an anyio task group; the
-  loop waits on a memory channel for the first arrival or the hedge delay,
+  as an unhedged one does, with one loop timer (``loop.call_later``) for its first
+  hedge; the race (:class:`_AsyncHedges`), and a lane's exchange, are built only
+  when that timer fires, and it starts each hedge as a task when due. An answer
+  that wins ends the race: a hedge that wins interrupts the request's task the way
+  ``asyncio.timeout`` does (``cancel``, then ``uncancel``), and the attempt that
+  wins cancels the hedges. A loser's ``_send`` closes whatever it received, so its
+  connection goes back closed, never half-read. The exchange's loop and the lane
+  (``AsyncLoop._raced``) both send through it. Building the race up front cost a
+  hedging pool's happy-path GET 1,560 of the library's opcodes against 1,007 (an
+  unhedged lane's: 842). Spawning a task for the attempt and waiting on a channel
+  instead (the trio path below) cost 650,000 instructions a request, 28 % of a bare
+  httpx loopback GET, against 74,000 for the race built up front (callgrind, side by
+  side). The timer on the loop's deadline watch instead (``_deadline._LoopWatch``,
+  one loop timer for all) did not pay: 1,965,600 instructions a request against
+  1,954,100 with ``loop.call_later`` (httpcore's mock network, ``Hedging(delay=1.0)``
+  never due, the two measured one after the other; both costs move with the wall
+  time a run takes, as timers fall due).
+- trio (:func:`anyio_race`, which :func:`async_race` hands a trio request to, a lane's
+  with its exchange built at once): each attempt is a task in an anyio task group;
+  the loop waits on a memory channel for the first arrival or the hedge delay,
   whichever comes first; once an answer wins, the group is cancelled.
 - sync (:class:`ThreadRace`): the attempt goes out from the calling thread, the
   watchdog's thread says when a hedge is due, and a small bounded pool
@@ -61,7 +65,7 @@ __all__ = ["AsyncSend", "Race", "Send", "ThreadRace", "anyio_race", "async_race"
 # ``TransportError`` of its library (``exchange.lib``). The drivers below call nothing
 # else of the front-end.
 Send: TypeAlias = "Callable[[Lane, Attempt], Response]"
-AsyncSend: TypeAlias = "Callable[[Exchange, Attempt], Awaitable[Response]]"
+AsyncSend: TypeAlias = "Callable[[Lane, Attempt], Awaitable[Response]]"
 
 
 class Race:
@@ -138,100 +142,182 @@ class Race:
 # -- async ----------------------------------------------------------------------------------
 
 Arrival = tuple["Attempt", "Response | None", BaseException | None]
+Raced = tuple["Exchange | None", "Response | None", BaseException | None]
 
 
-async def async_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Response | None:
-    """Send ``first`` from this task and its hedges as tasks when due; the answer that
-    won (or the last retryable one), or None when every attempt failed."""
+async def async_race(
+    send: AsyncSend, lane: Lane, flight: Attempt, delay: float, adopt: Callable[[Lane], Exchange] | None = None
+) -> Raced:
+    """Send ``flight`` (aimed) from this task, its first hedge due ``delay`` seconds after
+    it went out, and each hedge as a task when due. ``lane``: the request's exchange, or
+    its lane (``Lane.racing``), whose exchange (``adopt(lane)``: its plan, with ``flight``
+    in flight) the first hedge's timer builds when it falls due (:meth:`_AsyncHedges.fell_due`).
+
+    If the hedge fell due before ``flight`` ended: the race's exchange, with the answer
+    that won (or the last retryable one, or None when every attempt failed). Else None,
+    with ``flight``'s response or error, unreported (the caller reports it, or ends a
+    lane's request with it): until its hedge is due a hedgeable attempt is an unhedged
+    one plus one loop timer, with no race and no exchange. When the caller leaves
+    (cancelled from outside, or any other exception), the hedges are cancelled and a
+    lane's request is given up here (an exchange's loop gives up its own)."""
     try:
         task = asyncio.current_task()
-    except RuntimeError:  # no asyncio loop: trio
+    except RuntimeError:  # no asyncio loop: trio, whose race is in the exchange from the start
         task = None
     if task is None:
-        return await anyio_race(send, exchange, first)
-    loop = asyncio.get_running_loop()
-    race = Race(exchange)
-    flight = race.launch(first)
-    hedges: dict[Attempt, asyncio.Task[Arrival]] = {}
-    sending = True  # this task is inside the first attempt's _send
-    interrupted = False  # ... and a hedge that won cancelled it there
-
-    async def send_hedge(hedge: Attempt) -> Arrival:
-        arrival = await _async_sent(send, exchange, hedge)
-        if hedge in race.flying:  # not cut off meanwhile
-            await _arrive(race, arrival)
-            nonlocal interrupted
-            if race.exchange.done and sending and not interrupted:  # once: see uncancel() below
-                interrupted = True
-                task.cancel()  # the first attempt lost: interrupt it (see asyncio.timeout)
-        return arrival
-
-    def launch(hedge: Attempt) -> None:
-        hedges[hedge] = loop.create_task(send_hedge(hedge))
-
-    timer = _AsyncHedgeTimer(loop, race, launch)
-    timer.arm()
-    try:
+        exchange = lane if isinstance(lane, Exchange) else _adopted(lane, adopt)
         try:
-            flight.sending = True  # from here on it is sent, even if cut first (see _async_sent)
-            response: Response | None = await send(exchange, flight)
-            error: BaseException | None = None
-        except exchange.lib.TransportError as exc:
-            response, error = None, exc
-        except asyncio.CancelledError:
-            if not interrupted or task.uncancel() > 0:
-                raise  # cancelled from outside: the transport abandons the request
-            response = error = None  # a hedge won (and was reported); this attempt is cut
-        finally:
-            sending = False
-            timer.stop()
-        if not interrupted:
-            await _arrive(race, (flight, response, error))
-        while not race.over:  # the first attempt failed: the hedges in flight may still answer
-            await asyncio.wait([hedges[f] for f in race.flying], return_when=asyncio.FIRST_COMPLETED)
-        race.cut_losers()
+            return exchange, await anyio_race(send, exchange, flight), None
+        except BaseException:
+            if exchange is not lane:
+                exchange.give_up()
+            raise
+    held: list[_AsyncHedges] = []  # the race, once the first hedge fell due
+    timer = task.get_loop().call_later(delay, _AsyncHedges.fell_due, held, send, lane, flight, task, adopt)
+    try:
+        flight.sending = True  # from here on it is sent, even if cut first (see _async_sent)
+        response: Response | None = await send(lane, flight)
+        error: BaseException | None = None
+    except lane.lib.TransportError as exc:
+        response, error = None, exc
+    except asyncio.CancelledError:
+        if not (held and held[0].interrupted) or task.uncancel() > 0:
+            _left(held, lane, adopt)
+            raise  # cancelled from outside: the transport abandons the request
+        response = error = None  # a hedge won (and was reported); this attempt is cut
+    except BaseException:
+        _left(held, lane, adopt)
+        raise
     finally:
-        for hedge_task in hedges.values():  # the losers, or all of them when we are cancelled
-            hedge_task.cancel()
-    return race.answer
+        timer.cancel()
+        if held:
+            held[0].stop()
+    try:
+        if not held:  # no hedge fell due: an unhedged attempt after all
+            return None, response, error
+        hedges = held[0]
+        try:
+            answer = await hedges.finish(None if hedges.interrupted else (flight, response, error))
+        except BaseException:
+            if hedges.exchange is not lane:
+                hedges.exchange.give_up()
+            raise
+        return hedges.exchange, answer, None
+    finally:
+        del error  # its traceback holds this frame (see _sent)
 
 
-class _AsyncHedgeTimer:
-    """Starts the hedges of one asyncio race as they fall due, on a loop timer.
+def _left(held: list[_AsyncHedges], lane: Lane, adopt: Callable[[Lane], Exchange] | None) -> None:
+    """The caller left while its attempt was on the wire: the hedges are cancelled, and a
+    lane's request is given up (its exchange built to give it up, when no hedge fell due)."""
+    if held:
+        held[0].cancel()
+    if not isinstance(lane, Exchange):
+        (held[0].exchange if held else _adopted(lane, adopt)).give_up()
+
+
+def _adopted(lane: Lane, adopt: Callable[[Lane], Exchange] | None) -> Exchange:
+    """The exchange ``adopt`` builds for ``lane``'s request (a lane's race takes one)."""
+    assert adopt is not None, "a lane's race needs the front-end's Exchange.adopting"
+    return adopt(lane)
+
+
+class _AsyncHedges:
+    """The hedges of one asyncio request, once the first is due (see :func:`async_race`):
+    the attempt on the wire, sent from the request's task, is the first of a :class:`Race`;
+    a loop timer (``loop.call_later``) starts each hedge as a task when it is due
+    (:meth:`due`); a hedge that wins interrupts the request's task the way
+    ``asyncio.timeout`` does (``cancel``, then ``uncancel``); and the request's task, once
+    its attempt ended, joins the race (:meth:`finish`). A loser's ``_send`` closes whatever
+    it received, so its connection goes back closed, never half-read.
 
     An object rather than two closures that arm each other: those were a reference
     cycle, which kept each hedgeable request's race, exchange, plan and timer (21
     objects) for the cyclic GC and sent some of them to its oldest generation. The
     timer refers to this object only while it is armed."""
 
-    __slots__ = ("_handle", "_launch", "_loop", "_race")
+    __slots__ = ("_handle", "_loop", "_send", "_task", "exchange", "interrupted", "race", "sending", "tasks")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, race: Race, launch: Callable[[Attempt], None]) -> None:
-        self._loop = loop
-        self._race = race
-        self._launch = launch  # puts a hedge on the wire (as a task)
+    def __init__(self, send: AsyncSend, exchange: Exchange, first: Attempt, task: asyncio.Task[object]) -> None:
+        self._send = send
+        self.exchange = exchange
+        self.race = Race(exchange)
+        self.race.adopt(first)
+        self._task = task  # the request's, sending ``first``
+        self._loop = task.get_loop()
+        self.tasks: dict[Attempt, asyncio.Task[Arrival]] = {}  # the hedges'
+        self.sending = True  # the request's task is inside the first attempt's send
+        self.interrupted = False  # ... and a hedge that won cancelled it there
         self._handle: asyncio.TimerHandle | None = None
 
-    def arm(self) -> None:
-        """Wake when the next hedge is due, if another may follow."""
-        wait = self._race.wait()
-        if wait is not None:
-            self._handle = self._loop.call_later(wait, self._due)
+    @classmethod
+    def fell_due(
+        cls,
+        held: list[_AsyncHedges],
+        send: AsyncSend,
+        lane: Lane,
+        first: Attempt,
+        task: asyncio.Task[object],
+        adopt: Callable[[Lane], Exchange] | None,
+    ) -> None:
+        """The first hedge of ``first`` is due (its loop timer, armed by :func:`async_race`,
+        in the caller's context): the race begins, with ``first`` in flight and ``lane``'s
+        exchange (built now for a lane's request), into ``held``; the hedge goes out."""
+        exchange = lane if isinstance(lane, Exchange) else _adopted(lane, adopt)
+        hedges = cls(send, exchange, first, task)
+        held.append(hedges)
+        hedges.due()
 
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-    def _due(self) -> None:
+    def due(self) -> None:
+        """A hedge is due: sent as a task if the plan lets one go; the next one armed."""
         self._handle = None
-        race = self._race
+        race = self.race
         if race.over:
             return
         attempt = race.hedge()
         if attempt is not None:
-            self._launch(race.launch(attempt))
-        self.arm()
+            hedge = race.launch(attempt)
+            self.tasks[hedge] = self._loop.create_task(self._hedge(hedge))
+        wait = race.wait()
+        if wait is not None:
+            self._handle = self._loop.call_later(wait, self.due)
+
+    def stop(self) -> None:
+        """The request's attempt ended: no hedge follows."""
+        self.sending = False
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def cancel(self) -> None:
+        """The hedges' tasks are cancelled: the losers, or all of them when the caller left."""
+        for task in self.tasks.values():
+            task.cancel()
+
+    async def _hedge(self, hedge: Attempt) -> Arrival:
+        arrival = await _async_sent(self._send, self.exchange, hedge)
+        race = self.race
+        if hedge in race.flying:  # not cut off meanwhile
+            await _arrive(race, arrival)
+            if race.exchange.done and self.sending and not self.interrupted:  # once: see uncancel()
+                self.interrupted = True
+                self._task.cancel()  # the first attempt lost: interrupt it (see asyncio.timeout)
+        return arrival
+
+    async def finish(self, arrival: Arrival | None) -> Response | None:
+        """In the request's task, once its attempt ended (``arrival``; None when a hedge won
+        and interrupted it): report it, wait for the hedges in flight if it failed, and cut
+        whatever lost. The answer that won (or the last retryable one), or None."""
+        race = self.race
+        try:
+            if arrival is not None:
+                await _arrive(race, arrival)
+            while not race.over:  # the first attempt failed: the hedges in flight may still answer
+                await asyncio.wait([self.tasks[f] for f in race.flying], return_when=asyncio.FIRST_COMPLETED)
+            race.cut_losers()
+        finally:
+            self.cancel()
+        return race.answer
 
 
 async def _arrive(race: Race, arrival: Arrival) -> None:
@@ -256,9 +342,9 @@ async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Attempt) -> A
 
 
 async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Response | None:
-    """Run ``first`` and its hedges as tasks of a task group (any event loop anyio
-    runs); the answer that won (or the last retryable one), or None when every
-    attempt failed."""
+    """Run ``first`` (aimed, in the exchange's plan) and its hedges as tasks of a task
+    group (any event loop anyio runs); the answer that won (or the last retryable one),
+    or None when every attempt failed."""
     import anyio  # httpx's own dependency; imported only when a request may hedge
 
     race = Race(exchange)
@@ -269,7 +355,7 @@ async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
 
     with arrivals, receive:
         async with anyio.create_task_group() as group:
-            group.start_soon(run, race.launch(first))
+            group.start_soon(run, race.adopt(first))
             while not race.over:
                 wait = race.wait()
                 arrival = None

@@ -86,8 +86,9 @@ class _FailoverBase:
     _asynchronous = False  # an event loop's front-end: never blocks on the disk
     _exchange: ClassVar[type[Exchange]] = Exchange  # (AsyncExchange for an event loop's)
     # Do the requests of a pool that is plain but for hedging (``PoolCore.lane_hedges``)
-    # take the lane, a hedgeable one with its first hedge armed? The sync loop's do, when
-    # its race can cut a loser's socket (``SyncLoop._raced``).
+    # take the lane, a hedgeable one with its first hedge armed? The async loop's do (a
+    # hedge that wins interrupts the attempt's task: ``AsyncLoop._raced``); the sync loop's
+    # when its race can cut a loser's socket (``SyncLoop._raced``).
     _lane_hedges = False
 
     def __init__(
@@ -388,6 +389,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
 
     _asynchronous = True
     _exchange = AsyncExchange
+    _lane_hedges = True  # a hedge that wins cancels the attempt's task: any inner transport
     _transport: AsyncInner
     # The inner transport's own error for an attempt out of time, when it can tell the
     # phase (``failover_timeout_error(request)``: the aiohttp middleware's, which knows
@@ -430,15 +432,17 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         lane = self._begin(request, routed)
         if lane is None:
             return cast("Coroutine[Any, Any, Resp]", self._transport.handle_async_request(request))
-        if lane.attempt is None:  # an exchange from the start
+        if self._state.shared is not None and not self._state.shared.started:
+            self._state.shared.start()  # AsyncRedisHealth: its tasks live in this event loop (the caller's)
+        if lane.attempt is None:  # an exchange from the start, or a lane racing its hedges
+            if (racing := lane.racing) is not None:
+                return self._raced(lane, racing)
             return self._run(lane)  # type: ignore[arg-type]  # an Exchange (no cast() call)
         return self._alone(lane)
 
     async def _alone(self, lane: Lane) -> Resp:
         """A request in the fast lane (``Lane``): its first attempt, sent before the request
         has a plan (:meth:`SyncLoop.handle_request`, with awaits)."""
-        if self._state.shared is not None and not self._state.shared.started:
-            self._state.shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         attempt = lane.attempt
         assert attempt is not None
         try:
@@ -452,10 +456,24 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             return response  # type: ignore[no-any-return]  # the library's Response: Resp (no cast() call)
         return await self._run(self._handed(lane, attempt, response, None), response)
 
+    async def _raced(self, lane: Lane, attempt: Attempt) -> Resp:
+        """A hedgeable request in the lane: its first attempt (``Lane.racing``), sent from
+        this task with its first hedge armed (``async_race``: one loop timer). When the
+        hedge falls due meanwhile the race has built the request's exchange, which goes on
+        from its answer; else the attempt ended alone, as a lane's does in :meth:`_alone`."""
+        exchange, response, error = await async_race(
+            self._send, lane, attempt, lane.core.hedge_delay(attempt.domain), self._exchange.adopting
+        )
+        # (no ``del error`` as in SyncLoop._raced: a coroutine's frame, done, keeps no link to
+        # its caller's, so the error's traceback does not hold this frame)
+        if exchange is not None:  # the race decided; its exchange goes on
+            return await self._run(exchange, response)
+        if response is not None and lane.ends(attempt, response, False):  # (error is None)
+            return response  # type: ignore[return-value]  # the library's Response: Resp (no cast() call)
+        return await self._run(self._handed(lane, attempt, response, error), response)
+
     async def _run(self, exchange: Exchange, response: Any = None) -> Resp:
         """The failover loop of one request (:meth:`SyncLoop._run`, with awaits)."""
-        if self._state.shared is not None and not self._state.shared.started:
-            self._state.shared.start()  # AsyncRedisHealth: its tasks live in this event loop
         try:
             step = exchange.next_step() if exchange.records else exchange.first()
             while not isinstance(step, Stop):
@@ -469,8 +487,10 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                     # The attempt (and its hedges, if it may hedge), sent from this frame:
                     # a coroutine of its own would be one more frame to run again at each
                     # resume of the await chain.
-                    if exchange.hedgeable and exchange.hedge_delay() is not None:
-                        response = await async_race(self._send, exchange, step)
+                    if exchange.hedgeable and (delay := exchange.hedge_delay()) is not None:
+                        raced, response, error = await async_race(self._send, exchange, exchange.prepare(step), delay)
+                        if raced is None:  # no hedge fell due: an unhedged attempt after all
+                            response = exchange.arrived(step, response, error)
                     else:
                         exchange.prepare(step)
                         try:

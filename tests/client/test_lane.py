@@ -8,6 +8,7 @@ builds none.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +22,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from pytest_failover import FailoverResult, Hedging, Policy, Pool
 from pytest_failover._plan import RequestPlan
 from pytest_failover._pool import Domain
+from pytest_failover._transport import _state_of
 
+from .frontends import Harness
 from .servers import closed_port
 from .test_transport import Servers, fast, info
 
@@ -129,11 +132,11 @@ def test_a_post_the_lane_sent_is_never_resent(make_client: Any, servers: Servers
 
 
 # The front-ends whose hedging pools' requests take the lane: the sync httpx-API loops over
-# their library's own transport, whose race cuts a loser's socket (``ThreadRace.cuts``).
-# The async loops race in the exchange (``async_race``); the requests adapter's inner
-# transport is urllib3's, whose sockets the race cannot find, so it races from a pool of
-# threads (``ThreadRace._pooled``), in the exchange too.
-HEDGING_LANES = ("sync", "httpx2")
+# their library's own transport, whose race cuts a loser's socket (``ThreadRace.cuts``),
+# and every async loop (``async_race``: a hedge that wins cancels the attempt's task). The
+# requests adapter's inner transport is urllib3's, whose sockets the race cannot find, so
+# it races from a pool of threads (``ThreadRace._pooled``), in the exchange.
+HEDGING_LANES = ("sync", "httpx2", "async", "httpx2-async", "aiohttp")
 
 
 @pytest.mark.parametrize("pool_kind", ["hedging", "telemetry", "stale"])
@@ -165,25 +168,24 @@ def test_what_the_lane_does_not_take_starts_in_a_plan(
         assert plans == ["GET"] * 3
 
 
+@pytest.mark.parametrize("kind", HEDGING_LANES)
 @pytest.mark.parametrize("delay", [None, 1.0], ids=["adaptive", "fixed"])
 def test_a_hedging_lane_earns_the_throttle_and_feeds_the_latency_window(
-    servers: Servers, plans: list[str], delay: float | None
+    servers: Servers, plans: list[str], delay: float | None, kind: str
 ) -> None:
-    """A sync loop's GETs to a hedging pool, answered in the lane: each earns the hedge
-    throttle a token, as a plan's first attempt does, and each success enters its domain's
-    latency window (the adaptive delay's); a POST earns none, its success enters the window."""
-    import httpx
-
-    from pytest_failover import FailoverTransport
-
+    """GETs to a hedging pool, answered in the lane: each earns the hedge throttle a token,
+    as a plan's first attempt does, and each success enters its domain's latency window
+    (the adaptive delay's); a POST earns none, its success enters the window."""
     a, b = servers["a"], servers["b"]
-    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=delay)))
-    core = transport._state.core.pools["api"]
-    assert core.throttle is not None
-    with httpx.Client(transport=transport) as client:
+    client = Harness(kind, [Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=delay)))
+    try:
+        core = _state_of(client.transport, "test")._state.core.pools["api"]
+        assert core.throttle is not None
         for _ in range(4):
             assert client.get(f"{a.url()}/x").status_code == 200
-        assert client.post(f"{a.url()}/x", content=b"{}").status_code == 200
+        assert client.request("POST", f"{a.url()}/x", content=b"{}").status_code == 200
+    finally:
+        client.close()
     assert plans == ["GET"]  # the first set the serving domain; the others took the lane
     assert core.throttle.requests == 4  # one token earned by each GET, in a plan or the lane
     if delay is None:
@@ -191,6 +193,26 @@ def test_a_hedging_lane_earns_the_throttle_and_feeds_the_latency_window(
         assert len(core.latency[Domain.parse(a.url())]) == 5  # every success, the POST's too
     else:
         assert core.latency is None
+
+
+def _hedged_in_the_lane(results: list[FailoverResult], plans: list[str], throttle: Any, a: Any, b: Any) -> None:
+    """Every request whose hedge fell due in the lane, over a slow primary ``a``, built one
+    plan; a hedged one was won by the backup ``b``, the primary's attempt cut; one the
+    throttle refused its hedge was answered by the primary; each earned its token once."""
+    assert len(plans) == len(results), "a request whose hedge fell due built no plan, or two"
+    hedged = [r for r in results if len(r.attempts) == 2]
+    for result in results:
+        attempts = [(r.number, r.domain, r.hedge, r.race) for r in sorted(result.attempts, key=lambda r: r.number)]
+        if result in hedged:
+            assert result.domain == b.url() and attempts == [
+                (1, a.url(), False, "cancelled"),
+                (2, b.url(), True, "won"),
+            ], result
+        else:  # its hedge was refused: the primary answered
+            assert result.domain == a.url() and attempts == [(1, a.url(), False, None)], result
+    assert len(hedged) == throttle.hedges >= 5  # a burst's tokens at least
+    assert b.counts["GET"] == len(hedged) and a.counts["GET"] == len(results)
+    assert throttle.requests == len(results)  # each earned its token once, in the lane
 
 
 def test_a_hedge_that_falls_due_in_the_lane_wins_with_the_backup(servers: Servers, plans: list[str]) -> None:
@@ -231,20 +253,7 @@ def test_a_hedge_that_falls_due_in_the_lane_wins_with_the_backup(servers: Server
     client.close()
     assert not failures
     assert len(results) == 12 * requests_each
-    assert len(plans) == len(results), "a request whose hedge fell due built no plan, or two"
-    hedged = [r for r in results if len(r.attempts) == 2]
-    for result in results:
-        attempts = [(r.number, r.domain, r.hedge, r.race) for r in sorted(result.attempts, key=lambda r: r.number)]
-        if result in hedged:
-            assert result.domain == b.url() and attempts == [
-                (1, a.url(), False, "cancelled"),
-                (2, b.url(), True, "won"),
-            ], result
-        else:  # its hedge was refused: the primary answered
-            assert result.domain == a.url() and attempts == [(1, a.url(), False, None)], result
-    assert len(hedged) == throttle.hedges >= 5  # a burst's tokens at least
-    assert b.counts["GET"] == len(hedged) and a.counts["GET"] == len(results)
-    assert throttle.requests == len(results)  # each earned its token once, in the lane
+    _hedged_in_the_lane(results, plans, throttle, a, b)
 
 
 def test_threads_share_the_lane_while_the_primary_fails_and_recovers(servers: Servers) -> None:
@@ -290,17 +299,18 @@ def test_threads_share_the_lane_while_the_primary_fails_and_recovers(servers: Se
     assert recorded[0] == a.total + b.total, "an attempt sent is missing from the results"
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
 @pytest.mark.parametrize("primary", ["refused", "slow"])
-def test_a_hedged_lane_leaves_no_reference_cycle(servers: Servers, primary: str) -> None:
+def test_a_hedged_lane_leaves_no_reference_cycle(servers: Servers, primary: str, kind: str) -> None:
     """A hedging lane's request handed over frees its lane, exchange and race by
     refcounting: a refused primary whose error the lane's attempt ended with (its traceback
-    holds ThreadRace.sent's frame, whose caller kept the error), or a slow one whose hedge
-    fell due and won."""
+    holds the frame of ThreadRace.sent or async_race, whose caller kept the error), or a
+    slow one whose hedge fell due and won."""
     import httpx
 
-    from pytest_failover import FailoverTransport
+    from pytest_failover import AsyncFailoverTransport, FailoverTransport
     from pytest_failover._exchange import Exchange, Lane
-    from pytest_failover._race import Race, _Hedges
+    from pytest_failover._race import Race, _AsyncHedges, _Hedges
 
     from .garbage import left_for_the_collector
 
@@ -310,15 +320,33 @@ def test_a_hedged_lane_leaves_no_reference_cycle(servers: Servers, primary: str)
     else:
         servers["a"].set(delay=0.03)
         first, hedging = servers["a"].url(), Hedging(delay=0.005, max_ratio=1.0)
-    transport = FailoverTransport([Pool("api", [first, b.url()])], fast(hedging=hedging, breaker_threshold=100))
-    with httpx.Client(transport=transport) as client:
+    # Not sticky: every request starts at the primary again (its breaker stays closed).
+    pools, policy = [Pool("api", [first, b.url()])], fast(hedging=hedging, breaker_threshold=100, sticky=False)
+    kinds = (Lane, Exchange, Race, _Hedges, _AsyncHedges)
+    ends = {"refused": ["connection_refused", None], "slow": ["cancelled", None]}[primary]
+
+    def check(result: FailoverResult) -> None:
+        assert result.domain == b.url()
+        assert [r.error_type for r in sorted(result.attempts, key=lambda r: r.number)] == ends
+
+    if kind == "async":
+        transport = AsyncFailoverTransport(pools, policy)
+
+        async def main() -> None:
+            async with httpx.AsyncClient(transport=transport) as client:
+                for _ in range(5):
+                    check((await client.get(f"{first}/x")).extensions["failover"])
+
+        assert left_for_the_collector(lambda: asyncio.run(main()), kinds) == []
+        return
+    with httpx.Client(transport=FailoverTransport(pools, policy)) as client:
 
         def run() -> None:
             for _ in range(5):
-                assert client.get(f"{first}/x").extensions["failover"].domain == b.url()
+                check(client.get(f"{first}/x").extensions["failover"])
             time.sleep(0.1)  # the losers' threads end
 
-        assert left_for_the_collector(run, (Lane, Exchange, Race, _Hedges)) == []
+        assert left_for_the_collector(run, kinds) == []
 
 
 class Leaving(BaseException):
@@ -364,3 +392,135 @@ def test_a_caller_leaving_a_hedged_lane_gives_its_request_up_once(
     snapshot = transport.state().pools["api"]
     assert [(d.breaker, d.consecutive_failures, d.can_request) for d in snapshot.domains] == [("closed", 0, True)] * 2
     transport.close()
+
+
+# -- the async loops' hedging lane (``AsyncLoop._raced``, ``async_race``) -------------------
+
+
+def _armed(loop: asyncio.AbstractEventLoop) -> list[asyncio.TimerHandle]:
+    """The hedge timers still armed on ``loop`` (those of ``_race``; the deadline's own
+    watch, ``_deadline._LoopWatch``, stays armed for the loop's next request)."""
+    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]  # asyncio's own heap of timers
+    return [
+        handle
+        for handle in scheduled
+        if not handle.cancelled() and getattr(handle._callback, "__module__", None) == "pytest_failover._race"  # type: ignore[attr-defined]  # the handle's callback
+    ]
+
+
+def _async_hedging(pools: list[Pool], policy: Policy) -> tuple[Any, Any, Any]:
+    """An async transport over httpx's own, whose pool has no connection limit (a hundred
+    tasks' attempts and their hedges each hold one); the transport, its inner one, and the
+    pool's throttle."""
+    import httpx
+
+    from pytest_failover import AsyncFailoverTransport
+
+    inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+    transport = AsyncFailoverTransport(pools, policy, inner)
+    throttle = transport._state.core.pools["api"].throttle
+    assert throttle is not None
+    return transport, inner, throttle
+
+
+def test_a_hedge_that_falls_due_in_an_async_lane_wins_with_the_backup(servers: Servers, plans: list[str]) -> None:
+    """A hundred tasks on one async transport, a slow primary, ``Hedging(delay=0.01)``: each
+    GET starts in the lane, its hedge falls due while the primary is on the wire, its timer
+    builds the request's exchange then (once: one plan a request), and the backup wins, the
+    primary's attempt cut (its task interrupted); a request the throttle refused its hedge
+    (tasks that start together share its burst) is answered by the primary. Every attempt
+    is in a result, and no hedge timer is left armed."""
+    import httpx
+
+    a, b = servers["a"], servers["b"]
+    a.set(delay=1.0)  # long enough that a hedge due at 10 ms goes out first on a loaded machine
+    transport, _, throttle = _async_hedging(
+        [Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=0.01, max_ratio=1.0))
+    )
+    tasks = 100
+
+    async def main() -> tuple[list[Any], list[asyncio.TimerHandle]]:
+        async with httpx.AsyncClient(transport=transport) as client:
+
+            async def work(start: float) -> FailoverResult:
+                # Each starts a little after the one before: each earns the throttle the
+                # token its hedge spends (a hundred at once would share a burst of five).
+                await asyncio.sleep(start)
+                result: FailoverResult = (await client.get(f"{a.url()}/x")).extensions["failover"]
+                return result
+
+            work_each = (work(i * 0.01) for i in range(tasks))
+            done = await asyncio.wait_for(asyncio.gather(*work_each, return_exceptions=True), 30)
+            return done, _armed(asyncio.get_running_loop())
+
+    done, armed = asyncio.run(main())
+    failures = [d for d in done if isinstance(d, BaseException)]
+    assert not failures
+    results: list[FailoverResult] = done
+    assert len(results) == tasks
+    assert armed == []
+    _hedged_in_the_lane(results, plans, throttle, a, b)
+
+
+def test_an_async_request_answered_before_its_hedge_is_due_builds_no_plan(servers: Servers, plans: list[str]) -> None:
+    """Fifty tasks on one async transport, ``Hedging(delay=1.0)``, a primary that answers
+    at once: every request after the first (which sets the serving domain) is answered in
+    the lane, builds no plan and leaves no timer armed; each earned the throttle its token."""
+    import httpx
+
+    a, b = servers["a"], servers["b"]
+    transport, _, throttle = _async_hedging([Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=1.0)))
+
+    async def main() -> list[asyncio.TimerHandle]:
+        async with httpx.AsyncClient(transport=transport) as client:
+            assert (await client.get(f"{a.url()}/warm")).status_code == 200
+
+            async def work() -> None:
+                for _ in range(3):
+                    result = (await client.get(f"{a.url()}/x")).extensions["failover"]
+                    assert [(r.number, r.domain, r.hedge) for r in result.attempts] == [(1, a.url(), False)]
+
+            await asyncio.wait_for(asyncio.gather(*(work() for _ in range(50))), 30)
+            return _armed(asyncio.get_running_loop())
+
+    assert asyncio.run(main()) == []
+    assert plans == ["GET"]
+    assert throttle.requests == 151 and throttle.hedges == 0
+    assert a.counts["GET"] == 151 and b.total == 0
+
+
+@pytest.mark.parametrize("due", [False, True], ids=["before-the-hedge", "hedge-due"])
+def test_a_caller_cancelled_in_an_async_hedged_lane_gives_its_request_up_once(
+    servers: Servers, plans: list[str], due: bool
+) -> None:
+    """A task cancelled while its hedgeable request's first attempt is in flight: before its
+    hedge fell due, the request's plan is built to give it up; after (the hedge on the
+    wire too), the timer built it, and it is given up, not built again, its hedge's task
+    cancelled. Either way one plan, no timer armed, no connection left busy, the pool's
+    breakers as they were."""
+    import httpx
+
+    a, b = servers["a"], servers["b"]
+    a.set(delay=2.0)
+    b.set(delay=2.0)  # a hedge that went out is still on the wire when the caller leaves
+    transport, inner, _ = _async_hedging(
+        [Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=0.01 if due else 1.0, max_ratio=1.0))
+    )
+
+    async def main() -> tuple[list[asyncio.TimerHandle], list[Any]]:
+        async with httpx.AsyncClient(transport=transport) as client:
+            request = asyncio.create_task(client.get(f"{a.url()}/x"))
+            await asyncio.sleep(0.3)
+            request.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await request
+            await asyncio.sleep(0.05)  # the hedge's task ends, cancelled
+            busy = [c for c in inner._pool.connections if not (c.is_idle() or c.is_closed())]
+            return _armed(asyncio.get_running_loop()), busy
+
+    armed, busy = asyncio.run(main())
+    assert armed == [] and busy == []
+    assert plans == ["GET"]
+    assert b.total_settled(1 if due else 0) == (1 if due else 0)  # only a hedge goes there
+    snapshot = transport.state().pools["api"]
+    assert [(d.breaker, d.consecutive_failures, d.can_request) for d in snapshot.domains] == [("closed", 0, True)] * 2

@@ -39,7 +39,7 @@ HOSTS = ("api.stale.test", "api2.stale.test")
 USERS = [f"token-{n}" for n in range(20)]
 PATHS = {"/public": "public, max-age=60", "/private": "private, max-age=60"}
 SECONDS = 1.5  # how long the domains flip and the workers run, at least ...
-MOST = 15.0  # ... and at most, until the run means something (Tally.enough): a loaded machine answers fewer
+MOST = 30.0  # ... and at most, until the run means something (Tally.enough): a loaded machine answers fewer
 POLICY = Policy(
     schedule=ExponentialBackoff(base=0.001, cap=0.005, max_attempts=2),
     stale_on_failure=True,
@@ -64,7 +64,7 @@ def flipping() -> Iterator[FakeDomains]:
 
         def flip() -> None:
             draw = random.Random(9)
-            deadline = time.monotonic() + MOST
+            deadline = time.monotonic() + MOST + 5.0  # flipping until the workers stop (at MOST)
             while not stop.wait(0.02) and time.monotonic() < deadline:
                 for host in HOSTS:
                     if draw.random() < 0.6:
