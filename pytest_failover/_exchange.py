@@ -174,8 +174,9 @@ class Lane:
     attempt in it (:meth:`Exchange.adopting`), which goes on as if it had sent the attempt
     itself. A lane takes a request with no options, whose body can be sent again, to a
     plain pool (``PoolCore.plain``: the pool's choice alone decides the first attempt),
-    while telemetry is silent (``Telemetry.silent``) and the stale cache is off for it; the
-    exchange takes the others from the start. A lane takes a hedging pool's that is plain
+    while the stale cache is off for it; the exchange takes the others from the start.
+    While telemetry records (``Telemetry.silent`` says it does not), the request is a
+    :class:`TracedLane`, which records what the exchange would. A lane takes a hedging pool's that is plain
     otherwise (``PoolCore.lane_hedges``) too, in the async loops and in a sync one whose
     race can cut a socket: a hedgeable one's attempt is :attr:`racing` (sent with its first
     hedge armed), and the race builds its exchange only when that hedge falls due
@@ -193,6 +194,7 @@ class Lane:
     # ... or when it sends it with its first hedge armed (a hedgeable request in a pool that
     # is plain but for hedging, ``PoolCore.lane_hedges``: ``SyncLoop._raced``, ``AsyncLoop._raced``)
     racing: Attempt | None = None
+    trace: RequestTrace | None = None  # the request's telemetry (a TracedLane's, an exchange's)
 
     def __init__(
         self,
@@ -368,6 +370,76 @@ class Lane:
         error.__cause__ = exc
         return error
 
+    # -- telemetry (a request with a trace: a TracedLane's, or an exchange's) --------------
+
+    def _started(self, trace: RequestTrace, attempt: Attempt) -> None:
+        """``attempt`` goes out: its span, and the context to send it in (:func:`enter`)."""
+        attempt.span, attempt.quiet = trace.attempt_started(attempt, attempt.request)
+
+    @staticmethod
+    def _ended(trace: RequestTrace, attempt: Attempt, exception: BaseException | None) -> None:
+        """``attempt`` ended (its outcome and duration recorded): its span and metrics."""
+        outcome = attempt.outcome
+        trace.attempt_ended(
+            attempt,
+            attempt.span,
+            race=attempt.race,
+            duration=attempt.duration,
+            result=_RESULTS[outcome.kind],
+            status=outcome.status,  # a response's status code, None for an error
+            error_type=outcome.error_type,
+            exception=exception,
+        )
+
+    def _finished_trace(
+        self, trace: RequestTrace, outcome: str, domain: str | None, status: int | None, error_type: str | None, attempts: int
+    ) -> None:
+        """The request ended with ``outcome`` after ``attempts`` attempts: its span and metrics."""
+        trace.finish(
+            outcome=outcome,
+            duration=self.clock() - self.started_at,
+            attempts=attempts,
+            domain=domain,
+            status=status,
+            error_type=error_type,
+        )
+
+
+class TracedLane(Lane):
+    """A lane while telemetry records: its request's trace starts with it, its attempt's
+    span as the attempt is aimed, and a success it ends records both as the exchange would
+    (the same calls: :meth:`Lane._started`, :meth:`Lane._ended`,
+    :meth:`Lane._finished_trace`). A request it hands over keeps its trace
+    (``Exchange.adopting``). A class of its own, so that the silent lane, most requests'
+    where no SDK is installed, asks nothing of telemetry."""
+
+    def __init__(
+        self,
+        state: State,
+        lib: HTTPLib,
+        request: Request,
+        core: PoolCore,
+        origin: Domain | None,
+        now: float,
+        resendable: bool,
+    ) -> None:
+        self.trace = trace = state.telemetry.start(core.name, request.method, request.url)
+        Lane.__init__(self, state, lib, request, core, origin, now, resendable)
+        attempt = self.attempt or self.racing
+        if trace is not None and attempt is not None:
+            self._started(trace, attempt)
+
+    def ends(self, attempt: Attempt, response: Response, wait: bool) -> bool:
+        if not Lane.ends(self, attempt, response, wait):
+            return False
+        trace = self.trace
+        if trace is not None:
+            self._ended(trace, attempt, None)
+            self._finished_trace(
+                trace, _OUTCOME_SUCCESS, attempt.domain.url, response.status_code, attempt.outcome.error_type, 1
+            )
+        return True
+
 
 class Exchange(Lane, RequestPlan):
     """One logical request through the failover loop: everything but the I/O.
@@ -391,7 +463,6 @@ class Exchange(Lane, RequestPlan):
     stop: Stop = DONE  # why no attempt follows (set when the plan stops for another reason)
     _finished = False  # the request's telemetry has ended (read by abandon only)
     _blocking = True  # its front-end may wait for the disk (a sync one: see AsyncExchange)
-    trace: RequestTrace | None = None
 
     def __init__(
         self,
@@ -431,8 +502,8 @@ class Exchange(Lane, RequestPlan):
         """The exchange of ``lane``'s request, which needs a plan after all: with the lane's
         first attempt (:attr:`attempt` or :attr:`racing`) in flight, if it sent one (the
         caller reports its end; its throttle token is earned already), or none (the lane did
-        not take the request: it starts here). A lane's request is silent (the front-end
-        starts one only while telemetry is): it stays so, with no trace."""
+        not take the request: it starts here). A lane's trace, if any (a
+        :class:`TracedLane`'s), goes on with it."""
         self = cls.__new__(cls)
         facts = vars(self)
         facts.update(vars(lane))
@@ -475,7 +546,7 @@ class Exchange(Lane, RequestPlan):
             attempt.deadline = now + attempt.timeout
         trace = self.trace
         if trace is not None:
-            attempt.span, attempt.quiet = trace.attempt_started(attempt, attempt.request)
+            self._started(trace, attempt)
         return attempt
 
     def _copy(self) -> Request:
@@ -569,16 +640,7 @@ class Exchange(Lane, RequestPlan):
         trace = self.trace
         if trace is None:
             return
-        trace.attempt_ended(
-            attempt,
-            attempt.span,
-            race=attempt.race,
-            duration=duration,
-            result=_RESULTS[outcome.kind],
-            status=outcome.status,  # a response's status code, None for an error
-            error_type=outcome.error_type,
-            exception=exception,
-        )
+        self._ended(trace, attempt, exception)
         if events:
             trace.events(events)
 
@@ -728,16 +790,8 @@ class Exchange(Lane, RequestPlan):
 
     def _end(self, outcome: str, domain: str | None, status: int | None, error_type: str | None) -> None:
         self._finished = True
-        if self.trace is None:
-            return
-        self.trace.finish(
-            outcome=outcome,
-            duration=self.clock() - self.started_at,
-            attempts=len(self.records),
-            domain=domain,
-            status=status,
-            error_type=error_type,
-        )
+        if self.trace is not None:
+            self._finished_trace(self.trace, outcome, domain, status, error_type, len(self.records))
 
     # -- leaving early (cancellation, a bug below us) ----------------------------------
 

@@ -31,6 +31,7 @@ from ._exchange import (
     FailoverResult,
     Fallback,
     Lane,
+    TracedLane,
     enter,
     leave,
 )
@@ -168,10 +169,12 @@ class _FailoverBase:
             (pool_core.plain or (self._lane_hedges and pool_core.lane_hedges))
             and options is DEFAULT_OPTIONS
             and isinstance(request.stream, self._lib.ByteStream)
-            and state.telemetry.silent()
         ):
             resendable = pool_core.idempotent(request.method, request.headers)
-            lane = Lane(state, self._lib, request, pool_core, origin, state.clock(), resendable)
+            # (a TracedLane while telemetry records: it does what the exchange would)
+            lane = (Lane if state.telemetry.silent() else TracedLane)(
+                state, self._lib, request, pool_core, origin, state.clock(), resendable
+            )
             return lane if lane.attempt is not None or lane.racing is not None else self._exchange.adopting(lane)
         return self._exchange(state, self._lib, request, pool_core, pinned, origin, options)
 

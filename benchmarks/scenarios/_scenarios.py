@@ -121,7 +121,9 @@ SMALL = Sizes(
     # (CI's two workers and one more) made the client lag its flips: gap 2.5 %, overload.
     flap_tasks=50, flap_threads=4, flap_seconds=6.0, flap_period=0.5,
     failback_tasks=40, failback_threads=4,
-    failback_dead=1.0, failback_recovering=2.0, failback_up=1.5,
+    # healthy for 2.5 s: the share on the primary is read from 2 cooldowns (1 s) after it
+    # recovered; at 1.5 s, a client lagging its timeline under load had no request left there
+    failback_dead=1.0, failback_recovering=2.0, failback_up=2.5,
     rolling_tasks=40, rolling_threads=4, rolling_phase=0.6,
     trickle_tasks=8, trickle_threads=4,
     trickle_deadline=0.6, trickle_interval=0.4, trickle_bytes=6,

@@ -143,10 +143,11 @@ HEDGING_LANES = ("sync", "httpx2", "async", "httpx2-async", "aiohttp")
 def test_what_the_lane_does_not_take_starts_in_a_plan(
     make_client: Any, servers: Servers, plans: list[str], pool_kind: str
 ) -> None:
-    """A transport with an SDK's provider, a GET the stale cache serves, a hedging pool's
-    request where the front-end races in the exchange: every request has a plan from the
-    start. A sync loop's hedging pool takes the lane: only the first request (which sets
-    the serving domain) has a plan, and a POST there (never hedged) takes the lane too."""
+    """A GET the stale cache serves, a hedging pool's request where the front-end races in
+    the exchange: every request has a plan from the start. A hedging pool whose front-end
+    races in the lane, and a transport with an SDK's provider (a ``TracedLane``), take the
+    lane: only the first request (which sets the serving domain) has a plan, and a POST to
+    the hedging pool (never hedged) takes the lane too."""
     a = servers["a"]
     options: dict[str, Any] = {}
     policy: Policy = fast()
@@ -159,7 +160,9 @@ def test_what_the_lane_does_not_take_starts_in_a_plan(
     client = make_client([Pool("api", [a.url(), servers["b"].url()])], policy, **options)
     for _ in range(3):
         assert client.request("GET", f"{a.url()}/x").status_code == 200
-    if pool_kind == "hedging" and client.kind in HEDGING_LANES:
+    if pool_kind == "telemetry":
+        assert plans == ["GET"]
+    elif pool_kind == "hedging" and client.kind in HEDGING_LANES:
         assert plans == ["GET"]
         posted = client.request("POST", f"{a.url()}/x", content=b"{}")
         assert [(r.number, r.domain, r.hedge) for r in info(posted).attempts] == [(1, a.url(), False)]

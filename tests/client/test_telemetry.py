@@ -258,3 +258,74 @@ def test_attempt_metrics_of_two_domains_keep_their_own_attributes(otel: Otel) ->
             "failover.attempt": 2, "http.request.resend_count": 1, "http.response.status_code": 200,
         },
     ]  # fmt: skip
+
+
+def _recorded(otel: Otel, seen: int) -> tuple[list[tuple[Any, ...]], dict[tuple[str, frozenset[Any]], float]]:
+    """The spans finished after the first ``seen`` (each: name, kind, attributes, status,
+    event names, whether its parent is the request's span), and every metric point's value
+    (a histogram's: its count)."""
+    spans = otel.finished()[seen:]
+    logical = {s.context.span_id for s in spans if s.kind is SpanKind.INTERNAL}
+    shape = [
+        (
+            s.name,
+            s.kind,
+            sorted((dict(s.attributes or {})).items()),
+            s.status.status_code,
+            [e.name for e in s.events],
+            s.parent is not None and s.parent.span_id in logical,
+        )
+        for s in spans
+    ]
+    values: dict[tuple[str, frozenset[Any]], float] = {}
+    data = otel.reader.get_metrics_data()
+    for rm in data.resource_metrics if data else []:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                for point in metric.data.data_points:
+                    value = getattr(point, "count", None)
+                    values[metric.name, frozenset((point.attributes or {}).items())] = (
+                        point.value if value is None else value  # type: ignore[union-attr]  # a sum's or a gauge's
+                    )
+    return shape, values
+
+
+def test_a_request_the_lane_answers_records_what_the_exchange_records(
+    make_client: Any, servers: dict[str, LoopbackServer], otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While telemetry records, a plain pool's request answered at its first attempt goes
+    through the lane (a ``TracedLane``: no plan built) and leaves the same spans, span
+    events, metric points and trace context on the wire as the same request through the
+    exchange (forced there by an option, ``{"enabled": True}``, which changes nothing else)."""
+    from pytest_failover._plan import RequestPlan
+
+    a, b = servers["a"], servers["b"]
+    client = make_client([Pool("api", [a.url(), b.url()])], policy(), **otel.kwargs)
+    client.request("GET", a.url() + "/x")  # the first answer sets the serving domain (a plan)
+    plans: list[str] = []
+    real = RequestPlan.__init__
+
+    def counted(self: RequestPlan, core: Any, method: str, *args: Any, **kwargs: Any) -> None:
+        plans.append(method)
+        real(self, core, method, *args, **kwargs)
+
+    monkeypatch.setattr(RequestPlan, "__init__", counted)
+
+    def one(extensions: dict[str, Any] | None) -> tuple[list[tuple[Any, ...]], dict[tuple[str, frozenset[Any]], float]]:
+        seen, (_, before) = len(otel.finished()), _recorded(otel, 0)
+        response = client.request("GET", a.url() + "/x", extensions=extensions)
+        assert response.status_code == 200
+        spans, after = _recorded(otel, seen)
+        moved = {key: value - before.get(key, 0) for key, value in after.items() if value != before.get(key, 0)}
+        return spans, moved
+
+    lane = one(None)
+    assert plans == []  # the lane answered it
+    exchange = one({"failover": {"enabled": True}})
+    assert plans == ["GET"]  # the exchange answered it
+    assert lane == exchange
+    spans, moved = lane
+    assert [(name, kind) for name, kind, *_ in spans] == [("GET", SpanKind.CLIENT), ("failover api", SpanKind.INTERNAL)]
+    assert {name for name, _ in moved} >= {"failover.requests", "failover.attempts", "http.client.request.duration"}
+    sent = [{k.lower(): v for k, v in request[2].items()} for request in a.seen[-2:]]
+    assert all("traceparent" in headers for headers in sent)  # each attempt's own context went out
