@@ -376,6 +376,18 @@ class Lane:
         """``attempt`` goes out: its span, and the context to send it in (:func:`enter`)."""
         attempt.span, attempt.quiet = trace.attempt_started(attempt, attempt.request)
 
+    def _peer(self, attempt: Attempt, response: Response) -> None:
+        """Name the address a response came from on its attempt's span, if it has one and
+        a pool resolves (a pooled connection's too, which the resolving backend did not
+        open for this attempt); before the span ends."""
+        dialer = self._state.dialer
+        if attempt.span is None or dialer is None:
+            return
+        peer = dialer.peer(response)
+        if peer is not None:
+            address, source = peer
+            attempt.span.set_attributes({semconv.NETWORK_PEER_ADDRESS: address, semconv.FAILOVER_RESOLVE_SOURCE: source})
+
     @staticmethod
     def _ended(trace: RequestTrace, attempt: Attempt, exception: BaseException | None) -> None:
         """``attempt`` ended (its outcome and duration recorded): its span and metrics."""
@@ -434,6 +446,7 @@ class TracedLane(Lane):
             return False
         trace = self.trace
         if trace is not None:
+            self._peer(attempt, response)
             self._ended(trace, attempt, None)
             self._finished_trace(
                 trace, _OUTCOME_SUCCESS, attempt.domain.url, response.status_code, attempt.outcome.error_type, 1
@@ -590,8 +603,7 @@ class Exchange(Lane, RequestPlan):
         self.response = response
         self._answered_by = attempt.domain.url  # not the last record: a cut loser's may follow
         self.error = None
-        if attempt.span is not None and self._state.dialer is not None:
-            self._peer(attempt, response)  # before _record ends the span
+        self._peer(attempt, response)  # before _record ends the span
         self._record(attempt, outcome, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
@@ -601,16 +613,6 @@ class Exchange(Lane, RequestPlan):
                 self.clock(),
                 max_bytes=self.core.policy.stale_max_bytes,
             )
-
-    def _peer(self, attempt: Attempt, response: Response) -> None:
-        """Name the address a response came from on its attempt's span (a pooled
-        connection's too, which the resolving backend did not open for this attempt)."""
-        dialer = self._state.dialer
-        assert dialer is not None
-        peer = dialer.peer(response)
-        if peer is not None:
-            address, source = peer
-            attempt.span.set_attributes({semconv.NETWORK_PEER_ADDRESS: address, semconv.FAILOVER_RESOLVE_SOURCE: source})
 
     def on_error(self, attempt: Attempt, exc: BaseException) -> None:
         started = self._tracked.started if self._tracked is not None else False
