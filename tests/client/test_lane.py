@@ -152,7 +152,7 @@ def test_what_the_lane_does_not_take_starts_in_a_plan(
     options: dict[str, Any] = {}
     policy: Policy = fast()
     if pool_kind == "hedging":
-        policy = fast(hedging=Hedging(delay=1.0))
+        policy = fast(hedging=Hedging(delay=10.0))
     elif pool_kind == "telemetry":
         options["tracer_provider"] = TracerProvider()
     else:
@@ -172,7 +172,7 @@ def test_what_the_lane_does_not_take_starts_in_a_plan(
 
 
 @pytest.mark.parametrize("kind", HEDGING_LANES)
-@pytest.mark.parametrize("delay", [None, 1.0], ids=["adaptive", "fixed"])
+@pytest.mark.parametrize("delay", [None, 10.0], ids=["adaptive", "fixed"])
 def test_a_hedging_lane_earns_the_throttle_and_feeds_the_latency_window(
     servers: Servers, plans: list[str], delay: float | None, kind: str
 ) -> None:
@@ -466,13 +466,14 @@ def test_a_hedge_that_falls_due_in_an_async_lane_wins_with_the_backup(servers: S
 
 
 def test_an_async_request_answered_before_its_hedge_is_due_builds_no_plan(servers: Servers, plans: list[str]) -> None:
-    """Fifty tasks on one async transport, ``Hedging(delay=1.0)``, a primary that answers
+    """Fifty tasks on one async transport, ``Hedging(delay=10.0)``, a primary that answers
     at once: every request after the first (which sets the serving domain) is answered in
-    the lane, builds no plan and leaves no timer armed; each earned the throttle its token."""
+    the lane, builds no plan and leaves no timer armed; each earned the throttle its token.
+    (10 s: under a loaded CI run, a loopback GET among 50 tasks took over 1 s.)"""
     import httpx
 
     a, b = servers["a"], servers["b"]
-    transport, _, throttle = _async_hedging([Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=1.0)))
+    transport, _, throttle = _async_hedging([Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=10.0)))
 
     async def main() -> list[asyncio.TimerHandle]:
         async with httpx.AsyncClient(transport=transport) as client:
@@ -507,7 +508,7 @@ def test_a_caller_cancelled_in_an_async_hedged_lane_gives_its_request_up_once(
     a.set(delay=2.0)
     b.set(delay=2.0)  # a hedge that went out is still on the wire when the caller leaves
     transport, inner, _ = _async_hedging(
-        [Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=0.01 if due else 1.0, max_ratio=1.0))
+        [Pool("api", [a.url(), b.url()])], fast(hedging=Hedging(delay=0.01 if due else 5.0, max_ratio=1.0))
     )
 
     async def main() -> tuple[list[asyncio.TimerHandle], list[Any]]:
@@ -517,9 +518,13 @@ def test_a_caller_cancelled_in_an_async_hedged_lane_gives_its_request_up_once(
             request.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await request
-            await asyncio.sleep(0.05)  # the hedge's task ends, cancelled
-            busy = [c for c in inner._pool.connections if not (c.is_idle() or c.is_closed())]
-            return _armed(asyncio.get_running_loop()), busy
+            # the hedge's task ends, cancelled, and gives its connection back (2 s at most)
+            deadline = asyncio.get_running_loop().time() + 2.0
+            while True:
+                busy = [c for c in inner._pool.connections if not (c.is_idle() or c.is_closed())]
+                if not busy or asyncio.get_running_loop().time() > deadline:
+                    return _armed(asyncio.get_running_loop()), busy
+                await asyncio.sleep(0.01)
 
     armed, busy = asyncio.run(main())
     assert armed == [] and busy == []
