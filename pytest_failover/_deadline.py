@@ -87,10 +87,10 @@ def async_limit(seconds: float) -> AbstractContextManager[object]:
     watch = _latest()  # the watch looked up last: a process mostly runs one loop
     if watch is None or watch.loop is not loop:
         watch = _watch_of(loop)
-    # Armed here, slot by slot: ``_Limit(...)`` would run an ``__init__`` from C, a frame
-    # the interpreter cannot run inline as it does this function's.
+    # Armed here, slot by slot: an ``__init__`` would run from C, a frame the interpreter
+    # cannot run inline as it does this function's.
     at = loop.time() + seconds
-    limit = _new_limit(_Limit)
+    limit = _Limit()
     limit.armed = watch.armed
     limit.task = task
     limit.at = at
@@ -133,6 +133,8 @@ class _Limit:
     on the way out and turns the watch's cancellation into ``TimeoutError``, as
     ``asyncio.timeout`` does."""
 
+    # Set by async_limit. No ``__init__``: ``_Limit()`` then runs in C alone, cheaper than
+    # ``object.__new__(_Limit)`` (whose wrapper slices its arguments into a new tuple).
     __slots__ = ("armed", "at", "cancelling", "task")
 
     armed: set[_Limit]  # its watch's
@@ -152,9 +154,6 @@ class _Limit:
             # stays a CancelledError and is never a timeout.
             if self.task.uncancel() <= self.cancelling and kind is not None and issubclass(kind, asyncio.CancelledError):
                 raise TimeoutError from exc
-
-
-_new_limit = object.__new__  # a _Limit, its slots unset (``async_limit`` sets them)
 
 
 class _Scope:

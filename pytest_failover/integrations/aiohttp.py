@@ -175,8 +175,7 @@ class FailoverMiddleware(_FrontEnd):
             _check_connector(request, self._dialer)
         body = request._body  # None: none (``request.body``, a property's frame, reads it as b"")
         stream = _REPLAYABLE if body is None or isinstance(body, payload.BytesPayload) else _Unreplayable()
-        sent: _Sent = (request, handler, url)
-        outgoing = _convert.request(request.method, url, request.headers.items(), stream, {"timeout": _UNREAD_TIMEOUTS, _NATIVE: sent, **extensions})
+        outgoing = _convert.request(request.method, url, request.headers.items(), stream, {"timeout": _UNREAD_TIMEOUTS, _NATIVE: (request, handler, url), **extensions})  # _Sent
         try:
             response = await self._transport.handle_async_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:
@@ -223,18 +222,19 @@ class _HandlerIO(httpx.AsyncBaseTransport):
     dialer: Dialer | None = None  # the state's, when a pool has a resolver
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        sent: _Sent = request.extensions[_NATIVE]
-        native, handler, url = sent
-        headers = request.headers
+        native: ClientRequest  # the three of _Sent, unpacked straight from the extension
+        handler: ClientHandlerType
+        url: httpx.URL
+        native, handler, url = request.extensions[_NATIVE]
         if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
             native = copy.copy(native)
             native.url = native.original_url = URL(str(request.url), encoded=True)
-            native.headers = CIMultiDict(_convert.decoded(headers._list))
+            native.headers = CIMultiDict(_convert.decoded(request.headers._list))
             request.extensions[_SENDING] = native  # for failover_timeout_error
-        elif getattr(headers, "changed", True):  # the exchange set trace context (one attempt at a time here)
-            native.headers = CIMultiDict(_convert.decoded(headers._list))
+        elif getattr(request.headers, "changed", True):  # the exchange set trace context (one attempt at a time here)
+            native.headers = CIMultiDict(_convert.decoded(request.headers._list))
         native.response = None  # set by aiohttp once the request went out
         try:
             response = await handler(native)
@@ -396,12 +396,14 @@ def _held(response: ClientResponse) -> bytes | None:
     (a short answer comes in the packet of its head; aiohttp gave the connection back to
     its pool then). Read from the stream's buffer (aiohttp's ``StreamReader`` keeps a
     deque of chunks and the offset read into the first; nothing reads it before the
-    caller), as aiohttp has no public way to look at unread bytes without taking them.
-    (One aiohttp read already, with ``read()``, is its ``_body``: the caller looks there.)"""
+    caller), as aiohttp has no public way to look at unread bytes without taking them;
+    whether it ended, and well, from what its ``is_eof()`` and ``exception()`` read (a
+    frame each). (One aiohttp read already, with ``read()``, is its ``_body``: the caller
+    looks there.)"""
     content = response.content
     if content is EMPTY_PAYLOAD:  # no body (HEAD, 204, 304)
         return b""
-    if not content.is_eof() or content.exception() is not None:
+    if not content._eof or content._exception is not None:
         return None
     held = b"".join(content._buffer)
     return held[content._buffer_offset :] if content._buffer_offset else held
