@@ -711,7 +711,7 @@ def test_a_hedged_sync_request_leaves_no_reference_cycle(servers: dict[str, Loop
 
     a, b = servers["a"], servers["b"]
     transport = FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.005, hedging=Hedging(delay=0.005, max_ratio=1.0)))
-    a.set(delay=0.03)
+    a.set(delay=0.5)  # the hedge (due at 5 ms) wins even on a loaded machine (at 30 ms, once it lost)
     with httpx.Client(transport=transport) as client:
 
         def run() -> None:

@@ -10,6 +10,9 @@ from benchmarks.scenarios._scenarios import COLD_STATES, SMALL, cold_burst
 
 from ._support import explain, invariants
 
+# Timed against the targets: run by themselves, after the rest (see tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 
 @pytest.mark.parametrize("side", ["async", "thread"])
 @pytest.mark.parametrize("primary", sorted(COLD_STATES))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.scenarios._clients import Client
 from benchmarks.scenarios._run import Env
 from benchmarks.scenarios._scenarios import SMALL, failback
 
 from ._support import explain, invariants
+
+# Timed against the targets: run by themselves, after the rest (see tests/conftest.py)
+pytestmark = pytest.mark.alone
 
 
 def test_at_most_one_request_per_cooldown_reaches_the_recovering_primary(env: Env, client: Client) -> None:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.scenarios._clients import Client
 from benchmarks.scenarios._run import Env
 from benchmarks.scenarios._scenarios import SMALL, flapping
 
 from ._support import explain, invariants
+
+# Timed against the issue's targets: run by themselves, after the rest (see tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 
 # Issue #9's target, asserted as is.
 TARGET = 0.005

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.scenarios._clients import Client
 from benchmarks.scenarios._run import Env
 from benchmarks.scenarios._scenarios import SMALL, rolling
 
 from ._support import explain, invariants
+
+# Timed against the targets: run by themselves, after the rest (see tests/conftest.py)
+pytestmark = pytest.mark.alone
 
 
 def test_only_the_library_s_errors_escape_and_every_attempt_is_accounted_for(env: Env, client: Client) -> None:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.scenarios._clients import Client
 from benchmarks.scenarios._run import Env
 from benchmarks.scenarios._scenarios import SMALL, total_outage
 
 from ._support import explain, invariants
+
+# Timed against the targets: run by themselves, after the rest (see tests/conftest.py)
+pytestmark = pytest.mark.alone
 
 
 def test_a_drained_budget_keeps_attempts_per_request_at_most_1_1(env: Env, client: Client) -> None:

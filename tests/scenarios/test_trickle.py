@@ -10,6 +10,9 @@ from benchmarks.scenarios._scenarios import SMALL, trickle
 
 from ._support import explain, invariants
 
+# Timed against the targets: run by themselves, after the rest (see tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 
 @pytest.mark.parametrize("side", ["async", "thread"])
 def test_a_trickling_body_overruns_the_deadline_by_at_most_100_ms(
