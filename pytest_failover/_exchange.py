@@ -176,11 +176,11 @@ class Lane:
     plain pool (``PoolCore.plain``: the pool's choice alone decides the first attempt),
     while the stale cache is off for it; the exchange takes the others from the start.
     While telemetry records (``Telemetry.silent`` says it does not), the request is a
-    :class:`TracedLane`, which records what the exchange would. A lane takes a hedging pool's that is plain
-    otherwise (``PoolCore.lane_hedges``) too, in the async loops and in a sync one whose
-    race can cut a socket: a hedgeable one's attempt is :attr:`racing` (sent with its first
-    hedge armed), and the race builds its exchange only when that hedge falls due
-    (``ThreadRace.sent``, ``async_race``).
+    :class:`TracedLane`, which records what the exchange would. A lane takes a hedging
+    pool's that is plain otherwise (``PoolCore.lane_hedges``) too, in the async loops and
+    in a sync one whose race can cut a socket: a hedgeable one's attempt is :attr:`racing`
+    (sent with its first hedge armed), and the race builds its exchange only when that
+    hedge falls due (``ThreadRace.sent``, ``async_race``).
 
     The lane is an exchange's base: what both need to send an attempt and read its answer
     (the request, its rewrite onto the attempt's domain, the body read) lives here once.
@@ -404,7 +404,13 @@ class Lane:
         )
 
     def _finished_trace(
-        self, trace: RequestTrace, outcome: str, domain: str | None, status: int | None, error_type: str | None, attempts: int
+        self,
+        trace: RequestTrace,
+        outcome: str,
+        domain: str | None,
+        status: int | None,
+        error_type: str | None,
+        attempts: int,
     ) -> None:
         """The request ended with ``outcome`` after ``attempts`` attempts: its span and metrics."""
         trace.finish(
