@@ -114,9 +114,15 @@ BARE_HTTPX_ASYNC = "httpx async, bare"
 BARE_HTTPX2 = "httpx2, bare"
 BARE_REQUESTS = "requests, bare"
 BARE_AIOHTTP = "aiohttp, bare"
-TOTAL_VARIANTS = (BARE_REQUESTS, REQUESTS_ADAPTER, BARE_AIOHTTP, AIOHTTP)
+TOTAL_VARIANTS = (
+    BARE_HTTPX, HTTPX_SYNC, BARE_HTTPX_ASYNC, HTTPX_ASYNC, BARE_HTTPX2, HTTPX2_SYNC,
+    BARE_REQUESTS, REQUESTS_ADAPTER, BARE_AIOHTTP, AIOHTTP,
+)  # fmt: skip
 """The variants :func:`measure` counts every frame of (``total=True``)."""
-FRONT_ENDS = {REQUESTS_ADAPTER: BARE_REQUESTS, AIOHTTP: BARE_AIOHTTP}
+FRONT_ENDS = {
+    HTTPX_SYNC: BARE_HTTPX, HTTPX_ASYNC: BARE_HTTPX_ASYNC, HTTPX2_SYNC: BARE_HTTPX2,
+    REQUESTS_ADAPTER: BARE_REQUESTS, AIOHTTP: BARE_AIOHTTP,
+}  # fmt: skip
 """Each front-end and the bare client it is paired with: the difference of their totals is
 all the work the front-end adds to a request, whoever's code runs it."""
 

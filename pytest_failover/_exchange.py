@@ -97,6 +97,8 @@ _EVENT_STREAM = b"text/event-stream"
 
 _SUCCESS = frozenset(range(200, 300))  # the statuses whose body Exchange.reads may read
 
+_timedelta = datetime.timedelta  # (days, seconds): a response's ``elapsed``
+
 # What :meth:`Exchange.reads` answers for a body whose length is declared within the limit:
 # read it all, with no count (the connection ends it at that length).
 WHOLE = -1
@@ -135,6 +137,12 @@ _UNLIMITED: dict[str, float | None] = dict.fromkeys(("connect", "read", "write",
 # what the transport added to an SDK call (100 of 1,024 opcodes).
 _CAPS: dict[tuple[Any, ...], dict[str, float]] = {}
 _CAPS_KEPT = 256
+
+# For each attempt time, the timeouts last found within it. A client sends the same four
+# on every request (httpx's ``Timeout.as_dict()``, a new dict each time): one comparison
+# at C level (``Lane.aim``) stands for the three tests, 15 opcodes a request fewer. A
+# copy, as the request's own may be changed by whoever holds it.
+_WITHIN: dict[float, dict[str, Any]] = {}
 
 
 def _capped(timeouts: dict[str, Any], limit: float) -> dict[str, float]:
@@ -268,12 +276,17 @@ class Lane:
             request.url = url
             request.headers["Host"] = domain.netloc
         timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
-        # httpx's four, each set and within the attempt's time (C-level tests: a loop over
-        # the four cost 40 opcodes a request; a raised and caught TypeError for requests'
-        # None cost its adapter 15,000 instructions a request, callgrind)
-        values = timeouts.values()
-        if len(timeouts) != 4 or None in values or max(values) > attempt.timeout:  # cap each at the attempt's time
-            request.extensions = {**request.extensions, "timeout": _capped(timeouts, attempt.timeout)}
+        # httpx's four, each set and within the attempt's time: as last time, or else tested
+        # (C-level tests: a loop over the four cost 40 opcodes a request; a raised and caught
+        # TypeError for requests' None cost its adapter 15,000 instructions a request, callgrind)
+        if timeouts != _WITHIN.get(attempt.timeout):
+            values = timeouts.values()
+            if len(timeouts) != 4 or None in values or max(values) > attempt.timeout:  # cap each at it
+                request.extensions = {**request.extensions, "timeout": _capped(timeouts, attempt.timeout)}
+            else:
+                if len(_WITHIN) >= _CAPS_KEPT:
+                    _WITHIN.clear()
+                _WITHIN[attempt.timeout] = timeouts.copy()
         attempt.request = request
         return attempt
 
@@ -281,8 +294,8 @@ class Lane:
         """How much of ``response``'s body the transport reads into memory before the
         outcome is known: :data:`WHOLE` (all of it, uncounted), a count of bytes (at most
         :attr:`body_limit`) or 0 to hand it over unread. The transport reads it (its own
-        I/O), then hands the bytes to :meth:`read_in`, or to :meth:`continued` past the
-        count.
+        I/O), then hands the bytes to :meth:`read_whole` or :meth:`read_in`, or to
+        :meth:`continued` past the count.
 
         Only a 2xx body is read, and only one that declares no length or one within the
         limit (a value that is not a plain number, or two values, declare none: h11
@@ -291,17 +304,12 @@ class Lane:
         caller as it comes, and a connection that breaks mid-stream reaches the caller
         too, never replayed elsewhere. Nor one the inner transport read already (an
         in-process one): nothing is left to break. A body whose length is declared within
-        the limit is read :data:`WHOLE`: the connection holds it to that length (h11, h2,
-        ``http.client`` and aiohttp's parser end the body there), so no count is kept and
-        the sync loop reads it at C level; only a body of no declared length is counted,
-        and one sent with ``Transfer-Encoding`` too (its chunks end it, not the length).
-
-        Either way the caller gets a response as its library would hand it over: unread,
-        so that the client decodes the bytes as they came and sets ``elapsed`` as it
-        closes the stream. An exchange that looks at the body (``_loads``: the app-error
-        check, the stale cache) has it read; the raw bytes can still be streamed then
-        (``iter_raw``), and ``elapsed`` is set once the body is in (the library never sets
-        it for a body read already).
+        the limit and that is not encoded (no ``Content-Encoding``) is read :data:`WHOLE`:
+        the connection holds it to that length (h11, h2, ``http.client`` and aiohttp's
+        parser end the body there), so no count is kept and the sync loop reads it at C
+        level, and its bytes are its content (:meth:`read_whole`). Any other body is
+        counted as it comes: one of no declared length, one sent with
+        ``Transfer-Encoding`` (its chunks end it, not the length), an encoded one.
 
         Every request asks, so the headers are the library's own list of byte triples (raw
         name, lowercased name, value: every httpx since 0.18, and httpx2), read into a dict
@@ -322,7 +330,25 @@ class Lane:
         length = named.get(b"content-length")
         if length is None or not length.isdigit():
             return limit  # no length declared: counted as it comes
-        return WHOLE if int(length) <= limit else 0
+        if int(length) > limit:
+            return 0
+        return limit if b"content-encoding" in named else WHOLE  # encoded: the client decodes it
+
+    def read_whole(self, response: Response, body: bytes) -> Response:
+        """``response`` with its ``body`` in memory, a body :meth:`reads` answered
+        :data:`WHOLE`: not encoded, so its bytes are its content. The library's own read
+        is done here, as it would do it: the content, the bytes downloaded and ``elapsed``
+        set, the raw bytes left to stream again (``iter_raw``). The client's read is then
+        a look-up: reading the bytes again through its decoders and chunkers cost httpx
+        59,000 instructions, more than the transport adds to the whole request (callgrind,
+        loopback). The response stays open, as one streamed and not read yet: ``iter_raw``
+        works, and ``close()`` closes it."""
+        response.stream = self.lib.InMemory(body)  # of the front-end's library
+        response._content = body
+        response._num_bytes_downloaded = len(body)
+        # httpx's ``elapsed`` setter is a property's frame: its attribute, as it sets it
+        response._elapsed = _timedelta(0, self._state.clock() - self.started_at)
+        return response
 
     def read_in(self, response: Response, body: bytes) -> Response:
         """``response`` with its ``body`` (all of it) in memory: a mid-body failure could
@@ -335,7 +361,7 @@ class Lane:
         response.stream = self.lib.InMemory(body)  # of the front-end's library
         if self._loads:
             response.read()
-            response.elapsed = datetime.timedelta(seconds=self.clock() - self.started_at)
+            response._elapsed = _timedelta(0, self._state.clock() - self.started_at)  # (see read_whole)
             response.is_stream_consumed = response.is_closed = False  # as if unread: iter_raw() works
         return response
 
@@ -561,8 +587,7 @@ class Exchange(Lane, RequestPlan):
         ours); without, ``quiet`` is None and they skip both."""
         self.aim(attempt, self.request if not attempt.hedge else self._copy())
         if attempt.delay:  # it waited: it goes out now, and has its whole time from here
-            attempt.sent_at = now = self.clock()
-            attempt.deadline = now + attempt.timeout
+            attempt.sent_at = self.clock()
         trace = self.trace
         if trace is not None:
             self._started(trace, attempt)

@@ -95,7 +95,7 @@ class Continued(_Wrapped):
 
 class InMemory:
     """Marks the raw bytes of a body the transport read (the library's ``ByteStream``
-    is added per library; see ``Exchange.read_in``)."""
+    is added per library; see ``Exchange.read_whole``)."""
 
 
 class HTTPLib:

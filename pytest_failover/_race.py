@@ -664,7 +664,7 @@ class _Hedges:
         while True:  # the attempt failed: the hedges in flight may still answer
             with self.lock:
                 # past every attempt's time (and the watchdog's grace), nothing will answer
-                late = bool(race.flying) and exchange.clock() > max(f.deadline for f in race.flying) + 2 * GRACE
+                late = bool(race.flying) and exchange.clock() > max(f.sent_at + f.timeout for f in race.flying) + 2 * GRACE
                 if race.over or late:
                     losers = race.cut_losers()
                     for ticket in self.timer:
@@ -672,7 +672,7 @@ class _Hedges:
                     break
                 event = threading.Event()
                 self.waiting[:] = [event]
-                deadline = max(f.deadline for f in race.flying) + 2 * GRACE
+                deadline = max(f.sent_at + f.timeout for f in race.flying) + 2 * GRACE
             event.wait(max(0.0, deadline - exchange.clock()) + GRACE)
         for loser in losers:
             _cut(self.inner, loser)

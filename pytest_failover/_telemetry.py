@@ -299,16 +299,17 @@ class Telemetry:
         """Would a request started now record nothing? True while no SDK is installed
         (every span and metric call would be a no-op, so the request skips them), and
         in a context that asks for silence."""
-        if not self._active:
-            # The state of most processes: no SDK, so the API's two globals are still
-            # unset. Read in place, as this runs on every request.
-            unset = (
+        # The state of most processes: no SDK, so the API's two globals are still unset.
+        # Read in place, as this runs on every request.
+        if not self._active and (
+            (
                 _GLOBALS_READABLE
                 and _trace_globals._TRACER_PROVIDER is None
                 and _metrics_globals._METER_PROVIDER is None
             )
-            if unset or not self._sdk_installed():
-                return True
+            or not self._sdk_installed()
+        ):
+            return True
         # "emit nothing for this work" (an exporter's own requests, say)
         return bool(context.get_value(SUPPRESS_KEY))
 

@@ -336,12 +336,12 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 # bound each operation; from here on the watchdog bounds the whole read,
                 # at the attempt's time itself: no phase is left for httpx to name (a
                 # read timeout is a read timeout), so no GRACE.
-                ticket = watchdog.arm(attempt.deadline, response)
+                ticket = watchdog.arm(attempt.sent_at + attempt.timeout, response)
                 try:
                     if limit is WHOLE:  # its length declared: read at C level, no count
                         body = b"".join(response.stream)
                         response.stream.close()
-                        response = exchange.read_in(response, body)
+                        response = exchange.read_whole(response, body)
                     else:
                         response = self._read(exchange, response, limit)
                 finally:
@@ -531,7 +531,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                     async for chunk in response.stream:
                         chunks.append(chunk)
                     await response.stream.aclose()
-                    response = exchange.read_in(response, b"".join(chunks))
+                    response = exchange.read_whole(response, b"".join(chunks))
                 elif limit:
                     response = await self._read(exchange, response, limit)
         except (self._lib.TransportError, TimeoutError) as exc:

@@ -126,13 +126,14 @@ class Attempt:
     :meth:`report` is what results and errors keep of it.
 
     ``sent_at`` is when it goes out (the decision's time plus its delay, the one
-    clock read it costs), ``deadline`` when it is out of time. Mutable, where the
+    clock read it costs); it is out of time at ``sent_at + timeout`` (worked out
+    where a deadline is armed, which most attempts never reach). Mutable, where the
     other decisions are frozen: it is built once per attempt and then filled in by
     the layer that learns each fact, so no fact is kept twice. The stateful tests
     check its invariants."""
 
     # What is learnt later, or only for some attempts, starts as a class attribute (as in
-    # ``RequestPlan``): the decision sets seven fields, and a probe, a hedge or one that
+    # ``RequestPlan``): the decision sets six fields, and a probe, a hedge or one that
     # caused events one more; the layers that learn the rest set those they learn.
     # (Hence no ``__slots__``: with them, every field is set for every attempt.)
     probe = False
@@ -154,7 +155,6 @@ class Attempt:
         self.delay = delay
         self.timeout = timeout
         self.sent_at = sent_at
-        self.deadline = sent_at + timeout
 
     def report(self) -> AttemptRecord:
         """What the result or the error keeps of this attempt, once it ended."""

@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -523,6 +524,55 @@ def test_a_body_read_by_the_transport_still_streams_raw(
     assert plain.content == text and plain.extensions["failover"].outcome == "success"
     if not looked_at:  # read and closed by the client, as bare httpx's (a body looked at is read already)
         assert plain.is_stream_consumed and plain.is_closed
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_plain_body_read_whole_reaches_the_caller_as_the_clients_own_read_leaves_it(
+    kind: str, http: ModuleType, servers: Servers
+) -> None:
+    """A body of declared length and no ``Content-Encoding``, which the transport reads
+    whole, is handed over as the response's content (``Lane.read_whole``), so that the
+    client's read finds it instead of reading the bytes again: the caller sees what bare
+    httpx (httpx2) gives, the content, the bytes downloaded and ``elapsed``; streamed,
+    the raw bytes (read to their end, which closes the response, as httpx's do) and the
+    content in chunks of the size asked for. (That the client's read is skipped is held by the count of every
+    frame's opcodes, ``tests/benchmarks/test_opcodes.py``.)"""
+    import asyncio
+
+    if http is httpx:
+        from pytest_failover import AsyncFailoverTransport, FailoverTransport
+    else:
+        from pytest_failover.httpx2 import AsyncFailoverTransport, FailoverTransport  # type: ignore[assignment]  # the same API over httpx2
+
+    a = servers["a"]
+    body = b'{"rooms": ["a", "b"]}'
+    a.set(body=body)
+    pools, url = [Pool("api", [a.url()])], a.url() + "/rooms"
+    if kind == "sync":
+        with http.Client(transport=FailoverTransport(pools, fast())) as client:
+            got = client.get(url)
+            with client.stream("GET", url) as streamed:
+                raw = b"".join(streamed.iter_raw(5))
+            with client.stream("GET", url) as chunked:
+                chunks = list(chunked.iter_bytes(4))
+    else:
+
+        async def main() -> tuple[Any, bytes, Any, list[bytes]]:
+            async with http.AsyncClient(transport=AsyncFailoverTransport(pools, fast())) as client:
+                got = await client.get(url)
+                async with client.stream("GET", url) as streamed:
+                    raw = b"".join([chunk async for chunk in streamed.aiter_raw(5)])
+                async with client.stream("GET", url) as chunked:
+                    chunks = [chunk async for chunk in chunked.aiter_bytes(4)]
+            return got, raw, streamed, chunks
+
+        got, raw, streamed, chunks = asyncio.run(main())
+    assert got.extensions["failover"].outcome == "success"
+    assert got.content == body and got.json() == {"rooms": ["a", "b"]}
+    assert got.num_bytes_downloaded == len(body)
+    assert datetime.timedelta(0) < got.elapsed < datetime.timedelta(seconds=5)
+    assert raw == body and streamed.is_closed and streamed.is_stream_consumed
+    assert b"".join(chunks) == body and {len(chunk) for chunk in chunks[:-1]} == {4}
 
 
 @pytest.mark.parametrize("side", ["sync", "async"])
