@@ -17,9 +17,11 @@ import pytest
 from benchmarks import instructions, opcodes
 
 MEASURED_ON = (3, 11)
-# httpx sync adds 70k to 73k to bare httpx's 1,415k (1.05x), with 20 and 60 requests after
-# the warm-up (measured when the benchmark was added). The issue 27 target is 1.03x.
-ADDED_CEILING = 92_000
+# httpx sync added 70k to 73k to bare httpx's 1,415k (1.05x) when the benchmark was added;
+# since the transport hands a body it read whole over as its content (``Lane.read_whole``),
+# sparing the client's second read, it runs 20k fewer than bare httpx (0.986x, 20 and 60
+# requests after the warm-up). The ceiling: no more than bare httpx (the issue 27 target is 1.03x).
+ADDED_CEILING = 0
 
 
 def test_a_happy_path_request_adds_instructions_under_the_ceiling() -> None:
@@ -28,8 +30,9 @@ def test_a_happy_path_request_adds_instructions_under_the_ceiling() -> None:
     if shutil.which("valgrind") is None:  # a skip fails CI's run (tests/conftest.py), which installs it
         pytest.skip("needs valgrind: apt-get install valgrind")
     (pair,) = instructions.measure({opcodes.HTTPX_SYNC: opcodes.BARE_HTTPX}, few=20, many=60)
-    assert pair.bare_per_request > 500_000  # a request through httpx and httpcore, counted
-    assert 0 < pair.added <= ADDED_CEILING, (
+    # a request through httpx and httpcore, counted, with and without the transport
+    assert pair.bare_per_request > 500_000 and pair.failover_per_request > 500_000
+    assert pair.added <= ADDED_CEILING, (
         f"httpx sync adds {pair.added:,.0f} instructions a request to bare httpx's "
         f"{pair.bare_per_request:,.0f} ({pair.ratio:.3f}x), over the ceiling of {ADDED_CEILING:,}"
     )
