@@ -255,6 +255,17 @@ def test_each_attempt_caps_the_clients_timeouts_at_its_own_time() -> None:
     with httpx.Client(transport=transport) as client:
         for timeout, _ in cases:
             client.get("https://a.example/x", timeout=timeout)
-    assert seen == [capped for _, capped in cases]
-    seen[0]["read"] = 0.5  # whoever holds a request's timeouts may change them: nobody else's change
-    assert seen[3]["read"] == 10.0 and seen[3] is not seen[0]
+        assert seen == [capped for _, capped in cases]
+        seen[0]["read"] = 0.5  # whoever holds a request's timeouts may change them: nobody else's change
+        assert seen[3]["read"] == 10.0 and seen[3] is not seen[0]
+        # Timeouts found within the attempt's time are remembered (``_exchange._WITHIN``) as a
+        # copy: a change to a request's own, or other timeouts, are tested again.
+        seen[2]["read"] = 50.0
+        again = [
+            (httpx.Timeout(1.0), dict.fromkeys(("connect", "read", "write", "pool"), 1.0)),
+            (httpx.Timeout(1.0, read=50.0), {"connect": 1.0, "read": 10.0, "write": 1.0, "pool": 1.0}),
+            (httpx.Timeout(1.0), dict.fromkeys(("connect", "read", "write", "pool"), 1.0)),
+        ]
+        for timeout, _ in again:
+            client.get("https://a.example/x", timeout=timeout)
+    assert seen[4:] == [capped for _, capped in again]
