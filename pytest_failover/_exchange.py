@@ -99,8 +99,9 @@ _SUCCESS = frozenset(range(200, 300))  # the statuses whose body Exchange.reads 
 
 _timedelta = datetime.timedelta  # (days, seconds): a response's ``elapsed``
 
-# What :meth:`Exchange.reads` answers for a body whose length is declared within the limit:
-# read it all, with no count (the connection ends it at that length).
+# What :meth:`Exchange.reads` answers for a body whose length is declared within the limit
+# and that is not encoded: read it all, with no count (the connection ends it at that
+# length), into the response's content (:meth:`Exchange.read_whole`).
 WHOLE = -1
 
 

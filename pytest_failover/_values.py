@@ -126,8 +126,8 @@ class Attempt:
     :meth:`report` is what results and errors keep of it.
 
     ``sent_at`` is when it goes out (the decision's time plus its delay, the one
-    clock read it costs); it is out of time at ``sent_at + timeout`` (worked out
-    where a deadline is armed, which most attempts never reach). Mutable, where the
+    clock read it costs); it is out of time at ``sent_at + timeout``, worked out where
+    that is armed (the sync watchdog, the thread race) and not kept. Mutable, where the
     other decisions are frozen: it is built once per attempt and then filled in by
     the layer that learns each fact, so no fact is kept twice. The stateful tests
     check its invariants."""
