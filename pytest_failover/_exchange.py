@@ -322,18 +322,21 @@ class Lane:
             return 0
         raw = response.headers._list
         named = dict(map(_NAME_VALUE, raw))
+        # (a body that would be counted: not for a limit that reads only whole, ``WholeOnly``)
         if len(named) < len(raw):
-            return limit if _fits_in_memory_repeated(raw, limit) else 0
+            return limit if limit.__class__ is int and _fits_in_memory_repeated(raw, limit) else 0
         if named.get(b"content-type", b"").lower().startswith(_EVENT_STREAM):
             return 0
-        if b"transfer-encoding" in named:
-            return limit  # its chunks end it: a length beside them declares nothing
+        if b"transfer-encoding" in named:  # its chunks end it: a length beside them declares nothing
+            return limit if limit.__class__ is int else 0
         length = named.get(b"content-length")
-        if length is None or not length.isdigit():
-            return limit  # no length declared: counted as it comes
+        if length is None or not length.isdigit():  # no length declared: counted as it comes
+            return limit if limit.__class__ is int else 0
         if int(length) > limit:
             return 0
-        return limit if b"content-encoding" in named else WHOLE  # encoded: the client decodes it
+        if b"content-encoding" in named:  # counted, and decoded by the client
+            return limit if limit.__class__ is int else 0
+        return WHOLE
 
     def read_whole(self, response: Response, body: bytes) -> Response:
         """``response`` with its ``body`` in memory, a body :meth:`reads` answered

@@ -246,7 +246,9 @@ class Policy:
       seconds past its freshness); bodies over ``stale_max_bytes`` are not stored.
     - ``read_body``: read a successful response's body inside the transport when
       the request may be retried, so a connection that breaks mid-body fails over
-      like any other failure. At most ``read_body_max_bytes`` are held: a larger
+      like any other failure; any other request's only when it can be read whole
+      (a declared length, not encoded), so that the client need not read it again
+      (a break there is the attempt's failure, not re-sent). At most ``read_body_max_bytes`` are held: a larger
       body streams through to the caller, and a failure past that point reaches
       the caller. Set it to False for streamed downloads. An event stream
       (``text/event-stream``, e.g. an LLM's tokens) is never read: it reaches the

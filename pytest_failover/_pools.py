@@ -79,7 +79,7 @@ from ._pool import Domain, Pool
 from ._slowness import UNKNOWN_DELAY, HedgeThrottle, LatencyWindow, SlowCallWindow
 from ._snapshot import DomainState, PoolState
 from ._steering import key_unit, rendezvous_rank
-from ._values import Attempt, RequestOptions
+from ._values import Attempt, RequestOptions, WholeOnly
 
 if TYPE_CHECKING:
     from ._lib import Headers
@@ -152,13 +152,14 @@ class PoolCore:
         # could be sent again (idempotent and replayable) and is a GET: (bytes at most,
         # whether the exchange looks at them, and whether the stale cache stores and serves
         # it). All of a small body, for the app-error check, the stale cache (GET only), and
-        # so that a request the pool may re-send whose connection breaks mid-body fails over.
+        # so that a request the pool may re-send whose connection breaks mid-body fails over;
+        # of any other request's, only one it reads whole (``WholeOnly``), for speed.
         self.reading: dict[tuple[bool, bool], tuple[int, bool, bool]] = {}
         for resendable in (False, True):
             for get in (False, True):
                 stale = policy.stale_on_failure and get
-                read = self.read_limit if (resendable and self.resends) or self.app_check else 0
-                limit = max(read, self.stale_limit) if stale else read
+                counted = self.read_limit if (resendable and self.resends) or self.app_check else 0
+                limit = max(counted, self.stale_limit) if stale else counted or WholeOnly(self.read_limit)
                 self.reading[resendable, get] = (limit, stale or self.app_check, stale)
         # Slow domains (``_slowness.py``): the hedge throttle, each domain's latency
         # (for an adaptive hedge delay) and slow calls. None: not configured, no cost.

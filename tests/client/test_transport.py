@@ -374,6 +374,29 @@ def test_connection_broken_mid_body_fails_over_for_retryable_requests(
     assert b.counts["POST"] == 0
 
 
+def test_a_post_not_resent_has_only_a_body_it_can_read_whole_read_in_the_transport(
+    make_client: Any, servers: Servers
+) -> None:
+    """A request the pool must not re-send has its body read inside the transport only when
+    it can be read whole (a declared length, not encoded), so that the client need not read
+    it again: a reset there is the attempt's failure, not re-sent, carried by the failover
+    error with its attempt. An encoded body is handed over unread: its break reaches the
+    caller as the client's own error (aiohttp decodes a body itself, so what its session
+    hands over is plain, and read whole)."""
+    a, b = servers["a"], servers["b"]
+    client = make_client([Pool("api", [a.url(), b.url()])], fast(sticky=False))
+    a.set(truncate=True)
+    with pytest.raises(client.transport_errors) as whole:
+        client.request("POST", a.url() + "/orders", content=b"{}")
+    [attempt] = whole.value.attempts  # a failover error's (the harness types it Any)
+    assert attempt.domain == a.url() and attempt.sent
+    a.set(truncate=True, headers={"Content-Encoding": "identity"})
+    with pytest.raises(client.transport_errors) as unread:
+        client.request("POST", a.url() + "/orders", content=b"{}")
+    assert hasattr(unread.value, "attempts") == (client.kind == "aiohttp")  # else the client's own error
+    assert b.counts["POST"] == 0
+
+
 @pytest.mark.parametrize("content_type", ["text/event-stream", "Text/Event-Stream; charset=utf-8"])
 def test_an_event_stream_is_handed_over_unread_and_never_replayed(
     make_client: Any, servers: Servers, content_type: str

@@ -108,13 +108,27 @@ def test_a_stream_cut_mid_body_raises_the_sdks_error_and_is_never_sent_again(
 def test_a_whole_answer_cut_mid_body_moves_only_when_the_call_may_be_repeated(
     chat: Chat, llm: FakeDomainsFixture
 ) -> None:
-    """A JSON answer is read inside the transport for a call with a key, so a reset fails
-    over; without a key it reaches the SDK, which raises."""
+    """A JSON answer of declared length is read inside the transport, whatever the call, so a
+    reset mid-body is a failed attempt: a call with a key moves to the backup."""
+    llm.fail(PRIMARY, faults.reset())
+    assert chat.call(False, KEY) == f"Hello from {BACKUP}."
+    assert hosts(llm) == [PRIMARY, BACKUP]
+
+
+def test_a_whole_answer_cut_mid_body_of_a_call_not_repeatable_raises_the_sdks_error(
+    chat: Chat, llm: FakeDomainsFixture, failover_telemetry: FailoverTelemetry
+) -> None:
+    """Without a key the call is not sent again, and the SDK raises its connection error; the
+    cut counts against the primary (its attempt is recorded), so the next call goes to the
+    backup first."""
     llm.fail(PRIMARY, faults.reset())
     with pytest.raises(chat.connection_error):
         chat.call(False)
-    assert chat.call(False, KEY) == f"Hello from {BACKUP}."
-    assert hosts(llm) == [PRIMARY, PRIMARY, BACKUP]
+    assert hosts(llm) == [PRIMARY]
+    [(domain, error_type)] = attempts(failover_telemetry)
+    assert domain == DOMAINS[0] and error_type in ("remote_protocol_error", "read_error", "connection_reset")
+    assert chat.call(False) == f"Hello from {BACKUP}."
+    assert hosts(llm) == [PRIMARY, BACKUP]
 
 
 def test_the_documented_max_retries_0_makes_a_call_at_most_the_policys_attempts(
