@@ -38,12 +38,14 @@ POLICY = Policy(
 
 @pytest.fixture
 def flapping(servers: dict[str, LoopbackServer]) -> Iterator[tuple[LoopbackServer, LoopbackServer]]:
-    """Server a cycles healthy -> 503 -> reset; b stays healthy; bounded in time."""
+    """Server a cycles healthy -> 503 -> reset -> cut mid-body; b stays healthy; bounded in
+    time. A POST's body cut mid-way is read inside the transport (a declared length): its
+    failure is the attempt's, raised as ``FailoverError``, and the POST is never sent again."""
     a, b = servers["a"], servers["b"]
     stop = threading.Event()
 
     def flip() -> None:
-        states: list[dict[str, object]] = [{}, {"status": 503}, {"reset": True}]
+        states: list[dict[str, object]] = [{}, {"status": 503}, {"reset": True}, {"truncate": True}]
         i = 0
         deadline = time.monotonic() + 60
         while not stop.wait(0.01) and time.monotonic() < deadline:
