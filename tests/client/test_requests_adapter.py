@@ -1,0 +1,106 @@
+"""The requests adapter next to a bare ``requests.Session``: what a caller of requests sees
+of an answer (its raw stream, its cookies, its body) is what the bare session shows, on
+the primary and after a failover alike."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from requests.adapters import HTTPAdapter
+
+from pytest_failover import Pool
+from pytest_failover.integrations.requests import FailoverAdapter
+
+from .servers import LoopbackServer, closed_port
+from .test_transport import fast
+
+Servers = dict[str, LoopbackServer]
+Sessions = dict[str, tuple[requests.Session, str]]  # name: the session, the base URL it asks for
+
+
+@pytest.fixture
+def sessions(servers: Servers) -> Iterator[Sessions]:
+    """Three sessions that all get their answers from ``a``: ``bare`` (no adapter),
+    ``primary`` (a pool whose first domain is ``a``) and ``failover`` (a pool whose first
+    domain refuses connections, the URL it asks for, then ``a``). The pools read at most
+    100 KiB of a body before handing it over."""
+    a = servers["a"]
+    dead = f"http://127.0.0.1:{closed_port()}"
+    made: Sessions = {"bare": (requests.Session(), a.url())}
+    for name, domains in (("primary", [a.url()]), ("failover", [dead, a.url()])):
+        session = requests.Session()
+        session.mount("http://", FailoverAdapter([Pool("api", domains)], fast(read_body_max_bytes=100 << 10, sticky=False)))
+        made[name] = (session, domains[0])
+    yield made
+    for session, _ in made.values():
+        session.close()
+
+
+# name: the body, the answer's headers, sent chunked (no length)?
+BODIES: dict[str, tuple[bytes, dict[str, str], bool]] = {
+    "sized": (b"line\n" * 2000, {}, False),  # read whole in the adapter
+    "chunked past the limit": (os.urandom(300 << 10), {}, True),  # read up to the limit, then streamed
+    "gzip": (gzip.compress(b"line\n" * 2000), {"Content-Encoding": "gzip"}, True),
+    "gzip past the limit": (gzip.compress(os.urandom(300 << 10)), {"Content-Encoding": "gzip"}, True),
+}
+
+
+@pytest.mark.parametrize("body", list(BODIES))
+@pytest.mark.parametrize("name", ["primary", "failover"])
+def test_a_streamed_answer_reads_from_raw_as_the_bare_session_does(
+    sessions: Sessions, servers: Servers, name: str, body: str
+) -> None:
+    """``stream=True`` answers keep ``raw`` readable as bare requests leaves it: its bytes
+    as they came (still compressed), ``read(n)`` n at a time, ``read(decode_content=True)``
+    decoded; ``iter_content`` decoded; whether the adapter read the body whole or streams
+    it past its read limit, on the primary and after a failover."""
+    payload, headers, chunked = BODIES[body]
+    servers["a"].set(body=payload, headers=headers, chunked=chunked)
+    decoded = gzip.decompress(payload) if headers else payload
+    for session, base in (sessions["bare"], sessions[name]):
+        url = base + "/file"
+        response = session.get(url, timeout=10, stream=True)
+        assert response.raw.read(5) == payload[:5]
+        assert response.raw.read() == payload[5:]
+        assert session.get(url, timeout=10, stream=True).raw.read(decode_content=True) == decoded
+        assert b"".join(session.get(url, timeout=10, stream=True).iter_content(1000)) == decoded
+        assert session.get(url, timeout=10).content == decoded
+
+
+@pytest.mark.parametrize("name", ["bare", "primary", "failover"])
+def test_cookies_of_an_answer_past_the_read_limit_reach_the_jar(sessions: Sessions, servers: Servers, name: str) -> None:
+    """A ``Set-Cookie`` on an answer whose body streams past the read limit is filed in the
+    session's jar, as on one read whole (requests takes an answer's cookies from ``raw``)."""
+    servers["a"].set(body=os.urandom(300 << 10), headers={"Set-Cookie": "sid=42; Path=/"}, chunked=True)
+    session, base = sessions[name]
+    assert len(session.get(base + "/login", timeout=10).content) == 300 << 10
+    assert session.cookies.get("sid") == "42"
+
+
+def test_an_answer_past_the_read_limit_closed_early_closes_its_connection(servers: Servers) -> None:
+    """A streamed answer the caller closes after its first chunk, past the read limit,
+    closes urllib3's response under it (its connection is not handed back half read) and
+    the next request is answered."""
+    a = servers["a"]
+    a.set(body=os.urandom(300 << 10), chunked=True)
+    raws: list[Any] = []
+
+    class Recording(HTTPAdapter):
+        def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+            response = super().send(request, *args, **kwargs)
+            raws.append(response.raw)
+            return response
+
+    adapter = FailoverAdapter([Pool("api", [a.url()])], fast(read_body_max_bytes=100 << 10), adapter=Recording())
+    with requests.Session() as session:
+        session.mount("http://", adapter)
+        with session.get(a.url() + "/file", timeout=10, stream=True) as response:
+            assert len(next(response.iter_content(1000))) == 1000
+        assert raws[0].closed
+        a.set(body=b"again")
+        assert session.get(a.url() + "/again", timeout=10).content == b"again"
