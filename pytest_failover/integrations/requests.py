@@ -51,6 +51,7 @@ try:
     )
     from urllib3.exceptions import SSLError as TLSError
     from urllib3.response import HTTPResponse
+    from urllib3.util import Timeout
     from urllib3.util.retry import Retry
 except ImportError as exc:  # pragma: no cover - exercised by the install hint test
     raise ImportError(
@@ -222,15 +223,33 @@ _NO_TIMEOUTS: dict[str, float | None] = dict.fromkeys(("connect", "read", "write
 
 
 def _timeouts(timeout: Any) -> dict[str, float | None]:
-    """requests' timeout, given (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``), as httpx's."""
-    if isinstance(timeout, tuple):
-        connect, read = timeout
-    elif isinstance(timeout, (int, float)):
-        connect = read = timeout
-    else:  # urllib3.Timeout
-        connect, read = timeout.connect_timeout, timeout.read_timeout
-        connect = connect if isinstance(connect, (int, float)) else None
-        read = read if isinstance(read, (int, float)) else None
+    """requests' timeout (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``) as
+    httpx's four. A value requests' own send refuses is refused here, with its
+    ``ValueError`` and message, before anything is sent: the attempts' sends would refuse
+    it only after the exchange had capped it (a pair the caller never wrote)."""
+    if timeout.__class__ in (int, float) and timeout > 0:  # the common case (not NaN, not a bool)
+        return {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+    if isinstance(timeout, tuple):  # as requests' HTTPAdapter.send checks it
+        try:
+            connect, read = timeout
+            given = Timeout(connect=connect, read=read)
+        except ValueError:
+            raise ValueError(
+                f"Invalid timeout {timeout}. Pass a (connect, read) timeout tuple, "
+                "or a single float to set both timeouts to the same value."
+            ) from None
+    elif isinstance(timeout, Timeout):
+        given = timeout
+    else:
+        given = Timeout(connect=timeout, read=timeout)  # its ValueError names what is wrong
+    if given.total is not None and given.total is not Timeout.DEFAULT_TIMEOUT:
+        # The read's time is what the connect leaves of the total, known once it started:
+        # each phase is given at most the total (the policy's deadline bounds the whole).
+        given = given.clone()
+        given.start_connect()
+    connect, read = given.connect_timeout, given.read_timeout
+    connect = connect if isinstance(connect, (int, float)) else None  # urllib3's default: the socket's
+    read = read if isinstance(read, (int, float)) else None
     return {"connect": connect, "read": read, "write": read, "pool": connect}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3 import Timeout
 
 from pytest_failover import Pool
 from pytest_failover.integrations.requests import FailoverAdapter
@@ -104,3 +105,40 @@ def test_an_answer_past_the_read_limit_closed_early_closes_its_connection(server
         assert raws[0].closed
         a.set(body=b"again")
         assert session.get(a.url() + "/again", timeout=10).content == b"again"
+
+
+@pytest.mark.parametrize(
+    "timeout",
+    [-1, 0, float("nan"), True, "x", [1, 2], (1, 2, 3), (1,), (0.1, "y"), (-1, 5)],
+    ids=repr,
+)
+def test_an_invalid_timeout_is_requests_own_error_and_sends_nothing(sessions: Sessions, servers: Servers, timeout: Any) -> None:
+    """A ``timeout=`` bare requests refuses is refused with requests' own ``ValueError`` and
+    message, before anything is sent: no attempt, no breaker count."""
+    messages = []
+    for name in ("bare", "primary"):
+        session, base = sessions[name]
+        with pytest.raises(ValueError, match=r"(?i)timeout|NaN") as refused:
+            session.get(base + "/x", timeout=timeout)
+        messages.append(str(refused.value))
+    assert messages[1] == messages[0]
+    assert servers["a"].total == 0
+    adapter = sessions["primary"][0].get_adapter("http://")
+    assert isinstance(adapter, FailoverAdapter)
+    assert adapter.state().pools["api"].domains[0].consecutive_failures == 0
+
+
+@pytest.mark.parametrize("failover", [False, True])
+def test_a_urllib3_timeout_with_a_total_bounds_the_attempt(servers: Servers, failover: bool) -> None:
+    """``urllib3.Timeout(total=...)``, which requests takes, bounds the wait for an answer
+    (a slow one fails with a requests error) and lets a prompt one through."""
+    a = servers["a"]
+    adapter = FailoverAdapter([Pool("api", [a.url()])], fast(breaker_threshold=10))
+    with requests.Session() as session:
+        if failover:
+            session.mount("http://", adapter)
+        a.set(delay=2.0)
+        with pytest.raises(requests.RequestException):
+            session.get(a.url() + "/slow", timeout=Timeout(total=0.3))  # type: ignore[arg-type]  # requests takes one (HTTPAdapter.send); its stubs do not say so
+        a.set()
+        assert session.get(a.url() + "/x", timeout=Timeout(total=5, connect=2)).status_code == 200  # type: ignore[arg-type]  # as above
