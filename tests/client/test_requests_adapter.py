@@ -5,8 +5,10 @@ the primary and after a failover alike."""
 from __future__ import annotations
 
 import gzip
+import io
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -142,3 +144,54 @@ def test_a_urllib3_timeout_with_a_total_bounds_the_attempt(servers: Servers, fai
             session.get(a.url() + "/slow", timeout=Timeout(total=0.3))  # type: ignore[arg-type]  # requests takes one (HTTPAdapter.send); its stubs do not say so
         a.set()
         assert session.get(a.url() + "/x", timeout=Timeout(total=5, connect=2)).status_code == 200  # type: ignore[arg-type]  # as above
+
+
+def _body(kind: str, folder: Path) -> tuple[dict[str, Any], bytes, bool]:
+    """A body of one kind requests sends: its keyword arguments, bytes its request carries,
+    and whether it can be sent again (a file object cannot: requests reads it as it goes)."""
+    if kind == "file":
+        path = folder / "upload.bin"
+        path.write_bytes(b"file-bytes" * 1000)
+        return {"data": path.open("rb")}, b"file-bytes" * 1000, False
+    kinds: dict[str, tuple[dict[str, Any], bytes, bool]] = {
+        "bytes": ({"data": b"raw-bytes"}, b"raw-bytes", True),
+        "str": ({"data": "some text"}, b"some text", True),
+        "form": ({"data": {"k": "v"}}, b"k=v", True),
+        "json": ({"json": {"k": "v"}}, b'{"k": "v"}', True),
+        "files": ({"files": {"up": ("x.txt", b"multipart-content")}}, b"multipart-content", True),
+        "BytesIO": ({"data": io.BytesIO(b"in-memory file")}, b"in-memory file", False),
+    }
+    return kinds[kind]
+
+
+@pytest.mark.parametrize("kind", ["bytes", "str", "form", "json", "files", "file", "BytesIO"])
+@pytest.mark.parametrize("fault", ["refused", "reset after sending"])
+def test_every_kind_of_body_moves_on_when_nothing_was_sent_and_only_a_replayable_one_after(
+    servers: Servers, tmp_path: Path, kind: str, fault: str
+) -> None:
+    """A POST with an ``Idempotency-Key``, whatever its body: a primary that refused the
+    connection got nothing, so the backup gets the whole body; one that reset after reading
+    it gets it again on the backup only if it can be sent again (not a file object, which
+    fails with ``AllDomainsFailed``, ``not_retryable``)."""
+    a, b = servers["a"], servers["b"]
+    keywords, carried, replayable = _body(kind, tmp_path)
+    first = f"http://127.0.0.1:{closed_port()}" if fault == "refused" else a.url()
+    a.set(reset=True)
+    adapter = FailoverAdapter([Pool("api", [first, b.url()])], fast(sticky=False))
+    with requests.Session() as session:
+        session.mount("http://", adapter)
+
+        def call() -> requests.Response:
+            return session.post(first + "/up", timeout=10, headers={"Idempotency-Key": "k1"}, **keywords)
+
+        if fault == "refused" or replayable:
+            assert call().headers["x-served-by"] == "b"
+            assert [carried in body for _, _, _, body in b.seen] == [True]
+        else:
+            with pytest.raises(requests.exceptions.ConnectionError, match="not_retryable"):
+                call()
+            assert b.total == 0
+    if fault != "refused":
+        assert [carried in body for _, _, _, body in a.seen] == [True]
+    if isinstance(keywords.get("data"), io.IOBase):
+        keywords["data"].close()
