@@ -16,8 +16,9 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3 import Timeout
 
-from pytest_failover import Pool
+from pytest_failover import Pool, faults
 from pytest_failover.integrations.requests import FailoverAdapter
+from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 
 from .servers import LoopbackServer, closed_port
 from .test_transport import fast
@@ -195,3 +196,40 @@ def test_every_kind_of_body_moves_on_when_nothing_was_sent_and_only_a_replayable
         assert [carried in body for _, _, _, body in a.seen] == [True]
     if isinstance(keywords.get("data"), io.IOBase):
         keywords["data"].close()
+
+
+def _cookie_handler(request: RecordedRequest) -> Response | dict[str, Any]:
+    """Sets a cookie at ``/login``, one for its own host at ``/own``, redirects ``/go``
+    to ``/landing`` (a relative ``Location``); otherwise says who it is and what cookies came."""
+    if request.path == "/login":
+        return Response(200, b"ok", (("Set-Cookie", f"sid={request.host}; Path=/"),))
+    if request.path == "/own":
+        return Response(200, b"ok", (("Set-Cookie", f"own=1; Domain={request.host}; Path=/"),))
+    if request.path == "/go":
+        return Response(302, b"", (("Location", "/landing"),))
+    return {"host": request.host, "cookie": request.headers.get("cookie")}
+
+
+def test_a_cookie_the_backup_sets_is_filed_under_the_host_the_session_asked_for() -> None:
+    """requests files an answer's cookies under the host of its own request (the URL the
+    caller gave), not ``response.url``'s: the next request to that URL carries a cookie the
+    backup set, whichever domain answers it. A cookie whose ``Domain`` names the backup's
+    host is refused, as any cookie for another host is. A redirect is followed from
+    ``response.url``: a relative one the backup answered goes to the backup's host, with
+    that host's cookies (none here)."""
+    with FakeDomains() as fake, requests.Session() as session:
+        fake.add("api.example.com", _cookie_handler)
+        fake.add("api2.example.com", _cookie_handler)
+        pool = Pool("api", ["http://api.example.com", "http://api2.example.com"])
+        session.mount("http://", FailoverAdapter([pool], fast(sticky=False, breaker_threshold=100)))
+        fake.fail("api.example.com", faults.refused())
+        login = session.get("http://api.example.com/login", timeout=10)
+        assert login.url == "http://api2.example.com/login"
+        session.get("http://api.example.com/own", timeout=10)
+        assert [(c.name, c.value, c.domain) for c in session.cookies] == [("sid", "api2.example.com", "api.example.com")]
+        assert session.get("http://api.example.com/me", timeout=10).json() == {"host": "api2.example.com", "cookie": "sid=api2.example.com"}
+        followed = session.get("http://api.example.com/go", timeout=10)
+        assert followed.json() == {"host": "api2.example.com", "cookie": None}
+        assert [r.url for r in followed.history] == ["http://api2.example.com/go"]
+        fake.fail("api.example.com", faults.healthy())
+        assert session.get("http://api.example.com/me", timeout=10).json() == {"host": "api.example.com", "cookie": "sid=api2.example.com"}
