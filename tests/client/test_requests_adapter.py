@@ -7,6 +7,8 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +19,20 @@ from requests.adapters import HTTPAdapter
 from urllib3 import Timeout
 
 from pytest_failover import Pool, faults
-from pytest_failover.integrations.requests import FailoverAdapter
+from pytest_failover._values import AttemptRecord
+from pytest_failover.integrations.requests import (
+    AllDomainsFailed,
+    CircuitOpenError,
+    FailoverAdapter,
+)
 from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 
 from .servers import LoopbackServer, closed_port
+from .test_concurrency import (
+    POLICY,
+    check,
+    flapping,  # noqa: F401  # the fixture, registered here for usefixtures
+)
 from .test_transport import fast
 
 Servers = dict[str, LoopbackServer]
@@ -233,3 +245,84 @@ def test_a_cookie_the_backup_sets_is_filed_under_the_host_the_session_asked_for(
         assert [r.url for r in followed.history] == ["http://api2.example.com/go"]
         fake.fail("api.example.com", faults.healthy())
         assert session.get("http://api.example.com/me", timeout=10).json() == {"host": "api.example.com", "cookie": "sid=api2.example.com"}
+
+
+@pytest.mark.usefixtures("flapping")
+def test_12_threads_share_one_session_while_the_primary_flaps(servers: Servers) -> None:
+    """Twelve threads share one session and adapter while the primary cycles through
+    healthy, 503, reset and a body cut short (the backup stays up): every GET is answered
+    200; a POST without an idempotency key is answered (200, or the primary's 503, which is
+    not re-sent) or fails with the adapter's ``AllDomainsFailed`` / ``CircuitOpenError``
+    (never any other error), and no POST reaches the servers twice; every attempt sent is
+    one a server saw."""
+    a, b = servers["a"], servers["b"]
+    records: list[AttemptRecord] = []
+    posts: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    answered: Counter[tuple[str, int]] = Counter()  # (method, status): answers
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    session = requests.Session()
+    session.mount("http://", FailoverAdapter([Pool("api", [a.url(), b.url()])], POLICY))
+
+    def worker(n: int) -> None:
+        try:
+            for i in range(10):
+                body = f"thread-{n}-{i}"
+                try:
+                    if i % 2:
+                        with lock:
+                            posts[body] += 1
+                        response = session.post(a.url() + "/orders", data=body.encode(), timeout=30)
+                    else:
+                        response = session.get(a.url() + "/rooms", timeout=30)
+                    with lock:
+                        answered[response.request.method or "", response.status_code] += 1
+                except (AllDomainsFailed, CircuitOpenError) as exc:
+                    with lock:
+                        records.extend(exc.attempts)
+                        failed["POST" if i % 2 else "GET"] += 1
+                    continue
+                with lock:
+                    records.extend(response.failover.attempts)  # type: ignore[attr-defined]  # the adapter sets it
+        except BaseException as exc:  # anything else is a bug
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    session.close()
+    assert not errors, errors
+    assert failed["GET"] == 0 and {method for method, status in answered if status != 200} <= {"POST"}, (answered, failed)
+    assert {status for _, status in answered} <= {200, 503}  # a POST's 503 is its answer: not re-sent
+    check(records, posts, a, b)
+    assert len(records) >= 120
+
+
+def test_a_wrapped_adapters_pool_limits_hold_inside_the_pools_and_close_is_idempotent(servers: Servers) -> None:
+    """``adapter=HTTPAdapter(pool_maxsize=1, pool_block=True)``: inside the pools its one
+    connection serves four threads in turn (never a second connection). Closing the
+    session, then the adapter, twice each, raises nothing, and the session still sends
+    afterwards, as a bare one does (requests makes its pools anew)."""
+    a = servers["a"]
+    a.set(delay=0.05)
+    adapter = FailoverAdapter([Pool("api", [a.url()])], fast(), adapter=HTTPAdapter(pool_maxsize=1, pool_block=True))
+    session = requests.Session()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    accepted = a.accepted
+    statuses: list[int] = []
+    threads = [threading.Thread(target=lambda: statuses.append(session.get(a.url() + "/x", timeout=10).status_code)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert statuses == [200] * 4 and a.accepted == accepted + 1
+    session.close()
+    session.close()
+    adapter.close()
+    adapter.close()
+    assert session.get(a.url() + "/again", timeout=10).status_code == 200
+    session.close()
