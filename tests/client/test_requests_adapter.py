@@ -8,6 +8,7 @@ import gzip
 import io
 import os
 import threading
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -326,3 +327,78 @@ def test_a_wrapped_adapters_pool_limits_hold_inside_the_pools_and_close_is_idemp
     adapter.close()
     assert session.get(a.url() + "/again", timeout=10).status_code == 200
     session.close()
+
+
+# name: method, status, body, headers, chunked
+ANSWERS: dict[str, tuple[str, int, bytes, dict[str, str], bool]] = {
+    "HEAD": ("HEAD", 200, b'{"ok": true}', {}, False),
+    "204": ("GET", 204, b"", {}, False),
+    "304": ("GET", 304, b"", {"ETag": '"v1"'}, False),
+    "empty": ("GET", 200, b"", {}, False),
+    "gzip": ("GET", 200, gzip.compress('{"é": 1}'.encode()), {"Content-Encoding": "gzip"}, False),
+    "deflate": ("GET", 200, zlib.compress(b'{"d": 2}'), {"Content-Encoding": "deflate"}, False),
+    "chunked": ("GET", 200, b"x" * 200_000, {"Content-Type": "text/plain; charset=latin-1"}, True),
+    "404": ("GET", 404, b'{"error": "missing"}', {}, False),
+}
+
+
+@pytest.mark.parametrize("answer", list(ANSWERS))
+@pytest.mark.parametrize("name", ["primary", "failover"])
+def test_an_answer_reads_as_the_bare_sessions_does(sessions: Sessions, servers: Servers, name: str, answer: str) -> None:
+    """HEAD, 204, 304, an empty body, gzip, deflate, a chunked body, a 404: status, headers,
+    content, text, encoding, ``raise_for_status``, ``ok`` and ``is_redirect`` are the bare
+    session's; a response hook runs once, on the answer the caller gets, whose ``url`` and
+    ``request.url`` name the domain that answered, ``connection`` the adapter it was sent
+    through, and ``elapsed`` the whole call."""
+    method, status, body, headers, chunked = ANSWERS[answer]
+    servers["a"].set(status=status, body=body, headers=headers, chunked=chunked)
+    seen: dict[str, list[requests.Response]] = {}
+    for key in ("bare", name):
+        session, base = sessions[key]
+        hooked: list[requests.Response] = []
+
+        def hook(response: requests.Response, *args: Any, into: list[requests.Response] = hooked, **kwargs: Any) -> None:
+            into.append(response)
+
+        response = session.request(method, base + "/x", timeout=10, hooks={"response": hook})
+        seen[key] = [*hooked, response]
+    (bare_hooked, bare), (ours_hooked, ours) = seen["bare"], seen[name]
+    assert ours_hooked is ours and bare_hooked is bare
+    assert (ours.status_code, ours.content, ours.text, ours.encoding, ours.ok, ours.is_redirect) == (
+        bare.status_code, bare.content, bare.text, bare.encoding, bare.ok, bare.is_redirect
+    )
+    assert {k: v for k, v in ours.headers.items() if k.lower() != "date"} == {k: v for k, v in bare.headers.items() if k.lower() != "date"}
+    if status >= 400:
+        with pytest.raises(requests.HTTPError):
+            ours.raise_for_status()
+    else:
+        ours.raise_for_status()
+    assert ours.url == ours.request.url == servers["a"].url() + "/x"
+    assert ours.connection is sessions[name][0].get_adapter(ours.url)
+    assert ours.elapsed.total_seconds() > 0
+
+
+def test_a_redirect_after_a_failover_is_followed_into_another_pool_or_out_of_every_pool(servers: Servers) -> None:
+    """A redirect the backup answered is followed as requests follows any: into another
+    pool (which fails over on its own: ``failover.pool`` names it), or to a host outside
+    every pool (sent as it is, no ``failover``); ``history`` holds the redirect with its
+    own result. With ``allow_redirects=False`` the redirect is the answer, ``next`` its
+    target."""
+    a, b, c = servers["a"], servers["b"], servers["c"]
+    dead, gone = (f"http://127.0.0.1:{closed_port()}" for _ in range(2))
+    pools = [Pool("api", [dead, a.url()]), Pool("files", [gone, b.url()])]
+    with requests.Session() as session:
+        session.mount("http://", FailoverAdapter(pools, fast(sticky=False)))
+        a.set(status=302, headers={"Location": b.url() + "/landing"})
+        response = session.get(dead + "/go", timeout=10)
+        assert (response.status_code, response.url, response.headers["x-served-by"]) == (200, b.url() + "/landing", "b")
+        assert (response.failover.pool, response.failover.domain) == ("files", b.url())  # type: ignore[attr-defined]  # the adapter sets it
+        assert [(r.status_code, r.url, r.failover.domain) for r in response.history] == [(302, a.url() + "/go", a.url())]  # type: ignore[attr-defined]  # as above
+        a.set(status=302, headers={"Location": c.url() + "/out"})
+        response = session.get(dead + "/go", timeout=10)
+        assert (response.url, response.headers["x-served-by"], hasattr(response, "failover")) == (c.url() + "/out", "c", False)
+        assert [r.url for r in response.history] == [a.url() + "/go"]
+        held = session.get(dead + "/go", timeout=10, allow_redirects=False)
+        assert (held.status_code, held.is_redirect, held.url) == (302, True, a.url() + "/go")
+        assert held.next is not None and held.next.url == c.url() + "/out"
+        assert c.total == 1  # the held redirect was not followed
