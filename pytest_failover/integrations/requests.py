@@ -500,8 +500,21 @@ def _native(
         native.request = prepared
         native.connection = adapter
         native.encoding = get_encoding_from_headers(native.headers)
-        native._content = response.read()
+        native._content = content = response.read()
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
+        if stream:  # a raw over the content, which is decoded: it names no encoding
+            plain = {name: value for name, value in native.headers.items() if name.lower() != "content-encoding"}
+            native.raw = HTTPResponse(
+                io.BytesIO(content),
+                plain,
+                native.status_code,
+                reason=native.reason,
+                preload_content=False,
+                decode_content=False,
+                enforce_content_length=False,
+                request_method=prepared.method,
+                request_url=native.url,
+            )
     else:
         native = body.native
         if body.ended:  # read to its end by the exchange: the whole body is in ``seen``
