@@ -21,7 +21,9 @@ fallback's answer is turned into one. Requests to other hosts go straight to ``h
   head (aiohttp holds every byte) reaches the caller untouched, as from a bare session.
 - Time: each attempt is bounded by the policy's attempt time and deadline; a connect
   that does not finish in time is a ``connect_timeout``, one that stalls after the
-  request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies.
+  request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies;
+  its ``total`` is the caller's time for the whole request: when it runs out, the caller
+  gets aiohttp's ``TimeoutError`` as from a bare session, and no domain is blamed.
 - Errors: ``AllDomainsFailed`` / ``CircuitOpenError`` here are
   ``aiohttp.ClientConnectionError`` subclasses, and also the ``pytest_failover`` errors
   of the same name (``.attempts``, ``.pool``, ``.reason``).
@@ -238,11 +240,14 @@ class _HandlerIO(httpx.AsyncBaseTransport):
         native.response = None  # set by aiohttp once the request went out
         try:
             response = await handler(native)
-        except aiohttp.ClientError as exc:
+        except aiohttp.ClientError as exc:  # (its ServerTimeoutError is a TimeoutError too: a phase's)
             error = _httpx_error(exc, request)
             if error is None:
                 raise
             raise error from exc
+        except TimeoutError as exc:
+            _caller_out_of_time(native._timer, exc)
+            raise
         extensions: dict[str, Any] = {}
         if self.dialer is not None:
             peer = self._peer(response)
@@ -371,6 +376,9 @@ class _Body(httpx.AsyncByteStream):
             if error is None:
                 raise
             raise error from exc
+        except TimeoutError as exc:
+            _caller_out_of_time(response._timer, exc)
+            raise
         if not chunk:
             raise StopAsyncIteration
         self.seen.append(chunk)
@@ -381,6 +389,18 @@ class _Body(httpx.AsyncByteStream):
         # released response would refuse ``read()``); otherwise let the connection go.
         if self.response._body is None and not self.response.content.at_eof():
             self.response.release()
+
+
+def _caller_out_of_time(timer: object, exc: TimeoutError) -> None:
+    """Raise the cancellation that aiohttp's ``timer`` (``ClientTimeout.total``, the
+    session's or the request's) turned into ``exc``, once it ran out: the caller's time
+    is up, which says nothing about the domain. As a ``TimeoutError`` the failover loop
+    would take it for its attempt's own, blame the domain, and try the next with no time
+    left (whose breaker would open too); as the cancellation it was, the request is given
+    up, hedges and all, and aiohttp's outer timer turns it into the ``TimeoutError`` a
+    bare session raises. (The loop's own limit is a cancellation aiohttp lets through.)"""
+    if getattr(timer, "_cancelled", False):  # a TimerContext that fired (a TimerNoop has none)
+        raise asyncio.CancelledError from exc
 
 
 def _decompresses(request: ClientRequest) -> bool:

@@ -1,0 +1,63 @@
+"""The aiohttp middleware inside a real ``aiohttp.ClientSession``: the session's own
+settings (timeouts, status checks, decompression, tracing, cookies, redirects) behave
+as they do without the middleware, on loopback servers."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from typing import Any
+
+import aiohttp
+import pytest
+
+from pytest_failover import Hedging, Pool
+from pytest_failover.integrations.aiohttp import FailoverMiddleware
+
+from .servers import LoopbackServer
+from .test_transport import fast
+
+Servers = dict[str, LoopbackServer]
+
+
+def breakers(middleware: FailoverMiddleware) -> list[tuple[str, int]]:
+    """Each domain's breaker and its count of consecutive failures."""
+    return [(d.breaker, d.consecutive_failures) for d in middleware.state().pools["api"].domains]
+
+
+@pytest.mark.parametrize("hedged", [False, True])
+@pytest.mark.parametrize("where", ["session", "request"])
+def test_the_sessions_total_time_running_out_is_the_callers_timeout_not_the_domains_failure(
+    servers: Servers, where: str, hedged: bool
+) -> None:
+    """When aiohttp's own ``ClientTimeout(total=...)`` runs out while the primary (and the
+    hedge racing it) is slow, the caller gets aiohttp's ``TimeoutError`` as from a bare
+    session: no attempt is sent with no time left, no breaker counts a failure (the healthy
+    backup's would open, and every request fail fast, for the whole cooldown), and no
+    task is left with an error nobody reads."""
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.6)
+    b.set(delay=0.6 if hedged else 0.0)
+    hedging = Hedging(delay=0.05, max_ratio=1.0) if hedged else None
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], fast(breaker_threshold=2, hedging=hedging))
+    short = aiohttp.ClientTimeout(total=0.2)
+    reported: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: reported.append(context))
+        session_timeout = short if where == "session" else aiohttp.ClientTimeout(total=30)
+        request_timeout: dict[str, Any] = {"timeout": short} if where == "request" else {}
+        async with aiohttp.ClientSession(middlewares=(middleware,), timeout=session_timeout) as session:
+            for _ in range(3):
+                with pytest.raises(TimeoutError) as caught:
+                    await session.get(a.url() + "/slow", **request_timeout)
+                assert not isinstance(caught.value, aiohttp.ClientError)  # aiohttp's own, as without the middleware
+            assert breakers(middleware) == [("closed", 0), ("closed", 0)]
+            a.set()
+            async with session.get(a.url() + "/v1/x", timeout=aiohttp.ClientTimeout(total=30)) as response:
+                assert response.failover.domain == a.url()  # type: ignore[attr-defined]  # the middleware sets it
+        gc.collect()  # a task done with an error nobody read reports it when collected
+
+    asyncio.run(run())
+    assert reported == []
+    assert b.total_settled(3 if hedged else 0) == (3 if hedged else 0)  # one hedge each, no retry
