@@ -24,6 +24,9 @@ fallback's answer is turned into one. Requests to other hosts go straight to ``h
   request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies;
   its ``total`` is the caller's time for the whole request: when it runs out, the caller
   gets aiohttp's ``TimeoutError`` as from a bare session, and no domain is blamed.
+- Cookies: to the session the pool is one site. Its cookies for the URL asked for go to
+  whichever domain serves it, and those an answer from another domain sets are filed
+  under the URL asked for too (as well as under that domain, as aiohttp files them).
 - Errors: ``AllDomainsFailed`` / ``CircuitOpenError`` here are
   ``aiohttp.ClientConnectionError`` subclasses, and also the ``pytest_failover`` errors
   of the same name (``.attempts``, ``.pool``, ``.reason``).
@@ -45,7 +48,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 try:
     import aiohttp
-    from aiohttp import ClientRequest, ClientResponse, payload
+    from aiohttp import ClientRequest, ClientResponse, hdrs, payload
     from aiohttp.base_protocol import BaseProtocol
     from aiohttp.client_middlewares import ClientHandlerType
     from aiohttp.helpers import TimerNoop
@@ -81,6 +84,7 @@ __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
 _NATIVE = "pytest_failover.aiohttp"  # extension key: the aiohttp-side objects of an exchange; an answer held whole
 _READ = "pytest_failover.aiohttp.read"  # extension key: the body of aiohttp's answer the exchange may read (_Body)
 _SENDING = "pytest_failover.aiohttp.sending"  # extension key: the ClientRequest an attempt to another domain sends
+_MOVED = "pytest_failover.aiohttp.moved"  # extension key: an answer held whole from another domain than the URL's
 _REPLAYABLE = httpx.ByteStream(b"")  # aiohttp sends the body itself; this says it may be re-sent
 # httpx's four timeouts, which the handler never reads: the loop bounds each attempt with
 # its own limit, and the middleware names the phase (``failover_timeout_error``). Each is
@@ -183,13 +187,12 @@ class FailoverMiddleware(_FrontEnd):
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
         # aiohttp's own answer (sync: no coroutine made per request): as aiohttp handed it
-        # over when its body was in memory (``_convert.held``), else with what the exchange read of
-        # its body given back; or one built for a stale copy or the fallback's answer
+        # over when its body was in memory (``_convert.held``) and it came for the URL asked
+        # for; else made so (:func:`_handed_over`)
         answered = response.extensions
         native: ClientResponse | None = answered.get(_NATIVE)
         if native is None:
-            read: _Body | None = answered.get(_READ)
-            native = await _built(response, request) if read is None else _given_back(response, read)
+            native = await _handed_over(response, request)
         native.failover = answered["failover"]  # type: ignore[attr-defined]  # its documented place
         return native
 
@@ -228,6 +231,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
         handler: ClientHandlerType
         url: httpx.URL
         native, handler, url = request.extensions[_NATIVE]
+        whole = _NATIVE  # where an answer held whole goes (_MOVED: another domain's)
         if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
@@ -235,6 +239,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             native.url = native.original_url = URL(str(request.url), encoded=True)
             native.headers = CIMultiDict(_convert.decoded(request.headers._list))
             request.extensions[_SENDING] = native  # for failover_timeout_error
+            whole = _MOVED
         elif getattr(request.headers, "changed", True):  # the exchange set trace context (one attempt at a time here)
             native.headers = CIMultiDict(_convert.decoded(request.headers._list))
         native.response = None  # set by aiohttp once the request went out
@@ -265,7 +270,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             if held is None:  # all of it in its stream already, maybe
                 held = _held(response)
             if held is not None:  # nothing left to read or to break: aiohttp's answer as it is
-                extensions[_NATIVE] = response
+                extensions[whole] = response
                 return _convert.held(response.status, raw, extensions, held)
         body = extensions[_READ] = _Body(response, request)  # what the exchange may read, and give back
         return _convert.response(response.status, _convert.from_bytes(raw), body, extensions)
@@ -403,6 +408,17 @@ def _caller_out_of_time(timer: object, exc: TimeoutError) -> None:
         raise asyncio.CancelledError from exc
 
 
+def _as_asked(answer: ClientResponse, request: ClientRequest) -> None:
+    """``answer``, from another domain of the pool than ``request``'s URL, made the answer
+    of the URL asked for where the session reads it as such. To the caller the pool is one
+    site: the session's cookies for the URL asked for go to whichever domain serves it, so
+    the cookies ``answer`` sets are filed under the URL asked for too (aiohttp files them
+    under the domain that answered): the next requests for it carry them back."""
+    session = request.session
+    if session is not None and hdrs.SET_COOKIE in answer._headers:
+        session.cookie_jar.update_cookies(answer.cookies, request.url)
+
+
 def _decompresses(request: ClientRequest) -> bool:
     """Does aiohttp decode the body of ``request``'s answer (its session's ``auto_decompress``)?"""
     session = request.session
@@ -427,6 +443,24 @@ def _held(response: ClientResponse) -> bytes | None:
         return None
     held = b"".join(content._buffer)
     return held[content._buffer_offset :] if content._buffer_offset else held
+
+
+async def _handed_over(response: httpx.Response, request: ClientRequest) -> ClientResponse:
+    """aiohttp's response to hand over for ``response`` (the transport's answer) when it is
+    not aiohttp's own as it came for the URL asked for: one from another domain, made the
+    answer of the URL asked for (:func:`_as_asked`); one whose body the exchange read, with
+    it given back; or one built for a stale copy or the fallback's answer."""
+    answered = response.extensions
+    native: ClientResponse | None = answered.get(_MOVED)
+    if native is None:
+        read: _Body | None = answered.get(_READ)
+        if read is None:
+            return await _built(response, request)
+        native = _given_back(response, read)
+        if native._real_url is request.original_url:  # (another domain's attempt sends a copy)
+            return native
+    _as_asked(native, request)
+    return native
 
 
 def _given_back(response: httpx.Response, body: _Body) -> ClientResponse:

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiohttp
 import pytest
+from yarl import URL
 
-from pytest_failover import Hedging, Pool
+from pytest_failover import Hedging, Pool, faults
 from pytest_failover.integrations.aiohttp import FailoverMiddleware
+from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 
 from .servers import LoopbackServer
 from .test_transport import fast
@@ -95,3 +98,64 @@ def test_a_hedge_ending_with_an_error_of_its_own_ends_the_request_with_it(server
                     await session.get(a.url() + "/v1/x")
 
     asyncio.run(run())
+
+
+HOSTS = ("api.aio-session.test", "api2.aio-session.test")
+PRIMARY, BACKUP = (f"http://{host}" for host in HOSTS)
+
+
+def _site(name: str) -> Callable[[RecordedRequest], Response]:
+    """A domain of the pool that logs in with a cookie and says what it was asked."""
+
+    def answer(request: RecordedRequest) -> Response:
+        if request.path == "/login":
+            return Response(200, f"{name}: in", {"Set-Cookie": f"session={name}; Path=/"})
+        return Response(200, f"{name}: {request.path}")
+
+    return answer
+
+
+@pytest.fixture(scope="module")
+def domains() -> Iterator[FakeDomains]:
+    with FakeDomains() as fake:
+        yield fake
+
+
+@pytest.fixture
+def primary_down(domains: FakeDomains) -> FakeDomains:
+    """The pool's two domains, fresh, the primary refusing connections."""
+    domains.reset()
+    domains.add(HOSTS[0], _site("primary"))
+    domains.add(HOSTS[1], _site("backup"))
+    domains.fail(HOSTS[0], faults.refused())
+    return domains
+
+
+def _session(middleware: FailoverMiddleware) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver())
+    return aiohttp.ClientSession(connector=connector, middlewares=(middleware,))
+
+
+def test_a_cookie_the_backup_sets_is_filed_under_the_url_asked_for(primary_down: FakeDomains) -> None:
+    """A cookie set by the backup, answering a request for the primary's URL, is filed under
+    that URL too: the next requests to it carry the cookie to whichever domain serves them,
+    as the session's cookies for the primary's URL go to the backup (and as the requests
+    adapter files them); it stays filed under the backup's host, as aiohttp files it."""
+    middleware = FailoverMiddleware([Pool("api", [PRIMARY, BACKUP])], fast(sticky=False))
+
+    async def run() -> None:
+        async with _session(middleware) as session:
+            async with session.get(PRIMARY + "/login") as response:
+                assert await response.text() == "backup: in"
+            assert session.cookie_jar.filter_cookies(URL(PRIMARY))["session"].value == "backup"
+            assert session.cookie_jar.filter_cookies(URL(BACKUP))["session"].value == "backup"
+            async with session.get(PRIMARY + "/rooms") as response:  # the backup serves it again
+                assert response.failover.domain == BACKUP  # type: ignore[attr-defined]  # the middleware sets it
+            primary_down.heal(HOSTS[0])
+            async with session.get(PRIMARY + "/rooms") as response:
+                assert response.failover.domain == PRIMARY  # type: ignore[attr-defined]  # the middleware sets it
+
+    asyncio.run(run())
+    assert [r.headers.get("cookie") for r in primary_down.requests(HOSTS[1])] == [None, "session=backup"]
+    assert [r.headers.get("cookie") for r in primary_down.requests(HOSTS[0])] == ["session=backup"]
+
