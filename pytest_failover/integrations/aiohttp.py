@@ -24,9 +24,11 @@ fallback's answer is turned into one. Requests to other hosts go straight to ``h
   request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies;
   its ``total`` is the caller's time for the whole request: when it runs out, the caller
   gets aiohttp's ``TimeoutError`` as from a bare session, and no domain is blamed.
-- Cookies: to the session the pool is one site. Its cookies for the URL asked for go to
-  whichever domain serves it, and those an answer from another domain sets are filed
-  under the URL asked for too (as well as under that domain, as aiohttp files them).
+- Cookies and redirects: to the session the pool is one site. Its cookies for the URL
+  asked for go to whichever domain serves it, and those an answer from another domain
+  sets are filed under the URL asked for too (as well as under that domain, as aiohttp
+  files them). That answer's redirect to its own origin says the origin asked for (same
+  path): aiohttp follows it through the pool, with the request's ``Authorization``.
 - Errors: ``AllDomainsFailed`` / ``CircuitOpenError`` here are
   ``aiohttp.ClientConnectionError`` subclasses, and also the ``pytest_failover`` errors
   of the same name (``.attempts``, ``.pool``, ``.reason``).
@@ -408,15 +410,43 @@ def _caller_out_of_time(timer: object, exc: TimeoutError) -> None:
         raise asyncio.CancelledError from exc
 
 
+_REDIRECTS = frozenset((301, 302, 303, 307, 308))  # the statuses aiohttp follows
+
+
 def _as_asked(answer: ClientResponse, request: ClientRequest) -> None:
     """``answer``, from another domain of the pool than ``request``'s URL, made the answer
     of the URL asked for where the session reads it as such. To the caller the pool is one
-    site: the session's cookies for the URL asked for go to whichever domain serves it, so
-    the cookies ``answer`` sets are filed under the URL asked for too (aiohttp files them
-    under the domain that answered): the next requests for it carry them back."""
+    site: the session's cookies for the URL asked for go to whichever domain serves it,
+    and a relative redirect is followed from that URL, through the pool. So:
+
+    - the cookies ``answer`` sets are filed under the URL asked for too (aiohttp files
+      them under the domain that answered): the next requests for it carry them back;
+    - a redirect to the origin that answered is made one to the origin asked for (same
+      path and query): aiohttp judges a ``Location`` by the URL it asked for, and would
+      drop the request's ``Authorization`` and ``Cookie`` for another origin, where a bare
+      session that asked that domain keeps them. It then follows it as a relative one,
+      through the pool."""
     session = request.session
     if session is not None and hdrs.SET_COOKIE in answer._headers:
         session.cookie_jar.update_cookies(answer.cookies, request.url)
+    if answer.status not in _REDIRECTS:
+        return
+    location = answer._headers.get(hdrs.LOCATION)
+    try:
+        target = URL(location) if location is not None else None
+    except ValueError:  # not a URL: aiohttp raises its own error for it
+        return
+    if target is None or not target.absolute or target.origin() != answer._real_url.origin():
+        return
+    asked = str(request.original_url.origin().join(target.relative()))
+    headers = CIMultiDict(answer._headers)
+    headers[hdrs.LOCATION] = asked
+    answer._headers = CIMultiDictProxy(headers)
+    answer._raw_headers = tuple(
+        (name, asked.encode("latin-1") if name.lower() == b"location" else value) for name, value in answer._raw_headers
+    )
+    for read in ("headers", "raw_headers"):  # aiohttp's properties of them keep what they read first
+        answer._cache.pop(read, None)
 
 
 def _decompresses(request: ClientRequest) -> bool:

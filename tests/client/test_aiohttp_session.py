@@ -105,11 +105,14 @@ PRIMARY, BACKUP = (f"http://{host}" for host in HOSTS)
 
 
 def _site(name: str) -> Callable[[RecordedRequest], Response]:
-    """A domain of the pool that logs in with a cookie and says what it was asked."""
+    """A domain of the pool that logs in with a cookie, redirects ``/start`` to ``/final``
+    on its own host (an absolute ``Location``), and says what it received."""
 
     def answer(request: RecordedRequest) -> Response:
         if request.path == "/login":
             return Response(200, f"{name}: in", {"Set-Cookie": f"session={name}; Path=/"})
+        if request.path == "/start":
+            return Response(302, "", {"Location": f"http://{request.host}/final"})
         return Response(200, f"{name}: {request.path}")
 
     return answer
@@ -159,3 +162,30 @@ def test_a_cookie_the_backup_sets_is_filed_under_the_url_asked_for(primary_down:
     assert [r.headers.get("cookie") for r in primary_down.requests(HOSTS[1])] == [None, "session=backup"]
     assert [r.headers.get("cookie") for r in primary_down.requests(HOSTS[0])] == ["session=backup"]
 
+
+def test_a_redirect_to_the_host_that_answered_keeps_the_requests_credentials(primary_down: FakeDomains) -> None:
+    """An absolute redirect from the backup to its own host, answering a request for the
+    primary's URL, is followed as a redirect to the URL asked for (as a relative one is):
+    through the pool, with the request's ``Authorization``, which aiohttp drops for a
+    Location on another origin than the URL asked for (a bare session asked the backup
+    keeps it, as the requests adapter and the httpx transports do)."""
+    middleware = FailoverMiddleware([Pool("api", [PRIMARY, BACKUP])], fast())
+
+    async def run() -> None:
+        async with (
+            _session(middleware) as session,
+            session.get(PRIMARY + "/start", headers={"Authorization": "Bearer t"}) as response,
+        ):
+            assert await response.text() == "backup: /final"
+            assert response.url == URL(BACKUP + "/final")
+            assert response.failover.domain == BACKUP  # type: ignore[attr-defined]  # the middleware sets it
+            (hop,) = response.history
+            assert (hop.status, hop.url) == (302, URL(BACKUP + "/start"))
+            assert hop.headers["Location"] == PRIMARY + "/final"  # the URL asked for's
+            assert [a.domain for a in hop.failover.attempts] == [PRIMARY, BACKUP]  # type: ignore[attr-defined]  # each hop's own
+
+    asyncio.run(run())
+    assert [(r.path, r.headers.get("authorization")) for r in primary_down.requests(HOSTS[1])] == [
+        ("/start", "Bearer t"),
+        ("/final", "Bearer t"),
+    ]
