@@ -24,6 +24,8 @@ fallback's answer is turned into one. Requests to other hosts go straight to ``h
   request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies;
   its ``total`` is the caller's time for the whole request: when it runs out, the caller
   gets aiohttp's ``TimeoutError`` as from a bare session, and no domain is blamed.
+  Closing the session ends its requests in flight with ``aiohttp.ClientConnectionError``,
+  nothing blamed either.
 - Cookies and redirects: to the session the pool is one site. Its cookies for the URL
   asked for go to whichever domain serves it, and those an answer from another domain
   sets are filed under the URL asked for too (as well as under that domain, as aiohttp
@@ -251,9 +253,13 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             error = _httpx_error(exc, request)
             if error is None:
                 raise
+            _session_closed(native.session, exc)
             raise error from exc
         except TimeoutError as exc:
             _caller_out_of_time(native._timer, exc)
+            raise
+        except Exception as exc:  # aiohttp asserts it has a connector: a retry after the session closed
+            _session_closed(native.session, exc)
             raise
         extensions: dict[str, Any] = {}
         if self.dialer is not None:
@@ -382,6 +388,7 @@ class _Body(httpx.AsyncByteStream):
             error = _httpx_error(exc, self._request)
             if error is None:
                 raise
+            _session_closed(response._session, exc)
             raise error from exc
         except TimeoutError as exc:
             _caller_out_of_time(response._timer, exc)
@@ -447,6 +454,18 @@ def _as_asked(answer: ClientResponse, request: ClientRequest) -> None:
     )
     for read in ("headers", "raw_headers"):  # aiohttp's properties of them keep what they read first
         answer._cache.pop(read, None)
+
+
+def _session_closed(session: aiohttp.ClientSession | None, exc: Exception) -> None:
+    """Raise ``aiohttp.ClientConnectionError`` from ``exc`` if the attempt failed because
+    its session was closed meanwhile (its connections closed under it, or no connector
+    left for a retry): the caller's doing, which says nothing about the domain. As the
+    ``TransportError`` it maps to, the loop would blame the domain and try the next one
+    on the closed session (blamed in turn: a middleware that serves other sessions would
+    find healthy domains' breakers open); as an error of the caller's own it ends the
+    request, nothing blamed, as a bare session's ends."""
+    if session is not None and session.closed:
+        raise aiohttp.ClientConnectionError("Session is closed") from exc
 
 
 def _decompresses(request: ClientRequest) -> bool:

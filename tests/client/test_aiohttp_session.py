@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 from yarl import URL
 
+import pytest_failover
 from pytest_failover import Hedging, Pool, faults
 from pytest_failover.integrations.aiohttp import FailoverMiddleware
 from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
@@ -64,6 +65,44 @@ def test_the_sessions_total_time_running_out_is_the_callers_timeout_not_the_doma
     asyncio.run(run())
     assert reported == []
     assert b.total_settled(3 if hedged else 0) == (3 if hedged else 0)  # one hedge each, no retry
+
+
+
+def test_closing_the_session_mid_request_is_the_callers_doing_not_the_domains_failure(servers: Servers) -> None:
+    """Requests in flight when their session is closed end with an
+    ``aiohttp.ClientConnectionError``, as without the middleware (not aiohttp's bare
+    ``AssertionError`` from a retry on the closed session, nor ``AllDomainsFailed``): the
+    backup is not tried, and no breaker or budget pays for it, so another session sharing
+    the middleware is served by the primary at once."""
+    a, b = servers["a"], servers["b"]
+    a.set(delay=5.0)
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], fast(breaker_threshold=2))
+    budget = middleware.state().pools["api"].budget_tokens
+
+    async def run() -> None:
+        session = aiohttp.ClientSession(middlewares=(middleware,))
+
+        async def get() -> None:
+            async with session.get(a.url() + "/slow") as response:
+                await response.read()
+
+        calls = [asyncio.create_task(get()) for _ in range(3)]
+        for _ in range(500):  # bounded: 5 s for the three to reach the server
+            if a.total == 3:
+                break
+            await asyncio.sleep(0.01)
+        await session.close()
+        ended = await asyncio.gather(*calls, return_exceptions=True)
+        assert [type(e) for e in ended if not isinstance(e, aiohttp.ClientConnectionError)] == []
+        assert not any(isinstance(e, pytest_failover.FailoverError) for e in ended)
+        assert breakers(middleware) == [("closed", 0), ("closed", 0)]
+        assert middleware.state().pools["api"].budget_tokens == budget
+        a.set()
+        async with aiohttp.ClientSession(middlewares=(middleware,)) as other, other.get(a.url() + "/v1/x") as response:
+            assert response.failover.domain == a.url()  # type: ignore[attr-defined]  # the middleware sets it
+
+    asyncio.run(run())
+    assert b.total == 0
 
 
 @pytest.mark.xfail(
