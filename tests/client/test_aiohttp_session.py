@@ -175,6 +175,47 @@ def test_a_caller_that_leaves_mid_request_leaves_nothing_behind(
     assert [c["message"] for c in reported] == []
 
 
+
+def test_trace_configs_see_the_request_once_and_each_attempts_own_work(servers: Servers) -> None:
+    """A session's ``trace_configs`` see the request once, with the URL asked for
+    (``on_request_start``, ``on_request_end``), and each attempt's own work with the
+    attempt's URL (a new connection, the request headers sent), as the docs say."""
+    a, b = servers["a"], servers["b"]
+    a.set(status=503)
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], fast(sticky=False))
+    seen: list[tuple[str, str]] = []
+    trace = aiohttp.TraceConfig()
+
+    def record(name: str, signal: Any) -> None:
+        async def on(session: aiohttp.ClientSession, context: Any, params: Any) -> None:
+            seen.append((name, str(params.url) if hasattr(params, "url") else ""))
+
+        signal.append(on)
+
+    for name in ("request_start", "request_end", "request_exception", "connection_create_start",
+                 "connection_reuseconn", "request_headers_sent"):
+        record(name, getattr(trace, f"on_{name}"))
+
+    async def run() -> None:
+        async with aiohttp.ClientSession(middlewares=(middleware,), trace_configs=[trace]) as session:
+            for _ in range(2):
+                async with session.get(a.url() + "/v1/x") as response:
+                    assert response.status == 200
+
+    asyncio.run(run())
+    asked, backup = a.url() + "/v1/x", b.url() + "/v1/x"
+    first = [
+        ("request_start", asked),
+        ("connection_create_start", ""),
+        ("request_headers_sent", asked),
+        ("connection_create_start", ""),
+        ("request_headers_sent", backup),
+        ("request_end", asked),
+    ]
+    again = [(name if name != "connection_create_start" else "connection_reuseconn", url) for name, url in first]
+    assert seen == first + again
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="core (_race._AsyncHedges.finish): a hedge whose task ended with an error that is not a "
