@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import gzip
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -214,6 +215,108 @@ def test_trace_configs_see_the_request_once_and_each_attempts_own_work(servers: 
     ]
     again = [(name if name != "connection_create_start" else "connection_reuseconn", url) for name, url in first]
     assert seen == first + again
+
+
+
+def test_raise_for_status_judges_the_answer_the_caller_gets(servers: Servers) -> None:
+    """With ``raise_for_status`` (``True`` or a callable) the session judges only the
+    answer the caller gets: a 503 the backup replaced raises nothing, a 404 raises as from
+    a bare session, and the callable is called once per request, with that answer."""
+    a, b = servers["a"], servers["b"]
+    a.set(status=503)
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], fast(sticky=False))
+    judged: list[tuple[int, str]] = []
+
+    async def judge(response: aiohttp.ClientResponse) -> None:
+        judged.append((response.status, str(response.url)))
+        response.raise_for_status()
+
+    async def run() -> None:
+        for check in (True, judge):
+            async with aiohttp.ClientSession(middlewares=(middleware,), raise_for_status=check) as session:
+                b.set()
+                async with session.get(a.url() + "/v1/x") as response:
+                    assert (response.status, response.failover.domain) == (200, b.url())  # type: ignore[attr-defined]  # the middleware sets it
+                b.set(status=404)
+                with pytest.raises(aiohttp.ClientResponseError) as caught:
+                    await session.get(a.url() + "/v1/x")
+                assert caught.value.status == 404 and not isinstance(caught.value, pytest_failover.FailoverError)
+
+    asyncio.run(run())
+    assert judged == [(200, b.url() + "/v1/x"), (404, b.url() + "/v1/x")]
+
+
+@pytest.mark.parametrize("decompress", [True, False])
+def test_a_compressed_answer_after_a_failover_is_as_the_session_asks(servers: Servers, decompress: bool) -> None:
+    """A gzip body from the backup reaches the caller decoded, or with
+    ``auto_decompress=False`` as the server sent it (its ``Content-Encoding`` kept)."""
+    a, b = servers["a"], servers["b"]
+    plain = b"hello gzip " * 100
+    a.set(status=503)
+    b.set(body=gzip.compress(plain), headers={"Content-Encoding": "gzip"})
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], fast())
+
+    async def run() -> tuple[bytes, str | None]:
+        async with (
+            aiohttp.ClientSession(middlewares=(middleware,), auto_decompress=decompress) as session,
+            session.get(a.url() + "/v1/x") as response,
+        ):
+            return await response.read(), response.headers.get("Content-Encoding")
+
+    body, encoding = asyncio.run(run())
+    assert encoding == "gzip"
+    assert body == (plain if decompress else gzip.compress(plain))
+
+
+@pytest.mark.parametrize("read", ["iter_chunked", "readline", "iter_any"])
+def test_a_body_past_the_read_limit_streams_whole_through_a_small_read_buffer(servers: Servers, read: str) -> None:
+    """A chunked body longer than ``read_body_max_bytes``, from the backup, streams to the
+    caller whole and in order through a session's small ``read_bufsize``, whichever way
+    it reads it."""
+    a, b = servers["a"], servers["b"]
+    body = b"".join(b"line %06d %s\n" % (n, b"x" * 90) for n in range(3000))  # 300 KB
+    a.set(status=503)
+    b.set(body=body, chunked=True)
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], fast(read_body_max_bytes=100 << 10))
+
+    async def run() -> list[bytes]:
+        async with (
+            aiohttp.ClientSession(middlewares=(middleware,), read_bufsize=1024) as session,
+            session.get(a.url() + "/file") as response,
+        ):
+            assert response.failover.domain == b.url()  # type: ignore[attr-defined]  # the middleware sets it
+            if read == "iter_chunked":
+                return [chunk async for chunk in response.content.iter_chunked(7000)]
+            if read == "iter_any":
+                return [chunk async for chunk in response.content.iter_any()]
+            lines = []
+            while line := await response.content.readline():
+                lines.append(line)
+            return lines
+
+    pieces = asyncio.run(run())
+    assert b"".join(pieces) == body
+    if read == "readline":
+        assert len(pieces) == 3000
+
+
+def test_a_sock_read_timeout_under_the_attempts_time_fails_the_attempt_over(servers: Servers) -> None:
+    """The session's ``ClientTimeout(sock_read=...)``, shorter than the attempt's time, cuts a
+    slow primary's attempt as a ``read_timeout``, and the backup answers."""
+    a, b = servers["a"], servers["b"]
+    a.set(delay=1.0)
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], fast(attempt_timeout=5.0))
+
+    async def run() -> list[str | None]:
+        timeout = aiohttp.ClientTimeout(sock_read=0.2)
+        async with (
+            aiohttp.ClientSession(middlewares=(middleware,), timeout=timeout) as session,
+            session.get(a.url() + "/v1/x") as response,
+        ):
+            assert response.failover.domain == b.url()  # type: ignore[attr-defined]  # the middleware sets it
+            return [r.error_type for r in response.failover.attempts]  # type: ignore[attr-defined]  # the middleware sets it
+
+    assert asyncio.run(run()) == ["read_timeout", None]
 
 
 @pytest.mark.xfail(
