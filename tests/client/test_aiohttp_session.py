@@ -8,7 +8,8 @@ import asyncio
 import gc
 import gzip
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -17,10 +18,10 @@ from yarl import URL
 
 import pytest_failover
 from pytest_failover import Hedging, Pool, faults
-from pytest_failover.integrations.aiohttp import FailoverMiddleware
+from pytest_failover.integrations.aiohttp import AllDomainsFailed, FailoverMiddleware
 from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 
-from .servers import LoopbackServer
+from .servers import LoopbackServer, closed_port
 from .test_transport import fast
 
 Servers = dict[str, LoopbackServer]
@@ -317,6 +318,97 @@ def test_a_sock_read_timeout_under_the_attempts_time_fails_the_attempt_over(serv
             return [r.error_type for r in response.failover.attempts]  # type: ignore[attr-defined]  # the middleware sets it
 
     assert asyncio.run(run()) == ["read_timeout", None]
+
+
+
+_REPLAYABLE = ("bytes", "str", "json", "form")  # what the middleware may send again
+
+
+def _body(kind: str, tmp_path: Path) -> dict[str, Any]:
+    """The keyword a caller gives ``session.post`` for a body of ``kind``, made anew."""
+
+    async def generated() -> AsyncIterator[bytes]:
+        yield b"part1-"
+        yield b"part2"
+
+    if kind == "multipart":
+        form = aiohttp.FormData()
+        form.add_field("a", "1")
+        form.add_field("f", b"bytes", filename="x.bin")
+        return {"data": form}
+    if kind == "file":
+        path = tmp_path / "upload.bin"
+        path.write_bytes(b"file-content")
+        return {"data": path.open("rb")}
+    bodies: dict[str, dict[str, Any]] = {
+        "bytes": {"data": b"raw"},
+        "str": {"data": "text"},
+        "json": {"json": {"k": 1}},
+        "form": {"data": {"a": "1"}},
+        "generator": {"data": generated()},
+    }
+    return bodies[kind]
+
+
+_BODIES = (*_REPLAYABLE, "multipart", "generator", "file")
+
+
+@pytest.mark.parametrize("kind", _BODIES)
+def test_every_kind_of_body_moves_to_the_backup_when_nothing_was_sent(
+    servers: Servers, tmp_path: Path, kind: str
+) -> None:
+    """A POST whose primary refuses the connection (no byte left) reaches the backup with
+    its body whole, whatever the body: bytes, text, JSON, a form, multipart, an async
+    generator, a file."""
+    b = servers["b"]
+    refusing = f"http://127.0.0.1:{closed_port()}"
+    middleware = FailoverMiddleware([Pool("api", [refusing, b.url()])], fast())
+
+    async def run() -> list[str | None]:
+        async with (
+            aiohttp.ClientSession(middlewares=(middleware,)) as session,
+            session.post(refusing + "/orders", **_body(kind, tmp_path)) as response,
+        ):
+            return [r.error_type for r in response.failover.attempts]  # type: ignore[attr-defined]  # the middleware sets it
+
+    assert asyncio.run(run()) == ["connection_refused", None]
+    ((method, path, headers, body),) = b.seen
+    assert (method, path) == ("POST", "/orders")
+    assert len(body) == int(headers.get("Content-Length", len(body))) > 0
+    expected = {"bytes": b"raw", "str": b"text", "json": b'{"k": 1}', "form": b"a=1",
+                "generator": b"part1-part2", "file": b"file-content"}
+    assert body == expected.get(kind, body) and (kind != "multipart" or b'filename="x.bin"' in body)
+
+
+@pytest.mark.parametrize("kind", _BODIES)
+def test_a_body_sent_to_a_failing_primary_is_sent_again_only_if_it_can_be(
+    servers: Servers, tmp_path: Path, kind: str
+) -> None:
+    """A POST with an ``Idempotency-Key`` whose primary read it whole, then reset the
+    connection: bytes, text, JSON and a form are sent again to the backup; multipart, an
+    async generator or a file never are (``AllDomainsFailed``, an
+    ``aiohttp.ClientConnectionError``); the backup sees nothing of them."""
+    a, b = servers["a"], servers["b"]
+    a.set(reset=True)
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], fast())
+
+    async def run() -> list[str | None]:
+        async with aiohttp.ClientSession(middlewares=(middleware,)) as session:
+            try:
+                async with session.post(
+                    a.url() + "/orders", headers={"Idempotency-Key": "k1"}, **_body(kind, tmp_path)
+                ) as response:
+                    return [r.error_type for r in response.failover.attempts]  # type: ignore[attr-defined]  # the middleware sets it
+            except AllDomainsFailed as error:  # an aiohttp.ClientConnectionError
+                return [r.error_type for r in error.attempts]
+
+    attempts = asyncio.run(run())
+    assert a.counts["POST"] == 1
+    if kind in _REPLAYABLE:
+        assert attempts == ["connection_reset", None] and b.counts["POST"] == 1
+        assert b.seen[0][3] == a.seen[0][3]  # the same bytes
+    else:
+        assert attempts == ["connection_reset"] and b.total == 0
 
 
 @pytest.mark.xfail(
