@@ -124,8 +124,8 @@ class Race:
 
         An attempt that ended with an error of the caller's own stack (not its library's
         ``TransportError``: an inner transport's or middleware's bug or refusal) says
-        nothing about its domain: it is cut, as a loser is, and the error is kept for
-        :meth:`settled`. A hedge never fails a request another attempt answers."""
+        nothing about its domain: it is cut, as a loser is, and the error is kept
+        (:attr:`unanswered`). A hedge never fails a request another attempt answers."""
         self.flying.remove(flight)
         foreign = error is not None and not isinstance(error, self.exchange.lib.TransportError)
         if self.exchange.done or foreign:
@@ -140,13 +140,13 @@ class Race:
         superseded, self.answer = self.answer, response
         return superseded
 
-    def settled(self) -> Response | None:
-        """The race is over: its answer (the one that won, or the last retryable one),
-        or None when every attempt failed; but when no attempt answered and one ended with
-        an error of the caller's own stack, that error, as the request raises it unhedged."""
-        if self.answer is None and self.failure is not None:
-            raise self.failure
-        return self.answer
+    @property
+    def unanswered(self) -> BaseException | None:
+        """Once the race is over, the error the request raises instead of going on: one of
+        the caller's own stack that an attempt ended with, when no attempt won (unhedged, the
+        request would have gone on to that attempt's domain and raised it there). Its
+        answer, a retryable one if any, is then the driver's to close."""
+        return self.failure if self.failure is not None and not self.exchange.done else None
 
     def cut_losers(self) -> list[Attempt]:
         """The race is over: the attempts still on the wire are cancelled."""
@@ -337,7 +337,18 @@ class _AsyncHedges:
             race.cut_losers()
         finally:
             self.cancel()
-        return race.settled()
+        return await _async_settled(race)
+
+
+async def _async_settled(race: Race) -> Response | None:
+    """The answer of a race that is over (the one that won, or the last retryable one; None
+    when every attempt failed), or raise its :attr:`Race.unanswered` error."""
+    failure = race.unanswered
+    if failure is None:
+        return race.answer
+    if race.answer is not None:
+        await race.answer.aclose()
+    raise failure
 
 
 async def _arrive(race: Race, arrival: Arrival) -> None:
@@ -391,7 +402,7 @@ async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
                     group.start_soon(run, race.launch(hedge))
             race.cut_losers()
             group.cancel_scope.cancel()
-    return race.settled()
+    return await _async_settled(race)
 
 
 # -- sync -----------------------------------------------------------------------------------
@@ -573,7 +584,7 @@ class ThreadRace:
             race.cut_losers()
             for future in futures:  # losers: close what they get, whenever they get it
                 future.add_done_callback(_close_result)
-        return race.settled()
+        return _settled(race)
 
     def _submit(self, send: Send, exchange: Exchange, flight: Attempt) -> concurrent.futures.Future[Response]:
         assert self._executor is not None
@@ -705,7 +716,7 @@ class _Hedges:
             event.wait(max(0.0, deadline - exchange.clock()) + GRACE)
         for loser in losers:
             _cut(self.inner, loser)
-        return race.settled()
+        return _settled(race)
 
 
 def _sent(send: Send, exchange: Exchange, flight: Attempt) -> tuple[Response | None, BaseException | None]:
@@ -718,6 +729,16 @@ def _sent(send: Send, exchange: Exchange, flight: Attempt) -> tuple[Response | N
         return send(exchange, flight), None
     except exchange.lib.TransportError as exc:
         return None, exc
+
+
+def _settled(race: Race) -> Response | None:
+    """:func:`_async_settled`, for the sync races."""
+    failure = race.unanswered
+    if failure is None:
+        return race.answer
+    if race.answer is not None:
+        race.answer.close()
+    raise failure
 
 
 def _close_result(future: concurrent.futures.Future[Response]) -> None:

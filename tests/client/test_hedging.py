@@ -853,20 +853,21 @@ class _AsyncRefusingB(httpx.AsyncHTTPTransport):
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio", "threads", "threads, pooled"])
-@pytest.mark.parametrize("first", ["answers", "fails"])
+@pytest.mark.parametrize("first", ["answers", "fails", "answers 503"])
 def test_a_hedge_ending_with_an_error_of_the_callers_own_never_fails_an_answered_request(
     backend: str, first: str, servers: dict[str, LoopbackServer]
 ) -> None:
     """A hedge that ends with an error of the caller's own stack (not a transport error:
     it says nothing about its domain) is out of the race, cut, and the request is the
-    first attempt's: its answer when it answers; when it fails too, the request raises
-    that error, as it does unhedged, at once (no loop spinning on the ended hedge, no wait
-    for the attempts' time), and no task is left with an error nobody read."""
+    first attempt's when it answers; when it fails (an error, or a 503 that would move
+    the request to the hedge's domain), the request raises that error, as it does
+    unhedged, at once (no loop spinning on the ended hedge, no wait for the attempts'
+    time), and no task is left with an error nobody read."""
     a, b = servers["a"], servers["b"]
     reported: list[dict[str, Any]] = []
 
     def set_up() -> None:
-        a.set(delay=0.3, reset=first == "fails")  # the hedge to b ends long before
+        a.set(delay=0.3, reset=first == "fails", status=503 if first == "answers 503" else 200)  # b's ends first
 
     def sync() -> httpx.Response:
         inner: httpx.BaseTransport = _RefusingB(b.port)
