@@ -411,6 +411,73 @@ def test_a_body_sent_to_a_failing_primary_is_sent_again_only_if_it_can_be(
         assert attempts == ["connection_reset"] and b.total == 0
 
 
+
+@pytest.mark.parametrize(
+    ("method", "status", "body"),
+    [("HEAD", 200, b'{"ok": true}'), ("GET", 204, b""), ("GET", 304, b""), ("GET", 200, b"")],
+    ids=["HEAD", "204", "304", "length-0"],
+)
+def test_answers_without_a_body_come_from_the_backup_empty_and_keep_their_connection(
+    servers: Servers, method: str, status: int, body: bytes
+) -> None:
+    """HEAD, 204, 304 and ``Content-Length: 0`` answers from the backup reach the caller
+    with no body, and their connection serves the next request."""
+    a, b = servers["a"], servers["b"]
+    a.set(status=503)
+    b.set(status=status, body=body)
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], fast())
+
+    async def run() -> list[tuple[int, bytes, str | None]]:
+        got = []
+        async with aiohttp.ClientSession(middlewares=(middleware,)) as session:
+            for _ in range(2):
+                async with session.request(method, a.url() + "/v1/x") as response:
+                    got.append((response.status, await response.read(), response.failover.domain))  # type: ignore[attr-defined]  # the middleware sets it
+        return got
+
+    accepted = b.accepted
+    assert asyncio.run(run()) == [(status, b"", b.url())] * 2
+    assert b.accepted == accepted + 1
+
+
+def test_a_websocket_to_a_pool_domain_fails_over_like_any_request() -> None:
+    """``session.ws_connect`` to the primary's URL goes through the middleware: when the
+    primary refuses, its handshake moves to the backup (an aiohttp web server), and the
+    socket works."""
+    from aiohttp import web
+
+    async def echo(request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        async for message in socket:
+            await socket.send_str(f"echo {message.data}")
+        return socket
+
+    async def run() -> str:
+        app = web.Application()
+        app.router.add_get("/ws", echo)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        backup = "http://{}:{}".format(*runner.addresses[0][:2])
+        refusing = f"http://127.0.0.1:{closed_port()}"
+        middleware = FailoverMiddleware([Pool("api", [refusing, backup])], fast())
+        try:
+            async with (
+                aiohttp.ClientSession(middlewares=(middleware,)) as session,
+                session.ws_connect(refusing + "/ws") as socket,
+            ):
+                await socket.send_str("hi")
+                answer = await socket.receive_str()
+            assert middleware.state().pools["api"].sticky == backup
+            return answer
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(run()) == "echo hi"
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="core (_race._AsyncHedges.finish): a hedge whose task ended with an error that is not a "
