@@ -8,6 +8,7 @@ import asyncio
 import gc
 import gzip
 import warnings
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,13 @@ from yarl import URL
 
 import pytest_failover
 from pytest_failover import Hedging, Pool, faults
+from pytest_failover._values import AttemptRecord
 from pytest_failover.integrations.aiohttp import AllDomainsFailed, FailoverMiddleware
 from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 
 from .servers import LoopbackServer, closed_port
+from .test_concurrency import POLICY as FLAPPING_POLICY
+from .test_concurrency import check, flapping  # noqa: F401  # flapping: a fixture this module's test uses
 from .test_transport import fast
 
 Servers = dict[str, LoopbackServer]
@@ -233,8 +237,8 @@ def test_raise_for_status_judges_the_answer_the_caller_gets(servers: Servers) ->
         response.raise_for_status()
 
     async def run() -> None:
-        for check in (True, judge):
-            async with aiohttp.ClientSession(middlewares=(middleware,), raise_for_status=check) as session:
+        for judging in (True, judge):
+            async with aiohttp.ClientSession(middlewares=(middleware,), raise_for_status=judging) as session:
                 b.set()
                 async with session.get(a.url() + "/v1/x") as response:
                     assert (response.status, response.failover.domain) == (200, b.url())  # type: ignore[attr-defined]  # the middleware sets it
@@ -476,6 +480,47 @@ def test_a_websocket_to_a_pool_domain_fails_over_like_any_request() -> None:
             await runner.cleanup()
 
     assert asyncio.run(run()) == "echo hi"
+
+
+
+def test_300_tasks_share_one_session_while_the_primary_flaps(
+    flapping: tuple[LoopbackServer, LoopbackServer],  # noqa: F811  # the fixture imported above
+) -> None:
+    """300 tasks share one session (a GET, then a POST without an idempotency key, each)
+    while the primary cycles healthy, 503, reset and cut mid-body: every GET is answered
+    (the backup stays healthy), a POST fails only as ``AllDomainsFailed`` and is never sent
+    twice, and the attempts the caller sees are those the servers saw."""
+    a, b = flapping
+    middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], FLAPPING_POLICY)
+    records: list[AttemptRecord] = []
+    posts: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+
+    async def worker(session: aiohttp.ClientSession, n: int) -> None:
+        for i in range(2):
+            body = f"task-{n}-{i}"
+            try:
+                if i % 2:
+                    posts[body] += 1
+                    call = session.post(a.url() + "/orders", data=body.encode())
+                else:
+                    call = session.get(a.url() + "/rooms")
+                async with call as response:
+                    await response.read()
+                    records.extend(response.failover.attempts)  # type: ignore[attr-defined]  # the middleware sets it
+            except AllDomainsFailed as error:
+                failed["POST" if i % 2 else "GET"] += 1
+                records.extend(error.attempts)
+
+    async def main() -> None:
+        connector = aiohttp.TCPConnector(limit=100)
+        async with aiohttp.ClientSession(connector=connector, middlewares=(middleware,)) as session:
+            await asyncio.gather(*(worker(session, n) for n in range(300)))
+
+    asyncio.run(main())
+    assert failed["GET"] == 0
+    assert any(r.error_type is not None for r in records)  # the primary did flap under the load
+    check(records, posts, a, b)
 
 
 @pytest.mark.xfail(
