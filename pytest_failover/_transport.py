@@ -320,6 +320,8 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             return result
         except BaseException:
             exchange.give_up()
+            if response is not None:  # a retryable answer held while waiting to retry: its body unread
+                response.close()
             raise
 
     def _send(self, exchange: Lane, attempt: Attempt) -> Any:
@@ -515,6 +517,11 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             return result
         except BaseException:
             exchange.give_up()
+            if response is not None:  # a retryable answer held while waiting to retry: its body unread
+                import anyio  # httpx's own dependency
+
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
             raise
 
     async def _send(self, exchange: Lane, attempt: Attempt) -> Any:
