@@ -412,3 +412,30 @@ def test_a_stale_copy_or_a_fallback_answer_keeps_a_readable_raw_when_streamed(se
         assert copy.headers["x-failover-stale"] == "1" and copy.raw.read() == b'{"cached": 1}'
         answer = session.get(gone + "/c", timeout=10, stream=True)
         assert answer.status_code == 203 and answer.raw.read(7) == b"offline" and answer.raw.read() == b" copy"
+
+
+def test_a_body_cut_mid_way_fails_over_a_get_never_resends_a_post_and_past_the_limit_is_requests_error(
+    servers: Servers,
+) -> None:
+    """The primary sends half of a declared body, then resets. Within the read limit a GET
+    is answered by the backup, and a POST without an idempotency key is not sent again
+    (``AllDomainsFailed``, ``not_retryable``). A body declared longer than the limit is
+    handed over unread: the break reaches the caller as requests' own error, as from a
+    bare session (``ChunkedEncodingError``), and is not re-sent."""
+    a, b = servers["a"], servers["b"]
+    adapter = FailoverAdapter([Pool("api", [a.url(), b.url()])], fast(read_body_max_bytes=100 << 10, sticky=False))
+    with requests.Session() as session, requests.Session() as bare:
+        session.mount("http://", adapter)
+        a.set(truncate=True, body=b"x" * 1000)
+        response = session.get(a.url() + "/small", timeout=10)
+        assert response.headers["x-served-by"] == "b"
+        first, second = response.failover.attempts  # type: ignore[attr-defined]  # the adapter sets it
+        assert first.error_type in {"connection_reset", "remote_protocol_error"} and second.error_type is None  # the RST, or the short read before it
+        with pytest.raises(AllDomainsFailed, match="not_retryable"):
+            session.post(a.url() + "/orders", data=b"order-1", timeout=10)
+        assert b.counts["POST"] == 0
+        a.set(truncate=True, body=b"x" * (150 << 10))  # declares 300 KiB
+        for client in (bare, session):
+            with pytest.raises(requests.exceptions.ChunkedEncodingError):
+                client.get(a.url() + "/large", timeout=10)
+        assert b.of_path("/large") == 0
