@@ -201,6 +201,16 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             raise carried(_KINDS, error, request) from last_cause(error)
         return _native(response, request, self, stream)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Refused: requests' ``HTTPAdapter`` pickles (and deep-copies) its settings alone,
+        which would make an adapter without its failover state, failing at its first
+        request, in a copy that could not share the breakers anyway."""
+        raise TypeError(
+            f"a {type(self).__name__} cannot be pickled or copied: it holds live failover state "
+            "(breakers, budget, connections, threads) that a copy could not share; build a "
+            "FailoverAdapter in each process (FailoverAdapter.sharing shares one state within one)"
+        )
+
     def close(self) -> None:
         self._transport.close()
         if self._wrapped is not None:

@@ -4,9 +4,11 @@ the primary and after a failover alike."""
 
 from __future__ import annotations
 
+import copy
 import gzip
 import io
 import os
+import pickle
 import threading
 import zlib
 from collections import Counter
@@ -439,3 +441,19 @@ def test_a_body_cut_mid_way_fails_over_a_get_never_resends_a_post_and_past_the_l
             with pytest.raises(requests.exceptions.ChunkedEncodingError):
                 client.get(a.url() + "/large", timeout=10)
         assert b.of_path("/large") == 0
+
+
+def test_pickling_the_adapter_or_its_session_is_a_clear_error() -> None:
+    """A ``FailoverAdapter`` holds live state (breakers, budget, connections, threads) that
+    a copy in another process cannot share: pickling it, or a session it is mounted on, or
+    deep-copying either, raises a ``TypeError`` that says so, rather than making an
+    adapter that fails at its first request (requests' ``HTTPAdapter`` pickles its settings
+    alone)."""
+    adapter = FailoverAdapter([Pool("api", ["http://api.test", "http://api2.test"])])
+    with requests.Session() as session:
+        session.mount("http://", adapter)
+        for copy_of in (pickle.dumps, copy.deepcopy):
+            for thing in (adapter, session):
+                with pytest.raises(TypeError, match=r"cannot be pickled or copied.*FailoverAdapter"):
+                    copy_of(thing)
+    adapter.close()
