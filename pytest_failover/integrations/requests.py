@@ -23,6 +23,8 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 - Errors: ``AllDomainsFailed`` / ``CircuitOpenError`` here are
   ``requests.exceptions.ConnectionError`` subclasses, and also the
   ``pytest_failover`` errors of the same name (``.attempts``, ``.pool``, ``.reason``).
+  What requests refuses before connecting (a bad ``timeout=``, a ``verify=`` or ``cert=``
+  path that does not exist) is its own error, raised at once, no domain blamed.
 - Per-request options: ``with failover_options({...}):``
   (:func:`pytest_failover.integrations.failover_options`).
 - ``fallback`` has the transports' signature: it gets the ``httpx.Request`` and the
@@ -199,6 +201,8 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             response = self._transport.handle_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
+        except _SetUp as carrier:
+            raise carrier.error from None  # as requests raised it, its own traceback kept
         return _native(response, request, self, stream)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -271,6 +275,18 @@ class _Unreplayable(httpx.SyncByteStream):
         raise RuntimeError("the requests adapter sends this body itself")
 
 
+class _SetUp(Exception):  # a carrier, never seen by the caller
+    """An ``OSError`` requests' send raised itself, not wrapped in one of its own errors:
+    the caller's set-up (a CA bundle or client certificate path that does not exist),
+    found before connecting, which says nothing about the domain. Carried past the
+    failover loop, which takes a raw ``OSError`` for a broken read and would try every
+    domain and blame each, and raised as it was, as from a bare session."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 class _AdapterIO(httpx.BaseTransport):
     """The inner transport: one attempt through the wrapped adapter, its errors as httpx's."""
 
@@ -298,6 +314,8 @@ class _AdapterIO(httpx.BaseTransport):
             if error is None:
                 raise
             raise error from exc
+        except OSError as exc:  # what it does not wrap: its own check of verify= and cert= paths
+            raise _SetUp(exc) from exc
         # The answer's headers by lowercased name, to look names up in at C level (the
         # mapping's own `in` and `[]` are Python calls): requests' CaseInsensitiveDict keeps
         # them so (its _store); any other mapping (an adapter's own) is read into one.

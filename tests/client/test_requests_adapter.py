@@ -457,3 +457,26 @@ def test_pickling_the_adapter_or_its_session_is_a_clear_error() -> None:
                 with pytest.raises(TypeError, match=r"cannot be pickled or copied.*FailoverAdapter"):
                     copy_of(thing)
     adapter.close()
+
+
+@pytest.mark.parametrize("setting", [{"verify": "/nonexistent/ca.pem"}, {"cert": "/nonexistent/client.pem"}], ids=["verify", "cert"])
+def test_a_local_tls_setting_that_cannot_work_is_requests_own_error_and_blames_no_domain(
+    servers: Servers, setting: dict[str, str]
+) -> None:
+    """A CA bundle or client certificate path that does not exist is the caller's set-up,
+    not a domain's failure: requests raises its ``OSError`` before connecting, and so does
+    the adapter, with the same message, at once: no retry, no other domain tried, no
+    failure counted against any."""
+    tls, b = servers["tls"], servers["b"]
+    adapter = FailoverAdapter([Pool("api", [tls.url(), tls.url("localhost")])], fast(breaker_threshold=1))
+    messages = []
+    with requests.Session() as session, requests.Session() as bare:
+        session.mount("https://", adapter)
+        for client in (bare, session):
+            with pytest.raises(OSError, match="invalid path") as raised:
+                client.get(tls.url() + "/x", timeout=10, **setting)  # type: ignore[arg-type]  # one keyword of send's, as given
+            assert not isinstance(raised.value, requests.RequestException)
+            messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+    assert [d.consecutive_failures for d in adapter.state().pools["api"].domains] == [0, 0]
+    assert tls.total == 0 and b.total == 0
