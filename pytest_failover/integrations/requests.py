@@ -18,8 +18,9 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 - Retries: the wrapped adapter's own urllib3 ``Retry`` stays in force for the hosts
   outside every pool; inside the pools it is off (``Retry(0, read=False)``, requests'
   default), so two retry layers never stack.
-- Bodies: ``bytes`` and ``str`` may be re-sent; a generator or a file is never re-sent
-  once a byte may have left (an upload that failed before connecting moves on).
+- Bodies: ``bytes``, ``str``, a ``bytearray`` or ``memoryview`` may be re-sent; a
+  generator or a file is never re-sent once a byte may have left (an upload that failed
+  before connecting moves on).
 - Errors: ``AllDomainsFailed`` / ``CircuitOpenError`` here are
   ``requests.exceptions.ConnectionError`` subclasses, and also the
   ``pytest_failover`` errors of the same name (``.attempts``, ``.pool``, ``.reason``).
@@ -185,6 +186,8 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             content: httpx.SyncByteStream = _EMPTY
         elif isinstance(body, (bytes, str)):
             content = httpx.ByteStream(body.encode() if isinstance(body, str) else body)
+        elif isinstance(body, (bytearray, memoryview)):  # in memory too: requests sends it as it is, again
+            content = httpx.ByteStream(bytes(body))
         else:
             content = _Unreplayable()
         sent: _Sent = (request, verify, cert, proxies, url)
