@@ -494,3 +494,21 @@ def test_a_body_in_memory_of_any_buffer_type_is_sent_again_elsewhere(servers: Se
         response = session.put(a.url() + "/doc", data=kind(b"document"), timeout=10)
     assert response.status_code == 200 and [r.status for r in response.failover.attempts] == [503, 200]  # type: ignore[attr-defined]  # the adapter sets it
     assert [body for _, _, _, body in b.seen] == [b"document"]
+
+
+def test_every_attempt_goes_through_the_proxies_chosen_for_the_url_asked_for(
+    servers: Servers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """requests picks proxies (``HTTP_PROXY``, ``NO_PROXY``) for the URL asked for before
+    the adapter sees the request, and the adapter cannot tell the environment's from the
+    session's own: every attempt goes the way chosen for that URL. Here the URL asked for
+    is exempt (``NO_PROXY``), so the backup is reached directly, where a bare request to
+    it would go through the proxy (docs/integrations.md says so)."""
+    b, proxy = servers["b"], servers["c"]
+    monkeypatch.setenv("HTTP_PROXY", proxy.url())
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    asked = f"http://127.0.0.1:{closed_port()}"
+    with requests.Session() as session, requests.Session() as bare:
+        session.mount("http://", FailoverAdapter([Pool("api", [asked, b.url("localhost")])], fast()))
+        assert session.get(asked + "/x", timeout=10).headers["x-served-by"] == "b"
+        assert bare.get(b.url("localhost") + "/x", timeout=10).headers["x-served-by"] == "c"
