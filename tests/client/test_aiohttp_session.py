@@ -36,6 +36,50 @@ def breakers(middleware: FailoverMiddleware) -> list[tuple[str, int]]:
     return [(d.breaker, d.consecutive_failures) for d in middleware.state().pools["api"].domains]
 
 
+HOSTS = ("api.aio-session.test", "api2.aio-session.test")
+PRIMARY, BACKUP = (f"http://{host}" for host in HOSTS)
+
+
+LONG = 300_000  # a login answer's padding that does not come whole with its head
+
+
+def _site(name: str) -> Callable[[RecordedRequest], Response]:
+    """A domain of the pool that logs in with a cookie (``/login``, and ``/login-long`` with
+    ``LONG`` bytes of padding), redirects ``/start`` to ``/final`` on its own host (an
+    absolute ``Location``), and says what it received."""
+
+    def answer(request: RecordedRequest) -> Response:
+        if request.path.startswith("/login"):
+            padding = " " * (LONG if request.path == "/login-long" else 0)
+            return Response(200, f"{name}: in{padding}", {"Set-Cookie": f"session={name}; Path=/"})
+        if request.path == "/start":
+            return Response(302, "", {"Location": f"http://{request.host}/final"})
+        return Response(200, f"{name}: {request.path}")
+
+    return answer
+
+
+@pytest.fixture(scope="module")
+def domains() -> Iterator[FakeDomains]:
+    with FakeDomains() as fake:
+        yield fake
+
+
+@pytest.fixture
+def primary_down(domains: FakeDomains) -> FakeDomains:
+    """The pool's two domains, fresh, the primary refusing connections."""
+    domains.reset()
+    domains.add(HOSTS[0], _site("primary"))
+    domains.add(HOSTS[1], _site("backup"))
+    domains.fail(HOSTS[0], faults.refused())
+    return domains
+
+
+def _session(middleware: FailoverMiddleware) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver())
+    return aiohttp.ClientSession(connector=connector, middlewares=(middleware,))
+
+
 @pytest.mark.parametrize("hedged", [False, True])
 @pytest.mark.parametrize("where", ["session", "request"])
 def test_the_sessions_total_time_running_out_is_the_callers_timeout_not_the_domains_failure(
@@ -612,56 +656,19 @@ def test_a_hedge_ending_with_an_error_of_its_own_ends_the_request_with_it(server
     asyncio.run(run())
 
 
-HOSTS = ("api.aio-session.test", "api2.aio-session.test")
-PRIMARY, BACKUP = (f"http://{host}" for host in HOSTS)
-
-
-def _site(name: str) -> Callable[[RecordedRequest], Response]:
-    """A domain of the pool that logs in with a cookie, redirects ``/start`` to ``/final``
-    on its own host (an absolute ``Location``), and says what it received."""
-
-    def answer(request: RecordedRequest) -> Response:
-        if request.path == "/login":
-            return Response(200, f"{name}: in", {"Set-Cookie": f"session={name}; Path=/"})
-        if request.path == "/start":
-            return Response(302, "", {"Location": f"http://{request.host}/final"})
-        return Response(200, f"{name}: {request.path}")
-
-    return answer
-
-
-@pytest.fixture(scope="module")
-def domains() -> Iterator[FakeDomains]:
-    with FakeDomains() as fake:
-        yield fake
-
-
-@pytest.fixture
-def primary_down(domains: FakeDomains) -> FakeDomains:
-    """The pool's two domains, fresh, the primary refusing connections."""
-    domains.reset()
-    domains.add(HOSTS[0], _site("primary"))
-    domains.add(HOSTS[1], _site("backup"))
-    domains.fail(HOSTS[0], faults.refused())
-    return domains
-
-
-def _session(middleware: FailoverMiddleware) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver())
-    return aiohttp.ClientSession(connector=connector, middlewares=(middleware,))
-
-
-def test_a_cookie_the_backup_sets_is_filed_under_the_url_asked_for(primary_down: FakeDomains) -> None:
+@pytest.mark.parametrize("login", ["/login", "/login-long"], ids=["whole-with-its-head", "read-by-the-pool"])
+def test_a_cookie_the_backup_sets_is_filed_under_the_url_asked_for(primary_down: FakeDomains, login: str) -> None:
     """A cookie set by the backup, answering a request for the primary's URL, is filed under
     that URL too: the next requests to it carry the cookie to whichever domain serves them,
     as the session's cookies for the primary's URL go to the backup (and as the requests
-    adapter files them); it stays filed under the backup's host, as aiohttp files it."""
+    adapter files them); it stays filed under the backup's host, as aiohttp files it. So
+    for an answer that came whole with its head and one whose body the pool read."""
     middleware = FailoverMiddleware([Pool("api", [PRIMARY, BACKUP])], fast(sticky=False))
 
     async def run() -> None:
         async with _session(middleware) as session:
-            async with session.get(PRIMARY + "/login") as response:
-                assert await response.text() == "backup: in"
+            async with session.get(PRIMARY + login) as response:
+                assert (await response.text()).rstrip() == "backup: in"
             assert session.cookie_jar.filter_cookies(URL(PRIMARY))["session"].value == "backup"
             assert session.cookie_jar.filter_cookies(URL(BACKUP))["session"].value == "backup"
             async with session.get(PRIMARY + "/rooms") as response:  # the backup serves it again
