@@ -320,6 +320,8 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             return result
         except BaseException:
             exchange.give_up()
+            if response is not None:  # a retryable answer held while waiting to retry: its body unread
+                response.close()
             raise
 
     def _send(self, exchange: Lane, attempt: Attempt) -> Any:
@@ -515,6 +517,11 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             return result
         except BaseException:
             exchange.give_up()
+            if response is not None:  # a retryable answer held while waiting to retry: its body unread
+                import anyio  # httpx's own dependency
+
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
             raise
 
     async def _send(self, exchange: Lane, attempt: Attempt) -> Any:
@@ -527,13 +534,22 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                 response = await self._transport.handle_async_request(attempt.request)
                 limit = exchange.reads(response)
                 if limit is WHOLE:  # its length declared: no count
-                    chunks = []
+                    chunks: list[bytes] = []
                     async for chunk in response.stream:
                         chunks.append(chunk)
-                    await response.stream.aclose()
-                    response = exchange.read_whole(response, b"".join(chunks))
                 elif limit:
-                    response = await self._read(exchange, response, limit)
+                    counted = await self._read(exchange, response, limit)
+            # A body read whole is closed out of the attempt's limit: its cut, the task's
+            # cancel(), would land in the inner transport's close, which httpcore shields
+            # from anyio's cancellations only, and leave the pool's request and connection
+            # busy for good (a loaded loop, where the limit fires late, cut one a few
+            # hundred requests); and the attempt would fail with its body in hand.
+            if limit is WHOLE:
+                await response.stream.aclose()
+                response = exchange.read_whole(response, b"".join(chunks))
+            elif limit and counted is not None:
+                await response.stream.aclose()
+                response = exchange.read_in(response, b"".join(counted))
         except (self._lib.TransportError, TimeoutError) as exc:
             if response is not None:
                 await response.aclose()
@@ -558,9 +574,10 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         return response
 
     @staticmethod
-    async def _read(exchange: Lane, response: Any, limit: int) -> Any:
+    async def _read(exchange: Lane, response: Any, limit: int) -> list[bytes] | None:
         """Read ``response``'s body of no declared length, counting up to ``limit`` bytes
-        (``Exchange.reads``)."""
+        (``Exchange.reads``): its chunks, all of them (the caller closes the stream), or
+        None past the count (``response`` then streams what was read, then the rest)."""
         stream = response.stream
         rest = stream.__aiter__()
         chunks: list[bytes] = []
@@ -569,9 +586,9 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
-                return exchange.continued(response, chunks, rest, stream)
-        await stream.aclose()
-        return exchange.read_in(response, b"".join(chunks))
+                exchange.continued(response, chunks, rest, stream)
+                return None
+        return chunks
 
     async def aclose(self) -> None:
         state = self._state

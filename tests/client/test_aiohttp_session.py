@@ -622,12 +622,6 @@ def test_a_keep_alive_connection_the_server_closed_is_sent_again_once_as_aiohttp
     assert sent == [2, 2, 1] and b.total == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core (_race._AsyncHedges.finish): a hedge whose task ended with an error that is not a "
-    "TransportError stays in race.flying, so once the first attempt failed, finish() spins on "
-    "asyncio.wait over that done task at full CPU until the caller's own timeout",
-)
 def test_a_hedge_ending_with_an_error_of_its_own_ends_the_request_with_it(servers: Servers) -> None:
     """A hedge that ends with an error that says nothing about its domain (here a ``ValueError``
     from the caller's own inner middleware, as a retry there would raise it) ends the request

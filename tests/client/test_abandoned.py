@@ -1,0 +1,179 @@
+"""Requests that end early, and attempts cut at their time, leave nothing behind: no
+connection of the inner pool busy for good, no probe lease held, nothing counted in flight,
+no task, thread or deadline entry, and the next request is answered at once. Real loopback
+servers, httpx's own inner transports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from types import ModuleType
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+import pytest_failover
+from pytest_failover import ExponentialBackoff, Policy, Pool
+from pytest_failover import httpx2 as pf2
+
+from .servers import LoopbackServer
+
+
+def failover(http: ModuleType) -> Any:
+    """The module of the failover transports over ``http`` (httpx or httpx2)."""
+    return pytest_failover if http is httpx else pf2
+
+
+def busy(inner: Any) -> list[Any]:
+    """What ``inner``'s connection pool still holds for requests that are over: the
+    requests it has not let go of (a response never closed), the connections it keeps
+    busy (empty once every response is closed)."""
+    pool = inner._pool
+    return [*pool._requests, *(c for c in pool.connections if not (c.is_idle() or c.is_closed()))]
+
+
+def slow_to_close(http: ModuleType) -> Any:
+    """``http``'s own async transport, whose responses take a moment to close: the close of
+    httpcore's stream (``PoolByteStream.aclose``) marks it closed, then waits, shielded from
+    anyio's cancellations, for its connection's lock (another task's, a moment, on a loaded
+    loop) before it hands the connection back. Modelled here with the wait made long."""
+
+    class SlowToClose(http.AsyncHTTPTransport):  # type: ignore[name-defined,misc]  # the library's, chosen at run time
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await super().handle_async_request(request)
+            response.stream = _SlowClose(response.stream)
+            return response
+
+    return SlowToClose()
+
+
+class _SlowClose:
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        if self._closed:  # as httpcore's: closed once, whatever became of it
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(0.3)
+            await self._stream.aclose()
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["declared-length", "counted"])
+def test_an_attempt_whose_body_arrived_in_time_is_not_cut_while_its_stream_closes(
+    servers: dict[str, LoopbackServer], http: ModuleType, chunked: bool
+) -> None:
+    """An async attempt that read its whole body within its time is not cut while the inner
+    transport closes the body's stream (httpcore shields that close from anyio's
+    cancellations, not from a task's ``cancel()``): the request is answered, its domain
+    counts no failure, and the inner pool lets go of the request and its connection (a cut
+    there left both busy for good, one connection of the pool's limit each). A body of
+    declared length (read whole) and one read by count alike."""
+    a = servers["a"]
+    a.set(chunked=chunked)
+    inner = slow_to_close(http)
+    # (two attempts: a body of no declared length is then counted as it comes)
+    policy = Policy(schedule=ExponentialBackoff(max_attempts=2), attempt_timeout=0.1, deadline=2.0)
+    transport = failover(http).AsyncFailoverTransport([Pool("api", [a.url()])], policy, inner)
+
+    async def main() -> tuple[int, list[Any]]:
+        async with http.AsyncClient(transport=transport) as client:
+            response = await client.get(f"{a.url()}/x")
+            return response.status_code, busy(inner)
+
+    status, left = anyio.run(main)
+    assert (status, left) == (200, [])
+    [domain] = transport.state().pools["api"].domains
+    assert (domain.breaker, domain.consecutive_failures) == ("closed", 0)
+
+
+class Leaving(BaseException):
+    """The caller leaves (as a KeyboardInterrupt would)."""
+
+
+def leave(thread: threading.Thread) -> None:
+    """Raise :class:`Leaving` in ``thread`` at its next bytecode: a KeyboardInterrupt-like
+    exception in a thread other than the main one (after a ``time.sleep`` it is in, returns)."""
+    assert thread.ident is not None
+    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(Leaving))
+    assert done == 1
+
+
+def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Back once ``condition()`` holds (a server's count, from its own thread), ``timeout`` at most."""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+# One domain answering 503, whose retry waits a whole second (``random``: the top of the
+# jitter): the 503's body is not read (only a 2xx body is), so its connection is busy until
+# the answer is closed.
+WAITS = Policy(schedule=ExponentialBackoff(base=1.0, cap=1.0, max_attempts=2), attempt_timeout=2.0, deadline=10.0)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_request_left_while_it_waits_to_retry_closes_the_answer_it_moved_past(
+    servers: dict[str, LoopbackServer], http: ModuleType, kind: str
+) -> None:
+    """A caller that leaves a request while it waits to retry after a 503 (a task cancelled;
+    a KeyboardInterrupt-like exception in a sync thread) leaves the 503's connection to the
+    pool, closed: the inner pool holds no request and no busy connection, and the next
+    request is answered."""
+    a = servers["a"]
+    a.set(status=503)
+    url = f"{a.url()}/x"
+    if kind == "async":
+        inner: Any = http.AsyncHTTPTransport()
+        transport: Any = failover(http).AsyncFailoverTransport([Pool("api", [a.url()])], WAITS, inner, random=lambda: 0.999)
+
+        async def main() -> tuple[list[Any], int]:
+            async with http.AsyncClient(transport=transport) as client:
+                request = asyncio.ensure_future(client.get(url))
+                for _ in range(1000):  # the 503 arrived (5 s at most): the request waits to retry
+                    if a.total >= 1:
+                        break
+                    await asyncio.sleep(0.005)
+                await asyncio.sleep(0.2)
+                request.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await request
+                left = busy(inner)
+                a.set()
+                return left, (await client.get(url)).status_code
+
+        assert asyncio.run(main()) == ([], 200)
+        return
+    inner = http.HTTPTransport()
+    transport = failover(http).FailoverTransport([Pool("api", [a.url()])], WAITS, inner, random=lambda: 0.999)
+    left: list[BaseException] = []
+    with http.Client(transport=transport) as client:
+
+        def run() -> None:
+            try:
+                client.get(url)
+            except Leaving as exc:
+                left.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        until(lambda: a.total >= 1)
+        time.sleep(0.2)
+        leave(thread)
+        thread.join(10)
+        assert len(left) == 1
+        assert busy(inner) == []
+        a.set()
+        assert client.get(url).status_code == 200
