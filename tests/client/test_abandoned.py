@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -19,7 +21,7 @@ import httpx
 import pytest
 
 import pytest_failover
-from pytest_failover import ExponentialBackoff, Policy, Pool
+from pytest_failover import ExponentialBackoff, Hedging, Policy, Pool
 from pytest_failover import httpx2 as pf2
 
 from .servers import LoopbackServer
@@ -111,6 +113,44 @@ def leave(thread: threading.Thread) -> None:
     assert done == 1
 
 
+@contextmanager
+def interrupted() -> Iterator[Callable[[Callable[[], bool], float], None]]:
+    """A signal to the main thread (this test's) whose handler raises :class:`Leaving`, as
+    Ctrl-C raises KeyboardInterrupt there: it ends a wait the thread is blocked in. Armed
+    by the function given, with the condition to wait for and the seconds after it."""
+    assert threading.current_thread() is threading.main_thread()
+
+    def handler(signum: int, frame: object) -> None:
+        raise Leaving
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    timers: list[threading.Thread] = []
+
+    def arm(condition: Callable[[], bool], after: float) -> None:
+        def fire() -> None:
+            until(condition)
+            time.sleep(after)
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+
+        timers.append(threading.Thread(target=fire))
+        timers[-1].start()
+
+    try:
+        yield arm
+    finally:
+        for timer in timers:
+            timer.join(10)
+        signal.signal(signal.SIGUSR1, previous)
+
+
+async def settled(condition: Callable[[], bool]) -> None:
+    """:func:`until`, in an event loop (asyncio's or trio's)."""
+    for _ in range(1000):  # 5 s at most
+        if condition():
+            return
+        await anyio.sleep(0.005)
+
+
 def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
     """Back once ``condition()`` holds (a server's count, from its own thread), ``timeout`` at most."""
     deadline = time.monotonic() + timeout
@@ -142,10 +182,7 @@ def test_a_request_left_while_it_waits_to_retry_closes_the_answer_it_moved_past(
         async def main() -> tuple[list[Any], int]:
             async with http.AsyncClient(transport=transport) as client:
                 request = asyncio.ensure_future(client.get(url))
-                for _ in range(1000):  # the 503 arrived (5 s at most): the request waits to retry
-                    if a.total >= 1:
-                        break
-                    await asyncio.sleep(0.005)
+                await settled(lambda: a.total >= 1)  # the 503 arrived: the request waits to retry
                 await asyncio.sleep(0.2)
                 request.cancel()
                 with pytest.raises(asyncio.CancelledError):
@@ -176,4 +213,87 @@ def test_a_request_left_while_it_waits_to_retry_closes_the_answer_it_moved_past(
         assert len(left) == 1
         assert busy(inner) == []
         a.set()
+        assert client.get(url).status_code == 200
+
+
+# A hedging pool whose primary answers 503 after 0.3 s, its hedge (due at 0.05 s) on a backup
+# that is slower still: the request holds the 503, its body unread, while it waits for the hedge.
+HEDGED = Policy(
+    schedule=ExponentialBackoff(base=0.001, cap=0.01, max_attempts=3),
+    attempt_timeout=1.0,
+    deadline=10.0,
+    hedging=Hedging(delay=0.05, max_ratio=1.0),
+)
+
+
+class Wrapping:
+    """A sync inner transport of the caller's own, over ``inner``: the race cannot cut its
+    sockets, so it sends the attempt and its hedges from its threads (``ThreadRace._pooled``)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def handle_request(self, request: Any) -> Any:
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.parametrize("kind", ["sync", "sync-pooled", "asyncio", "trio"])
+def test_a_request_left_while_its_hedge_races_closes_the_answer_it_holds(
+    servers: dict[str, LoopbackServer], http: ModuleType, kind: str
+) -> None:
+    """A caller that leaves while its request waits for a hedge, holding the primary's 503
+    (a KeyboardInterrupt-like exception in a sync thread, the race's threads sending or
+    not; a task cancelled; a trio cancel scope), leaves that answer closed: once the
+    hedge's attempt is over the inner pool holds no request and no busy connection, and
+    the next request is answered."""
+    a, b = servers["a"], servers["b"]
+    a.set(status=503, delay=0.3)
+    b.set(delay=3.0)
+    pools = [Pool("api", [a.url(), b.url()])]
+    url = f"{a.url()}/x"
+
+    def sent() -> bool:  # the 503 arrived, the hedge is on the wire
+        return a.total >= 1 and b.total >= 1
+
+    if kind in ("asyncio", "trio"):
+        inner: Any = http.AsyncHTTPTransport()
+        transport: Any = failover(http).AsyncFailoverTransport(pools, HEDGED, inner)
+
+        async def main() -> tuple[list[Any], int]:
+            async with http.AsyncClient(transport=transport) as client:
+                if kind == "asyncio":
+                    request = asyncio.ensure_future(client.get(url))
+                    await settled(sent)
+                    await anyio.sleep(0.4)
+                    request.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await request
+                else:
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(client.get, url)
+                        await settled(sent)
+                        await anyio.sleep(0.4)
+                        group.cancel_scope.cancel()
+                await settled(lambda: not busy(inner))  # the hedge's task ends, cancelled
+                left = busy(inner)
+                a.set()
+                b.set()
+                return left, (await client.get(url)).status_code
+
+        assert anyio.run(main, backend=kind) == ([], 200)
+        return
+    inner = http.HTTPTransport()
+    transport = failover(http).FailoverTransport(pools, HEDGED, inner if kind == "sync" else Wrapping(inner))
+    with http.Client(transport=transport) as client, interrupted() as interrupt:
+        # Ctrl-C, as it were, once the 503 arrived: it ends the calling thread's wait for the hedge
+        interrupt(sent, 0.4)
+        with pytest.raises(Leaving):
+            client.get(url)
+        until(lambda: not busy(inner))  # the hedge's thread ends
+        assert busy(inner) == []
+        a.set()
+        b.set()
         assert client.get(url).status_code == 200
