@@ -297,3 +297,45 @@ def test_a_request_left_while_its_hedge_races_closes_the_answer_it_holds(
         a.set()
         b.set()
         assert client.get(url).status_code == 200
+
+
+def failing_after_cleanup(http: ModuleType) -> Any:
+    """``http``'s own async transport, whose responses fail at once, as a read that broke
+    does; the failure hands the connection back in a section shielded from anyio's
+    cancellations, as httpcore's does (``_response_closed``), which takes a moment (its
+    connection's lock, another task's on a loaded loop; modelled here with the wait made
+    long)."""
+
+    class FailingAfterCleanup(http.AsyncHTTPTransport):  # type: ignore[name-defined,misc]  # the library's, chosen at run time
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await super().handle_async_request(request)
+            try:
+                raise http.ReadError("the connection broke", request=request)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.sleep(0.3)
+                    await response.aclose()
+
+    return FailingAfterCleanup()
+
+
+def test_an_attempt_is_not_cut_at_its_time_while_its_transport_cleans_up_shielded(
+    servers: dict[str, LoopbackServer], http: ModuleType
+) -> None:
+    """An async attempt whose time runs out while the inner transport hands a connection back
+    in a section shielded from anyio's cancellations (httpcore's cleanup after a failure) is
+    cut once the section is over, not in it (a task's ``cancel()`` is not stopped by anyio's
+    shield): the cleanup runs to its end, and the inner pool holds no request and no busy
+    connection."""
+    a = servers["a"]
+    inner = failing_after_cleanup(http)
+    policy = Policy(schedule=ExponentialBackoff(max_attempts=1), attempt_timeout=0.1, deadline=2.0)
+    transport = failover(http).AsyncFailoverTransport([Pool("api", [a.url()])], policy, inner)
+
+    async def main() -> list[Any]:
+        async with http.AsyncClient(transport=transport) as client:
+            with pytest.raises(http.TransportError):
+                await client.get(f"{a.url()}/x")
+            return busy(inner)
+
+    assert asyncio.run(main()) == []
