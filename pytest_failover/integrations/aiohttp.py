@@ -16,9 +16,10 @@ transport's. The response is aiohttp's own ``ClientResponse`` with
 fallback's answer is turned into one. Requests to other hosts go straight to ``handler``.
 
 - Bodies: ``bytes``, ``str``, JSON and urlencoded form bodies may be re-sent; any other
-  payload (multipart ``FormData``, a ``StreamReader``, an async generator, a file) is never
-  re-sent once a byte may have left (one that failed before connecting moves on). An answer that came whole with its
-  head (aiohttp holds every byte) reaches the caller untouched, as from a bare session.
+  payload (multipart ``FormData``, a ``StreamReader``, an async generator, a file) is
+  never re-sent once a byte may have left (one that failed before connecting moves on).
+  An answer that came whole with its head (aiohttp holds every byte) reaches the caller
+  untouched, as from a bare session.
 - Time: each attempt is bounded by the policy's attempt time and deadline; a connect
   that does not finish in time is a ``connect_timeout``, one that stalls after the
   request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies;
