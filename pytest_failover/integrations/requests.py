@@ -35,9 +35,8 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 try:
     import requests
@@ -447,59 +446,92 @@ class _Body(httpx.SyncByteStream):
         return getattr(getattr(self.native.raw, "connection", None), "failover_peer", None)
 
 
-class _Rest(io.RawIOBase):
-    """The raw bytes (still encoded) of a body the exchange began to read, as a file:
-    those it read first, then the rest, as the httpx response streams them from urllib3's
-    response ``raw``. A replay (:func:`_replayed`) reads the caller's ``raw`` from it. A
-    break on the way is urllib3's error (the one the read raised, else a
-    ``ProtocolError``), as requests expects of ``raw``."""
+class _Replay:
+    """The raw bytes (still encoded) of a body the exchange read, all of it or its start,
+    as the file a replay (:func:`_replayed`) reads them from: ``chunks``, what was read
+    then (past the read limit) the rest as the httpx response streams it. It takes the
+    place of ``http.client``'s response and says what that one says: closed once read to
+    its end (urllib3's ``stream`` reads until its file is closed), ``read(n)`` ``n`` bytes
+    unless the body ends first. A break on the way is urllib3's error (the one the read
+    raised, else a ``ProtocolError``), as requests expects of ``raw``. ``closing`` runs
+    when it is closed before its end."""
 
-    def __init__(self, response: httpx.Response, raw: Any) -> None:
-        self._response = response
-        self._raw = raw
-        self._chunks = response.iter_raw()
+    def __init__(self, chunks: Iterator[bytes], closing: Callable[[], None] | None = None) -> None:
+        self._chunks = chunks
+        self._closing = closing
         self._left = memoryview(b"")  # what the last chunk still holds
+        self._ended = self._closed = False
 
-    def readable(self) -> bool:
+    def _next(self) -> bool:
+        """The next chunk into ``_left``; False at the body's end."""
+        try:
+            self._left = memoryview(next(self._chunks))
+        except StopIteration:
+            self._ended = True
+            return False
+        except httpx.TransportError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, HTTPError):  # urllib3's own, as the read raised it
+                raise cause from None
+            raise ProtocolError(str(exc), exc) from exc
         return True
 
-    def readinto(self, buffer: Any) -> int:
-        while not self._left:
-            try:
-                self._left = memoryview(next(self._chunks))
-            except StopIteration:
-                return 0
-            except httpx.TransportError as exc:
-                cause = exc.__cause__
-                if isinstance(cause, HTTPError):  # urllib3's own, as the read raised it
-                    raise cause from None
-                raise ProtocolError(str(exc), exc) from exc
-        size = min(len(buffer), len(self._left))
-        buffer[:size] = self._left[:size]
-        self._left = self._left[size:]
-        return size
+    def read(self, amt: int | None = None) -> bytes:
+        left = -1 if amt is None or amt < 0 else amt  # -1: to the end
+        parts = []
+        while left and (self._left or self._next()):
+            part = self._left if left < 0 else self._left[:left]
+            self._left = self._left[len(part) :]
+            parts.append(part)
+            left -= len(part) if left > 0 else 0
+        return b"".join(parts)
+
+    def read1(self, amt: int = -1) -> bytes:
+        """What the current chunk holds (the next one's, if none), ``amt`` at most."""
+        if not self._left:
+            self._next()
+        part = self._left if amt < 0 else self._left[:amt]
+        self._left = self._left[len(part) :]
+        return bytes(part)
+
+    def isclosed(self) -> bool:
+        return self._closed or (self._ended and not self._left)
+
+    @property
+    def closed(self) -> bool:
+        return self.isclosed()
 
     def close(self) -> None:
-        if self.closed:
+        if self.isclosed():
             return
-        # Closed first: the exchange's stream closes the requests response, whose ``raw``
-        # (the replay) closes this again. urllib3's response, no longer the requests
-        # response's ``raw``, is closed here, as requests' ``Response.close`` would close it
-        # (a connection is not handed back half read).
-        super().close()
-        self._response.close()
-        self._raw.close()
-        self._raw.release_conn()
+        # Marked first: ``closing`` closes the requests response, whose ``raw`` (the
+        # replay) closes this again.
+        self._closed = True
+        if self._closing is not None:
+            self._closing()
 
 
-def _replayed(raw: Any, body: IO[bytes], prepared: requests.PreparedRequest) -> HTTPResponse:
+def _closer(response: httpx.Response, raw: Any) -> Callable[[], None]:
+    """What closes a body streamed past the read limit before its end: the exchange's
+    stream, and urllib3's response (no longer the requests response's ``raw``), as
+    requests' ``Response.close`` would (its connection not handed back half read)."""
+
+    def close() -> None:
+        response.close()
+        raw.close()
+        raw.release_conn()
+
+    return close
+
+
+def _replayed(raw: Any, body: _Replay, prepared: requests.PreparedRequest) -> HTTPResponse:
     """urllib3's response ``raw`` once more, its body (still encoded, as it came) read
     from ``body``: the ``raw`` a caller reads a body the exchange read (all of it, or its
     start) from, with urllib3's own ``read(n)``, ``stream`` and decoding, and the answer
     requests takes cookies from (``_original_response``). The bytes were checked against
     the answer's length as they came: they are not checked again."""
     return HTTPResponse(
-        body,
+        body,  # type: ignore[arg-type]  # a file as urllib3 reads one (read, read1, isclosed, close), not an IO
         raw.headers,
         raw.status,
         raw.version,
@@ -536,7 +568,7 @@ def _native(
         if stream:  # a raw over the content, which is decoded: it names no encoding
             plain = {name: value for name, value in native.headers.items() if name.lower() != "content-encoding"}
             native.raw = HTTPResponse(
-                io.BytesIO(content),
+                _Replay(iter((content,))),  # type: ignore[arg-type]  # as in _replayed
                 plain,
                 native.status_code,
                 reason=native.reason,
@@ -554,8 +586,8 @@ def _native(
             native._content = response.read() if "content-encoding" in body.named else b"".join(body.seen)
             native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
             if stream:  # urllib3's response is read to its end: its bytes again
-                native.raw = _replayed(native.raw, io.BytesIO(b"".join(body.seen)), prepared)
+                native.raw = _replayed(native.raw, _Replay(iter(body.seen)), prepared)
         elif response.stream is not body:  # partly read (over the read limit): what was read, then the rest
-            native.raw = _replayed(native.raw, io.BufferedReader(_Rest(response, native.raw), _CHUNK), prepared)
+            native.raw = _replayed(native.raw, _Replay(response.iter_raw(), _closer(response, native.raw)), prepared)
     native.failover = result  # type: ignore[attr-defined]  # the result's documented place on a requests.Response
     return native

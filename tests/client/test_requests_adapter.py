@@ -12,7 +12,7 @@ import pickle
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -512,3 +512,35 @@ def test_every_attempt_goes_through_the_proxies_chosen_for_the_url_asked_for(
         session.mount("http://", FailoverAdapter([Pool("api", [asked, b.url("localhost")])], fast()))
         assert session.get(asked + "/x", timeout=10).headers["x-served-by"] == "b"
         assert bare.get(b.url("localhost") + "/x", timeout=10).headers["x-served-by"] == "c"
+
+
+def _within(seconds: float, read: Callable[[], object]) -> object:
+    """``read()``'s result, or a failure if it has not returned in ``seconds`` (a loop that
+    never ends is left in a daemon thread)."""
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(read()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert done, f"still reading after {seconds} s"
+    return done[0]
+
+
+@pytest.mark.parametrize("answer", ["read whole", "past the limit", "stale"])
+def test_a_streamed_raw_read_in_chunks_as_they_come_ends(servers: Servers, answer: str) -> None:
+    """``iter_content(None)`` and ``raw.stream(None)`` (chunks as they come, no size) end
+    at the body's end, on an answer the adapter read whole, one past its read limit and a
+    stale copy, as they do on a bare session's: urllib3 stops when its file says it is
+    closed, which an exhausted ``http.client`` response does."""
+    a = servers["a"]
+    body = os.urandom(300 << 10 if answer == "past the limit" else 1000)
+    a.set(body=body, chunked=True, headers={"Cache-Control": "max-age=0, stale-if-error=600"})
+    policy = fast(read_body_max_bytes=100 << 10, stale_on_failure=True, schedule=ExponentialBackoff(base=0.001, max_attempts=1))
+    with requests.Session() as session:
+        session.mount("http://", FailoverAdapter([Pool("api", [a.url()])], policy))
+        if answer == "stale":
+            session.get(a.url() + "/f", timeout=10)
+            a.set(status=503)
+        chunks = _within(10, lambda: list(session.get(a.url() + "/f", timeout=10, stream=True).iter_content(None)))
+        assert b"".join(chunks) == body  # type: ignore[arg-type]  # a list of bytes, as read
+        raw = session.get(a.url() + "/f", timeout=10, stream=True).raw
+        assert b"".join(_within(10, lambda: list(raw.stream(None)))) == body  # type: ignore[arg-type]  # as above
