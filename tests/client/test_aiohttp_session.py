@@ -37,6 +37,7 @@ def breakers(middleware: FailoverMiddleware) -> list[tuple[str, int]]:
 
 
 HOSTS = ("api.aio-session.test", "api2.aio-session.test")
+OUTSIDE = "elsewhere.aio-session.test"  # a host of no pool
 PRIMARY, BACKUP = (f"http://{host}" for host in HOSTS)
 
 
@@ -46,7 +47,7 @@ LONG = 300_000  # a login answer's padding that does not come whole with its hea
 def _site(name: str) -> Callable[[RecordedRequest], Response]:
     """A domain of the pool that logs in with a cookie (``/login``, and ``/login-long`` with
     ``LONG`` bytes of padding), redirects ``/start`` to ``/final`` on its own host (an
-    absolute ``Location``), and says what it received."""
+    absolute ``Location``) and ``/away`` to ``OUTSIDE``, and says what it received."""
 
     def answer(request: RecordedRequest) -> Response:
         if request.path.startswith("/login"):
@@ -54,6 +55,8 @@ def _site(name: str) -> Callable[[RecordedRequest], Response]:
             return Response(200, f"{name}: in{padding}", {"Set-Cookie": f"session={name}; Path=/"})
         if request.path == "/start":
             return Response(302, "", {"Location": f"http://{request.host}/final"})
+        if request.path == "/away":
+            return Response(302, "", {"Location": f"http://{OUTSIDE}/final"})
         return Response(200, f"{name}: {request.path}")
 
     return answer
@@ -702,6 +705,29 @@ def test_a_redirect_to_the_host_that_answered_keeps_the_requests_credentials(pri
         ("/start", "Bearer t"),
         ("/final", "Bearer t"),
     ]
+
+
+def test_a_redirect_out_of_the_pools_is_followed_as_by_a_bare_session(primary_down: FakeDomains) -> None:
+    """A redirect from the backup to a host of no pool is followed by aiohttp as it would
+    be without the middleware: the last hop has no ``response.failover`` (it went straight
+    through), the hop the pool answered has its own, and the other origin gets no
+    ``Authorization``."""
+    primary_down.add(OUTSIDE, _site("outside"))
+    middleware = FailoverMiddleware([Pool("api", [PRIMARY, BACKUP])], fast())
+
+    async def run() -> None:
+        async with (
+            _session(middleware) as session,
+            session.get(PRIMARY + "/away", headers={"Authorization": "Bearer t"}) as response,
+        ):
+            assert (await response.text(), response.url) == ("outside: /final", URL(f"http://{OUTSIDE}/final"))
+            assert not hasattr(response, "failover")
+            (hop,) = response.history
+            assert hop.failover.domain == BACKUP  # type: ignore[attr-defined]  # the middleware sets it
+            assert hop.headers["Location"] == f"http://{OUTSIDE}/final"  # not the pool's: as it came
+
+    asyncio.run(run())
+    assert [r.headers.get("authorization") for r in primary_down.requests(OUTSIDE)] == [None]
 
 
 @pytest.mark.xfail(
