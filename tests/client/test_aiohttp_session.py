@@ -50,6 +50,8 @@ def _site(name: str) -> Callable[[RecordedRequest], Response]:
     absolute ``Location``) and ``/away`` to ``OUTSIDE``, and says what it received."""
 
     def answer(request: RecordedRequest) -> Response:
+        if request.path == "/login-pinned":  # a cookie for this host by name
+            return Response(200, f"{name}: in", {"Set-Cookie": f"pinned={name}; Domain={request.host}; Path=/"})
         if request.path.startswith("/login"):
             padding = " " * (LONG if request.path == "/login-long" else 0)
             return Response(200, f"{name}: in{padding}", {"Set-Cookie": f"session={name}; Path=/"})
@@ -677,6 +679,21 @@ def test_a_cookie_the_backup_sets_is_filed_under_the_url_asked_for(primary_down:
     asyncio.run(run())
     assert [r.headers.get("cookie") for r in primary_down.requests(HOSTS[1])] == [None, "session=backup"]
     assert [r.headers.get("cookie") for r in primary_down.requests(HOSTS[0])] == ["session=backup"]
+
+
+def test_a_cookie_whose_domain_names_the_backup_stays_the_backups(primary_down: FakeDomains) -> None:
+    """A cookie the backup sets for its own host by name (``Domain=``) is not the URL asked
+    for's (the cookie jar refuses it there): it stays filed under the backup only, as the
+    docs say."""
+    middleware = FailoverMiddleware([Pool("api", [PRIMARY, BACKUP])], fast(sticky=False))
+
+    async def run() -> tuple[list[str], list[str]]:
+        async with _session(middleware) as session:
+            async with session.get(PRIMARY + "/login-pinned") as response:
+                assert await response.text() == "backup: in"
+            return list(session.cookie_jar.filter_cookies(URL(PRIMARY))), list(session.cookie_jar.filter_cookies(URL(BACKUP)))
+
+    assert asyncio.run(run()) == ([], ["pinned"])
 
 
 def test_a_redirect_to_the_host_that_answered_keeps_the_requests_credentials(primary_down: FakeDomains) -> None:
