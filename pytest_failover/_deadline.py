@@ -8,10 +8,11 @@ An attempt's time is therefore bounded from outside:
   the watchdog's twin for a loop: arming adds the attempt to a set, disarming takes
   it out, and one loop timer at the earliest deadline cancels the task of an attempt
   past its time, which turns into ``TimeoutError`` as under ``asyncio.timeout``, an
-  outer cancellation staying one. ``asyncio.timeout`` did this with a timer of its
-  own per attempt: about 400 opcodes of asyncio's Python a request (the ``Timeout``,
-  a ``TimerHandle`` pushed on the loop's heap and cancelled, the heap's Python
-  ``__lt__``) against 81 of the watch's. Every frame the aiohttp middleware adds to
+  outer cancellation staying one; a task in a section anyio shields (httpcore handing a
+  connection back) is cut once the section is over (:func:`_shielded`).
+  ``asyncio.timeout`` did this with a timer of its own per attempt: about 400 opcodes
+  of asyncio's Python a request (the ``Timeout``, a ``TimerHandle`` pushed on the
+  loop's heap and cancelled, the heap's Python ``__lt__``) against 81 of the watch's. Every frame the aiohttp middleware adds to
   a request: 2,215 -> 1,750 opcodes; instructions a request (callgrind, mock
   network): aiohttp middleware 368k -> 340k, httpx async 1,908k -> 1,878k. Under
   trio, or on Python 3.10 (no ``Task.uncancel``), anyio's cancel scope (:class:`_Scope`).
@@ -225,16 +226,46 @@ class _LoopWatch:
         # up to its clock's resolution early).
         due = max(self.loop.time(), self.wakes_at)
         armed = self.armed
+        held = False
         for guard in [guard for guard in armed if guard.at <= due]:
+            if due < guard.at + _SHIELD_WAIT and _shielded(guard.task):
+                held = True  # cut once the shielded section is over (a few turns of the loop)
+                continue
             armed.remove(guard)
             try:
                 guard.task.cancel()
             except Exception:  # a bug there must not stop every later deadline of the loop
                 logger.exception("failover: cutting an attempt at its deadline failed")
         if armed:
-            self.wake(min(guard.at for guard in armed))
+            earliest = min(guard.at for guard in armed)
+            self.wake(max(earliest, due + _RECHECK) if held else earliest)
         else:
             self.wakes_at = math.inf  # nothing armed: the watch may go
+
+
+# An attempt past its time in a section anyio shields (see :func:`_shielded`) is cut once
+# the section is over, looked at again this often, and at most this long after its time
+# (a caller's own shield around the whole request, say; then as ``asyncio.timeout`` would).
+_RECHECK = 0.002
+_SHIELD_WAIT = 1.0
+
+
+def _shielded(task: asyncio.Task[Any]) -> bool:
+    """Is ``task`` in a cancel scope of anyio's that shields it? httpcore hands a connection
+    back in one (``AsyncShieldCancellation``: closing a response, cleaning up after a failed
+    request), which anyio's cancellations wait for and a task's ``cancel()`` does not: cut
+    there, the cleanup stops half-way and its pool keeps the request and the connection busy
+    for good. Read from anyio's own record of the task's scopes (its asyncio backend's, not
+    public: none when anyio has not run in this loop)."""
+    backend = sys.modules.get("anyio._backends._asyncio")
+    states = getattr(backend, "_task_states", None)
+    state = None if states is None else states.get(task)
+    scope = getattr(state, "cancel_scope", None)
+    while scope is not None:
+        if getattr(scope, "_shield", False):
+            return True
+        scope = getattr(scope, "_parent_scope", None)
+    return False
 
 
 # The running loop's watch, weakly on both sides: an entry goes with its loop, and its

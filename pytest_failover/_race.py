@@ -335,6 +335,10 @@ class _AsyncHedges:
             while not race.over:  # the first attempt failed: the hedges in flight may still answer
                 await asyncio.wait([self.tasks[f] for f in race.flying], return_when=asyncio.FIRST_COMPLETED)
             race.cut_losers()
+        except BaseException:
+            self.cancel()  # first: no hedge arrives with an answer meanwhile
+            await _close_held(race)
+            raise
         finally:
             self.cancel()
         return await _async_settled(race)
@@ -349,6 +353,17 @@ async def _async_settled(race: Race) -> Response | None:
     if race.answer is not None:
         await race.answer.aclose()
     raise failure
+
+
+async def _close_held(race: Race) -> None:
+    """The caller left: the answer the race held (a retryable one, its body unread) is
+    closed, so its connection goes back to the inner transport's pool."""
+    answer, race.answer = race.answer, None
+    if answer is not None:
+        import anyio  # httpx's own dependency
+
+        with anyio.CancelScope(shield=True):
+            await answer.aclose()
 
 
 async def _arrive(race: Race, arrival: Arrival) -> None:
@@ -387,21 +402,25 @@ async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
         arrivals.send_nowait(await _async_sent(send, exchange, flight))
 
     with arrivals, receive:
-        async with anyio.create_task_group() as group:
-            group.start_soon(run, race.adopt(first))
-            while not race.over:
-                wait = race.wait()
-                arrival = None
-                with anyio.move_on_after(math.inf if wait is None else wait):
-                    arrival = await receive.receive()
-                if arrival is not None:
-                    await _arrive(race, arrival)
-                    continue
-                hedge = race.hedge()
-                if hedge is not None:
-                    group.start_soon(run, race.launch(hedge))
-            race.cut_losers()
-            group.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(run, race.adopt(first))
+                while not race.over:
+                    wait = race.wait()
+                    arrival = None
+                    with anyio.move_on_after(math.inf if wait is None else wait):
+                        arrival = await receive.receive()
+                    if arrival is not None:
+                        await _arrive(race, arrival)
+                        continue
+                    hedge = race.hedge()
+                    if hedge is not None:
+                        group.start_soon(run, race.launch(hedge))
+                race.cut_losers()
+                group.cancel_scope.cancel()
+        except BaseException:  # (every attempt's task has ended with the group)
+            await _close_held(race)
+            raise
     return await _async_settled(race)
 
 
@@ -578,6 +597,11 @@ class ThreadRace:
                     continue
                 launch(hedge)
                 spare = False
+        except BaseException:  # the caller left: the answer held closed (the losers' below)
+            answer, race.answer = race.answer, None
+            if answer is not None:
+                answer.close()
+            raise
         finally:
             if spare:
                 self._release()
@@ -690,6 +714,21 @@ class _Hedges:
     ) -> Response | None:
         """In the calling thread, once its attempt ended with the race begun: report it,
         wait for the hedges in flight if it failed, and cut whatever lost."""
+        try:
+            return self._finish(flight, response, error)
+        except BaseException:  # the caller left (a KeyboardInterrupt in a wait for the hedges)
+            with self.lock:
+                # Given up under the race's lock: a hedge that answers later closes its own
+                # answer (``Race.arrived``), and the one the race held is closed here.
+                self.exchange.give_up()
+                answer, self.race.answer = self.race.answer, None
+            if answer is not None:
+                answer.close()
+            raise
+
+    def _finish(
+        self, flight: Attempt, response: Response | None, error: BaseException | None
+    ) -> Response | None:
         race, exchange = self.race, self.exchange
         with self.lock:
             for ticket in self.timer:

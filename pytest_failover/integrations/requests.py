@@ -18,11 +18,14 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 - Retries: the wrapped adapter's own urllib3 ``Retry`` stays in force for the hosts
   outside every pool; inside the pools it is off (``Retry(0, read=False)``, requests'
   default), so two retry layers never stack.
-- Bodies: ``bytes`` and ``str`` may be re-sent; a generator or a file is never re-sent
-  once a byte may have left (an upload that failed before connecting moves on).
+- Bodies: ``bytes``, ``str``, a ``bytearray`` or ``memoryview`` may be re-sent; a
+  generator or a file is never re-sent once a byte may have left (an upload that failed
+  before connecting moves on).
 - Errors: ``AllDomainsFailed`` / ``CircuitOpenError`` here are
   ``requests.exceptions.ConnectionError`` subclasses, and also the
   ``pytest_failover`` errors of the same name (``.attempts``, ``.pool``, ``.reason``).
+  What requests refuses before connecting (a bad ``timeout=``, a ``verify=`` or ``cert=``
+  path that does not exist) is its own error, raised at once, no domain blamed.
 - Per-request options: ``with failover_options({...}):``
   (:func:`pytest_failover.integrations.failover_options`).
 - ``fallback`` has the transports' signature: it gets the ``httpx.Request`` and the
@@ -183,6 +186,8 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             content: httpx.SyncByteStream = _EMPTY
         elif isinstance(body, (bytes, str)):
             content = httpx.ByteStream(body.encode() if isinstance(body, str) else body)
+        elif isinstance(body, (bytearray, memoryview)):  # in memory too: requests sends it as it is, again
+            content = httpx.ByteStream(bytes(body))
         else:
             content = _Unreplayable()
         sent: _Sent = (request, verify, cert, proxies, url)
@@ -199,7 +204,19 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             response = self._transport.handle_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
+        except _SetUp as carrier:
+            raise carrier.error from None  # as requests raised it, its own traceback kept
         return _native(response, request, self, stream)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Refused: requests' ``HTTPAdapter`` pickles (and deep-copies) its settings alone,
+        which would make an adapter without its failover state, failing at its first
+        request, in a copy that could not share the breakers anyway."""
+        raise TypeError(
+            f"a {type(self).__name__} cannot be pickled or copied: it holds live failover state "
+            "(breakers, budget, connections, threads) that a copy could not share; build a "
+            "FailoverAdapter in each process (FailoverAdapter.sharing shares one state within one)"
+        )
 
     def close(self) -> None:
         self._transport.close()
@@ -261,6 +278,18 @@ class _Unreplayable(httpx.SyncByteStream):
         raise RuntimeError("the requests adapter sends this body itself")
 
 
+class _SetUp(Exception):  # a carrier, never seen by the caller
+    """An ``OSError`` requests' send raised itself, not wrapped in one of its own errors:
+    the caller's set-up (a CA bundle or client certificate path that does not exist),
+    found before connecting, which says nothing about the domain. Carried past the
+    failover loop, which takes a raw ``OSError`` for a broken read and would try every
+    domain and blame each, and raised as it was, as from a bare session."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 class _AdapterIO(httpx.BaseTransport):
     """The inner transport: one attempt through the wrapped adapter, its errors as httpx's."""
 
@@ -288,6 +317,8 @@ class _AdapterIO(httpx.BaseTransport):
             if error is None:
                 raise
             raise error from exc
+        except OSError as exc:  # what it does not wrap: its own check of verify= and cert= paths
+            raise _SetUp(exc) from exc
         # The answer's headers by lowercased name, to look names up in at C level (the
         # mapping's own `in` and `[]` are Python calls): requests' CaseInsensitiveDict keeps
         # them so (its _store); any other mapping (an adapter's own) is read into one.
@@ -500,8 +531,21 @@ def _native(
         native.request = prepared
         native.connection = adapter
         native.encoding = get_encoding_from_headers(native.headers)
-        native._content = response.read()
+        native._content = content = response.read()
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
+        if stream:  # a raw over the content, which is decoded: it names no encoding
+            plain = {name: value for name, value in native.headers.items() if name.lower() != "content-encoding"}
+            native.raw = HTTPResponse(
+                io.BytesIO(content),
+                plain,
+                native.status_code,
+                reason=native.reason,
+                preload_content=False,
+                decode_content=False,
+                enforce_content_length=False,
+                request_method=prepared.method,
+                request_url=native.url,
+            )
     else:
         native = body.native
         if body.ended:  # read to its end by the exchange: the whole body is in ``seen``
