@@ -322,6 +322,35 @@ def test_a_compressed_answer_after_a_failover_is_as_the_session_asks(servers: Se
     assert body == (plain if decompress else gzip.compress(plain))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="aiohttp front-end, left: the middleware reads whether aiohttp decoded a body from the "
+    "session's auto_decompress; a request's own auto_decompress=False is not on the ClientRequest, and "
+    "aiohttp's C parser does not show it, so the encoded bytes are taken as decoded: the stale copy "
+    "keeps them without their Content-Encoding, and a later request served from it gets gzip bytes "
+    "as plain text",
+)
+def test_a_stale_copy_of_an_answer_a_request_left_encoded_keeps_its_encoding(servers: Servers) -> None:
+    """An answer fetched with the request's own ``auto_decompress=False`` is stored as it
+    is: a later request served the stale copy gets a body it can read."""
+    a = servers["a"]
+    plain = b"hello gzip " * 100
+    a.set(body=gzip.compress(plain), headers={"Content-Encoding": "gzip", "Cache-Control": "max-age=60"})
+    middleware = FailoverMiddleware([Pool("api", [a.url()])], fast(stale_on_failure=True))
+
+    async def run() -> tuple[bytes, str | None]:
+        async with aiohttp.ClientSession(middlewares=(middleware,)) as session:
+            async with session.get(a.url() + "/v1/x", auto_decompress=False) as response:
+                assert await response.read() == gzip.compress(plain)
+            a.set(status=503)
+            async with session.get(a.url() + "/v1/x") as response:
+                assert response.headers["X-Failover-Stale"] == "1"
+                return await response.read(), response.headers.get("Content-Encoding")
+
+    body, encoding = asyncio.run(run())
+    assert (body, encoding) in ((plain, None), (gzip.compress(plain), "gzip"))
+
+
 @pytest.mark.parametrize("read", ["iter_chunked", "readline", "iter_any"])
 def test_a_body_past_the_read_limit_streams_whole_through_a_small_read_buffer(servers: Servers, read: str) -> None:
     """A chunked body longer than ``read_body_max_bytes``, from the backup, streams to the
