@@ -903,5 +903,5 @@ def test_a_hedge_ending_with_an_error_of_the_callers_own_never_fails_an_answered
     else:
         with pytest.raises(ValueError, match="refuses b"):
             run()
-    assert time.monotonic() - started < 2.0  # the primary's 0.3 s, not an attempt's time
+    assert time.monotonic() - started < 4.0  # the primary's 0.3 s: not an attempt's 10 s, nor the 5 s bound
     assert reported == []
