@@ -566,8 +566,9 @@ def test_300_tasks_share_one_session_while_the_primary_flaps(
 ) -> None:
     """300 tasks share one session (a GET, then a POST without an idempotency key, each)
     while the primary cycles healthy, 503, reset and cut mid-body: every GET is answered
-    (the backup stays healthy), a POST fails only as ``AllDomainsFailed`` and is never sent
-    twice, and the attempts the caller sees are those the servers saw."""
+    (the backup stays healthy) unless the retry budget said no, a POST fails only as
+    ``AllDomainsFailed`` and is never sent twice, and the attempts the caller sees are
+    those the servers saw."""
     a, b = flapping
     middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], FLAPPING_POLICY)
     records: list[AttemptRecord] = []
@@ -587,7 +588,7 @@ def test_300_tasks_share_one_session_while_the_primary_flaps(
                     await response.read()
                     records.extend(response.failover.attempts)  # type: ignore[attr-defined]  # the middleware sets it
             except AllDomainsFailed as error:
-                failed["POST" if i % 2 else "GET"] += 1
+                failed["POST" if i % 2 else f"GET: {error.reason}"] += 1
                 records.extend(error.attempts)
 
     async def main() -> None:
@@ -596,7 +597,7 @@ def test_300_tasks_share_one_session_while_the_primary_flaps(
             await asyncio.gather(*(worker(session, n) for n in range(300)))
 
     asyncio.run(main())
-    assert failed["GET"] == 0
+    assert {reason for reason in failed if reason.startswith("GET")} <= {"GET: retry_budget"}  # (storm protection)
     assert any(r.error_type is not None for r in records)  # the primary did flap under the load
     check(records, posts, a, b)
 
