@@ -37,6 +37,7 @@ def breakers(middleware: FailoverMiddleware) -> list[tuple[str, int]]:
 
 
 HOSTS = ("api.aio-session.test", "api2.aio-session.test")
+OUTSIDE = "elsewhere.aio-session.test"  # a host of no pool
 PRIMARY, BACKUP = (f"http://{host}" for host in HOSTS)
 
 
@@ -46,14 +47,18 @@ LONG = 300_000  # a login answer's padding that does not come whole with its hea
 def _site(name: str) -> Callable[[RecordedRequest], Response]:
     """A domain of the pool that logs in with a cookie (``/login``, and ``/login-long`` with
     ``LONG`` bytes of padding), redirects ``/start`` to ``/final`` on its own host (an
-    absolute ``Location``), and says what it received."""
+    absolute ``Location``) and ``/away`` to ``OUTSIDE``, and says what it received."""
 
     def answer(request: RecordedRequest) -> Response:
+        if request.path == "/login-pinned":  # a cookie for this host by name
+            return Response(200, f"{name}: in", {"Set-Cookie": f"pinned={name}; Domain={request.host}; Path=/"})
         if request.path.startswith("/login"):
             padding = " " * (LONG if request.path == "/login-long" else 0)
             return Response(200, f"{name}: in{padding}", {"Set-Cookie": f"session={name}; Path=/"})
         if request.path == "/start":
             return Response(302, "", {"Location": f"http://{request.host}/final"})
+        if request.path == "/away":
+            return Response(302, "", {"Location": f"http://{OUTSIDE}/final"})
         return Response(200, f"{name}: {request.path}")
 
     return answer
@@ -317,6 +322,35 @@ def test_a_compressed_answer_after_a_failover_is_as_the_session_asks(servers: Se
     assert body == (plain if decompress else gzip.compress(plain))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="aiohttp front-end, left: the middleware reads whether aiohttp decoded a body from the "
+    "session's auto_decompress; a request's own auto_decompress=False is not on the ClientRequest, and "
+    "aiohttp's C parser does not show it, so the encoded bytes are taken as decoded: the stale copy "
+    "keeps them without their Content-Encoding, and a later request served from it gets gzip bytes "
+    "as plain text",
+)
+def test_a_stale_copy_of_an_answer_a_request_left_encoded_keeps_its_encoding(servers: Servers) -> None:
+    """An answer fetched with the request's own ``auto_decompress=False`` is stored as it
+    is: a later request served the stale copy gets a body it can read."""
+    a = servers["a"]
+    plain = b"hello gzip " * 100
+    a.set(body=gzip.compress(plain), headers={"Content-Encoding": "gzip", "Cache-Control": "max-age=60"})
+    middleware = FailoverMiddleware([Pool("api", [a.url()])], fast(stale_on_failure=True))
+
+    async def run() -> tuple[bytes, str | None]:
+        async with aiohttp.ClientSession(middlewares=(middleware,)) as session:
+            async with session.get(a.url() + "/v1/x", auto_decompress=False) as response:
+                assert await response.read() == gzip.compress(plain)
+            a.set(status=503)
+            async with session.get(a.url() + "/v1/x") as response:
+                assert response.headers["X-Failover-Stale"] == "1"
+                return await response.read(), response.headers.get("Content-Encoding")
+
+    body, encoding = asyncio.run(run())
+    assert (body, encoding) in ((plain, None), (gzip.compress(plain), "gzip"))
+
+
 @pytest.mark.parametrize("read", ["iter_chunked", "readline", "iter_any"])
 def test_a_body_past_the_read_limit_streams_whole_through_a_small_read_buffer(servers: Servers, read: str) -> None:
     """A chunked body longer than ``read_body_max_bytes``, from the backup, streams to the
@@ -532,8 +566,9 @@ def test_300_tasks_share_one_session_while_the_primary_flaps(
 ) -> None:
     """300 tasks share one session (a GET, then a POST without an idempotency key, each)
     while the primary cycles healthy, 503, reset and cut mid-body: every GET is answered
-    (the backup stays healthy), a POST fails only as ``AllDomainsFailed`` and is never sent
-    twice, and the attempts the caller sees are those the servers saw."""
+    (the backup stays healthy) unless the retry budget said no, a POST fails only as
+    ``AllDomainsFailed`` and is never sent twice, and the attempts the caller sees are
+    those the servers saw."""
     a, b = flapping
     middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], FLAPPING_POLICY)
     records: list[AttemptRecord] = []
@@ -553,7 +588,7 @@ def test_300_tasks_share_one_session_while_the_primary_flaps(
                     await response.read()
                     records.extend(response.failover.attempts)  # type: ignore[attr-defined]  # the middleware sets it
             except AllDomainsFailed as error:
-                failed["POST" if i % 2 else "GET"] += 1
+                failed["POST" if i % 2 else f"GET: {error.reason}"] += 1
                 records.extend(error.attempts)
 
     async def main() -> None:
@@ -562,7 +597,7 @@ def test_300_tasks_share_one_session_while_the_primary_flaps(
             await asyncio.gather(*(worker(session, n) for n in range(300)))
 
     asyncio.run(main())
-    assert failed["GET"] == 0
+    assert {reason for reason in failed if reason.startswith("GET")} <= {"GET: retry_budget"}  # (storm protection)
     assert any(r.error_type is not None for r in records)  # the primary did flap under the load
     check(records, posts, a, b)
 
@@ -676,6 +711,21 @@ def test_a_cookie_the_backup_sets_is_filed_under_the_url_asked_for(primary_down:
     assert [r.headers.get("cookie") for r in primary_down.requests(HOSTS[0])] == ["session=backup"]
 
 
+def test_a_cookie_whose_domain_names_the_backup_stays_the_backups(primary_down: FakeDomains) -> None:
+    """A cookie the backup sets for its own host by name (``Domain=``) is not the URL asked
+    for's (the cookie jar refuses it there): it stays filed under the backup only, as the
+    docs say."""
+    middleware = FailoverMiddleware([Pool("api", [PRIMARY, BACKUP])], fast(sticky=False))
+
+    async def run() -> tuple[list[str], list[str]]:
+        async with _session(middleware) as session:
+            async with session.get(PRIMARY + "/login-pinned") as response:
+                assert await response.text() == "backup: in"
+            return list(session.cookie_jar.filter_cookies(URL(PRIMARY))), list(session.cookie_jar.filter_cookies(URL(BACKUP)))
+
+    assert asyncio.run(run()) == ([], ["pinned"])
+
+
 def test_a_redirect_to_the_host_that_answered_keeps_the_requests_credentials(primary_down: FakeDomains) -> None:
     """An absolute redirect from the backup to its own host, answering a request for the
     primary's URL, is followed as a redirect to the URL asked for (as a relative one is):
@@ -702,6 +752,29 @@ def test_a_redirect_to_the_host_that_answered_keeps_the_requests_credentials(pri
         ("/start", "Bearer t"),
         ("/final", "Bearer t"),
     ]
+
+
+def test_a_redirect_out_of_the_pools_is_followed_as_by_a_bare_session(primary_down: FakeDomains) -> None:
+    """A redirect from the backup to a host of no pool is followed by aiohttp as it would
+    be without the middleware: the last hop has no ``response.failover`` (it went straight
+    through), the hop the pool answered has its own, and the other origin gets no
+    ``Authorization``."""
+    primary_down.add(OUTSIDE, _site("outside"))
+    middleware = FailoverMiddleware([Pool("api", [PRIMARY, BACKUP])], fast())
+
+    async def run() -> None:
+        async with (
+            _session(middleware) as session,
+            session.get(PRIMARY + "/away", headers={"Authorization": "Bearer t"}) as response,
+        ):
+            assert (await response.text(), response.url) == ("outside: /final", URL(f"http://{OUTSIDE}/final"))
+            assert not hasattr(response, "failover")
+            (hop,) = response.history
+            assert hop.failover.domain == BACKUP  # type: ignore[attr-defined]  # the middleware sets it
+            assert hop.headers["Location"] == f"http://{OUTSIDE}/final"  # not the pool's: as it came
+
+    asyncio.run(run())
+    assert [r.headers.get("authorization") for r in primary_down.requests(OUTSIDE)] == [None]
 
 
 @pytest.mark.xfail(
