@@ -44,7 +44,8 @@ BIG = b"x" * 200_000  # past the body limit: handed over unread, streamed
 VARIANTS: dict[str, dict[str, Any]] = {
     "plain": {},
     "hedging": {"hedging": Hedging(delay=0.005, max_ratio=1.0)},
-    "slow-calls": {"slow_calls": SlowCalls(threshold=0.02, rate=0.5, minimum_calls=5, window=1.0)},
+    # (slow under the load, on a loaded machine; not the heal's requests, one at a time)
+    "slow-calls": {"slow_calls": SlowCalls(threshold=0.25, rate=0.5, minimum_calls=5, window=1.0)},
 }
 
 
@@ -90,14 +91,14 @@ def healed(transport: AsyncFailoverTransport | FailoverTransport, answer: Callab
     a few requests a cooldown apart (a probe lease left held keeps one half-open for good);
     the pool's bounded state is within its bounds, and nothing counts as in flight."""
     time.sleep(2 * COOLDOWN)  # every breaker's cooldown is over: a request is let through
-    assert answer() == 200
+    assert answer() == 200, transport.state()
     for _ in range(40):
         if all(d.breaker == "closed" for d in transport.state().pools["api"].domains):
             break
         time.sleep(2 * COOLDOWN)
-        assert answer() == 200
+        assert answer() == 200, transport.state()
     pool = transport.state().pools["api"]
-    assert [(d.breaker, d.can_request) for d in pool.domains] == [("closed", True)] * 2
+    assert [(d.breaker, d.can_request) for d in pool.domains] == [("closed", True)] * 2, pool
     assert pool.budget_tokens is not None and 0.0 <= pool.budget_tokens <= 100.0
     core = transport._state.core.pools["api"]
     if core.slow_calls is not None:  # (no public view of the calls in flight)
@@ -193,8 +194,7 @@ def test_300_tasks_leave_their_requests_at_random_points(
     armed, held, tasks = anyio.run(main, backend=backend)
     assert len(ended) == 600
     assert armed == [] and tasks == set()
-    # (asyncio's race cuts a loser with its task's cancel(): see the xfail of test_abandoned)
-    if ways is ANYIO_WAYS and (variant, backend) != ("hedging", "asyncio"):
+    if ways is ANYIO_WAYS:
         assert held == []
 
 
