@@ -30,6 +30,12 @@ grew with the machine's load. What is left of the thread's timing (whether an at
 deadline lies past its next look) moves the count of a failover variant by up to 3,000
 instructions a request from run to run, a bare client's by 100.
 
+The same runs count the objects a request makes: the calls of CPython's
+``_Py_NewReference``, which every new object passes through, from an allocator or a free
+list alike (tuples, dicts, floats, frames made objects). Each one is memory touched, and
+freed later: the wall time pays for the objects beside the instructions (cache misses,
+the allocator's own branches), more than their instructions show.
+
 What it does not count: time spent waiting (a socket, a lock held by another thread, the
 scheduler), and how fast each instruction runs (cache misses: a new object is colder than
 an old one). A ratio of instructions is therefore a lower bound of the ratio of times in
@@ -80,6 +86,11 @@ PAIRS = {
 }
 
 _SUMMARY = re.compile(r"^summary:\s*(\d+)", re.MULTILINE)
+# callgrind's calls from anywhere to the function every new object passes through: a
+# ``cfn=`` line names the callee (its name given once, then its number alone), and the
+# ``calls=`` line after it says how many times it was called from there
+_NEW_OBJECT = "_Py_NewReference"
+_CALLEE = re.compile(r"^c?fn=\((\d+)\)(?: (.*))?$")
 
 
 class ValgrindMissing(RuntimeError):
@@ -87,13 +98,27 @@ class ValgrindMissing(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Counts:
+    """What a fresh interpreter's main thread ran: instructions, and objects made."""
+
+    instructions: int
+    objects: int
+
+    def __sub__(self, other: Counts) -> Counts:
+        return Counts(self.instructions - other.instructions, self.objects - other.objects)
+
+
+@dataclass(frozen=True)
 class Pair:
-    """Instructions per request of a client with failover and of its bare client."""
+    """Instructions (and objects made) per request of a client with failover and of its
+    bare client."""
 
     variant: str
     bare: str
     failover_per_request: float
     bare_per_request: float
+    failover_objects: float
+    bare_objects: float
 
     @property
     def added(self) -> float:
@@ -107,6 +132,33 @@ class Pair:
 def total_instructions(variant: str, requests: int, *, warmup: int = WARMUP, timeout: float = 300.0) -> int:
     """The instructions a fresh interpreter's main thread runs to start, warm ``variant``
     up with ``warmup`` requests and send ``requests`` more (valgrind's count)."""
+    return totals(variant, requests, warmup=warmup, timeout=timeout).instructions
+
+
+def objects_made(profile: str) -> int:
+    """How many objects a callgrind profile's thread made: its calls of
+    :data:`_NEW_OBJECT`, summed over every caller."""
+    names: dict[str, str] = {}
+    callee = ""
+    made = 0
+    for line in profile.splitlines():
+        named = _CALLEE.match(line)
+        if named is not None:
+            number, name = named.groups()
+            if name is not None:
+                names[number] = name
+            if line.startswith("cfn="):
+                callee = names.get(number, "")
+        elif callee == _NEW_OBJECT and line.startswith("calls="):
+            made += int(line[6:].split(maxsplit=1)[0])
+            callee = ""
+    return made
+
+
+def totals(variant: str, requests: int, *, warmup: int = WARMUP, timeout: float = 300.0) -> Counts:
+    """The instructions a fresh interpreter's main thread runs to start, warm ``variant``
+    up with ``warmup`` requests and send ``requests`` more, and the objects it makes
+    (valgrind's counts)."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise ValgrindMissing("the instructions benchmark needs valgrind: apt-get install valgrind")
@@ -119,10 +171,11 @@ def total_instructions(variant: str, requests: int, *, warmup: int = WARMUP, tim
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, cwd=h.ROOT, env=env, capture_output=True, text=True, timeout=timeout)
         main_thread = Path(f"{out}-01")  # callgrind's file of thread 1
-        found = _SUMMARY.search(main_thread.read_text()) if main_thread.exists() else None
+        profile = main_thread.read_text() if main_thread.exists() else ""
+        found = _SUMMARY.search(profile)
         if done.returncode != 0 or found is None:
             raise RuntimeError(f"valgrind on {variant!r} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return int(found.group(1))
+    return Counts(int(found.group(1)), objects_made(profile))
 
 
 def per_request(variant: str, few: int = FEW, many: int = MANY, *, warmup: int = WARMUP) -> float:
@@ -142,9 +195,14 @@ def measure(pairs: dict[str, str] = PAIRS, few: int = FEW, many: int = MANY) -> 
     variants = sorted({*pairs, *pairs.values()})
     jobs = [(variant, n) for variant in variants for n in (many, few)]  # the longest first
     with ThreadPoolExecutor(2) as pool:
-        totals = dict(zip(jobs, pool.map(lambda job: total_instructions(*job), jobs), strict=True))
-    counted = {v: (totals[v, many] - totals[v, few]) / (many - few) for v in variants}
-    return [Pair(variant, bare, counted[variant], counted[bare]) for variant, bare in pairs.items()]
+        counts = dict(zip(jobs, pool.map(lambda job: totals(*job), jobs), strict=True))
+    runs = many - few
+    added = {v: counts[v, many] - counts[v, few] for v in variants}
+    return [
+        Pair(variant, bare, added[variant].instructions / runs, added[bare].instructions / runs,
+             added[variant].objects / runs, added[bare].objects / runs)
+        for variant, bare in pairs.items()
+    ]  # fmt: skip
 
 
 def run(opts: Options) -> h.Report:
@@ -154,12 +212,13 @@ def run(opts: Options) -> h.Report:
     report = h.Report(NAME)
     table = h.Table(
         "All the work of one happy-path request, in machine instructions (valgrind; within 0.2 % run to run)",
-        ["client", "bare", "with failover", "**ratio**", "added per request"],
+        ["client", "bare", "with failover", "**ratio**", "added per request", "objects made (bare, with)"],
     )
     for pair in pairs:
         table.rows.append([
             pair.variant, f"{pair.bare_per_request / 1000:,.0f}k", f"{pair.failover_per_request / 1000:,.0f}k",
             f"**{pair.ratio:.3f}x**", f"{pair.added / 1000:+,.1f}k",
+            f"{pair.bare_objects:,.0f}, {pair.failover_objects:,.0f}",
         ])  # fmt: skip
     table.notes.append(
         f"Each client answered in process as in `opcodes` (httpx on httpcore's in-memory network); "
@@ -168,7 +227,8 @@ def run(opts: Options) -> h.Report:
     )
     report.tables.append(table)
     report.data = {pair.variant: {"bare": pair.bare, "failover": pair.failover_per_request,
-                                  "bare_per_request": pair.bare_per_request} for pair in pairs}  # fmt: skip
+                                  "bare_per_request": pair.bare_per_request, "failover_objects": pair.failover_objects,
+                                  "bare_objects": pair.bare_objects} for pair in pairs}  # fmt: skip
     report.seconds = time.monotonic() - started
     return report
 

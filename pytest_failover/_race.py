@@ -80,13 +80,14 @@ AsyncSend: TypeAlias = "Callable[[Lane, Attempt], Awaitable[Response]]"
 class Race:
     """One attempt and its hedges, until one answers or all have failed."""
 
-    __slots__ = ("_clock", "_last_sent", "answer", "exchange", "flying")
+    __slots__ = ("_clock", "_last_sent", "answer", "exchange", "failure", "flying")
 
     def __init__(self, exchange: Exchange) -> None:
         self.exchange = exchange
         self._clock = exchange.clock
         self.flying: list[Attempt] = []
         self.answer: Response | None = None  # the latest answer (a retryable one, until one wins)
+        self.failure: BaseException | None = None  # the first error of the caller's own stack (see arrived)
         self._last_sent = 0.0
 
     def launch(self, attempt: Attempt) -> Attempt:
@@ -128,17 +129,33 @@ class Race:
         """An attempt ended: report it. Returns an answer for the loop to close: an
         earlier one it supersedes, or its own when another had won meanwhile (between
         that win and the cut of the losers): the race is over, so it is cut too, and
-        the winner's answer stays the request's; or its own when the caller left."""
+        the winner's answer stays the request's; or its own when the caller left.
+
+        An attempt that ended with an error of the caller's own stack (not its library's
+        ``TransportError``: an inner transport's or middleware's bug or refusal) says
+        nothing about its domain: it is cut, as a loser is, and the error is kept
+        (:attr:`unanswered`). A hedge never fails a request another attempt answers."""
         self.flying.remove(flight)
-        if self.exchange.done:
+        foreign = error is not None and not isinstance(error, self.exchange.lib.TransportError)
+        if self.exchange.done or foreign:
             # Another won meanwhile: it is cut as a loser. Or the caller left, and its
             # exchange let go of every attempt (``give_up``): nothing is left to cut there.
             if flight in self.exchange.flying:
                 self.exchange.cut(flight)
+            if foreign and self.failure is None:
+                self.failure = error
             return response
         self.exchange.arrived(flight, response, error)
         superseded, self.answer = self.answer, response
         return superseded
+
+    @property
+    def unanswered(self) -> BaseException | None:
+        """Once the race is over, the error the request raises instead of going on: one of
+        the caller's own stack that an attempt ended with, when no attempt won (unhedged, the
+        request would have gone on to that attempt's domain and raised it there). Its
+        answer, a retryable one if any, is then the driver's to close."""
+        return self.failure if self.failure is not None and not self.exchange.done else None
 
     def cut_losers(self) -> list[Attempt]:
         """The race is over: the attempts still on the wire are cancelled."""
@@ -192,6 +209,11 @@ async def async_race(
             _left(held, lane, adopt)
             raise  # cancelled from outside: the transport abandons the request
         response = error = None  # a hedge won (and was reported); this attempt is cut
+    except Exception as exc:
+        if not held:  # no race: an unhedged attempt's error, which ends the request
+            _left(held, lane, adopt)
+            raise
+        response, error = None, exc  # the caller's own stack's, in a race: it decides (Race.arrived)
     except BaseException:
         _left(held, lane, adopt)
         raise
@@ -344,7 +366,18 @@ class _AsyncHedges:
             raise
         finally:
             self.cancel()
+        return await _async_settled(race)
+
+
+async def _async_settled(race: Race) -> Response | None:
+    """The answer of a race that is over (the one that won, or the last retryable one; None
+    when every attempt failed), or raise its :attr:`Race.unanswered` error."""
+    failure = race.unanswered
+    if failure is None:
         return race.answer
+    if race.answer is not None:
+        await race.answer.aclose()
+    raise failure
 
 
 async def _close_held(race: Race) -> None:
@@ -367,7 +400,9 @@ async def _arrive(race: Race, arrival: Arrival) -> None:
 
 
 async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Attempt) -> Arrival:
-    """Send ``flight``: it, with its response or the transport error it ended with.
+    """Send ``flight``: it, with its response or the error it ended with (its library's
+    transport error, or one of the caller's own stack, which :meth:`Race.arrived` keeps
+    apart: a race's task never ends with an error nobody reads).
 
     It is marked as sending first (``Attempt.sending``: a cut then reports it sent, as
     bytes may have left): nothing awaits between here and the inner transport's call, so
@@ -375,7 +410,7 @@ async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Attempt) -> A
     try:
         flight.sending = True
         return flight, await send(exchange, flight), None
-    except exchange.lib.TransportError as exc:
+    except Exception as exc:
         return flight, None, exc
 
 
@@ -411,7 +446,7 @@ async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
         except BaseException:  # (every attempt's task has ended with the group)
             await _close_held(race)
             raise
-    return race.answer
+    return await _async_settled(race)
 
 
 # -- sync -----------------------------------------------------------------------------------
@@ -494,8 +529,10 @@ class ThreadRace:
             response = send(lane, flight)
         except lane.lib.TransportError as exc:
             return self._met(ticket, send, lane, flight), None, exc
-        except BaseException:
+        except BaseException as exc:
             hedges = self._met(ticket, send, lane, flight)  # met, so the watchdog's side frees it
+            if hedges is not None and isinstance(exc, Exception):  # the caller's own stack's, in a race
+                return hedges, None, exc  # it decides (Race.arrived)
             if not isinstance(lane, Exchange):  # nobody else holds the exchange of a lane's request
                 (self._adopt(lane) if hedges is None else hedges.exchange).give_up()
             raise
@@ -567,8 +604,8 @@ class ThreadRace:
                     flight = futures.pop(future)
                     try:
                         response: Response | None = future.result()
-                        error = None
-                    except exchange.lib.TransportError as exc:
+                        error: BaseException | None = None
+                    except Exception as exc:  # a transport error, or the caller's stack's (Race.arrived)
                         response, error = None, exc
                     superseded = race.arrived(flight, response, error)
                     if superseded is not None:
@@ -596,7 +633,7 @@ class ThreadRace:
             race.cut_losers()
             for future in futures:  # losers: close what they get, whenever they get it
                 future.add_done_callback(_close_result)
-        return race.answer
+        return _settled(race)
 
     def _submit(self, send: Send, exchange: Exchange, flight: Attempt) -> concurrent.futures.Future[Response]:
         assert self._executor is not None
@@ -675,7 +712,10 @@ class _Hedges:
                 self.arm()  # the next hedge, if another may follow
             if hedge is None:
                 return
-            response, error = _sent(self.send, exchange, hedge)
+            try:
+                response, error = _sent(self.send, exchange, hedge)
+            except Exception as exc:  # the caller's own stack's: the race keeps it (Race.arrived)
+                response, error = None, exc
             with self.lock:
                 wanted = hedge in race.flying  # else it was cut off meanwhile: nobody wants it
                 superseded = race.arrived(hedge, response, error) if wanted else response
@@ -740,7 +780,7 @@ class _Hedges:
             event.wait(max(0.0, deadline - exchange.clock()) + GRACE)
         for loser in losers:
             _cut(self.inner, loser)
-        return race.answer
+        return _settled(race)
 
 
 def _sent(send: Send, exchange: Exchange, flight: Attempt) -> tuple[Response | None, BaseException | None]:
@@ -753,6 +793,16 @@ def _sent(send: Send, exchange: Exchange, flight: Attempt) -> tuple[Response | N
         return send(exchange, flight), None
     except exchange.lib.TransportError as exc:
         return None, exc
+
+
+def _settled(race: Race) -> Response | None:
+    """:func:`_async_settled`, for the sync races."""
+    failure = race.unanswered
+    if failure is None:
+        return race.answer
+    if race.answer is not None:
+        race.answer.close()
+    raise failure
 
 
 def _close_result(future: concurrent.futures.Future[Response]) -> None:

@@ -15,13 +15,23 @@ transport's. The response is aiohttp's own ``ClientResponse`` with
 ``response.failover`` (a :class:`~pytest_failover.FailoverResult`); a stale copy or a
 fallback's answer is turned into one. Requests to other hosts go straight to ``handler``.
 
-- Bodies: ``bytes``, ``str``, JSON and form bodies may be re-sent; any other payload (a
-  ``StreamReader``, an async generator, a file) is never re-sent once a byte may have
-  left (one that failed before connecting moves on). An answer that came whole with its
-  head (aiohttp holds every byte) reaches the caller untouched, as from a bare session.
+- Bodies: ``bytes``, ``str``, JSON and urlencoded form bodies may be re-sent; any other
+  payload (multipart ``FormData``, a ``StreamReader``, an async generator, a file) is
+  never re-sent once a byte may have left (one that failed before connecting moves on).
+  An answer that came whole with its head (aiohttp holds every byte) reaches the caller
+  untouched, as from a bare session.
 - Time: each attempt is bounded by the policy's attempt time and deadline; a connect
   that does not finish in time is a ``connect_timeout``, one that stalls after the
-  request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies.
+  request went out a ``read_timeout``. The session's own ``ClientTimeout`` still applies;
+  its ``total`` is the caller's time for the whole request: when it runs out, the caller
+  gets aiohttp's ``TimeoutError`` as from a bare session, and no domain is blamed.
+  Closing the session ends its requests in flight with ``aiohttp.ClientConnectionError``,
+  nothing blamed either.
+- Cookies and redirects: to the session the pool is one site. Its cookies for the URL
+  asked for go to whichever domain serves it, and those an answer from another domain
+  sets are filed under the URL asked for too (as well as under that domain, as aiohttp
+  files them). That answer's redirect to its own origin says the origin asked for (same
+  path): aiohttp follows it through the pool, with the request's ``Authorization``.
 - Errors: ``AllDomainsFailed`` / ``CircuitOpenError`` here are
   ``aiohttp.ClientConnectionError`` subclasses, and also the ``pytest_failover`` errors
   of the same name (``.attempts``, ``.pool``, ``.reason``).
@@ -43,7 +53,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 try:
     import aiohttp
-    from aiohttp import ClientRequest, ClientResponse, payload
+    from aiohttp import ClientRequest, ClientResponse, hdrs, payload
     from aiohttp.base_protocol import BaseProtocol
     from aiohttp.client_middlewares import ClientHandlerType
     from aiohttp.helpers import TimerNoop
@@ -79,6 +89,7 @@ __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverMiddleware"]
 _NATIVE = "pytest_failover.aiohttp"  # extension key: the aiohttp-side objects of an exchange; an answer held whole
 _READ = "pytest_failover.aiohttp.read"  # extension key: the body of aiohttp's answer the exchange may read (_Body)
 _SENDING = "pytest_failover.aiohttp.sending"  # extension key: the ClientRequest an attempt to another domain sends
+_MOVED = "pytest_failover.aiohttp.moved"  # extension key: an answer held whole from another domain than the URL's
 _REPLAYABLE = httpx.ByteStream(b"")  # aiohttp sends the body itself; this says it may be re-sent
 # httpx's four timeouts, which the handler never reads: the loop bounds each attempt with
 # its own limit, and the middleware names the phase (``failover_timeout_error``). Each is
@@ -181,13 +192,12 @@ class FailoverMiddleware(_FrontEnd):
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
         # aiohttp's own answer (sync: no coroutine made per request): as aiohttp handed it
-        # over when its body was in memory (``_convert.held``), else with what the exchange read of
-        # its body given back; or one built for a stale copy or the fallback's answer
+        # over when its body was in memory (``_convert.held``) and it came for the URL asked
+        # for; else made so (:func:`_handed_over`)
         answered = response.extensions
         native: ClientResponse | None = answered.get(_NATIVE)
         if native is None:
-            read: _Body | None = answered.get(_READ)
-            native = await _built(response, request) if read is None else _given_back(response, read)
+            native = await _handed_over(response, request)
         native.failover = answered["failover"]  # type: ignore[attr-defined]  # its documented place
         return native
 
@@ -226,6 +236,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
         handler: ClientHandlerType
         url: httpx.URL
         native, handler, url = request.extensions[_NATIVE]
+        whole = _NATIVE  # where an answer held whole goes (_MOVED: another domain's)
         if request.url is not url:
             # Another domain: this attempt's own copy, as a hedge may go out while the
             # attempt it races is still sending the caller's (a retry elsewhere, too).
@@ -233,16 +244,24 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             native.url = native.original_url = URL(str(request.url), encoded=True)
             native.headers = CIMultiDict(_convert.decoded(request.headers._list))
             request.extensions[_SENDING] = native  # for failover_timeout_error
+            whole = _MOVED
         elif getattr(request.headers, "changed", True):  # the exchange set trace context (one attempt at a time here)
             native.headers = CIMultiDict(_convert.decoded(request.headers._list))
         native.response = None  # set by aiohttp once the request went out
         try:
             response = await handler(native)
-        except aiohttp.ClientError as exc:
+        except aiohttp.ClientError as exc:  # (its ServerTimeoutError is a TimeoutError too: a phase's)
             error = _httpx_error(exc, request)
             if error is None:
                 raise
+            _session_closed(native.session, exc)
             raise error from exc
+        except TimeoutError as exc:
+            _caller_out_of_time(native._timer, exc)
+            raise
+        except Exception as exc:  # aiohttp asserts it has a connector: a retry after the session closed
+            _session_closed(native.session, exc)
+            raise
         extensions: dict[str, Any] = {}
         if self.dialer is not None:
             peer = self._peer(response)
@@ -260,7 +279,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             if held is None:  # all of it in its stream already, maybe
                 held = _held(response)
             if held is not None:  # nothing left to read or to break: aiohttp's answer as it is
-                extensions[_NATIVE] = response
+                extensions[whole] = response
                 return _convert.held(response.status, raw, extensions, held)
         body = extensions[_READ] = _Body(response, request)  # what the exchange may read, and give back
         return _convert.response(response.status, _convert.from_bytes(raw), body, extensions)
@@ -370,7 +389,11 @@ class _Body(httpx.AsyncByteStream):
             error = _httpx_error(exc, self._request)
             if error is None:
                 raise
+            _session_closed(response._session, exc)
             raise error from exc
+        except TimeoutError as exc:
+            _caller_out_of_time(response._timer, exc)
+            raise
         if not chunk:
             raise StopAsyncIteration
         self.seen.append(chunk)
@@ -381,6 +404,69 @@ class _Body(httpx.AsyncByteStream):
         # released response would refuse ``read()``); otherwise let the connection go.
         if self.response._body is None and not self.response.content.at_eof():
             self.response.release()
+
+
+def _caller_out_of_time(timer: object, exc: TimeoutError) -> None:
+    """Raise the cancellation that aiohttp's ``timer`` (``ClientTimeout.total``, the
+    session's or the request's) turned into ``exc``, once it ran out: the caller's time
+    is up, which says nothing about the domain. As a ``TimeoutError`` the failover loop
+    would take it for its attempt's own, blame the domain, and try the next with no time
+    left (whose breaker would open too); as the cancellation it was, the request is given
+    up, hedges and all, and aiohttp's outer timer turns it into the ``TimeoutError`` a
+    bare session raises. (The loop's own limit is a cancellation aiohttp lets through.)"""
+    if getattr(timer, "_cancelled", False):  # a TimerContext that fired (a TimerNoop has none)
+        raise asyncio.CancelledError from exc
+
+
+_REDIRECTS = frozenset((301, 302, 303, 307, 308))  # the statuses aiohttp follows
+
+
+def _as_asked(answer: ClientResponse, request: ClientRequest) -> None:
+    """``answer``, from another domain of the pool than ``request``'s URL, made the answer
+    of the URL asked for where the session reads it as such. To the caller the pool is one
+    site: the session's cookies for the URL asked for go to whichever domain serves it,
+    and a relative redirect is followed from that URL, through the pool. So:
+
+    - the cookies ``answer`` sets are filed under the URL asked for too (aiohttp files
+      them under the domain that answered): the next requests for it carry them back;
+    - a redirect to the origin that answered is made one to the origin asked for (same
+      path and query): aiohttp judges a ``Location`` by the URL it asked for, and would
+      drop the request's ``Authorization`` and ``Cookie`` for another origin, where a bare
+      session that asked that domain keeps them. It then follows it as a relative one,
+      through the pool."""
+    session = request.session
+    if session is not None and hdrs.SET_COOKIE in answer._headers:
+        session.cookie_jar.update_cookies(answer.cookies, request.url)
+    if answer.status not in _REDIRECTS:
+        return
+    location = answer._headers.get(hdrs.LOCATION)
+    try:
+        target = URL(location) if location is not None else None
+    except ValueError:  # not a URL: aiohttp raises its own error for it
+        return
+    if target is None or not target.absolute or target.origin() != answer._real_url.origin():
+        return
+    asked = str(request.original_url.origin().join(target.relative()))
+    headers = CIMultiDict(answer._headers)
+    headers[hdrs.LOCATION] = asked
+    answer._headers = CIMultiDictProxy(headers)
+    answer._raw_headers = tuple(
+        (name, asked.encode("latin-1") if name.lower() == b"location" else value) for name, value in answer._raw_headers
+    )
+    for read in ("headers", "raw_headers"):  # aiohttp's properties of them keep what they read first
+        answer._cache.pop(read, None)
+
+
+def _session_closed(session: aiohttp.ClientSession | None, exc: Exception) -> None:
+    """Raise ``aiohttp.ClientConnectionError`` from ``exc`` if the attempt failed because
+    its session was closed meanwhile (its connections closed under it, or no connector
+    left for a retry): the caller's doing, which says nothing about the domain. As the
+    ``TransportError`` it maps to, the loop would blame the domain and try the next one
+    on the closed session (blamed in turn: a middleware that serves other sessions would
+    find healthy domains' breakers open); as an error of the caller's own it ends the
+    request, nothing blamed, as a bare session's ends."""
+    if session is not None and session.closed:
+        raise aiohttp.ClientConnectionError("Session is closed") from exc
 
 
 def _decompresses(request: ClientRequest) -> bool:
@@ -407,6 +493,24 @@ def _held(response: ClientResponse) -> bytes | None:
         return None
     held = b"".join(content._buffer)
     return held[content._buffer_offset :] if content._buffer_offset else held
+
+
+async def _handed_over(response: httpx.Response, request: ClientRequest) -> ClientResponse:
+    """aiohttp's response to hand over for ``response`` (the transport's answer) when it is
+    not aiohttp's own as it came for the URL asked for: one from another domain, made the
+    answer of the URL asked for (:func:`_as_asked`); one whose body the exchange read, with
+    it given back; or one built for a stale copy or the fallback's answer."""
+    answered = response.extensions
+    native: ClientResponse | None = answered.get(_MOVED)
+    if native is None:
+        read: _Body | None = answered.get(_READ)
+        if read is None:
+            return await _built(response, request)
+        native = _given_back(response, read)
+        if native._real_url is request.original_url:  # (another domain's attempt sends a copy)
+            return native
+    _as_asked(native, request)
+    return native
 
 
 def _given_back(response: httpx.Response, body: _Body) -> ClientResponse:

@@ -18,11 +18,14 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 - Retries: the wrapped adapter's own urllib3 ``Retry`` stays in force for the hosts
   outside every pool; inside the pools it is off (``Retry(0, read=False)``, requests'
   default), so two retry layers never stack.
-- Bodies: ``bytes`` and ``str`` may be re-sent; a generator or a file is never re-sent
-  once a byte may have left (an upload that failed before connecting moves on).
+- Bodies: ``bytes``, ``str``, a ``bytearray`` or ``memoryview`` may be re-sent; a
+  generator or a file is never re-sent once a byte may have left (an upload that failed
+  before connecting moves on).
 - Errors: ``AllDomainsFailed`` / ``CircuitOpenError`` here are
   ``requests.exceptions.ConnectionError`` subclasses, and also the
   ``pytest_failover`` errors of the same name (``.attempts``, ``.pool``, ``.reason``).
+  What requests refuses before connecting (a bad ``timeout=``, a ``verify=`` or ``cert=``
+  path that does not exist) is its own error, raised at once, no domain blamed.
 - Per-request options: ``with failover_options({...}):``
   (:func:`pytest_failover.integrations.failover_options`).
 - ``fallback`` has the transports' signature: it gets the ``httpx.Request`` and the
@@ -32,8 +35,9 @@ turned into one. Requests to other hosts go straight to the wrapped adapter.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 try:
     import requests
@@ -49,6 +53,8 @@ try:
         ReadTimeoutError,
     )
     from urllib3.exceptions import SSLError as TLSError
+    from urllib3.response import HTTPResponse
+    from urllib3.util import Timeout
     from urllib3.util.retry import Retry
 except ImportError as exc:  # pragma: no cover - exercised by the install hint test
     raise ImportError(
@@ -180,6 +186,8 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             content: httpx.SyncByteStream = _EMPTY
         elif isinstance(body, (bytes, str)):
             content = httpx.ByteStream(body.encode() if isinstance(body, str) else body)
+        elif isinstance(body, (bytearray, memoryview)):  # in memory too: requests sends it as it is, again
+            content = httpx.ByteStream(bytes(body))
         else:
             content = _Unreplayable()
         sent: _Sent = (request, verify, cert, proxies, url)
@@ -196,7 +204,19 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
             response = self._transport.handle_request(outgoing, (route, options))
         except _exceptions.FailoverError as error:
             raise carried(_KINDS, error, request) from last_cause(error)
-        return _native(response, request, self)
+        except _SetUp as carrier:
+            raise carrier.error from None  # as requests raised it, its own traceback kept
+        return _native(response, request, self, stream)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Refused: requests' ``HTTPAdapter`` pickles (and deep-copies) its settings alone,
+        which would make an adapter without its failover state, failing at its first
+        request, in a copy that could not share the breakers anyway."""
+        raise TypeError(
+            f"a {type(self).__name__} cannot be pickled or copied: it holds live failover state "
+            "(breakers, budget, connections, threads) that a copy could not share; build a "
+            "FailoverAdapter in each process (FailoverAdapter.sharing shares one state within one)"
+        )
 
     def close(self) -> None:
         self._transport.close()
@@ -220,15 +240,33 @@ _NO_TIMEOUTS: dict[str, float | None] = dict.fromkeys(("connect", "read", "write
 
 
 def _timeouts(timeout: Any) -> dict[str, float | None]:
-    """requests' timeout, given (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``), as httpx's."""
-    if isinstance(timeout, tuple):
-        connect, read = timeout
-    elif isinstance(timeout, (int, float)):
-        connect = read = timeout
-    else:  # urllib3.Timeout
-        connect, read = timeout.connect_timeout, timeout.read_timeout
-        connect = connect if isinstance(connect, (int, float)) else None
-        read = read if isinstance(read, (int, float)) else None
+    """requests' timeout (seconds, a ``(connect, read)`` pair or a urllib3 ``Timeout``) as
+    httpx's four. A value requests' own send refuses is refused here, with its
+    ``ValueError`` and message, before anything is sent: the attempts' sends would refuse
+    it only after the exchange had capped it (a pair the caller never wrote)."""
+    if timeout.__class__ in (int, float) and timeout > 0:  # the common case (not NaN, not a bool)
+        return {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+    if isinstance(timeout, tuple):  # as requests' HTTPAdapter.send checks it
+        try:
+            connect, read = timeout
+            given = Timeout(connect=connect, read=read)
+        except ValueError:
+            raise ValueError(
+                f"Invalid timeout {timeout}. Pass a (connect, read) timeout tuple, "
+                "or a single float to set both timeouts to the same value."
+            ) from None
+    elif isinstance(timeout, Timeout):
+        given = timeout
+    else:
+        given = Timeout(connect=timeout, read=timeout)  # its ValueError names what is wrong
+    if given.total is not None and given.total is not Timeout.DEFAULT_TIMEOUT:
+        # The read's time is what the connect leaves of the total, known once it started:
+        # each phase is given at most the total (the policy's deadline bounds the whole).
+        given = given.clone()
+        given.start_connect()
+    connect, read = given.connect_timeout, given.read_timeout
+    connect = connect if isinstance(connect, (int, float)) else None  # urllib3's default: the socket's
+    read = read if isinstance(read, (int, float)) else None
     return {"connect": connect, "read": read, "write": read, "pool": connect}
 
 
@@ -238,6 +276,18 @@ class _Unreplayable(httpx.SyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         raise RuntimeError("the requests adapter sends this body itself")
+
+
+class _SetUp(Exception):  # a carrier, never seen by the caller
+    """An ``OSError`` requests' send raised itself, not wrapped in one of its own errors:
+    the caller's set-up (a CA bundle or client certificate path that does not exist),
+    found before connecting, which says nothing about the domain. Carried past the
+    failover loop, which takes a raw ``OSError`` for a broken read and would try every
+    domain and blame each, and raised as it was, as from a bare session."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class _AdapterIO(httpx.BaseTransport):
@@ -267,6 +317,8 @@ class _AdapterIO(httpx.BaseTransport):
             if error is None:
                 raise
             raise error from exc
+        except OSError as exc:  # what it does not wrap: its own check of verify= and cert= paths
+            raise _SetUp(exc) from exc
         # The answer's headers by lowercased name, to look names up in at C level (the
         # mapping's own `in` and `[]` are Python calls): requests' CaseInsensitiveDict keeps
         # them so (its _store); any other mapping (an adapter's own) is read into one.
@@ -395,31 +447,79 @@ class _Body(httpx.SyncByteStream):
         return getattr(getattr(self.native.raw, "connection", None), "failover_peer", None)
 
 
-class _Rest:
-    """A ``raw`` for a response the exchange began to read: the httpx response's
-    (decoded) bytes, the ones already read first."""
+class _Rest(io.RawIOBase):
+    """The raw bytes (still encoded) of a body the exchange began to read, as a file:
+    those it read first, then the rest, as the httpx response streams them from urllib3's
+    response ``raw``. A replay (:func:`_replayed`) reads the caller's ``raw`` from it. A
+    break on the way is urllib3's error (the one the read raised, else a
+    ``ProtocolError``), as requests expects of ``raw``."""
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx.Response, raw: Any) -> None:
         self._response = response
+        self._raw = raw
+        self._chunks = response.iter_raw()
+        self._left = memoryview(b"")  # what the last chunk still holds
 
-    def stream(self, amt: int = _CHUNK, decode_content: bool = True) -> Iterator[bytes]:
-        try:
-            yield from self._response.iter_bytes(amt)
-        except httpx.TransportError as exc:
-            raise ProtocolError(str(exc), exc) from exc
+    def readable(self) -> bool:
+        return True
 
-    def read(self, amt: int | None = None, decode_content: bool = True) -> bytes:
-        return b"".join(self.stream())
+    def readinto(self, buffer: Any) -> int:
+        while not self._left:
+            try:
+                self._left = memoryview(next(self._chunks))
+            except StopIteration:
+                return 0
+            except httpx.TransportError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, HTTPError):  # urllib3's own, as the read raised it
+                    raise cause from None
+                raise ProtocolError(str(exc), exc) from exc
+        size = min(len(buffer), len(self._left))
+        buffer[:size] = self._left[:size]
+        self._left = self._left[size:]
+        return size
 
     def close(self) -> None:
+        if self.closed:
+            return
+        # Closed first: the exchange's stream closes the requests response, whose ``raw``
+        # (the replay) closes this again. urllib3's response, no longer the requests
+        # response's ``raw``, is closed here, as requests' ``Response.close`` would close it
+        # (a connection is not handed back half read).
+        super().close()
         self._response.close()
+        self._raw.close()
+        self._raw.release_conn()
 
-    def release_conn(self) -> None:
-        self._response.close()
+
+def _replayed(raw: Any, body: IO[bytes], prepared: requests.PreparedRequest) -> HTTPResponse:
+    """urllib3's response ``raw`` once more, its body (still encoded, as it came) read
+    from ``body``: the ``raw`` a caller reads a body the exchange read (all of it, or its
+    start) from, with urllib3's own ``read(n)``, ``stream`` and decoding, and the answer
+    requests takes cookies from (``_original_response``). The bytes were checked against
+    the answer's length as they came: they are not checked again."""
+    return HTTPResponse(
+        body,
+        raw.headers,
+        raw.status,
+        raw.version,
+        reason=raw.reason,
+        preload_content=False,
+        decode_content=False,
+        original_response=raw._original_response,
+        retries=raw.retries,
+        enforce_content_length=False,
+        request_method=prepared.method,
+        request_url=raw.url,
+    )
 
 
-def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapter: HTTPAdapter) -> requests.Response:
-    """The transport's answer as the ``requests.Response`` the caller gets."""
+def _native(
+    response: httpx.Response, prepared: requests.PreparedRequest, adapter: HTTPAdapter, stream: bool
+) -> requests.Response:
+    """The transport's answer as the ``requests.Response`` the caller gets; one sent with
+    ``stream=True`` keeps a ``raw`` to read the body from, as bare requests does
+    (``shutil.copyfileobj(response.raw, file)``), though the exchange read it."""
     result: FailoverResult = response.extensions["failover"]
     body: _Body | None = response.extensions.get(_NATIVE)
     if body is None:  # a stale copy or the fallback's answer
@@ -431,8 +531,21 @@ def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapte
         native.request = prepared
         native.connection = adapter
         native.encoding = get_encoding_from_headers(native.headers)
-        native._content = response.read()
+        native._content = content = response.read()
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
+        if stream:  # a raw over the content, which is decoded: it names no encoding
+            plain = {name: value for name, value in native.headers.items() if name.lower() != "content-encoding"}
+            native.raw = HTTPResponse(
+                io.BytesIO(content),
+                plain,
+                native.status_code,
+                reason=native.reason,
+                preload_content=False,
+                decode_content=False,
+                enforce_content_length=False,
+                request_method=prepared.method,
+                request_url=native.url,
+            )
     else:
         native = body.native
         if body.ended:  # read to its end by the exchange: the whole body is in ``seen``
@@ -440,7 +553,9 @@ def _native(response: httpx.Response, prepared: requests.PreparedRequest, adapte
             # its decoders and its checks (some 400 opcodes a request).
             native._content = response.read() if "content-encoding" in body.named else b"".join(body.seen)
             native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
-        elif response.stream is not body:  # partly read (over the read limit): the rest streams
-            native.raw = _Rest(response)
+            if stream:  # urllib3's response is read to its end: its bytes again
+                native.raw = _replayed(native.raw, io.BytesIO(b"".join(body.seen)), prepared)
+        elif response.stream is not body:  # partly read (over the read limit): what was read, then the rest
+            native.raw = _replayed(native.raw, io.BufferedReader(_Rest(response, native.raw), _CHUNK), prepared)
     native.failover = result  # type: ignore[attr-defined]  # the result's documented place on a requests.Response
     return native

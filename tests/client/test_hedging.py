@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections import Counter
@@ -808,3 +809,99 @@ def test_an_async_hedge_runs_in_its_own_requests_context() -> None:
     asyncio.run(main())
     hedges = sorted((path, name) for host, path, name in seen if host == "b.test")
     assert hedges == [("/first", "first"), ("/second", "second")]
+
+
+class _RefusingB(httpx.HTTPTransport):
+    """httpx's own transport (its sockets can be cut: the cutting race), except that it
+    refuses requests to ``port`` with an error of its own: the caller's stack, not the
+    network (a middleware's refusal, a bug)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.port == self.port:
+            raise ValueError("the inner transport refuses b")
+        return super().handle_request(request)
+
+
+class _Wrapping(httpx.BaseTransport):
+    """Another transport in front: sockets the race cannot find (the pooled race)."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _AsyncRefusingB(httpx.AsyncHTTPTransport):
+    """The same, async."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.port == self.port:
+            raise ValueError("the inner transport refuses b")
+        return await super().handle_async_request(request)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio", "threads", "threads, pooled"])
+@pytest.mark.parametrize("first", ["answers", "fails", "answers 503"])
+def test_a_hedge_ending_with_an_error_of_the_callers_own_never_fails_an_answered_request(
+    backend: str, first: str, servers: dict[str, LoopbackServer]
+) -> None:
+    """A hedge that ends with an error of the caller's own stack (not a transport error:
+    it says nothing about its domain) is out of the race, cut, and the request is the
+    first attempt's when it answers; when it fails (an error, or a 503 that would move
+    the request to the hedge's domain), the request raises that error, as it does
+    unhedged, at once (no loop spinning on the ended hedge, no wait for the attempts'
+    time), and no task is left with an error nobody read."""
+    a, b = servers["a"], servers["b"]
+    reported: list[dict[str, Any]] = []
+
+    def set_up() -> None:
+        a.set(delay=0.3, reset=first == "fails", status=503 if first == "answers 503" else 200)  # b's ends first
+
+    def sync() -> httpx.Response:
+        inner: httpx.BaseTransport = _RefusingB(b.port)
+        if backend.endswith("pooled"):
+            inner = _Wrapping(inner)
+        with httpx.Client(transport=FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), inner)) as client:
+            warm(client, a.url(), 1)
+            set_up()
+            return client.get(a.url() + "/x")
+
+    async def main() -> httpx.Response:
+        if backend == "asyncio":
+            asyncio.get_running_loop().set_exception_handler(lambda _, context: reported.append(context))
+        transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), _AsyncRefusingB(b.port))
+        async with httpx.AsyncClient(transport=transport) as client:
+            await client.get(a.url(), extensions={"failover": {"hedge": False}})
+            set_up()
+            try:
+                with anyio.fail_after(5):  # bounded: the old race spun until the caller's own time
+                    return await client.get(a.url() + "/x")
+            finally:
+                gc.collect()  # a task's error nobody read is reported as the task goes
+
+    def run() -> httpx.Response:
+        return sync() if backend.startswith("threads") else anyio.run(main, backend=backend.split(",")[0])
+
+    started = time.monotonic()
+    if first == "answers":
+        response = run()
+        assert response.status_code == 200 and response.headers["X-Served-By"] == "a"
+        races = {r.domain: (r.race, r.error_type) for r in result_of(response).attempts}
+        assert races == {a.url(): ("won", None), b.url(): ("cancelled", "cancelled")}
+    else:
+        with pytest.raises(ValueError, match="refuses b"):
+            run()
+    assert time.monotonic() - started < 2.0  # the primary's 0.3 s, not an attempt's time
+    assert reported == []
