@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
     from ._lib import Response
 
-__all__ = ["GRACE", "async_limit", "watchdog"]
+__all__ = ["GRACE", "async_limit", "cancel_unshielded", "watchdog"]
 
 logger = logging.getLogger("pytest_failover")
 
@@ -248,6 +248,19 @@ class _LoopWatch:
 # (a caller's own shield around the whole request, say; then as ``asyncio.timeout`` would).
 _RECHECK = 0.002
 _SHIELD_WAIT = 1.0
+
+
+def cancel_unshielded(task: asyncio.Task[Any], since: float | None = None) -> None:
+    """``task.cancel()``, once ``task`` is out of any section anyio shields (:func:`_shielded`),
+    looked at again every :data:`_RECHECK` seconds, and at most :data:`_SHIELD_WAIT` after
+    ``since`` (the loop's time of the first look: now, when not given)."""
+    loop = task.get_loop()
+    now = loop.time()
+    since = now if since is None else since
+    if not task.done() and now < since + _SHIELD_WAIT and _shielded(task):
+        loop.call_later(_RECHECK, cancel_unshielded, task, since)
+        return
+    task.cancel()
 
 
 def _shielded(task: asyncio.Task[Any]) -> bool:

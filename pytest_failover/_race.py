@@ -49,7 +49,16 @@ from contextvars import copy_context
 from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
-from ._deadline import GRACE, _running_loop, _task_of, watchdog
+from ._deadline import (
+    _RECHECK,
+    _SHIELD_WAIT,
+    GRACE,
+    _running_loop,
+    _shielded,
+    _task_of,
+    cancel_unshielded,
+    watchdog,
+)
 from ._exchange import Exchange
 from ._sockets import cut_request, cuttable
 
@@ -310,19 +319,35 @@ class _AsyncHedges:
             self._handle = None
 
     def cancel(self) -> None:
-        """The hedges' tasks are cancelled: the losers, or all of them when the caller left."""
+        """The hedges' tasks are cancelled: the losers, or all of them when the caller left
+        (each once out of any cleanup anyio shields: ``cancel_unshielded``)."""
         for task in self.tasks.values():
-            task.cancel()
+            cancel_unshielded(task)
 
     async def _hedge(self, hedge: Attempt) -> Arrival:
         arrival = await _async_sent(self._send, self.exchange, hedge)
         race = self.race
         if hedge in race.flying:  # not cut off meanwhile
             await _arrive(race, arrival)
-            if race.exchange.done and self.sending and not self.interrupted:  # once: see uncancel()
-                self.interrupted = True
-                self._task.cancel()  # the first attempt lost: interrupt it (see asyncio.timeout)
+            if race.exchange.done:
+                self._interrupt(self._loop.time())
+        elif arrival[1] is not None:  # cut off while it ended (its task's cancel came late): nobody wants it
+            await arrival[1].aclose()
         return arrival
+
+    def _interrupt(self, since: float) -> None:
+        """A hedge won: the first attempt, still on the wire, lost; its task is interrupted (see
+        asyncio.timeout), once: ``uncancel()`` in :func:`async_race` takes it back. Not in a
+        section anyio shields (httpcore handing a connection back: cut there, its pool would
+        keep the connection busy for good): looked at again a moment later, and the attempt
+        may end meanwhile, its answer then closed as a loser's (``Race.arrived``)."""
+        if not self.sending or self.interrupted:
+            return
+        if self._loop.time() < since + _SHIELD_WAIT and _shielded(self._task):
+            self._loop.call_later(_RECHECK, self._interrupt, since)
+            return
+        self.interrupted = True
+        self._task.cancel()
 
     async def finish(self, arrival: Arrival | None) -> Response | None:
         """In the request's task, once its attempt ended (``arrival``; None when a hedge won

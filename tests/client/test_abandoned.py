@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import signal
 import threading
 import time
@@ -341,18 +342,14 @@ def test_an_attempt_is_not_cut_at_its_time_while_its_transport_cleans_up_shielde
     assert asyncio.run(main()) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a hedge that wins interrupts the first attempt's task with cancel() (_race._AsyncHedges), "
-    "which anyio's shields do not stop: cut in httpcore's shielded cleanup, its pool keeps the request "
-    "and the connection busy for good (the loop watch waits such a section out: _deadline._shielded)",
-)
 def test_a_hedge_that_wins_does_not_cut_the_first_attempt_in_its_shielded_cleanup(
     servers: dict[str, LoopbackServer], http: ModuleType
 ) -> None:
     """The primary's attempt fails and its transport hands the connection back in a shielded
-    section that takes a moment; the hedge to the backup wins meanwhile: the cleanup runs to
-    its end, and the inner pool holds no request and no busy connection."""
+    section that takes a moment; the hedge to the backup wins meanwhile: the first attempt is
+    interrupted once that section is over, not in it (a task's ``cancel()`` is not stopped by
+    anyio's shield), so the cleanup runs to its end, and the inner pool holds no request and
+    no busy connection."""
     a, b = servers["a"], servers["b"]
     base = failing_after_cleanup(http)
 
@@ -372,3 +369,43 @@ def test_a_hedge_that_wins_does_not_cut_the_first_attempt_in_its_shielded_cleanu
             return response.headers["X-Served-By"], busy(inner)
 
     assert asyncio.run(main()) == ("b", [])
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["declared-length", "counted"])
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_streamed_response_read_in_part_and_dropped_leaves_nothing_held(
+    servers: dict[str, LoopbackServer], http: ModuleType, kind: str, chunked: bool
+) -> None:
+    """A streamed response whose body is too large to read in the transport (its first
+    chunk read by the caller, then the response dropped, never closed) gives its connection
+    back once it is collected, as with the bare client: the body handed over unread, and the
+    one counted and continued (``_lib.Continued``) alike. The next request is answered."""
+    a = servers["a"]
+    a.set(chunked=chunked, body=b"x" * 200_000)  # past the body limit
+    pools = [Pool("api", [a.url()])]
+    url = f"{a.url()}/x"
+    if kind == "async":
+        inner: Any = http.AsyncHTTPTransport()
+        transport: Any = failover(http).AsyncFailoverTransport(pools, WAITS, inner)
+
+        async def main() -> tuple[list[Any], int]:
+            async with http.AsyncClient(transport=transport) as client:
+                response = await client.send(client.build_request("GET", url), stream=True)
+                async for _ in response.aiter_raw():
+                    break
+                del response
+                gc.collect()
+                await settled(lambda: not busy(inner))  # (an async generator is closed by its loop)
+                return busy(inner), (await client.get(url)).status_code
+
+        assert asyncio.run(main()) == ([], 200)
+        return
+    inner = http.HTTPTransport()
+    transport = failover(http).FailoverTransport(pools, WAITS, inner)
+    with http.Client(transport=transport) as client:
+        response = client.send(client.build_request("GET", url), stream=True)
+        next(response.iter_raw())
+        del response
+        gc.collect()
+        assert busy(inner) == []
+        assert client.get(url).status_code == 200
