@@ -12,10 +12,11 @@ An attempt's time is therefore bounded from outside:
   connection back) is cut once the section is over (:func:`_shielded`).
   ``asyncio.timeout`` did this with a timer of its own per attempt: about 400 opcodes
   of asyncio's Python a request (the ``Timeout``, a ``TimerHandle`` pushed on the
-  loop's heap and cancelled, the heap's Python ``__lt__``) against 81 of the watch's. Every frame the aiohttp middleware adds to
-  a request: 2,215 -> 1,750 opcodes; instructions a request (callgrind, mock
-  network): aiohttp middleware 368k -> 340k, httpx async 1,908k -> 1,878k. Under
-  trio, or on Python 3.10 (no ``Task.uncancel``), anyio's cancel scope (:class:`_Scope`).
+  loop's heap and cancelled, the heap's Python ``__lt__``) against 81 of the watch's.
+  Every frame the aiohttp middleware adds to a request: 2,215 -> 1,750 opcodes;
+  instructions a request (callgrind, mock network): aiohttp middleware 368k -> 340k,
+  httpx async 1,908k -> 1,878k. Under trio, or on Python 3.10 (no ``Task.uncancel``),
+  anyio's cancel scope (:class:`_Scope`).
 - sync: a blocked ``recv`` cannot be cancelled from its own thread. One watchdog
   thread per process keeps the armed deadlines; when one passes, it shuts
   down the socket of that attempt (``socket.shutdown`` is safe from another

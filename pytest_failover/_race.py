@@ -421,31 +421,41 @@ async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
     import anyio  # httpx's own dependency; imported only when a request may hedge
 
     race = Race(exchange)
-    arrivals, receive = anyio.create_memory_object_stream[Arrival](math.inf)
+    # The arrivals not read yet, and the event that says one came. (A memory stream's
+    # receive() under move_on_after lost the arrival its timeout cut, handed over as the
+    # hedge fell due: its answer was never closed, and its connection stayed busy.)
+    arrived: list[Arrival] = []
+    came = anyio.Event()
 
     async def run(flight: Attempt) -> None:
-        arrivals.send_nowait(await _async_sent(send, exchange, flight))
+        arrived.append(await _async_sent(send, exchange, flight))
+        came.set()
 
-    with arrivals, receive:
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(run, race.adopt(first))
-                while not race.over:
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, race.adopt(first))
+            while not race.over:
+                if not arrived:
                     wait = race.wait()
-                    arrival = None
                     with anyio.move_on_after(math.inf if wait is None else wait):
-                        arrival = await receive.receive()
-                    if arrival is not None:
-                        await _arrive(race, arrival)
-                        continue
-                    hedge = race.hedge()
-                    if hedge is not None:
-                        group.start_soon(run, race.launch(hedge))
-                race.cut_losers()
-                group.cancel_scope.cancel()
-        except BaseException:  # (every attempt's task has ended with the group)
-            await _close_held(race)
-            raise
+                        await came.wait()
+                    came = anyio.Event()  # (nothing awaits between its wait and here)
+                if arrived:
+                    await _arrive(race, arrived.pop(0))
+                    continue
+                hedge = race.hedge()
+                if hedge is not None:
+                    group.start_soon(run, race.launch(hedge))
+            race.cut_losers()
+            group.cancel_scope.cancel()
+    except BaseException:  # (every attempt's task has ended with the group)
+        await _close_held(race)
+        raise
+    finally:  # the answers of attempts that ended after the race did: losers, closed
+        with anyio.CancelScope(shield=True):
+            for _, response, _ in arrived:
+                if response is not None:
+                    await response.aclose()
     return await _async_settled(race)
 
 

@@ -539,11 +539,11 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                         chunks.append(chunk)
                 elif limit:
                     counted = await self._read(exchange, response, limit)
-            # A body read whole is closed out of the attempt's limit: its cut, the task's
-            # cancel(), would land in the inner transport's close, which httpcore shields
-            # from anyio's cancellations only, and leave the pool's request and connection
-            # busy for good (a loaded loop, where the limit fires late, cut one a few
-            # hundred requests); and the attempt would fail with its body in hand.
+            # A body read in memory is closed out of the attempt's limit: its cut, the task's
+            # cancel(), would stop the inner transport's close half-way (httpcore's shields
+            # hold against anyio's cancellations only) and leave the pool's request and
+            # connection busy for good (a loaded loop, where the limit fires late, cut one
+            # in a few hundred requests); and the attempt would fail with its body in hand.
             if limit is WHOLE:
                 await response.stream.aclose()
                 response = exchange.read_whole(response, b"".join(chunks))

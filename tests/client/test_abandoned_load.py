@@ -6,7 +6,7 @@ After each run: every breaker closes once the domains heal (a probe lease left h
 keep one half-open for good), the next request is answered, the retry budget's and the
 hedge throttle's tokens are within their bounds, nothing counts as a slow call in flight,
 the deadline watch and the watchdog hold no attempt, no task or thread is left, and the
-inner pool holds no request and no busy connection.
+inner pool holds no request and no busy connection (but one no request used: httpcore#1093).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pytest_failover._deadline import _watches, watchdog
 from pytest_failover._slowness import HEDGE_BURST
 
 from .servers import LoopbackServer
-from .test_abandoned import Leaving, busy
+from .test_abandoned import Leaving, busy, settled, until
 
 SEED = 20261205
 COOLDOWN = 0.05
@@ -44,8 +44,9 @@ BIG = b"x" * 200_000  # past the body limit: handed over unread, streamed
 VARIANTS: dict[str, dict[str, Any]] = {
     "plain": {},
     "hedging": {"hedging": Hedging(delay=0.005, max_ratio=1.0)},
-    # (slow under the load, on a loaded machine; not the heal's requests, one at a time)
-    "slow-calls": {"slow_calls": SlowCalls(threshold=0.25, rate=0.5, minimum_calls=5, window=1.0)},
+    # (slow under the load of 300 tasks, seconds on a loaded 2-core machine; not the heal's
+    # requests, one at a time)
+    "slow-calls": {"slow_calls": SlowCalls(threshold=1.0, rate=0.5, minimum_calls=5, window=2.0)},
 }
 
 
@@ -60,10 +61,14 @@ def policy(variant: str) -> Policy:
     )
 
 
+Flapping = tuple[LoopbackServer, LoopbackServer, Callable[[], None]]
+
+
 @pytest.fixture
-def flapping(servers: dict[str, LoopbackServer]) -> Iterator[tuple[LoopbackServer, LoopbackServer]]:
+def flapping(servers: dict[str, LoopbackServer]) -> Iterator[Flapping]:
     """Server a flips every 10 ms between healthy, slow, 503, reset, cut mid-body and a large
-    chunked body; b between healthy and slow (seeded; 60 s at most). Both healthy after."""
+    chunked body; b between healthy and slow (seeded; 60 s at most); and the function that
+    heals both (the flipping stops, both healthy)."""
     a, b = servers["a"], servers["b"]
     stop = threading.Event()
 
@@ -77,19 +82,38 @@ def flapping(servers: dict[str, LoopbackServer]) -> Iterator[tuple[LoopbackServe
             a.set(**draw.choice(states))
             b.set(**draw.choice([{}, {"delay": 0.01}]))
 
+    def heal() -> None:
+        stop.set()
+        thread.join(10)
+        a.set()
+        b.set()
+
     thread = threading.Thread(target=flip)
     thread.start()
-    yield a, b
-    stop.set()
-    thread.join(10)
-    a.set()
-    b.set()
+    yield a, b, heal
+    heal()
 
 
-def healed(transport: AsyncFailoverTransport | FailoverTransport, answer: Callable[[], int]) -> None:
-    """Once the domains heal, the next request is answered, and every breaker closes within
-    a few requests a cooldown apart (a probe lease left held keeps one half-open for good);
-    the pool's bounded state is within its bounds, and nothing counts as in flight."""
+def held(inner: Any) -> list[Any]:
+    """What ``inner``'s pool holds for requests that are over (:func:`busy`), but connections
+    no request used: a request cancelled once the pool made it a connection, before it used
+    it, leaves that connection behind, whoever cancels it (httpcore#1093, open; httpx2's
+    httpcore2 fixed it)."""
+    return [
+        item
+        for item in busy(inner)
+        if not (hasattr(item, "is_idle") and (item._connection is None or item._connection._request_count == 0))
+    ]
+
+
+def healed(
+    transport: AsyncFailoverTransport | FailoverTransport, heal: Callable[[], None], answer: Callable[[], int]
+) -> None:
+    """Once the domains heal (``heal()``), the next request is answered, and every breaker
+    closes within a few requests a cooldown apart (a probe lease left held keeps one
+    half-open for good); the pool's bounded state is within its bounds, and nothing counts
+    as in flight."""
+    heal()
     time.sleep(2 * COOLDOWN)  # every breaker's cooldown is over: a request is let through
     assert answer() == 200, transport.state()
     for _ in range(40):
@@ -102,10 +126,12 @@ def healed(transport: AsyncFailoverTransport | FailoverTransport, answer: Callab
     assert pool.budget_tokens is not None and 0.0 <= pool.budget_tokens <= 100.0
     core = transport._state.core.pools["api"]
     if core.slow_calls is not None:  # (no public view of the calls in flight)
-        assert [len(window._flying) for window in core.slow_calls.values()] == [0, 0]
+        flying = [dict(window._flying) for window in core.slow_calls.values()]
+        assert flying == [{}, {}], f"calls counted in flight after every request ended: {flying}"
     if core.throttle is not None:
-        assert 0.0 <= core.throttle.tokens <= HEDGE_BURST
-        assert core.throttle.hedges <= core.throttle.requests
+        throttle = core.throttle
+        assert 0.0 <= throttle.tokens <= HEDGE_BURST, throttle.tokens
+        assert throttle.hedges <= throttle.requests, (throttle.hedges, throttle.requests)
 
 
 # How an async request is left: anyio's cancellations (httpcore's shields hold against
@@ -128,9 +154,9 @@ ASYNCIO_WAYS = ("wait_for", "timeout", "task_cancelled", "stream_broken", "whole
     ids=["plain-anyio", "hedging-anyio", "slow-calls-anyio", "plain-asyncio", "plain-trio", "hedging-trio"],
 )
 def test_300_tasks_leave_their_requests_at_random_points(
-    flapping: tuple[LoopbackServer, LoopbackServer], variant: str, ways: tuple[str, ...], backend: str
+    flapping: Flapping, variant: str, ways: tuple[str, ...], backend: str
 ) -> None:
-    a, b = flapping
+    a, b, heal = flapping
     inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
     transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], policy(variant), inner)
     url = f"{a.url()}/x"
@@ -182,20 +208,27 @@ def test_300_tasks_leave_their_requests_at_random_points(
                 return (await client.get(url)).status_code
 
             # (the heal's requests from a thread: this loop serves them meanwhile)
-            await anyio.to_thread.run_sync(healed, transport, lambda: anyio.from_thread.run(answer))
-            if backend == "trio":  # no deadline watch (anyio's scopes), no asyncio task
-                return [], busy(inner), set()
-            loop = asyncio.get_running_loop()
-            watch = _watches.get(loop)
-            armed = [] if watch is None or watch() is None else list(watch().armed)  # type: ignore[union-attr]  # just read
-            tasks = asyncio.all_tasks() - {asyncio.current_task()}
-            return armed, busy(inner), tasks
+            await anyio.to_thread.run_sync(healed, transport, heal, lambda: anyio.from_thread.run(answer))
 
-    armed, held, tasks = anyio.run(main, backend=backend)
+            def left() -> tuple[list[Any], list[Any], set[Any]]:
+                """What is still armed on the loop's deadline watch, held by the inner pool,
+                and running besides this task."""
+                if backend == "trio":  # no deadline watch (anyio's scopes), no asyncio task
+                    return [], held(inner), set()
+                watch = _watches.get(asyncio.get_running_loop())
+                armed = [] if watch is None or watch() is None else list(watch().armed)  # type: ignore[union-attr]  # just read
+                return armed, held(inner), asyncio.all_tasks() - {asyncio.current_task()}
+
+            # A hedge that lost may still be handing its connection back (its task cut once
+            # that is over): let it end (5 s at most). What is left for good stays.
+            await settled(lambda: left() == ([], [], set()))
+            return left()
+
+    armed, kept, tasks = anyio.run(main, backend=backend)
     assert len(ended) == 600
-    assert armed == [] and tasks == set()
+    assert (armed, tasks) == ([], set()), "armed on the loop's deadline watch, or tasks left running"
     if ways is ANYIO_WAYS:
-        assert held == []
+        assert kept == [], "held by the inner pool for good"
 
 
 class LeavingTransport(httpx.HTTPTransport):
@@ -230,12 +263,12 @@ SYNC_WAYS = ("hook", "before", "mid-body", "stream_broken", "whole")
 
 @pytest.mark.parametrize("variant", ["plain", "hedging", "slow-calls"])
 def test_12_threads_leave_their_requests_at_random_points(
-    flapping: tuple[LoopbackServer, LoopbackServer], variant: str
+    flapping: Flapping, variant: str
 ) -> None:
     """Each thread's requests are left by a KeyboardInterrupt-like exception from a response
     hook, from the inner transport before it sends or in the middle of the body; by a
     consumer that stops reading a stream; or not at all."""
-    a, b = flapping
+    a, b, heal = flapping
     inner = LeavingTransport(limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
     transport = FailoverTransport([Pool("api", [a.url(), b.url()])], policy(variant), inner)
     url = f"{a.url()}/x"
@@ -274,7 +307,7 @@ def test_12_threads_leave_their_requests_at_random_points(
         thread.join(120)
     assert not errors, errors
     assert len(ended) == 12 * 15
-    healed(transport, lambda: client.get(url).status_code)
+    healed(transport, heal, lambda: client.get(url).status_code)
     assert watchdog._armed == {}
     hedgers = transport._hedgers
     if hedgers is not None:
@@ -282,6 +315,7 @@ def test_12_threads_leave_their_requests_at_random_points(
         while (hedgers._joining or hedgers._busy) and time.monotonic() < deadline:  # a hedge's thread ends
             time.sleep(0.01)
         assert (hedgers._joining, hedgers._busy) == ({}, 0)
-    assert busy(inner) == []
+    until(lambda: not held(inner))  # a loser's connection is being handed back (5 s at most)
+    assert held(inner) == [], "held by the inner pool for good"
     client.close()
     assert {t for t in threading.enumerate() if t not in before and t.is_alive()} - {watchdog._thread} == set()
