@@ -201,20 +201,31 @@ def test_a_hedging_lane_earns_the_throttle_and_feeds_the_latency_window(
 def _hedged_in_the_lane(results: list[FailoverResult], plans: list[str], throttle: Any, a: Any, b: Any) -> None:
     """Every request whose hedge fell due in the lane, over a slow primary ``a``, built one
     plan; a hedged one was won by the backup ``b``, the primary's attempt cut; one the
-    throttle refused its hedge was answered by the primary; each earned its token once."""
+    throttle refused its hedge was answered by the primary; each earned its token once.
+
+    A refused hedge is asked for again each delay, and the tokens come with new requests:
+    those of the threads whose first request the primary answered, a second later, just as
+    the primary answers the other refused ones. A hedge the throttle let go then may lose
+    to its primary, and is cut: the first answer wins either way, and the burst's hedges,
+    sent at once, are the backup's."""
     assert len(plans) == len(results), "a request whose hedge fell due built no plan, or two"
     hedged = [r for r in results if len(r.attempts) == 2]
+    won = {r.domain: 0 for r in results} | {b.url(): 0}
     for result in results:
         attempts = [(r.number, r.domain, r.hedge, r.race) for r in sorted(result.attempts, key=lambda r: r.number)]
         if result in hedged:
-            assert result.domain == b.url() and attempts == [
-                (1, a.url(), False, "cancelled"),
-                (2, b.url(), True, "won"),
-            ], result
+            assert attempts in (
+                [(1, a.url(), False, "cancelled"), (2, b.url(), True, "won")],
+                [(1, a.url(), False, "won"), (2, b.url(), True, "cancelled")],  # let go late (see above)
+            ), result
+            assert result.domain == attempts[0 if attempts[0][3] == "won" else 1][1], result
+            won[result.domain] += 1
         else:  # its hedge was refused: the primary answered
             assert result.domain == a.url() and attempts == [(1, a.url(), False, None)], result
     assert len(hedged) == throttle.hedges >= 5  # a burst's tokens at least
-    assert b.counts["GET"] == len(hedged) and a.counts["GET"] == len(results)
+    assert won[b.url()] >= 5, won  # the burst's hedges went at once, and won
+    assert won[b.url()] <= b.total_settled(len(hedged)) <= len(hedged)  # a late one cut may not reach it
+    assert a.counts["GET"] == len(results)
     assert throttle.requests == len(results)  # each earned its token once, in the lane
 
 
