@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from ._lib import Response
 
-__all__ = ["GRACE", "async_limit", "cancel_unshielded", "watchdog"]
+__all__ = ["GRACE", "async_limit", "cancel_unshielded", "watchdog", "when_unshielded"]
 
 logger = logging.getLogger("pytest_failover")
 
@@ -251,17 +251,27 @@ _RECHECK = 0.002
 _SHIELD_WAIT = 1.0
 
 
-def cancel_unshielded(task: asyncio.Task[Any], since: float | None = None) -> None:
-    """``task.cancel()``, once ``task`` is out of any section anyio shields (:func:`_shielded`),
-    looked at again every :data:`_RECHECK` seconds, and at most :data:`_SHIELD_WAIT` after
-    ``since`` (the loop's time of the first look: now, when not given)."""
+def when_unshielded(
+    task: asyncio.Task[Any], act: Callable[[], object], wanted: Callable[[], bool], since: float | None = None
+) -> None:
+    """``act()`` once ``task`` is out of any section anyio shields (:func:`_shielded`), looked
+    at again every :data:`_RECHECK` seconds, and at most :data:`_SHIELD_WAIT` after ``since``
+    (the loop's time of the first look: now, when not given); nothing once ``wanted()`` says
+    it is no longer wanted (the task ended, say)."""
+    if not wanted():
+        return
     loop = task.get_loop()
     now = loop.time()
     since = now if since is None else since
-    if not task.done() and now < since + _SHIELD_WAIT and _shielded(task):
-        loop.call_later(_RECHECK, cancel_unshielded, task, since)
+    if now < since + _SHIELD_WAIT and _shielded(task):
+        loop.call_later(_RECHECK, when_unshielded, task, act, wanted, since)
         return
-    task.cancel()
+    act()
+
+
+def cancel_unshielded(task: asyncio.Task[Any]) -> None:
+    """``task.cancel()``, once ``task`` is out of any section anyio shields (:func:`when_unshielded`)."""
+    when_unshielded(task, task.cancel, lambda: not task.done())
 
 
 def _shielded(task: asyncio.Task[Any]) -> bool:

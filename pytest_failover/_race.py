@@ -49,16 +49,7 @@ from contextvars import copy_context
 from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
-from ._deadline import (
-    _RECHECK,
-    _SHIELD_WAIT,
-    GRACE,
-    _running_loop,
-    _shielded,
-    _task_of,
-    cancel_unshielded,
-    watchdog,
-)
+from ._deadline import GRACE, _running_loop, _task_of, cancel_unshielded, watchdog, when_unshielded
 from ._exchange import Exchange
 from ._sockets import cut_request, cuttable
 
@@ -330,22 +321,21 @@ class _AsyncHedges:
         if hedge in race.flying:  # not cut off meanwhile
             await _arrive(race, arrival)
             if race.exchange.done:
-                self._interrupt(self._loop.time())
+                when_unshielded(self._task, self._interrupt, self._sending_still)
         elif arrival[1] is not None:  # cut off while it ended (its task's cancel came late): nobody wants it
             await arrival[1].aclose()
         return arrival
 
-    def _interrupt(self, since: float) -> None:
+    def _sending_still(self) -> bool:
+        """Is the first attempt still on the wire, not interrupted yet?"""
+        return self.sending and not self.interrupted
+
+    def _interrupt(self) -> None:
         """A hedge won: the first attempt, still on the wire, lost; its task is interrupted (see
         asyncio.timeout), once: ``uncancel()`` in :func:`async_race` takes it back. Not in a
         section anyio shields (httpcore handing a connection back: cut there, its pool would
-        keep the connection busy for good): looked at again a moment later, and the attempt
-        may end meanwhile, its answer then closed as a loser's (``Race.arrived``)."""
-        if not self.sending or self.interrupted:
-            return
-        if self._loop.time() < since + _SHIELD_WAIT and _shielded(self._task):
-            self._loop.call_later(_RECHECK, self._interrupt, since)
-            return
+        keep the connection busy for good): ``when_unshielded`` waits for its end, and the
+        attempt may end meanwhile, its answer then closed as a loser's (``Race.arrived``)."""
         self.interrupted = True
         self._task.cancel()
 
