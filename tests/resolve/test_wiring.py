@@ -438,19 +438,22 @@ def test_tasks_and_threads_while_an_address_flips(
     statuses: list[int] = []
     lock = threading.Lock()
 
+    # One client for the four threads: a client closes its transport as it leaves its
+    # ``with``, and the first thread done would close the others' connections under them.
+    client = httpx.Client(transport=sync)
+
     def thread_body() -> None:
-        with httpx.Client(transport=sync) as client:
-            for i in range(500):  # bounded; until the flips are seen
-                if enough():
-                    return
-                try:
-                    status = client.get(f"https://{API}/t/{i}").status_code
-                except Exception as exc:  # counted and asserted on below
-                    with lock:
-                        failures.append(exc)
-                    continue
+        for i in range(500):  # bounded; until the flips are seen
+            if enough():
+                return
+            try:
+                status = client.get(f"https://{API}/t/{i}").status_code
+            except Exception as exc:  # counted and asserted on below
                 with lock:
-                    statuses.append(status)
+                    failures.append(exc)
+                continue
+            with lock:
+                statuses.append(status)
 
     async def tasks() -> list[int]:
         seen: list[int] = []
@@ -476,7 +479,7 @@ def test_tasks_and_threads_while_an_address_flips(
         stop.set()
         flipper.join(5.0)
         loop.run_until_complete(tasks_transport.aclose())
-        sync.close()
+        client.close()
     assert time.monotonic() - started < 60.0
     assert enough(), flips  # the requests ran across the flips
     assert failures == []
