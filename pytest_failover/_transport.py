@@ -18,6 +18,7 @@ here.
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar, cast
@@ -91,6 +92,8 @@ class _FailoverBase:
     # hedge that wins interrupts the attempt's task: ``AsyncLoop._raced``); the sync loop's
     # when its race can cut a loser's socket (``SyncLoop._raced``).
     _lane_hedges = False
+    # When close() or aclose() ran (the state's clock); read only when an attempt failed.
+    _closed_at = -math.inf
 
     def __init__(
         self,
@@ -108,7 +111,11 @@ class _FailoverBase:
             if not self._asynchronous and kind is not False:
                 raise TypeError(
                     f"{type(self).__name__}(shared=...) takes RedisHealth, got {type(shared).__name__}"
-                    + (" (its tasks need an event loop; RedisHealth serves every front-end)" if kind else "")
+                    + (
+                        " (its tasks need an event loop; RedisHealth serves every front-end)"
+                        if kind
+                        else ""
+                    )
                 )
         self._state = State(pools, policy, **options)
         if shared is not None:
@@ -118,6 +125,22 @@ class _FailoverBase:
         """A snapshot of every pool: breakers, enabled domains, serving domain, budget;
         and shared health, if configured."""
         return self._state.snapshot()
+
+    def _closed_under(self, attempt: Attempt, exc: BaseException) -> None:
+        """Raise ``RuntimeError`` from ``exc`` if this front-end was closed (by another
+        thread or task) while ``attempt``, which failed with ``exc``, was in flight: its
+        connection was closed under it, the caller's doing, which says nothing about
+        the domain. As the ``TransportError`` it is, the loop would blame the domain and
+        try the next one (a transport shared by threads, each with a client that closes
+        it on leaving its ``with``, opened healthy domains' breakers, every front-end's
+        sharing them); as an error of the caller's own it ends the request, nothing
+        blamed. ``RuntimeError`` is the library's own for a client used once closed
+        (the aiohttp middleware's twin: ``_session_closed``). An attempt sent after the
+        close is not: the inner pool opens connections again, as without failover."""
+        if attempt.sent_at < self._closed_at:
+            raise RuntimeError(
+                f"{type(self).__name__} was closed while this request was in flight"
+            ) from exc
 
     def apply_control(self, doc: ControlDocument) -> None:
         """Apply a verified control document; raises ``ControlError`` and changes
@@ -157,7 +180,11 @@ class _FailoverBase:
         route their native request first, to pass it through as it is)."""
         if routed is None:
             extensions = request.extensions  # no options, as most requests have: no call
-            options = RequestOptions.from_extensions(extensions) if "failover" in extensions else DEFAULT_OPTIONS
+            options = (
+                RequestOptions.from_extensions(extensions)
+                if "failover" in extensions
+                else DEFAULT_OPTIONS
+            )
             route = self._state.core.route(request.url, options)
             if route is None:
                 return None
@@ -175,10 +202,16 @@ class _FailoverBase:
             lane = (Lane if state.telemetry.silent() else TracedLane)(
                 state, self._lib, request, pool_core, origin, state.clock(), resendable
             )
-            return lane if lane.attempt is not None or lane.racing is not None else self._exchange.adopting(lane)
+            return (
+                lane
+                if lane.attempt is not None or lane.racing is not None
+                else self._exchange.adopting(lane)
+            )
         return self._exchange(state, self._lib, request, pool_core, pinned, origin, options)
 
-    def _handed(self, lane: Lane, attempt: Attempt, response: Any, error: BaseException | None) -> Exchange:
+    def _handed(
+        self, lane: Lane, attempt: Attempt, response: Any, error: BaseException | None
+    ) -> Exchange:
         """The exchange that takes ``lane``'s request over once its first attempt ended
         with ``response`` or ``error`` (the library's ``TransportError``), reported to it:
         the loop goes on from its next step (``Exchange.adopting``)."""
@@ -266,7 +299,9 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         answer; else the attempt ended alone, as a lane's does in :meth:`handle_request`."""
         hedgers = self._hedgers
         assert hedgers is not None  # (a lane races only in a loop that hedges: _lane_hedges)
-        hedges, response, error = hedgers.sent(self._send, lane, attempt, lane.core.hedge_delay(attempt.domain))
+        hedges, response, error = hedgers.sent(
+            self._send, lane, attempt, lane.core.hedge_delay(attempt.domain)
+        )
         try:
             if hedges is not None:  # the race decides; its exchange goes on
                 exchange = hedges.exchange
@@ -297,7 +332,11 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                     # The attempt (and its hedges, if it may hedge), sent from this frame
                     # as the async loop's are.
                     hedgers = self._hedgers
-                    if hedgers is not None and exchange.hedgeable and (delay := exchange.hedge_delay()) is not None:
+                    if (
+                        hedgers is not None
+                        and exchange.hedgeable
+                        and (delay := exchange.hedge_delay()) is not None
+                    ):
                         response = hedgers.race(self._send, exchange, step, delay)
                     else:
                         exchange.prepare(step)
@@ -316,11 +355,15 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 if response is not None:
                     response.close()  # a final server error it answers instead
                 if not isinstance(result, self._lib.Response):
-                    raise TypeError(f"{type(self).__name__}: the fallback returned an awaitable; use a sync fallback")
+                    raise TypeError(
+                        f"{type(self).__name__}: the fallback returned an awaitable; use a sync fallback"
+                    )
             return result
         except BaseException:
             exchange.give_up()
-            if response is not None:  # a retryable answer held while waiting to retry: its body unread
+            if (
+                response is not None
+            ):  # a retryable answer held while waiting to retry: its body unread
                 response.close()
             raise
 
@@ -353,6 +396,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 response.close()
             if cut:
                 raise exchange.timed_out(attempt, exc) from exc
+            self._closed_under(attempt, exc)
             raise
         except OSError as exc:  # a raw one the inner transport let out (Exchange.stray)
             if response is not None:
@@ -380,6 +424,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         return exchange.read_in(response, b"".join(chunks))
 
     def close(self) -> None:
+        self._closed_at = self._state.clock()
         if self._hedgers is not None:
             self._hedgers.close()
         self._transport.close()
@@ -429,7 +474,9 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         if self._phase is not None:
             self._grace = 0.0
 
-    def handle_async_request(self, request: Req, routed: Routed | None = None) -> Coroutine[Any, Any, Resp]:
+    def handle_async_request(
+        self, request: Req, routed: Routed | None = None
+    ) -> Coroutine[Any, Any, Resp]:
         """``routed``: as :meth:`SyncLoop.handle_request`'s (the aiohttp middleware's)."""
         # Not a coroutine of its own but the one to await (the lane's, the loop's, or the
         # inner transport's): what the caller awaits is the same, with one frame fewer to
@@ -467,7 +514,11 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         hedge falls due meanwhile the race has built the request's exchange, which goes on
         from its answer; else the attempt ended alone, as a lane's does in :meth:`_alone`."""
         exchange, response, error = await async_race(
-            self._send, lane, attempt, lane.core.hedge_delay(attempt.domain), self._exchange.adopting
+            self._send,
+            lane,
+            attempt,
+            lane.core.hedge_delay(attempt.domain),
+            self._exchange.adopting,
         )
         # (no ``del error`` as in SyncLoop._raced: a coroutine's frame, done, keeps no link to
         # its caller's, so the error's traceback does not hold this frame)
@@ -493,7 +544,9 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                     # a coroutine of its own would be one more frame to run again at each
                     # resume of the await chain.
                     if exchange.hedgeable and (delay := exchange.hedge_delay()) is not None:
-                        raced, response, error = await async_race(self._send, exchange, exchange.prepare(step), delay)
+                        raced, response, error = await async_race(
+                            self._send, exchange, exchange.prepare(step), delay
+                        )
                         if raced is None:  # no hedge fell due: an unhedged attempt after all
                             response = exchange.arrived(step, response, error)
                     else:
@@ -517,7 +570,9 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             return result
         except BaseException:
             exchange.give_up()
-            if response is not None:  # a retryable answer held while waiting to retry: its body unread
+            if (
+                response is not None
+            ):  # a retryable answer held while waiting to retry: its body unread
                 import anyio  # httpx's own dependency
 
                 with anyio.CancelScope(shield=True):
@@ -554,9 +609,12 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             if response is not None:
                 await response.aclose()
             if not isinstance(exc, TimeoutError):
+                self._closed_under(attempt, exc)
                 raise
             phase = self._phase
-            raise (exchange.timed_out(attempt, exc) if phase is None else phase(attempt.request)) from exc
+            raise (
+                exchange.timed_out(attempt, exc) if phase is None else phase(attempt.request)
+            ) from exc
         except OSError as exc:  # a raw one the inner transport let out (Exchange.stray)
             if response is not None:
                 await response.aclose()
@@ -591,6 +649,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         return chunks
 
     async def aclose(self) -> None:
+        self._closed_at = self._state.clock()
         state = self._state
         if state.sticky:  # its pending writes are on disk once it is closed
             import anyio  # httpx's own dependency
@@ -634,7 +693,8 @@ def _state_of(other: object, caller: str) -> _FailoverBase:
     kind = type(other)
     hint = (
         "; pass the failover transport the client was built with"
-        if kind.__name__ in ("Client", "AsyncClient") and kind.__module__.partition(".")[0] in LIBRARIES
+        if kind.__name__ in ("Client", "AsyncClient")
+        and kind.__module__.partition(".")[0] in LIBRARIES
         else ""
     )
     raise TypeError(
@@ -667,7 +727,9 @@ def _async_inner(state: State, lib: HTTPLib, transport: AsyncInner | None) -> As
     from ._dial import async_resolving_backend
     from ._sockets import async_resolving_transport
 
-    return cast("AsyncInner", async_resolving_transport(lib, async_resolving_backend(lib, state.dialer)))
+    return cast(
+        "AsyncInner", async_resolving_transport(lib, async_resolving_backend(lib, state.dialer))
+    )
 
 
 def _no_resolver(state: State, transport: object) -> None:

@@ -1,0 +1,132 @@
+"""A failover transport closed while requests are in flight (by another thread, or by one
+of several clients sharing it, each closing it as it leaves its ``with``): the requests it
+cut end with the caller's ``RuntimeError``, and no domain is blamed: no breaker moves, no
+request goes to the backup. Real loopback servers, httpx's (and httpx2's) own inner
+transports."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from types import ModuleType
+from typing import Any
+
+import pytest_failover
+from pytest_failover import Policy, Pool
+from pytest_failover import httpx2 as pf2
+
+from .servers import LoopbackServer
+
+THREADS = 6
+CLOSED = "was closed while this request was in flight"
+# One failure would open a breaker: a cut blamed on the primary shows at once.
+POLICY = Policy(breaker_threshold=1, attempt_timeout=10.0, deadline=20.0)
+
+
+def failover(http: ModuleType) -> Any:
+    return pytest_failover if http.__name__ == "httpx" else pf2
+
+
+def breakers(transport: Any) -> list[str]:
+    return [d.breaker for d in transport.state().pools["api"].domains]
+
+
+def until(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_threads_whose_shared_transport_is_closed_under_them_blame_no_domain(
+    servers: dict[str, LoopbackServer], http: ModuleType
+) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.5)  # the requests are in flight when the transport closes
+    transport = failover(http).FailoverTransport(Pool("api", [a.url(), b.url()]), POLICY)
+    client = http.Client(transport=transport)
+    outcomes: list[BaseException | int] = []
+    lock = threading.Lock()
+
+    def send(i: int) -> None:
+        try:
+            outcome: BaseException | int = client.get(f"{a.url()}/t/{i}").status_code
+        except BaseException as exc:  # kept, asserted on below
+            outcome = exc
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    until(lambda: a.total >= THREADS)  # every request is on the wire
+    transport.close()
+    for thread in threads:
+        thread.join(10.0)
+    assert len(outcomes) == THREADS
+    for outcome in outcomes:
+        assert isinstance(outcome, RuntimeError), outcome
+        assert CLOSED in str(outcome)
+        assert isinstance(outcome.__cause__, http.TransportError)
+    assert breakers(transport) == ["closed", "closed"]
+    assert b.total == 0  # no request moved to the backup
+
+
+def test_tasks_whose_shared_transport_is_closed_under_them_blame_no_domain(
+    servers: dict[str, LoopbackServer], http: ModuleType
+) -> None:
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.5)
+    transport = failover(http).AsyncFailoverTransport(Pool("api", [a.url(), b.url()]), POLICY)
+
+    async def main() -> list[BaseException | int]:
+        client = http.AsyncClient(transport=transport)
+
+        async def send(i: int) -> int:
+            response = await client.get(f"{a.url()}/t/{i}")
+            return int(response.status_code)
+
+        tasks = [asyncio.ensure_future(send(i)) for i in range(THREADS)]
+        await asyncio.to_thread(until, lambda: a.total >= THREADS)
+        await transport.aclose()
+        return await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10.0)
+
+    outcomes = asyncio.run(main())
+    for outcome in outcomes:
+        assert isinstance(outcome, RuntimeError), outcome
+        assert CLOSED in str(outcome)
+    assert breakers(transport) == ["closed", "closed"]
+    assert b.total == 0
+
+
+def test_without_the_close_the_same_cut_is_the_domains_failure(
+    servers: dict[str, LoopbackServer], http: ModuleType
+) -> None:
+    """The control: the same requests, cut by the server instead (a reset), are the
+    domain's failure and move to the backup."""
+    a, b = servers["a"], servers["b"]
+    a.set(reset=True)
+    with http.Client(
+        transport=failover(http).FailoverTransport(Pool("api", [a.url(), b.url()]), POLICY)
+    ) as client:
+        assert client.get(f"{a.url()}/t").status_code == 200
+        assert breakers(client._transport) == ["open", "closed"]
+    assert b.total == 1
+
+
+def test_a_transport_used_again_after_its_close_fails_over_as_before(
+    servers: dict[str, LoopbackServer], http: ModuleType
+) -> None:
+    """As bare httpx's, a closed transport opens connections again for the next request
+    (each ``with`` of a client closes it); an attempt that fails after the close was sent
+    after it, on a connection of its own: the domain's failure, which moves the request."""
+    a, b = servers["a"], servers["b"]
+    transport = failover(http).FailoverTransport(Pool("api", [a.url(), b.url()]), POLICY)
+    with http.Client(transport=transport) as client:
+        assert client.get(f"{a.url()}/t").status_code == 200
+    a.set(reset=True)
+    with http.Client(transport=transport) as client:
+        assert client.get(f"{a.url()}/t").status_code == 200
+    assert breakers(transport) == ["open", "closed"]
+    assert b.total == 1
