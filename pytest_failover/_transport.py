@@ -111,11 +111,7 @@ class _FailoverBase:
             if not self._asynchronous and kind is not False:
                 raise TypeError(
                     f"{type(self).__name__}(shared=...) takes RedisHealth, got {type(shared).__name__}"
-                    + (
-                        " (its tasks need an event loop; RedisHealth serves every front-end)"
-                        if kind
-                        else ""
-                    )
+                    + (" (its tasks need an event loop; RedisHealth serves every front-end)" if kind else "")
                 )
         self._state = State(pools, policy, **options)
         if shared is not None:
@@ -138,9 +134,7 @@ class _FailoverBase:
         (the aiohttp middleware's twin: ``_session_closed``). An attempt sent after the
         close is not: the inner pool opens connections again, as without failover."""
         if attempt.sent_at < self._closed_at:
-            raise RuntimeError(
-                f"{type(self).__name__} was closed while this request was in flight"
-            ) from exc
+            raise RuntimeError(f"{type(self).__name__} was closed while this request was in flight") from exc
 
     def apply_control(self, doc: ControlDocument) -> None:
         """Apply a verified control document; raises ``ControlError`` and changes
@@ -180,11 +174,7 @@ class _FailoverBase:
         route their native request first, to pass it through as it is)."""
         if routed is None:
             extensions = request.extensions  # no options, as most requests have: no call
-            options = (
-                RequestOptions.from_extensions(extensions)
-                if "failover" in extensions
-                else DEFAULT_OPTIONS
-            )
+            options = RequestOptions.from_extensions(extensions) if "failover" in extensions else DEFAULT_OPTIONS
             route = self._state.core.route(request.url, options)
             if route is None:
                 return None
@@ -202,16 +192,10 @@ class _FailoverBase:
             lane = (Lane if state.telemetry.silent() else TracedLane)(
                 state, self._lib, request, pool_core, origin, state.clock(), resendable
             )
-            return (
-                lane
-                if lane.attempt is not None or lane.racing is not None
-                else self._exchange.adopting(lane)
-            )
+            return lane if lane.attempt is not None or lane.racing is not None else self._exchange.adopting(lane)
         return self._exchange(state, self._lib, request, pool_core, pinned, origin, options)
 
-    def _handed(
-        self, lane: Lane, attempt: Attempt, response: Any, error: BaseException | None
-    ) -> Exchange:
+    def _handed(self, lane: Lane, attempt: Attempt, response: Any, error: BaseException | None) -> Exchange:
         """The exchange that takes ``lane``'s request over once its first attempt ended
         with ``response`` or ``error`` (the library's ``TransportError``), reported to it:
         the loop goes on from its next step (``Exchange.adopting``)."""
@@ -299,9 +283,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         answer; else the attempt ended alone, as a lane's does in :meth:`handle_request`."""
         hedgers = self._hedgers
         assert hedgers is not None  # (a lane races only in a loop that hedges: _lane_hedges)
-        hedges, response, error = hedgers.sent(
-            self._send, lane, attempt, lane.core.hedge_delay(attempt.domain)
-        )
+        hedges, response, error = hedgers.sent(self._send, lane, attempt, lane.core.hedge_delay(attempt.domain))
         try:
             if hedges is not None:  # the race decides; its exchange goes on
                 exchange = hedges.exchange
@@ -332,11 +314,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                     # The attempt (and its hedges, if it may hedge), sent from this frame
                     # as the async loop's are.
                     hedgers = self._hedgers
-                    if (
-                        hedgers is not None
-                        and exchange.hedgeable
-                        and (delay := exchange.hedge_delay()) is not None
-                    ):
+                    if hedgers is not None and exchange.hedgeable and (delay := exchange.hedge_delay()) is not None:
                         response = hedgers.race(self._send, exchange, step, delay)
                     else:
                         exchange.prepare(step)
@@ -355,15 +333,11 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 if response is not None:
                     response.close()  # a final server error it answers instead
                 if not isinstance(result, self._lib.Response):
-                    raise TypeError(
-                        f"{type(self).__name__}: the fallback returned an awaitable; use a sync fallback"
-                    )
+                    raise TypeError(f"{type(self).__name__}: the fallback returned an awaitable; use a sync fallback")
             return result
         except BaseException:
             exchange.give_up()
-            if (
-                response is not None
-            ):  # a retryable answer held while waiting to retry: its body unread
+            if response is not None:  # a retryable answer held while waiting to retry: its body unread
                 response.close()
             raise
 
@@ -474,9 +448,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         if self._phase is not None:
             self._grace = 0.0
 
-    def handle_async_request(
-        self, request: Req, routed: Routed | None = None
-    ) -> Coroutine[Any, Any, Resp]:
+    def handle_async_request(self, request: Req, routed: Routed | None = None) -> Coroutine[Any, Any, Resp]:
         """``routed``: as :meth:`SyncLoop.handle_request`'s (the aiohttp middleware's)."""
         # Not a coroutine of its own but the one to await (the lane's, the loop's, or the
         # inner transport's): what the caller awaits is the same, with one frame fewer to
@@ -514,11 +486,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         hedge falls due meanwhile the race has built the request's exchange, which goes on
         from its answer; else the attempt ended alone, as a lane's does in :meth:`_alone`."""
         exchange, response, error = await async_race(
-            self._send,
-            lane,
-            attempt,
-            lane.core.hedge_delay(attempt.domain),
-            self._exchange.adopting,
+            self._send, lane, attempt, lane.core.hedge_delay(attempt.domain), self._exchange.adopting
         )
         # (no ``del error`` as in SyncLoop._raced: a coroutine's frame, done, keeps no link to
         # its caller's, so the error's traceback does not hold this frame)
@@ -544,9 +512,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                     # a coroutine of its own would be one more frame to run again at each
                     # resume of the await chain.
                     if exchange.hedgeable and (delay := exchange.hedge_delay()) is not None:
-                        raced, response, error = await async_race(
-                            self._send, exchange, exchange.prepare(step), delay
-                        )
+                        raced, response, error = await async_race(self._send, exchange, exchange.prepare(step), delay)
                         if raced is None:  # no hedge fell due: an unhedged attempt after all
                             response = exchange.arrived(step, response, error)
                     else:
@@ -570,9 +536,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             return result
         except BaseException:
             exchange.give_up()
-            if (
-                response is not None
-            ):  # a retryable answer held while waiting to retry: its body unread
+            if response is not None:  # a retryable answer held while waiting to retry: its body unread
                 import anyio  # httpx's own dependency
 
                 with anyio.CancelScope(shield=True):
@@ -612,9 +576,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                 self._closed_under(attempt, exc)
                 raise
             phase = self._phase
-            raise (
-                exchange.timed_out(attempt, exc) if phase is None else phase(attempt.request)
-            ) from exc
+            raise (exchange.timed_out(attempt, exc) if phase is None else phase(attempt.request)) from exc
         except OSError as exc:  # a raw one the inner transport let out (Exchange.stray)
             if response is not None:
                 await response.aclose()
@@ -693,8 +655,7 @@ def _state_of(other: object, caller: str) -> _FailoverBase:
     kind = type(other)
     hint = (
         "; pass the failover transport the client was built with"
-        if kind.__name__ in ("Client", "AsyncClient")
-        and kind.__module__.partition(".")[0] in LIBRARIES
+        if kind.__name__ in ("Client", "AsyncClient") and kind.__module__.partition(".")[0] in LIBRARIES
         else ""
     )
     raise TypeError(
@@ -727,9 +688,7 @@ def _async_inner(state: State, lib: HTTPLib, transport: AsyncInner | None) -> As
     from ._dial import async_resolving_backend
     from ._sockets import async_resolving_transport
 
-    return cast(
-        "AsyncInner", async_resolving_transport(lib, async_resolving_backend(lib, state.dialer))
-    )
+    return cast("AsyncInner", async_resolving_transport(lib, async_resolving_backend(lib, state.dialer)))
 
 
 def _no_resolver(state: State, transport: object) -> None:
