@@ -43,7 +43,7 @@ from .semconv import (
 if TYPE_CHECKING:
     from ._lib import Response
 
-__all__ = ["Outcome", "OutcomeKind", "classify_exception", "classify_response", "classify_status", "error_type_of"]
+__all__ = ["Outcome", "OutcomeKind", "classify_exception", "classify_response", "classify_status", "dropped", "error_type_of"]
 
 
 class OutcomeKind(str, enum.Enum):
@@ -51,6 +51,14 @@ class OutcomeKind(str, enum.Enum):
     ANSWER = "answer"  # the domain answered (4xx, application error): final, domain healthy
     THROTTLED = "throttled"  # 429 with Retry-After: may retry, domain healthy
     FAILURE = "failure"  # the domain failed: counted against it, may retry
+    # The connection closed before any byte of the answer (a keep-alive connection the
+    # server closed as the request went out): no verdict on the domain; the plan sends
+    # the request again there once, if it may (``RequestPlan.dropped``), else it is a FAILURE.
+    DROPPED = "dropped"
+
+
+# The kinds but a failure after which another attempt may follow.
+_RETRYABLE = frozenset({OutcomeKind.THROTTLED, OutcomeKind.DROPPED})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,12 +71,12 @@ class Outcome:
     # Derived once, when the outcome is built, and read by every request (an enum
     # member read through its class costs 170 ns on CPython 3.11: see _breaker.py).
     failed: bool = field(init=False)  # the domain failed: its breaker and the budget count it
-    retryable: bool = field(init=False)  # may another attempt follow (failure or throttle)?
+    retryable: bool = field(init=False)  # may another attempt follow (failure, throttle, drop)?
 
     def __post_init__(self) -> None:
         failed = self.kind is OutcomeKind.FAILURE
         object.__setattr__(self, "failed", failed)
-        object.__setattr__(self, "retryable", failed or self.kind is OutcomeKind.THROTTLED)
+        object.__setattr__(self, "retryable", failed or self.kind in _RETRYABLE)
 
 
 SUCCESS = Outcome(kind=OutcomeKind.SUCCESS)
@@ -192,10 +200,41 @@ def error_type_of(exc: BaseException) -> str:
 
 
 def classify_exception(exc: BaseException, *, body_started: bool = False) -> Outcome:
-    """Every transport error is a failure of the domain; ``sent`` says whether a
-    re-send could duplicate the request."""
+    """Every transport error is a failure of the domain, but a connection closed before
+    any byte of the answer (:func:`dropped`), which is left to the request's plan;
+    ``sent`` says whether a re-send could duplicate the request."""
     sent = body_started or not _kind(type(exc)).pre_send
-    return Outcome(kind=OutcomeKind.FAILURE, error_type=error_type_of(exc), sent=sent)
+    kind = OutcomeKind.DROPPED if not body_started and dropped(exc) else OutcomeKind.FAILURE
+    return Outcome(kind=kind, error_type=error_type_of(exc), sent=sent)
+
+
+# What the HTTP libraries raise when a connection closed before any byte of the answer
+# came (RFC 9112, 9.3.1): http.client's class (requests, through urllib3), aiohttp's class
+# (raised before a response exists: a body cut short is its ``ClientPayloadError``), and
+# httpcore's (httpx's) ``RemoteProtocolError``, which says so only in its message. By module
+# and name, as the table above, so that none is imported here.
+_DROPPED_CLASSES = frozenset({("http", "RemoteDisconnected"), ("aiohttp", "ServerDisconnectedError")})  # (package, name)
+_DROPPED_MESSAGE = "disconnected without sending a response"
+_PROTOCOL_ERROR_PACKAGES = frozenset({"httpcore", "httpcore2", *LIBRARIES})
+
+
+def dropped(exc: BaseException) -> bool:
+    """Did the attempt that raised ``exc`` end as its connection closed before any byte of
+    the answer came (the server's keep-alive timeout: the request went out on a connection
+    it was closing)? Read along the exception's chain: the front-ends raise their library's
+    error from the native one."""
+    for cause in _chain(exc):
+        cls = type(cause)
+        package = cls.__module__.partition(".")[0]
+        if (package, cls.__name__) in _DROPPED_CLASSES:
+            return True
+        if (
+            cls.__name__ == "RemoteProtocolError"
+            and package in _PROTOCOL_ERROR_PACKAGES
+            and _DROPPED_MESSAGE in str(cause).lower()
+        ):
+            return True
+    return False
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:

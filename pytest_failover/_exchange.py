@@ -88,6 +88,7 @@ _RESULTS = {
     OutcomeKind.ANSWER: semconv.RESULT_ANSWER,
     OutcomeKind.THROTTLED: semconv.RESULT_FAILURE,
     OutcomeKind.FAILURE: semconv.RESULT_FAILURE,
+    OutcomeKind.DROPPED: semconv.RESULT_FAILURE,
 }
 
 
@@ -204,6 +205,9 @@ class Lane:
     # is plain but for hedging, ``PoolCore.lane_hedges``: ``SyncLoop._raced``, ``AsyncLoop._raced``)
     racing: Attempt | None = None
     trace: RequestTrace | None = None  # the request's telemetry (a TracedLane's, an exchange's)
+    # The caller's request points at another domain than the URL asked for (``aim``); set
+    # only by a rewrite, read once the answer is in (``as_asked``).
+    _moved = False
 
     def __init__(
         self,
@@ -259,7 +263,20 @@ class Lane:
         attempt.outcome = outcome
         attempt.duration = now - attempt.sent_at
         _deliver(self._state, core, response, attempt.domain.url, (attempt.report(),), _OUTCOME_SUCCESS, wait)
+        if self._moved:
+            self.as_asked()
         return True
+
+    def as_asked(self) -> None:
+        """Point the request back at the URL asked for once its answer came from another
+        domain: the client files the answer's cookies, joins a relative redirect and logs
+        the request by ``response.request.url``, which is the request itself, and a bare
+        client would have the URL asked for there (the requests adapter and the aiohttp
+        middleware keep it so too; the result's ``domain`` says which one answered)."""
+        request = self.request
+        request.url = url = self.original_url
+        request.headers["Host"] = url.netloc.decode("ascii")
+        self._moved = False
 
     def aim(self, attempt: Attempt, request: Request) -> Attempt:
         """Point ``request`` at the attempt's domain, with the attempt's timeouts; the
@@ -276,6 +293,8 @@ class Lane:
         if url is not request.url:
             request.url = url
             request.headers["Host"] = domain.netloc
+            if request is self.request:  # (a hedge's copy is its own)
+                self._moved = url is not self.original_url
         timeouts: dict[str, Any] = request.extensions.get("timeout") or {}
         # httpx's four, each set and within the attempt's time: as last time, or else tested
         # (C-level tests: a loop over the four cost 40 opcodes a request; a raised and caught
@@ -737,6 +756,8 @@ class Exchange(Lane, RequestPlan):
         outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
         domain = self._answered_by
         self._finished = True
+        if self._moved:
+            self.as_asked()
         if self.trace is not None:
             self._end(outcome, domain, response.status_code, last.error_type)
         return _deliver(self._state, self.core, response, domain, records, outcome, self._blocking)

@@ -25,6 +25,14 @@ a domain this request already tried waits a full-jitter backoff (lengthened by
 that server's capped ``Retry-After``), so returns to a struggling server are
 spread out. A :class:`ScheduleTable` is followed as written.
 
+A connection that closed before any byte of the answer (``OutcomeKind.DROPPED``: the
+server's keep-alive timeout closed it as the request went out) says nothing about the
+domain: a request that may be sent again goes there again at once, on a new
+connection, once (RFC 9112, 9.3.1; what aiohttp and browsers do for an idempotent
+request), with no verdict, no backoff, no schedule attempt. A second drop in the same
+request, a probe's, a hedge's, or a drop of a request that may not be re-sent is the
+domain's failure (:meth:`RequestPlan.dropped`).
+
 Hedging (``Policy.hedging``, see ``_slowness.py`` and ``_race.py``): while a
 hedgeable request (idempotent, replayable, not turned off) has attempts in
 flight, :meth:`RequestPlan.hedge` may add one, to the first domain of its order
@@ -80,6 +88,7 @@ DONE = Stop(reason=semconv.STOP_DONE)
 
 # ``failover.reason`` of a breaker transition that slow calls caused.
 _SLOW = semconv.BREAKER_REASON_SLOW_CALLS
+_DROPPED = OutcomeKind.DROPPED
 
 # What a cut attempt ended with (``RequestPlan.cancel``), by whether it had been handed to
 # the network: no answer, as a failure is to its request; its breaker counts nothing.
@@ -111,6 +120,7 @@ class RequestPlan:
     _hedges = 0  # hedges sent
     _throttled = False  # a hedge of this request was held back by the throttle
     _failed_on: tuple[Domain, str] | None = None  # the domain and error that moved it
+    _dropped = False  # sent again once after a connection closed before any answer
     pinned: Domain | None = None  # the one domain it may go to
     _walks = True  # its first attempt walks an order: neither pinned nor on a table
     _decided: Attempt | Wait | Stop | None = None  # the step answer() decided, until next() hands it out
@@ -364,6 +374,10 @@ class RequestPlan:
             return choice, 0.0, self._timeout(now)
         if last.sent and not self.resendable:
             return Stop(reason=semconv.STOP_NOT_RETRYABLE)
+        if last.kind is _DROPPED:  # sent again there at once, as it came (``dropped``)
+            again = self.core.admit(self.records[-1].domain, now)
+            if again is not None:
+                return again, 0.0, self._timeout(now)
         choice = self._choose(now, self._orders[1])
         tried = self.tried
         if choice is None or (choice[0] in tried and self.core.probing(besides=tried)):
@@ -479,6 +493,8 @@ class RequestPlan:
             self.flying.remove(attempt)  # by identity: an attempt equals only itself
         except ValueError:
             self._land(attempt)  # raises: it is not in flight
+        if outcome.kind is _DROPPED:
+            outcome = self.dropped(attempt, outcome)
         domain = attempt.domain
         attempt.outcome = outcome
         attempt.duration = duration
@@ -495,6 +511,8 @@ class RequestPlan:
                 if outcome.failed:
                     self._failed_on = (domain, outcome.error_type or "failure")
                 self._add_transition(events, domain, transition, None if outcome.failed else _SLOW)
+            elif outcome.kind is _DROPPED:  # no verdict: it is sent there again
+                pass
             else:  # the domain answered: healthy, even when it asks to slow down
                 transition = attempt.breaker.success(now, attempt.sent_at, attempt.probe)
                 if core.latency is not None:
@@ -524,6 +542,22 @@ class RequestPlan:
                 ):
                     self._note_serving(domain, now, events)
         return tuple(events) if events else ()
+
+    def dropped(self, attempt: Attempt, outcome: Outcome) -> Outcome:
+        """What ``attempt``'s connection closing before any byte of the answer means
+        (``outcome``, ``OutcomeKind.DROPPED``; it is no longer in flight): the server closed
+        a connection as the request went out, which says nothing about the domain, and
+        ``outcome`` stands (no verdict; :meth:`_decide` sends the request there again) for
+        the first such drop of a request that may be sent again, on an ordinary attempt
+        with nothing else in flight. Any other drop is the domain's failure: a second one
+        in the same request (the server closes every connection), a probe's (its verdict is
+        due), a hedge's or one raced by another attempt (the race decides), or one of a
+        request that may not be re-sent (RFC 9112, 9.3.1: only an idempotent request is
+        retried automatically)."""
+        if self.resendable and not self._dropped and not attempt.probe and not attempt.raced and not self.flying:
+            self._dropped = True
+            return outcome
+        return Outcome(kind=OutcomeKind.FAILURE, error_type=outcome.error_type, sent=outcome.sent)
 
     @staticmethod
     def answered_alone(core: PoolCore, attempt: Attempt, now: float) -> bool:

@@ -21,6 +21,7 @@ import pytest_failover
 from pytest_failover import Hedging, Pool, faults
 from pytest_failover._values import AttemptRecord
 from pytest_failover.integrations.aiohttp import AllDomainsFailed, FailoverMiddleware
+from pytest_failover.semconv import ERROR_REMOTE_PROTOCOL
 from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 
 from .servers import LoopbackServer, closed_port
@@ -603,20 +604,13 @@ def test_300_tasks_share_one_session_while_the_primary_flaps(
 
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the core: aiohttp sends an idempotent request again once when its keep-alive connection "
-    "was closed as it went out; the middleware's mapped error passes that retry by, so the drop is held "
-    "against a healthy primary and the request moves to the backup (sticky). Resending inside the "
-    "middleware would put two requests on the wire in one attempt (the attempts would no longer be those "
-    "the servers saw); the resend has to be an attempt of the core's, or the drop not the domain's failure",
-)
 def test_a_keep_alive_connection_the_server_closed_is_sent_again_once_as_aiohttp_does(servers: Servers) -> None:
     """A request that finds its pooled connection closed by the server as it went out
-    (no answer: the server's keep-alive timeout) is sent again on a fresh connection,
-    once, as a bare session does for an idempotent request (RFC 9112, 9.3.1): the caller
-    sees one attempt, answered by the primary, and no breaker counts a failure (the
-    backup would have served, and kept, the traffic of a healthy primary)."""
+    (no answer: the server's keep-alive timeout) is sent again on a fresh connection to
+    the same domain, at once, as a bare session does for an idempotent request (RFC 9112,
+    9.3.1): two attempts, as the server saw them, answered by the primary, and no breaker
+    counts a failure (the backup would have served, and kept, the traffic of a healthy
+    primary)."""
     b = servers["b"]
     sent: list[int] = []  # the requests each connection read, in order
 
@@ -652,7 +646,8 @@ def test_a_keep_alive_connection_the_server_closed_is_sent_again_once_as_aiohttp
         return attempts, breakers(middleware)
 
     attempts, states = asyncio.run(run())
-    assert attempts == [[None]] * 3
+    dropped = [ERROR_REMOTE_PROTOCOL, None]  # the middleware's httpx error for aiohttp's ServerDisconnectedError
+    assert attempts == [[None], dropped, dropped]
     assert states == [("closed", 0), ("closed", 0)]
     assert sent == [2, 2, 1] and b.total == 0
 
@@ -777,15 +772,10 @@ def test_a_redirect_out_of_the_pools_is_followed_as_by_a_bare_session(primary_do
     assert [r.headers.get("authorization") for r in primary_down.requests(OUTSIDE)] == [None]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="httpx transports (core): a cookie the backup sets is filed under the backup's host only "
-    "(the answer's request URL is rewritten to the domain that answered), so the next request for the "
-    "primary's URL, served by the backup again, does not carry it; the requests adapter and the aiohttp "
-    "middleware file it under the URL asked for",
-)
 def test_the_httpx_transport_files_a_cookie_the_backup_sets_under_the_url_asked_for(primary_down: FakeDomains) -> None:
-    """The httpx twin of the middleware's cookie test: the backup's login cookie goes back to it."""
+    """The httpx twin of the middleware's cookie test: the backup's login cookie goes back to
+    it. The answer's request is the URL asked for, as a bare client's (the client files the
+    cookie by it); the result says which domain answered."""
     import httpx
 
     from pytest_failover import AsyncFailoverTransport
@@ -794,7 +784,10 @@ def test_the_httpx_transport_files_a_cookie_the_backup_sets_under_the_url_asked_
 
     async def run() -> None:
         async with httpx.AsyncClient(transport=transport) as client:
-            assert (await client.get(PRIMARY + "/login")).text == "backup: in"
+            login = await client.get(PRIMARY + "/login")
+            assert login.text == "backup: in"
+            assert (str(login.url), login.request.headers["host"]) == (PRIMARY + "/login", URL(PRIMARY).host)
+            assert login.extensions["failover"].domain == BACKUP
             await client.get(PRIMARY + "/rooms")
 
     asyncio.run(run())

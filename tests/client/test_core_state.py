@@ -57,6 +57,8 @@ OUTCOMES = {
     "refused": Outcome(kind=OutcomeKind.FAILURE, error_type="connection_refused", sent=False),
     "reset": Outcome(kind=OutcomeKind.FAILURE, error_type="connection_reset", sent=True),
     "503": Outcome(kind=OutcomeKind.FAILURE, error_type="503", status=503),
+    # the server closed the connection as the request went out (its keep-alive timeout)
+    "dropped": Outcome(kind=OutcomeKind.DROPPED, error_type="remote_protocol_error", sent=True),
 }
 
 
@@ -249,6 +251,7 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         early_probes = self.early_probes
         standings = {d: self.pool.standing(d, self.now) for d in self.pool.order}
         probes_out = Counter(a.domain for a in self.in_flight.values() if a.probe)
+        admitted = {d for d in self.pool.order if self.pool.admits(d, self.now) is not None}
         decision = decide()
         self._events(decision.events)
         if isinstance(decision, Wait):
@@ -267,6 +270,10 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
                 assert not untried, f"a request that sent nothing was refused {untried} ({decision.reason})"
             self.plans.remove(plan)
             return
+        last = plan.last_outcome
+        if last is not None and last.kind is OutcomeKind.DROPPED and plan.records[-1].domain in admitted:
+            # sent again where its connection was closed, at once (its probe, if the domain is due)
+            assert (decision.domain, decision.delay) == (plan.records[-1].domain, 0.0)
         standing = standings[decision.domain]
         if decision.number == 1 and plan.hedgeable:  # it earned the hedge throttle a token
             self.hedgeable_started += 1
@@ -293,8 +300,18 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         plan = [p for p in self.plans if id(p) in self.in_flight][pick % len(self.in_flight)]
         attempt = self.in_flight.pop(id(plan))
         before = len(plan.records)
+        breaker = [getattr(attempt.breaker, name) for name in Breaker.__slots__]
+        resendable = plan.resendable
+        dropped_before = [r for r in plan.records if r.outcome.kind is OutcomeKind.DROPPED]
         self._events(plan.record(OUTCOMES[result], self.now + attempt.delay, duration=0.0))
         assert len(plan.records) == before + 1
+        if OUTCOMES[result].kind is OutcomeKind.DROPPED:
+            # The first drop of a request that may be re-sent, on an ordinary attempt, is no
+            # verdict; any other is the domain's failure.
+            spared = resendable and not dropped_before and not attempt.probe
+            assert attempt.outcome.kind is (OutcomeKind.DROPPED if spared else OutcomeKind.FAILURE)
+            if spared:
+                assert [getattr(attempt.breaker, name) for name in Breaker.__slots__] == breaker, "a drop moved a breaker"
         self.attempts_recorded += 1
         if plan.done:
             self.plans.remove(plan)

@@ -1,0 +1,200 @@
+"""A keep-alive connection the server closes as a request goes out (its keep-alive timeout)
+is no verdict on the domain: every front-end sends an idempotent request there again at
+once, once, on a new connection (RFC 9112, 9.3.1), as bare aiohttp does; a second drop, or
+a drop of a request that may not be re-sent, is the domain's failure. Real loopback
+sockets, each front-end's own client."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from pytest_failover import Policy, Pool
+from pytest_failover._classify import OutcomeKind, classify_exception
+
+from .servers import LoopbackServer
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+# No backoff to wait out, and one failure shows in the breaker at once.
+POLICY = Policy(breaker_threshold=1, attempt_timeout=5.0, deadline=10.0)
+
+
+class DroppingServer:
+    """Reads requests; answers the first ``answered`` of each connection and closes the
+    connection, unanswered, when the next one comes (``answered=0``: every request is
+    dropped). ``requests``: what each connection read, in order of accept."""
+
+    def __init__(self, answered: int) -> None:
+        self.answered = answered
+        self.requests: list[int] = []
+        self._lock = threading.Lock()
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock.settimeout(0.05)  # accept() looks at ``_closing`` this often
+        self._closing = threading.Event()
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._threads: list[threading.Thread] = []
+        self._conns: list[socket.socket] = []
+        self._accepting = threading.Thread(target=self._accept, daemon=True)
+        self._accepting.start()
+
+    def _accept(self) -> None:
+        while not self._closing.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # closed
+                return
+            conn.settimeout(10.0)  # bounded: a client that never comes back
+            with self._lock:
+                self.requests.append(0)
+                index = len(self.requests) - 1
+                self._conns.append(conn)
+            thread = threading.Thread(target=self._serve, args=(conn, index), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn: socket.socket, index: int) -> None:
+        buffer = b""
+        with conn:
+            while True:
+                try:
+                    data = conn.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                buffer += data
+                while b"\r\n\r\n" in buffer:
+                    head, _, buffer = buffer.partition(b"\r\n\r\n")
+                    length = next(
+                        (
+                            int(line.split(b":", 1)[1])
+                            for line in head.split(b"\r\n")
+                            if line.lower().startswith(b"content-length:")
+                        ),
+                        0,
+                    )
+                    buffer = buffer[length:]  # the tests' bodies come in the head's packet
+                    with self._lock:
+                        self.requests[index] += 1
+                        served = self.requests[index]
+                    if served > self.answered:
+                        return  # closed, unanswered
+                    conn.sendall(OK)
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.requests)
+
+    def close(self) -> None:
+        self._closing.set()
+        self._accepting.join(5.0)
+        self._sock.close()
+        with self._lock:
+            for conn in self._conns:  # a client's idle keep-alive connection: end its thread now
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+        for thread in self._threads:
+            thread.join(5.0)
+
+
+@pytest.fixture
+def keep_alive_one() -> Iterator[DroppingServer]:
+    server = DroppingServer(answered=1)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def drops_all() -> Iterator[DroppingServer]:
+    server = DroppingServer(answered=0)
+    yield server
+    server.close()
+
+
+def attempts(view: Any) -> list[tuple[str, str | None]]:
+    return [
+        (a.domain, a.error_type) for a in sorted(view.failover.attempts, key=lambda a: a.number)
+    ]
+
+
+def breakers(client: Any) -> list[tuple[str, int]]:
+    return [
+        (d.breaker, d.consecutive_failures) for d in client.transport.state().pools["api"].domains
+    ]
+
+
+def test_a_connection_closed_as_the_request_went_out_is_sent_again_there_once(
+    make_client: Any, keep_alive_one: DroppingServer, servers: dict[str, LoopbackServer]
+) -> None:
+    """Each connection serves one request and is closed by the server as the next goes out
+    on it: every request after the first is sent again on a new connection to the same
+    domain, answered there; no breaker counts anything, the backup sees nothing."""
+    primary, backup = keep_alive_one.url, servers["b"]
+    client = make_client([Pool("api", [primary, backup.url()])], POLICY)
+    views = [client.request("GET", f"{primary}/x") for _ in range(3)]
+    assert [v.status_code for v in views] == [200, 200, 200]
+    assert attempts(views[0]) == [(primary, None)]
+    for view in views[1:]:
+        (domain, dropped), again = attempts(view)
+        assert domain == primary and dropped is not None  # the library's error type, as recorded
+        assert again == (primary, None)
+    assert breakers(client) == [("closed", 0), ("closed", 0)]
+    assert keep_alive_one.requests == [2, 2, 1]  # what the server saw: five requests
+    assert backup.total == 0
+
+
+def test_a_second_drop_in_the_same_request_is_the_domains_failure(
+    make_client: Any, drops_all: DroppingServer, servers: dict[str, LoopbackServer]
+) -> None:
+    """A server that closes every connection unanswered: the request is sent there again
+    once, and the second drop is the domain's failure, which moves it to the backup."""
+    primary, backup = drops_all.url, servers["b"]
+    client = make_client([Pool("api", [primary, backup.url()])], POLICY)
+    view = client.request("GET", f"{primary}/x")
+    assert view.status_code == 200
+    domains = [domain for domain, _ in attempts(view)]
+    assert domains == [primary, primary, backup.url()]
+    assert [error is None for _, error in attempts(view)] == [False, False, True]
+    assert breakers(client)[0] == ("open", 1)
+    assert drops_all.requests == [1, 1] and backup.total == 1
+
+
+def test_a_drop_of_a_request_that_may_not_be_sent_again_is_the_domains_failure(
+    make_client: Any, keep_alive_one: DroppingServer, servers: dict[str, LoopbackServer]
+) -> None:
+    """A POST without an idempotency key whose connection is closed as it goes out may
+    have reached the server: it is not sent again, anywhere (the breaker counts it)."""
+    primary, backup = keep_alive_one.url, servers["b"]
+    client = make_client([Pool("api", [primary, backup.url()])], POLICY)
+    assert client.request("GET", f"{primary}/x").status_code == 200
+    with pytest.raises(client.errors.FailoverError):
+        client.request("POST", f"{primary}/x", content=b"{}")
+    assert keep_alive_one.requests == [2]
+    assert backup.total == 0
+    assert breakers(client)[0] == ("open", 1)
+
+
+@pytest.mark.parametrize(
+    ("message", "body_started", "kind"),
+    [
+        ("Server disconnected without sending a response.", False, OutcomeKind.DROPPED),
+        ("Server disconnected without sending a response.", True, OutcomeKind.FAILURE),
+        ("illegal status line: bytearray(b'garbage')", False, OutcomeKind.FAILURE),
+        ("peer closed connection without sending complete message body", False, OutcomeKind.FAILURE),
+    ],
+)
+def test_only_a_connection_closed_before_any_byte_of_the_answer_is_a_drop(
+    message: str, body_started: bool, kind: OutcomeKind
+) -> None:
+    """httpcore says a connection closed unanswered only in its message; a malformed answer,
+    or a body cut short, is the domain's failure."""
+    assert classify_exception(httpx.RemoteProtocolError(message), body_started=body_started).kind is kind
