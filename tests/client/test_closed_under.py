@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest_failover
-from pytest_failover import Policy, Pool
+from pytest_failover import Hedging, Policy, Pool
 from pytest_failover import httpx2 as pf2
 
 from .servers import LoopbackServer
@@ -130,3 +130,43 @@ def test_a_transport_used_again_after_its_close_fails_over_as_before(
         assert client.get(f"{a.url()}/t").status_code == 200
     assert breakers(transport) == ["open", "closed"]
     assert b.total == 1
+
+
+def test_hedged_requests_whose_transport_is_closed_under_them_blame_no_domain(
+    servers: dict[str, LoopbackServer], http: ModuleType
+) -> None:
+    """The same with hedging: the requests' first attempts and their hedges (both domains
+    slow) are in flight, on the callers' threads and the hedge threads, when the transport
+    closes. Its close waits for the hedge threads (``ThreadRace.close``), so the attempts
+    in flight mostly end answered first; any it cuts are the caller's, as above."""
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.5)
+    b.set(delay=0.5)
+    policy = Policy(
+        breaker_threshold=1, attempt_timeout=10.0, deadline=20.0, hedging=Hedging(delay=0.05, max_ratio=1.0)
+    )
+    transport = failover(http).FailoverTransport(Pool("api", [a.url(), b.url()]), policy)
+    client = http.Client(transport=transport)
+    outcomes: list[BaseException | int] = []
+    lock = threading.Lock()
+
+    def send(i: int) -> None:
+        try:
+            outcome: BaseException | int = client.get(f"{a.url()}/t/{i}").status_code
+        except BaseException as exc:  # kept, asserted on below
+            outcome = exc
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    # every first attempt on the wire, and hedges (as many as the throttle lets go: 5 of 6 here)
+    until(lambda: a.total >= THREADS and b.total >= THREADS - 1)
+    transport.close()
+    for thread in threads:
+        thread.join(10.0)
+    assert len(outcomes) == THREADS
+    for outcome in outcomes:  # answered, or cut by the close: never a domain's failure
+        assert outcome == 200 or (isinstance(outcome, RuntimeError) and CLOSED in str(outcome)), outcome
+    assert breakers(transport) == ["closed", "closed"]
