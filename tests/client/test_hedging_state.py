@@ -42,6 +42,8 @@ OUTCOMES = {
     "ok": Outcome(kind=OutcomeKind.SUCCESS, status=200),
     "refused": Outcome(kind=OutcomeKind.FAILURE, error_type="connection_refused", sent=False),
     "503": Outcome(kind=OutcomeKind.FAILURE, error_type="503", status=503),
+    # the server closed the connection as the request went out (its keep-alive timeout)
+    "dropped": Outcome(kind=OutcomeKind.DROPPED, error_type="remote_protocol_error", sent=True),
 }
 THRESHOLD = 0.1
 MINIMUM_CALLS = 3
@@ -163,8 +165,12 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
         plan = flying[pick % len(flying)]
         numbers = sorted(self.flights[plan])
         attempt = self.flights[plan].pop(numbers[which % len(numbers)])
+        others = bool(self.flights[plan])  # attempts of the request still in flight
         self._events(plan.record(OUTCOMES[result], self.now, duration, attempt), probe=attempt.probe)
         self.ended += 1
+        if result == "dropped" and (attempt.raced or attempt.probe or others):
+            # a race decides, and a probe's verdict is due: only a lone attempt's drop is spared
+            assert attempt.outcome.kind is OutcomeKind.FAILURE
         if plan.done:  # the winner: the transports cut the others off
             assert plan.records[-1].race in (None, "won")
             for loser in list(self.flights[plan].values()):
