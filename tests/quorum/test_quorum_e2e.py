@@ -137,6 +137,9 @@ def _votes(prometheus: str) -> set[str]:
     return {s["metric"]["probe_location"] for s in body["data"]["result"] if s["metric"]["server_address"] == HOSTS[0]}
 
 
+# Six processes timed against bounds of 2 s and 3.45 s: beside another test worker (and the
+# helpers' runs) the disable once came late.
+@pytest.mark.alone
 def test_a_quorum_of_locations_disables_and_re_enables(tmp_path: Path) -> None:
     """One location's fault disables nothing; two disable within for_seconds + 2 scrapes; healing re-enables."""
     prometheus_bin = require_binary("prometheus")
