@@ -154,7 +154,8 @@ async def test_status_json_documents_the_history(demo: DemoAgent) -> None:
         for _ in range(100):
             doc = (await client.get(demo.url + "status.json")).json()
             pool = doc["pools"]["api"]
-            if pool["history"] and len(pool["domains"][f"https://{PRIMARY}"]["history"]["results"]) >= 2:
+            primary = pool["domains"][f"https://{PRIMARY}"]["history"]  # None until its first check
+            if pool["history"] and primary is not None and len(primary["results"]) >= 2:
                 break
             await asyncio.sleep(0.1)
         script = await client.get(demo.url + "assets/status.js")
