@@ -105,6 +105,8 @@ _timedelta = datetime.timedelta  # (days, seconds): a response's ``elapsed``
 # length), into the response's content (:meth:`Exchange.read_whole`).
 WHOLE = -1
 
+_REDIRECTS = frozenset((301, 302, 303, 307, 308))  # the statuses httpx follows
+
 
 # (lowercased name, value) of each of a ``Headers``' (raw name, lowercased name, value) triples.
 _NAME_VALUE = operator.itemgetter(1, 2)
@@ -264,19 +266,39 @@ class Lane:
         attempt.duration = now - attempt.sent_at
         _deliver(self._state, core, response, attempt.domain.url, (attempt.report(),), _OUTCOME_SUCCESS, wait)
         if self._moved:
-            self.as_asked()
+            self.as_asked(response, attempt.domain)
         return True
 
-    def as_asked(self) -> None:
-        """Point the request back at the URL asked for once its answer came from another
-        domain: the client files the answer's cookies, joins a relative redirect and logs
-        the request by ``response.request.url``, which is the request itself, and a bare
-        client would have the URL asked for there (the requests adapter and the aiohttp
-        middleware keep it so too; the result's ``domain`` says which one answered)."""
+    def as_asked(self, response: Response, domain: Domain) -> None:
+        """``response``, from ``domain``, made the answer of the URL asked for, where the
+        client reads it as such (the aiohttp middleware's ``_as_asked`` does the same for
+        aiohttp). To the client the pool is one site:
+
+        - the request points back at the URL asked for: the client files the answer's
+          cookies, joins a relative redirect and logs the request by
+          ``response.request.url``, which is the request itself, where a bare client has
+          the URL asked for (the result's ``domain`` says which domain answered);
+        - a redirect to ``domain``'s own origin is made one to the origin asked for (same
+          path and query): the client judges a ``Location`` by the URL asked for, and would
+          drop the request's ``Authorization`` for another origin, where a bare client that
+          asked that domain keeps it. It then follows it through the pool."""
         request = self.request
         request.url = url = self.original_url
         request.headers["Host"] = url.netloc.decode("ascii")
         self._moved = False
+        if response.status_code not in _REDIRECTS:
+            return
+        location = response.headers.get("Location")
+        http = self.lib.module
+        try:
+            target = http.URL(location) if location else None
+        except http.InvalidURL:  # not a URL: the client raises its own error for it
+            return
+        if target is None or not target.is_absolute_url:
+            return
+        if (target.scheme, target.host, target.port) == (domain.scheme, domain.host, domain.port):
+            moved = url.copy_with(raw_path=target.raw_path, fragment=target.fragment or None)
+            response.headers["Location"] = str(moved)
 
     def aim(self, attempt: Attempt, request: Request) -> Attempt:
         """Point ``request`` at the attempt's domain, with the attempt's timeouts; the
@@ -525,7 +547,7 @@ class Exchange(Lane, RequestPlan):
 
     _tracked: Any = None  # an unreplayable body, watched (the library's ``Tracked``)
     _original: Request  # with _stale: the request as the caller made it
-    _answered_by = ""  # the domain of the response kept
+    _answered_by: Domain  # the domain of the response kept (set with it)
     response: Response | None = None
     error: BaseException | None = None  # the last attempt's, a TransportError of the library
     stop: Stop = DONE  # why no attempt follows (set when the plan stops for another reason)
@@ -655,7 +677,7 @@ class Exchange(Lane, RequestPlan):
         if outcome is None:  # its headers or body have a say (Retry-After, the app-error check)
             outcome = classify_response(response, self.core.policy)
         self.response = response
-        self._answered_by = attempt.domain.url  # not the last record: a cut loser's may follow
+        self._answered_by = attempt.domain  # not the last record: a cut loser's may follow
         self.error = None
         self._peer(attempt, response)  # before _record ends the span
         self._record(attempt, outcome, None)
@@ -754,10 +776,11 @@ class Exchange(Lane, RequestPlan):
         last = self.last_outcome
         assert last is not None
         outcome = semconv.OUTCOME_FAILURE if last.retryable else semconv.OUTCOME_SUCCESS
-        domain = self._answered_by
+        answered_by = self._answered_by
+        domain = answered_by.url
         self._finished = True
         if self._moved:
-            self.as_asked()
+            self.as_asked(response, answered_by)
         if self.trace is not None:
             self._end(outcome, domain, response.status_code, last.error_type)
         return _deliver(self._state, self.core, response, domain, records, outcome, self._blocking)

@@ -749,6 +749,30 @@ def test_a_redirect_to_the_host_that_answered_keeps_the_requests_credentials(pri
     ]
 
 
+@pytest.mark.parametrize("http", ["httpx", "httpx2"])
+def test_the_httpx_transport_follows_a_redirect_to_the_host_that_answered_with_the_requests_credentials(
+    primary_down: FakeDomains, http: str
+) -> None:
+    """The httpx twin: the answer is the URL asked for's (``response.request.url``), so an
+    absolute redirect from the backup to its own host is made one to the origin asked for,
+    which httpx follows through the pool with the request's ``Authorization`` (it drops
+    that for another origin)."""
+    module = __import__(http)
+    failover = pytest_failover if http == "httpx" else pytest_failover.httpx2
+    transport = failover.FailoverTransport([Pool("api", [PRIMARY, BACKUP])], fast())
+    with module.Client(transport=transport, follow_redirects=True) as client:
+        response = client.get(PRIMARY + "/start", headers={"Authorization": "Bearer t"})
+        assert response.text == "backup: /final"
+        assert str(response.url) == PRIMARY + "/final"
+        assert response.extensions["failover"].domain == BACKUP
+        (hop,) = response.history
+        assert (hop.status_code, hop.headers["Location"]) == (302, PRIMARY + "/final")
+    assert [(r.path, r.headers.get("authorization")) for r in primary_down.requests(HOSTS[1])] == [
+        ("/start", "Bearer t"),
+        ("/final", "Bearer t"),
+    ]
+
+
 def test_a_redirect_out_of_the_pools_is_followed_as_by_a_bare_session(primary_down: FakeDomains) -> None:
     """A redirect from the backup to a host of no pool is followed by aiohttp as it would
     be without the middleware: the last hop has no ``response.failover`` (it went straight
