@@ -211,9 +211,9 @@ def classify_exception(exc: BaseException, *, body_started: bool = False) -> Out
 # What the HTTP libraries raise when a connection closed before any byte of the answer
 # came (RFC 9112, 9.3.1): http.client's class (requests, through urllib3), aiohttp's class
 # (raised before a response exists: a body cut short is its ``ClientPayloadError``), and
-# httpcore's (httpx's) ``RemoteProtocolError``, which says so only in its message. By module
-# and name, as the table above, so that none is imported here.
-_DROPPED_CLASSES = frozenset({("http", "RemoteDisconnected"), ("aiohttp", "ServerDisconnectedError")})  # (package, name)
+# httpcore's (httpx's) ``RemoteProtocolError``, which says so only in its message. By
+# package and class name, as the table above, so that none is imported here.
+_DROPPED_CLASSES = frozenset({("http", "RemoteDisconnected"), ("aiohttp", "ServerDisconnectedError")})
 _DROPPED_MESSAGE = "disconnected without sending a response"
 _PROTOCOL_ERROR_PACKAGES = frozenset({"httpcore", "httpcore2", *LIBRARIES})
 

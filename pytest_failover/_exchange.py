@@ -270,22 +270,21 @@ class Lane:
         return True
 
     def as_asked(self, response: Response, domain: Domain) -> None:
-        """``response``, from ``domain``, made the answer of the URL asked for, where the
-        client reads it as such (the aiohttp middleware's ``_as_asked`` does the same for
-        aiohttp). To the client the pool is one site:
+        """``response``, from ``domain``, another domain than the URL asked for's, made the
+        answer of the URL asked for, where the client reads it as such (the aiohttp
+        middleware's ``_as_asked`` does the same for aiohttp). To the client the pool is one
+        site:
 
-        - the request points back at the URL asked for: the client files the answer's
-          cookies, joins a relative redirect and logs the request by
+        - the request points back at the URL asked for (:meth:`restore`): the client files
+          the answer's cookies, joins a relative redirect and logs the request by
           ``response.request.url``, which is the request itself, where a bare client has
           the URL asked for (the result's ``domain`` says which domain answered);
         - a redirect to ``domain``'s own origin is made one to the origin asked for (same
           path and query): the client judges a ``Location`` by the URL asked for, and would
           drop the request's ``Authorization`` for another origin, where a bare client that
           asked that domain keeps it. It then follows it through the pool."""
-        request = self.request
-        request.url = url = self.original_url
-        request.headers["Host"] = url.netloc.decode("ascii")
-        self._moved = False
+        if self._moved:
+            self.restore()
         if response.status_code not in _REDIRECTS:
             return
         location = response.headers.get("Location")
@@ -296,9 +295,20 @@ class Lane:
             return
         if target is None or not target.is_absolute_url:
             return
-        if (target.scheme, target.host, target.port) == (domain.scheme, domain.host, domain.port):
+        origin = (domain.scheme, domain.host, domain.port)
+        url = self.original_url
+        if (target.scheme, target.host, target.port) == origin != (url.scheme, url.host, url.port):
             moved = url.copy_with(raw_path=target.raw_path, fragment=target.fragment or None)
             response.headers["Location"] = str(moved)
+
+    def restore(self) -> None:
+        """Point the caller's request, which the attempts pointed at their domains, back at
+        the URL asked for: it is the client's, the one an answer carries and an error
+        names."""
+        request = self.request
+        request.url = url = self.original_url
+        request.headers["Host"] = url.netloc.decode("ascii")
+        self._moved = False
 
     def aim(self, attempt: Attempt, request: Request) -> Attempt:
         """Point ``request`` at the attempt's domain, with the attempt's timeouts; the
@@ -748,6 +758,8 @@ class Exchange(Lane, RequestPlan):
         response = self.response
         if response is not None and not self._stale:  # no stored copy to weigh: ending() says RESPONSE
             return self._answer(response, records)
+        if self._moved:  # a stored copy, a fallback's answer or an error: for the request asked
+            self.restore()
         status = None if response is None else response.status_code
         stale = self._stale_response() if self._stale and stale_may_answer(status) else None
         decided = ending(status, stale is not None, self._state.fallback is not None)
@@ -779,7 +791,7 @@ class Exchange(Lane, RequestPlan):
         answered_by = self._answered_by
         domain = answered_by.url
         self._finished = True
-        if self._moved:
+        if self._moved or answered_by is not self._origin:  # (a hedge's answer: its own copy moved)
             self.as_asked(response, answered_by)
         if self.trace is not None:
             self._end(outcome, domain, response.status_code, last.error_type)

@@ -773,6 +773,34 @@ def test_the_httpx_transport_follows_a_redirect_to_the_host_that_answered_with_t
     ]
 
 
+def test_a_hedge_that_wins_with_a_redirect_to_its_own_host_is_followed_as_asked(primary_down: FakeDomains) -> None:
+    """The same when the backup's answer is a hedge's, whose request is a copy of its own:
+    the redirect is made one to the origin asked for all the same."""
+    import httpx
+
+    primary_down.fail(HOSTS[0], faults.latency(1.0))
+    hedging = Hedging(delay=0.05, max_ratio=1.0)
+    transport = pytest_failover.FailoverTransport([Pool("api", [PRIMARY, BACKUP])], fast(hedging=hedging, sticky=False))
+    with httpx.Client(transport=transport) as client:
+        hop = client.get(PRIMARY + "/start", headers={"Authorization": "Bearer t"})
+    assert hop.extensions["failover"].domain == BACKUP
+    assert (hop.status_code, hop.headers["Location"], str(hop.request.url)) == (302, PRIMARY + "/final", PRIMARY + "/start")
+
+
+def test_the_httpx_transports_error_names_the_request_asked_for(primary_down: FakeDomains) -> None:
+    """An error ends the request as asked: the exception's request is the URL asked for, not
+    the last domain an attempt went to."""
+    import httpx
+
+    primary_down.fail(HOSTS[1], faults.reset())
+    policy = fast(schedule=pytest_failover.ExponentialBackoff(max_attempts=1))  # the move after a refusal is free
+    transport = pytest_failover.FailoverTransport([Pool("api", [PRIMARY, BACKUP])], policy)
+    with httpx.Client(transport=transport) as client, pytest.raises(pytest_failover.AllDomainsFailed) as raised:
+        client.get(PRIMARY + "/x")
+    assert [a.domain for a in raised.value.attempts] == [PRIMARY, BACKUP]  # it ended on the backup
+    assert (str(raised.value.request.url), raised.value.request.headers["host"]) == (PRIMARY + "/x", HOSTS[0])
+
+
 def test_a_redirect_out_of_the_pools_is_followed_as_by_a_bare_session(primary_down: FakeDomains) -> None:
     """A redirect from the backup to a host of no pool is followed by aiohttp as it would
     be without the middleware: the last hop has no ``response.failover`` (it went straight
