@@ -20,6 +20,10 @@ from .servers import LoopbackServer
 
 THREADS = 6
 CLOSED = "was closed while this request was in flight"
+# How long the server holds each answer: the close comes first even if the test's thread
+# is held up a while on a loaded machine (a sync request cut by it still waits for its
+# answer to come before its read fails: a close does not wake a blocked poll()).
+HELD = 1.5
 # One failure would open a breaker: a cut blamed on the primary shows at once.
 POLICY = Policy(breaker_threshold=1, attempt_timeout=10.0, deadline=20.0)
 
@@ -43,7 +47,7 @@ def test_threads_whose_shared_transport_is_closed_under_them_blame_no_domain(
     servers: dict[str, LoopbackServer], http: ModuleType
 ) -> None:
     a, b = servers["a"], servers["b"]
-    a.set(delay=0.5)  # the requests are in flight when the transport closes
+    a.set(delay=HELD)  # the requests are in flight when the transport closes
     transport = failover(http).FailoverTransport(Pool("api", [a.url(), b.url()]), POLICY)
     client = http.Client(transport=transport)
     outcomes: list[BaseException | int] = []
@@ -77,7 +81,7 @@ def test_tasks_whose_shared_transport_is_closed_under_them_blame_no_domain(
     servers: dict[str, LoopbackServer], http: ModuleType
 ) -> None:
     a, b = servers["a"], servers["b"]
-    a.set(delay=0.5)
+    a.set(delay=HELD)
     transport = failover(http).AsyncFailoverTransport(Pool("api", [a.url(), b.url()]), POLICY)
 
     async def main() -> list[BaseException | int]:
