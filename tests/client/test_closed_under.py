@@ -174,3 +174,32 @@ def test_hedged_requests_whose_transport_is_closed_under_them_blame_no_domain(
     for outcome in outcomes:  # answered, or cut by the close: never a domain's failure
         assert outcome == 200 or (isinstance(outcome, RuntimeError) and CLOSED in str(outcome)), outcome
     assert breakers(transport) == ["closed", "closed"]
+
+
+def test_hedged_tasks_whose_transport_is_closed_under_them_blame_no_domain(
+    servers: dict[str, LoopbackServer], http: ModuleType
+) -> None:
+    """The async twin: each task races its first attempt and its hedge in its own task group
+    when the transport closes; both are cut, and nothing is blamed."""
+    a, b = servers["a"], servers["b"]
+    a.set(delay=HELD)
+    b.set(delay=HELD)
+    policy = Policy(
+        breaker_threshold=1, attempt_timeout=10.0, deadline=20.0, hedging=Hedging(delay=0.05, max_ratio=1.0)
+    )
+    transport = failover(http).AsyncFailoverTransport(Pool("api", [a.url(), b.url()]), policy)
+
+    async def main() -> list[BaseException | int]:
+        client = http.AsyncClient(transport=transport)
+
+        async def send(i: int) -> int:
+            return int((await client.get(f"{a.url()}/t/{i}")).status_code)
+
+        tasks = [asyncio.ensure_future(send(i)) for i in range(THREADS)]
+        await asyncio.to_thread(until, lambda: a.total >= THREADS and b.total >= THREADS - 1)
+        await transport.aclose()
+        return await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10.0)
+
+    for outcome in asyncio.run(main()):
+        assert isinstance(outcome, RuntimeError) and CLOSED in str(outcome), outcome
+    assert breakers(transport) == ["closed", "closed"]
