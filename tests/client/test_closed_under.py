@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -26,6 +27,9 @@ CLOSED = "was closed while this request was in flight"
 HELD = 1.5
 # One failure would open a breaker: a cut blamed on the primary shows at once.
 POLICY = Policy(breaker_threshold=1, attempt_timeout=10.0, deadline=20.0)
+HEDGING = Policy(
+    breaker_threshold=1, attempt_timeout=10.0, deadline=20.0, hedging=Hedging(delay=0.05, max_ratio=1.0)
+)
 
 
 def failover(http: ModuleType) -> Any:
@@ -36,27 +40,25 @@ def breakers(transport: Any) -> list[str]:
     return [d.breaker for d in transport.state().pools["api"].domains]
 
 
-def until(condition: Any, timeout: float = 5.0) -> None:
+def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.005)
 
 
-def test_threads_whose_shared_transport_is_closed_under_them_blame_no_domain(
-    servers: dict[str, LoopbackServer], http: ModuleType
-) -> None:
-    a, b = servers["a"], servers["b"]
-    a.set(delay=HELD)  # the requests are in flight when the transport closes
-    transport = failover(http).FailoverTransport(Pool("api", [a.url(), b.url()]), POLICY)
+def closed_under_threads(transport: Any, http: ModuleType, url: str, sent: Callable[[], bool]) -> list[object]:
+    """Each of ``THREADS`` threads GETs ``url`` through one client over ``transport``; once
+    ``sent()`` holds, the transport is closed. What each request ended with: a status, or
+    the exception it raised."""
     client = http.Client(transport=transport)
-    outcomes: list[BaseException | int] = []
+    outcomes: list[object] = []
     lock = threading.Lock()
 
     def send(i: int) -> None:
         try:
-            outcome: BaseException | int = client.get(f"{a.url()}/t/{i}").status_code
-        except BaseException as exc:  # kept, asserted on below
+            outcome: object = client.get(f"{url}/t/{i}").status_code
+        except BaseException as exc:  # kept, asserted on by the caller
             outcome = exc
         with lock:
             outcomes.append(outcome)
@@ -64,15 +66,46 @@ def test_threads_whose_shared_transport_is_closed_under_them_blame_no_domain(
     threads = [threading.Thread(target=send, args=(i,)) for i in range(THREADS)]
     for thread in threads:
         thread.start()
-    until(lambda: a.total >= THREADS)  # every request is on the wire
+    until(sent)
     transport.close()
     for thread in threads:
         thread.join(10.0)
     assert len(outcomes) == THREADS
-    for outcome in outcomes:
-        assert isinstance(outcome, RuntimeError), outcome
-        assert CLOSED in str(outcome)
-        assert isinstance(outcome.__cause__, http.TransportError)
+    return outcomes
+
+
+def closed_under_tasks(transport: Any, http: ModuleType, url: str, sent: Callable[[], bool]) -> list[object]:
+    """The async twin of :func:`closed_under_threads`: ``THREADS`` tasks, one event loop."""
+
+    async def main() -> list[object]:
+        client = http.AsyncClient(transport=transport)
+
+        async def send(i: int) -> int:
+            return int((await client.get(f"{url}/t/{i}")).status_code)
+
+        tasks = [asyncio.ensure_future(send(i)) for i in range(THREADS)]
+        await asyncio.to_thread(until, sent)
+        await transport.aclose()
+        return await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10.0)
+
+    return asyncio.run(main())
+
+
+def cut(outcome: object) -> bool:
+    """Did the request end as the caller's, cut by the close?"""
+    return isinstance(outcome, RuntimeError) and CLOSED in str(outcome)
+
+
+def test_threads_whose_shared_transport_is_closed_under_them_blame_no_domain(
+    servers: dict[str, LoopbackServer], http: ModuleType
+) -> None:
+    """Six threads' requests in flight on one client when its transport closes."""
+    a, b = servers["a"], servers["b"]
+    a.set(delay=HELD)  # the requests are in flight when the transport closes
+    transport = failover(http).FailoverTransport(Pool("api", [a.url(), b.url()]), POLICY)
+    outcomes = closed_under_threads(transport, http, a.url(), lambda: a.total >= THREADS)
+    assert all(cut(outcome) for outcome in outcomes), outcomes
+    assert all(isinstance(o, RuntimeError) and isinstance(o.__cause__, http.TransportError) for o in outcomes)
     assert breakers(transport) == ["closed", "closed"]
     assert b.total == 0  # no request moved to the backup
 
@@ -80,26 +113,12 @@ def test_threads_whose_shared_transport_is_closed_under_them_blame_no_domain(
 def test_tasks_whose_shared_transport_is_closed_under_them_blame_no_domain(
     servers: dict[str, LoopbackServer], http: ModuleType
 ) -> None:
+    """Six tasks' requests in flight on one client when its transport closes."""
     a, b = servers["a"], servers["b"]
     a.set(delay=HELD)
     transport = failover(http).AsyncFailoverTransport(Pool("api", [a.url(), b.url()]), POLICY)
-
-    async def main() -> list[BaseException | int]:
-        client = http.AsyncClient(transport=transport)
-
-        async def send(i: int) -> int:
-            response = await client.get(f"{a.url()}/t/{i}")
-            return int(response.status_code)
-
-        tasks = [asyncio.ensure_future(send(i)) for i in range(THREADS)]
-        await asyncio.to_thread(until, lambda: a.total >= THREADS)
-        await transport.aclose()
-        return await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10.0)
-
-    outcomes = asyncio.run(main())
-    for outcome in outcomes:
-        assert isinstance(outcome, RuntimeError), outcome
-        assert CLOSED in str(outcome)
+    outcomes = closed_under_tasks(transport, http, a.url(), lambda: a.total >= THREADS)
+    assert all(cut(outcome) for outcome in outcomes), outcomes
     assert breakers(transport) == ["closed", "closed"]
     assert b.total == 0
 
@@ -146,33 +165,10 @@ def test_hedged_requests_whose_transport_is_closed_under_them_blame_no_domain(
     a, b = servers["a"], servers["b"]
     a.set(delay=0.5)
     b.set(delay=0.5)
-    policy = Policy(
-        breaker_threshold=1, attempt_timeout=10.0, deadline=20.0, hedging=Hedging(delay=0.05, max_ratio=1.0)
-    )
-    transport = failover(http).FailoverTransport(Pool("api", [a.url(), b.url()]), policy)
-    client = http.Client(transport=transport)
-    outcomes: list[BaseException | int] = []
-    lock = threading.Lock()
-
-    def send(i: int) -> None:
-        try:
-            outcome: BaseException | int = client.get(f"{a.url()}/t/{i}").status_code
-        except BaseException as exc:  # kept, asserted on below
-            outcome = exc
-        with lock:
-            outcomes.append(outcome)
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(THREADS)]
-    for thread in threads:
-        thread.start()
+    transport = failover(http).FailoverTransport(Pool("api", [a.url(), b.url()]), HEDGING)
     # every first attempt on the wire, and hedges (as many as the throttle lets go: 5 of 6 here)
-    until(lambda: a.total >= THREADS and b.total >= THREADS - 1)
-    transport.close()
-    for thread in threads:
-        thread.join(10.0)
-    assert len(outcomes) == THREADS
-    for outcome in outcomes:  # answered, or cut by the close: never a domain's failure
-        assert outcome == 200 or (isinstance(outcome, RuntimeError) and CLOSED in str(outcome)), outcome
+    outcomes = closed_under_threads(transport, http, a.url(), lambda: a.total >= THREADS and b.total >= THREADS - 1)
+    assert all(outcome == 200 or cut(outcome) for outcome in outcomes), outcomes  # never a domain's failure
     assert breakers(transport) == ["closed", "closed"]
 
 
@@ -184,22 +180,7 @@ def test_hedged_tasks_whose_transport_is_closed_under_them_blame_no_domain(
     a, b = servers["a"], servers["b"]
     a.set(delay=HELD)
     b.set(delay=HELD)
-    policy = Policy(
-        breaker_threshold=1, attempt_timeout=10.0, deadline=20.0, hedging=Hedging(delay=0.05, max_ratio=1.0)
-    )
-    transport = failover(http).AsyncFailoverTransport(Pool("api", [a.url(), b.url()]), policy)
-
-    async def main() -> list[BaseException | int]:
-        client = http.AsyncClient(transport=transport)
-
-        async def send(i: int) -> int:
-            return int((await client.get(f"{a.url()}/t/{i}")).status_code)
-
-        tasks = [asyncio.ensure_future(send(i)) for i in range(THREADS)]
-        await asyncio.to_thread(until, lambda: a.total >= THREADS and b.total >= THREADS - 1)
-        await transport.aclose()
-        return await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10.0)
-
-    for outcome in asyncio.run(main()):
-        assert isinstance(outcome, RuntimeError) and CLOSED in str(outcome), outcome
+    transport = failover(http).AsyncFailoverTransport(Pool("api", [a.url(), b.url()]), HEDGING)
+    outcomes = closed_under_tasks(transport, http, a.url(), lambda: a.total >= THREADS and b.total >= THREADS - 1)
+    assert all(cut(outcome) for outcome in outcomes), outcomes
     assert breakers(transport) == ["closed", "closed"]
