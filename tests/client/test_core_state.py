@@ -297,7 +297,25 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 50), result=st.sampled_from(sorted(OUTCOMES)))
     def report(self, pick: int, result: str) -> None:
         """An attempt in flight reports its outcome."""
-        plan = [p for p in self.plans if id(p) in self.in_flight][pick % len(self.in_flight)]
+        self._report([p for p in self.plans if id(p) in self.in_flight][pick % len(self.in_flight)], result)
+
+    @precondition(lambda self: bool(self._sent_again()))
+    @rule(pick=st.integers(0, 50))
+    def dropped_again(self, pick: int) -> None:
+        """A request sent again after its connection was dropped meets another drop (a
+        server that closes every connection unanswered): the domain's failure this time."""
+        plans = self._sent_again()
+        self._report(plans[pick % len(plans)], "dropped")
+
+    def _sent_again(self) -> list[RequestPlan]:
+        """The plans with an attempt in flight whose last attempt's connection was dropped."""
+        return [
+            p
+            for p in self.plans
+            if id(p) in self.in_flight and p.last_outcome is not None and p.last_outcome.kind is OutcomeKind.DROPPED
+        ]
+
+    def _report(self, plan: RequestPlan, result: str) -> None:
         attempt = self.in_flight.pop(id(plan))
         before = len(plan.records)
         breaker = [getattr(attempt.breaker, name) for name in Breaker.__slots__]
