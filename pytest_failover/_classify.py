@@ -13,6 +13,7 @@ once per class and kept.
 from __future__ import annotations
 
 import enum
+import errno
 import socket
 import ssl
 import time
@@ -199,31 +200,39 @@ def error_type_of(exc: BaseException) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def classify_exception(exc: BaseException, *, body_started: bool = False) -> Outcome:
-    """Every transport error is a failure of the domain, but a connection closed before
-    any byte of the answer (:func:`dropped`), which is left to the request's plan;
-    ``sent`` says whether a re-send could duplicate the request."""
-    sent = body_started or not _kind(type(exc)).pre_send
-    kind = OutcomeKind.DROPPED if not body_started and dropped(exc) else OutcomeKind.FAILURE
-    return Outcome(kind=kind, error_type=error_type_of(exc), sent=sent)
+def classify_exception(exc: BaseException, *, body_started: bool = False, head_came: bool = False) -> Outcome:
+    """Every transport error is a failure of the domain, but a connection closed or reset
+    before the answer's head came (:func:`dropped`; ``head_came``: it had come, and the
+    body's read failed), which is left to the request's plan; ``sent`` says whether a
+    re-send could duplicate the request (``body_started``: its upload had begun)."""
+    pre_send = _kind(type(exc)).pre_send
+    sent = body_started or not pre_send
+    drop = not (body_started or head_came) and dropped(exc, connected=not pre_send)
+    return Outcome(kind=OutcomeKind.DROPPED if drop else OutcomeKind.FAILURE, error_type=error_type_of(exc), sent=sent)
 
 
 # What the HTTP libraries raise when a connection closed before any byte of the answer
 # came (RFC 9112, 9.3.1): http.client's class (requests, through urllib3), aiohttp's class
 # (raised before a response exists: a body cut short is its ``ClientPayloadError``), and
 # httpcore's (httpx's) ``RemoteProtocolError``, which says so only in its message. By
-# package and class name, as the table above, so that none is imported here.
+# package and class name, as the table above, so that none is imported here. And a reset
+# (``ECONNRESET``) once connected: the server's close met the request's bytes, and its
+# kernel answered them with a reset (the same race: aiohttp's own session sends an
+# idempotent request again after either, once).
 _DROPPED_CLASSES = frozenset({("http", "RemoteDisconnected"), ("aiohttp", "ServerDisconnectedError")})
 _DROPPED_MESSAGE = "disconnected without sending a response"
 _PROTOCOL_ERROR_PACKAGES = frozenset({"httpcore", "httpcore2", *LIBRARIES})
 
 
-def dropped(exc: BaseException) -> bool:
-    """Did the attempt that raised ``exc`` end as its connection closed before any byte of
-    the answer came (the server's keep-alive timeout: the request went out on a connection
-    it was closing)? Read along the exception's chain: the front-ends raise their library's
-    error from the native one."""
+def dropped(exc: BaseException, *, connected: bool = True) -> bool:
+    """Did the attempt that raised ``exc`` end as its connection closed, or was reset once
+    ``connected``, before the answer came (the server's keep-alive timeout: the request
+    went out on a connection it was closing)? Read along the exception's chain: the
+    front-ends raise their library's error from the native one. A reset while connecting
+    (a TLS handshake cut) is the domain's failure."""
     for cause in _chain(exc):
+        if connected and isinstance(cause, OSError) and cause.errno == errno.ECONNRESET:
+            return True  # ConnectionResetError, or aiohttp's ClientOSError of one
         cls = type(cause)
         package = cls.__module__.partition(".")[0]
         if (package, cls.__name__) in _DROPPED_CLASSES:

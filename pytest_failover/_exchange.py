@@ -702,7 +702,7 @@ class Exchange(Lane, RequestPlan):
 
     def on_error(self, attempt: Attempt, exc: BaseException) -> None:
         started = self._tracked.started if self._tracked is not None else False
-        outcome = classify_exception(exc, body_started=started)
+        outcome = classify_exception(exc, body_started=started, head_came=attempt.head_came)
         self.response = None
         self.error = exc
         self._record(attempt, outcome, exc)

@@ -367,6 +367,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                     cut = watchdog.disarm(ticket)
         except self._lib.TransportError as exc:
             if response is not None:
+                attempt.head_came = True
                 response.close()
             if cut:
                 raise exchange.timed_out(attempt, exc) from exc
@@ -374,6 +375,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             raise
         except OSError as exc:  # a raw one the inner transport let out (Exchange.stray)
             if response is not None:
+                attempt.head_came = True
                 response.close()
             raise exchange.stray(attempt, exc) from exc
         finally:
@@ -571,6 +573,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
                 response = exchange.read_in(response, b"".join(counted))
         except (self._lib.TransportError, TimeoutError) as exc:
             if response is not None:
+                attempt.head_came = True
                 await response.aclose()
             if not isinstance(exc, TimeoutError):
                 self._closed_under(attempt, exc)
@@ -579,6 +582,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             raise (exchange.timed_out(attempt, exc) if phase is None else phase(attempt.request)) from exc
         except OSError as exc:  # a raw one the inner transport let out (Exchange.stray)
             if response is not None:
+                attempt.head_came = True
                 await response.aclose()
             raise exchange.stray(attempt, exc) from exc
         except BaseException:  # cancelled (a hedge won): give the connection back closed

@@ -161,6 +161,7 @@ class Attempt:
     outcome: Outcome  # set when it ends (a cut one's: _plan._CUT)
     duration = 0.0
     race: str | None = None
+    head_came = False  # its answer's head came, and the body's read then failed (set by the loop)
 
     def __init__(self, number: int, domain: Domain, breaker: Breaker, delay: float, timeout: float, sent_at: float) -> None:
         self.number = number

@@ -1,13 +1,17 @@
 """A keep-alive connection the server closes as a request goes out (its keep-alive timeout)
-is no verdict on the domain: every front-end sends an idempotent request there again at
-once, once, on a new connection (RFC 9112, 9.3.1), as bare aiohttp does; a second drop, or
-a drop of a request that may not be re-sent, is the domain's failure. Real loopback
-sockets, each front-end's own client."""
+is no verdict on the domain, whether the close reaches the client as an end of file or as
+a reset (the request's bytes met the closed socket): every front-end sends an idempotent
+request there again at once, once, on another connection (RFC 9112, 9.3.1), as bare aiohttp
+does; a second drop, a drop of a request that may not be re-sent, or a reset once the
+answer's head came, is the domain's failure. Real loopback sockets, each front-end's own
+client."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import socket
+import struct
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -25,13 +29,19 @@ OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 POLICY = Policy(breaker_threshold=1, attempt_timeout=5.0, deadline=10.0)
 
 
-class DroppingServer:
-    """Reads requests; answers the first ``answered`` of each connection and closes the
-    connection, unanswered, when the next one comes (``answered=0``: every request is
-    dropped). ``requests``: what each connection read, in order of accept."""
+ENDINGS = ("close", "reset")  # how a connection is dropped: an end of file, or a TCP reset
 
-    def __init__(self, answered: int) -> None:
+
+class DroppingServer:
+    """Reads requests; answers the first ``answered`` of each connection and drops the
+    connection, unanswered, when the next one comes (``answered=0``: every request is
+    dropped). ``ending``: how, one of :data:`ENDINGS`, or ``"cut"``: the answer's head and
+    part of its body go out, then a reset. ``requests``: what each connection read, in
+    order of accept."""
+
+    def __init__(self, answered: int, ending: str = "close") -> None:
         self.answered = answered
+        self.ending = ending
         self.requests: list[int] = []
         self._lock = threading.Lock()
         self._sock = socket.create_server(("127.0.0.1", 0))
@@ -86,8 +96,16 @@ class DroppingServer:
                         self.requests[index] += 1
                         served = self.requests[index]
                     if served > self.answered:
-                        return  # closed, unanswered
+                        self._drop(conn)
+                        return
                     conn.sendall(OK)
+
+    def _drop(self, conn: socket.socket) -> None:
+        """End ``conn`` unanswered (closed by ``_serve``'s ``with``), as :attr:`ending` says."""
+        if self.ending == "cut":
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok")
+        if self.ending != "close":  # SO_LINGER 0: the close sends a reset
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
     @property
     def total(self) -> int:
@@ -106,16 +124,23 @@ class DroppingServer:
             thread.join(5.0)
 
 
-@pytest.fixture
-def keep_alive_one() -> Iterator[DroppingServer]:
-    server = DroppingServer(answered=1)
+@pytest.fixture(params=ENDINGS)
+def keep_alive_one(request: pytest.FixtureRequest) -> Iterator[DroppingServer]:
+    server = DroppingServer(answered=1, ending=request.param)
+    yield server
+    server.close()
+
+
+@pytest.fixture(params=ENDINGS)
+def drops_all(request: pytest.FixtureRequest) -> Iterator[DroppingServer]:
+    server = DroppingServer(answered=0, ending=request.param)
     yield server
     server.close()
 
 
 @pytest.fixture
-def drops_all() -> Iterator[DroppingServer]:
-    server = DroppingServer(answered=0)
+def cuts_all() -> Iterator[DroppingServer]:
+    server = DroppingServer(answered=0, ending="cut")
     yield server
     server.close()
 
@@ -181,6 +206,52 @@ def test_a_drop_of_a_request_that_may_not_be_sent_again_is_the_domains_failure(
     assert keep_alive_one.requests == [2]
     assert backup.total == 0
     assert breakers(client)[0] == ("open", 1)
+
+
+def test_a_reset_after_the_answers_head_came_is_the_domains_failure(
+    make_client: Any, cuts_all: DroppingServer, servers: dict[str, LoopbackServer]
+) -> None:
+    """The answer's head and part of its body came, then a reset: the domain answered and
+    broke; the request is not sent there again but moves to the backup, and the breaker
+    counts the failure."""
+    primary, backup = cuts_all.url, servers["b"]
+    client = make_client([Pool("api", [primary, backup.url()])], POLICY)
+    view = client.request("GET", f"{primary}/x")
+    assert view.status_code == 200
+    assert [domain for domain, _ in attempts(view)] == [primary, backup.url()]
+    assert breakers(client)[0] == ("open", 1)
+    assert cuts_all.requests == [1] and backup.total == 1
+
+
+def _reset(kind: type[httpx.TransportError]) -> httpx.TransportError:
+    """httpx's ``kind`` of error for a socket the peer reset, chained as httpx raises it
+    (``ReadError`` for a read, ``ConnectError`` for a TLS handshake)."""
+    try:
+        try:
+            raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
+        except ConnectionResetError as exc:
+            raise kind(str(exc)) from exc
+    except httpx.TransportError as error:
+        return error
+
+
+@pytest.mark.parametrize(
+    ("error", "head_came", "kind"),
+    [
+        (_reset(httpx.ReadError), False, OutcomeKind.DROPPED),
+        (_reset(httpx.ReadError), True, OutcomeKind.FAILURE),
+        (_reset(httpx.ConnectError), False, OutcomeKind.FAILURE),
+        (httpx.ReadError("[Errno 110] Connection timed out"), False, OutcomeKind.FAILURE),
+    ],
+    ids=["reset-before-the-head", "reset-in-the-body", "reset-connecting", "another-read-error"],
+)
+def test_only_a_reset_once_connected_and_before_the_head_is_a_drop(
+    error: httpx.TransportError, head_came: bool, kind: OutcomeKind
+) -> None:
+    """A reset is told by its errno along the chain (``ConnectionResetError``, or
+    aiohttp's ``ClientOSError`` of one); one while connecting, or once the head came, is
+    the domain's failure, as is any other read error."""
+    assert classify_exception(error, head_came=head_came).kind is kind
 
 
 @pytest.mark.parametrize(
