@@ -13,7 +13,8 @@ Where each fault strikes::
     TCP connect       refused, connect_timeout, address_down
     TLS handshake     tls_expired, tls_wrong_host, tls_untrusted   (https only),
                       address_down(stage="handshake")
-    HTTP request      read_timeout, slow, reset, status, latency, trickle, healthy
+    HTTP request      read_timeout, slow, reset, status, latency, trickle, healthy,
+                      keep_alive_close (a request on a kept-alive connection)
     any of the above  flapping (the first N fail, then recover), rate (a seeded share fails)
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "Fault",
     "Flapping",
     "Healthy",
+    "KeepAliveClose",
     "Latency",
     "Rate",
     "ReadTimeout",
@@ -55,6 +57,7 @@ __all__ = [
     "dns_timeout",
     "flapping",
     "healthy",
+    "keep_alive_close",
     "latency",
     "names",
     "rate",
@@ -199,6 +202,23 @@ class Reset(Fault):
     """The response starts, then the connection is reset (TCP RST) mid-body."""
 
     name: ClassVar[str] = "reset"
+
+
+@dataclass(frozen=True, slots=True)
+class KeepAliveClose(Fault):
+    """A request that comes on a kept-alive connection (one that answered before) gets no
+    answer: the server closes the connection as it comes, as a server does whose keep-alive
+    timeout ran out as the client sent (an end of file before any byte of an answer; with
+    ``reset``, a TCP reset). A request on a new connection is answered. A client that
+    sends an idempotent request again on another connection (RFC 9112, 9.3.1) recovers;
+    one that does not raises its own error for a connection closed unanswered."""
+
+    name: ClassVar[str] = "keep_alive_close"
+    reset: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reset, bool):
+            raise TypeError(f"keep_alive_close(reset=) is True or False, got {self.reset!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,6 +386,12 @@ def reset() -> Reset:
     return Reset()
 
 
+def keep_alive_close(*, reset: bool = False) -> KeepAliveClose:
+    """Requests on kept-alive connections are met with the connection's close (``reset``:
+    a TCP reset), unanswered; those on new connections are answered."""
+    return KeepAliveClose(reset)
+
+
 def tls_expired() -> TlsExpired:
     """An expired certificate."""
     return TlsExpired()
@@ -427,6 +453,7 @@ _BY_NAME: dict[str, Callable[..., Fault]] = {
         read_timeout,
         slow,
         reset,
+        keep_alive_close,
         tls_expired,
         tls_wrong_host,
         tls_untrusted,

@@ -36,6 +36,7 @@ import enum
 import random
 import socket
 from dataclasses import dataclass
+from typing import Literal
 
 from ..faults import (
     AddressDown,
@@ -46,6 +47,7 @@ from ..faults import (
     Fault,
     Flapping,
     Healthy,
+    KeepAliveClose,
     Latency,
     Rate,
     ReadTimeout,
@@ -89,6 +91,7 @@ STAGE_OF: dict[type[Fault], Stage] = {
     ReadTimeout: "respond",
     Slow: "respond",
     Reset: "respond",
+    KeepAliveClose: "respond",
     Status: "respond",
     Latency: "respond",
     Trickle: "respond",
@@ -282,7 +285,10 @@ class Answer:
     hangs up), then write ``status`` (or the handler's answer when ``None``);
     with ``reset``, cut the connection with a TCP RST halfway through the body (halfway
     through the head of an answer without a body);
-    with ``trickle``, send the head at once and the body a byte every ``trickle`` s.
+    with ``trickle``, send the head at once and the body a byte every ``trickle`` s;
+    with ``unanswered`` (``"close"`` or ``"reset"``), on a kept-alive connection, close
+    the connection (with a TCP RST for ``"reset"``) and write nothing: a request on a new
+    connection is answered as if no fault held.
     """
 
     delay: float = 0.0
@@ -290,6 +296,7 @@ class Answer:
     status: Status | None = None
     reset: bool = False
     trickle: float | None = None
+    unanswered: Literal["close", "reset"] | None = None
 
 
 def on_respond(fault: Fault | None, rng: random.Random) -> Answer:
@@ -302,6 +309,8 @@ def on_respond(fault: Fault | None, rng: random.Random) -> Answer:
             return Answer(delay=max(0.0, seconds + rng.uniform(-jitter, jitter)))
         case Reset():
             return Answer(reset=True)
+        case KeepAliveClose(reset=reset):
+            return Answer(unanswered="reset" if reset else "close")
         case Status():
             return Answer(status=fault)
         case Trickle(interval=interval, body=body):

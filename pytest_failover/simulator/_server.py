@@ -50,6 +50,7 @@ __all__ = ["Servers", "Site"]
 
 log = logging.getLogger("pytest_failover.simulator")
 Scheme = Literal["http", "https"]
+_ANSWERED = Answer()  # a request answered as if no fault held
 
 #: How long ``drop`` lets an answer being made go out before it leaves the connection to
 #: close itself afterwards (bounded: a handler may be slow, a client may stop reading).
@@ -299,6 +300,7 @@ class Servers:
             if tls is not None:
                 conn.start_tls(tls)
             requests = RequestReader(conn.sock.recv, conn.sock.sendall)
+            reused = False  # the connection answered before: a keep-alive one
             while not conn.closing:
                 request = requests.read()
                 if request is None:
@@ -306,8 +308,9 @@ class Servers:
                 if not site.serves():  # a pooled connection outlived its domain: hang up
                     return
                 with conn.lock:
-                    if not self._respond(site, scheme, request, requests, conn):
+                    if not self._respond(site, scheme, request, requests, conn, reused):
                         return
+                reused = True
         except h11.RemoteProtocolError as exc:  # not HTTP/1.1: say so, like a real server
             with contextlib.suppress(OSError):
                 conn.sock.sendall(
@@ -326,11 +329,15 @@ class Servers:
         request: Request,
         requests: RequestReader,
         conn: _Connection,
+        reused: bool,
     ) -> bool:
-        """Answer one request as its fault says; returns whether the connection may be reused."""
+        """Answer one request as its fault says; returns whether the connection may be
+        reused (``reused``: it answered a request before)."""
         generation = site.generation
         fault, rng = site.strike("respond")
         plan: Answer = on_respond(fault, rng)
+        if plan.unanswered is not None and not reused:  # keep_alive_close: a new connection is answered
+            fault, plan = None, _ANSWERED
         recorded = RecordedRequest(
             host=site.host,
             scheme=scheme,
@@ -343,6 +350,9 @@ class Servers:
         )
         site.record(recorded)
 
+        if plan.unanswered is not None:  # closed as the request came, unanswered
+            conn.close(reset=plan.unanswered == "reset")
+            return False
         if plan.hold or plan.delay:
             with conn.waiting_for_fault():
                 # A fault change made before ``release`` could see us waiting counts too.

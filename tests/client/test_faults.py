@@ -39,6 +39,8 @@ CASES: dict[str, tuple[Any, set[str] | None, bool]] = {
     "slow": (faults.slow(HOLD), {"read_timeout"}, True),
     "trickle": (faults.trickle(0.2, b"x" * int(HOLD / 0.2)), {"read_timeout"}, True),
     "reset": (faults.reset(), RESET, True),
+    # a new client's first request opens a connection, which is answered
+    "keep_alive_close": (faults.keep_alive_close(reset=True), None, True),
     "tls_expired": (faults.tls_expired(), {"server_certificate_invalid"}, False),
     "tls_wrong_host": (faults.tls_wrong_host(), {"server_certificate_invalid"}, False),
     "tls_untrusted": (faults.tls_untrusted(), {"server_certificate_invalid"}, False),

@@ -19,8 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_failover import Policy, Pool
+from pytest_failover import Policy, Pool, faults
 from pytest_failover._classify import OutcomeKind, classify_exception
+from pytest_failover.simulator import FakeDomains
 
 from .servers import LoopbackServer
 
@@ -206,6 +207,26 @@ def test_a_drop_of_a_request_that_may_not_be_sent_again_is_the_domains_failure(
     assert keep_alive_one.requests == [2]
     assert backup.total == 0
     assert breakers(client)[0] == ("open", 1)
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["close", "reset"])
+def test_the_simulators_keep_alive_close_costs_the_primary_nothing(make_client: Any, reset: bool) -> None:
+    """The outage simulator's ``keep_alive_close`` (TLS, every front-end): each request on a
+    kept-alive connection is closed unanswered and sent again at once on another one, which
+    the primary answers. The backup never hears of it; the breakers count nothing."""
+    primary, backup = "https://api.example.com", "https://api2.example.com"
+    with FakeDomains(block_unknown_hosts=True) as fake:
+        fake.add("api.example.com")
+        fake.add("api2.example.com")
+        fake.fail("api.example.com", faults.keep_alive_close(reset=reset))
+        client = make_client([Pool("api", [primary, backup])], POLICY)
+        views = [client.request("GET", f"{primary}/x") for _ in range(3)]
+        assert [v.status_code for v in views] == [200, 200, 200]
+        assert [len(attempts(v)) for v in views] == [1, 2, 2]
+        assert {domain for v in views for domain, _ in attempts(v)} == {primary}
+        assert breakers(client) == [("closed", 0), ("closed", 0)]
+        assert [str(r.fault) for r in fake.requests("api.example.com")] == ["healthy"] + ["keep_alive_close", "healthy"] * 2
+        assert fake.requests("api2.example.com") == []
 
 
 def test_a_reset_after_the_answers_head_came_is_the_domains_failure(

@@ -44,3 +44,20 @@ async def test_failure_raises(expected: type[Exception]) -> None:
 async def test_status_with_retry_after() -> None:
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session, session.get(URL) as response:
         assert (response.status, response.headers["Retry-After"]) == (429, "5")
+
+
+# A server whose keep-alive timeout ran out as the client sent: the pooled connection is
+# closed (or reset) as the second request comes, unanswered.
+KEEP_ALIVE_CLOSE = [
+    pytest.param(False, marks=pytest.mark.outage(HOST, "keep_alive_close"), id="close"),
+    pytest.param(True, marks=pytest.mark.outage(HOST, "keep_alive_close", reset=True), id="reset"),
+]
+
+
+@pytest.mark.parametrize("reset", KEEP_ALIVE_CLOSE)
+async def test_keep_alive_close_is_sent_again_by_aiohttp(reset: bool) -> None:
+    connector = aiohttp.TCPConnector(resolver=aiohttp.ThreadedResolver())
+    async with aiohttp.ClientSession(timeout=TIMEOUT, connector=connector) as session:
+        for _ in range(2):  # the second goes out again on a new connection: aiohttp's own retry
+            async with session.get(URL) as response:
+                assert response.status == 200

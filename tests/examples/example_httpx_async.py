@@ -57,3 +57,20 @@ async def test_fault_changes_mid_test(fake_domains: FakeDomainsFixture) -> None:
         fake_domains.heal(HOST)
         assert (await client.get(URL)).status_code == 200
     assert len(fake_domains.requests(HOST)) == 2
+
+
+# A server whose keep-alive timeout ran out as the client sent: the pooled connection is
+# closed (or reset) as the second request comes, unanswered.
+KEEP_ALIVE_CLOSE = [
+    pytest.param(False, marks=pytest.mark.outage(HOST, "keep_alive_close"), id="close"),
+    pytest.param(True, marks=pytest.mark.outage(HOST, "keep_alive_close", reset=True), id="reset"),
+]
+
+
+@pytest.mark.parametrize("reset", KEEP_ALIVE_CLOSE)
+async def test_keep_alive_close_meets_the_second_request(reset: bool) -> None:
+    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+        assert (await client.get(URL)).status_code == 200  # a new connection: answered
+        with pytest.raises(httpx.TransportError) as caught:
+            await client.get(URL)  # the kept-alive one
+    assert type(caught.value) is (httpx.ReadError if reset else httpx.RemoteProtocolError)

@@ -80,3 +80,22 @@ def test_plain_http_fails_the_same_way(fake_domains: FakeDomainsFixture) -> None
     response = httpx.get(f"http://{HOST}/v1/rooms", timeout=TIMEOUT)
     assert response.status_code == 200
     assert fake_domains.requests(HOST)[0].scheme == "http"
+
+
+# A server whose keep-alive timeout ran out as the client sent: the pooled connection is
+# closed (or reset) as the second request comes, unanswered.
+KEEP_ALIVE_CLOSE = [
+    pytest.param(False, marks=pytest.mark.outage(HOST, "keep_alive_close"), id="close"),
+    pytest.param(True, marks=pytest.mark.outage(HOST, "keep_alive_close", reset=True), id="reset"),
+]
+
+
+@pytest.mark.parametrize("reset", KEEP_ALIVE_CLOSE)
+def test_keep_alive_close_meets_the_second_request(reset: bool) -> None:
+    with httpx.Client(timeout=TIMEOUT) as client:
+        assert client.get(URL).status_code == 200  # a new connection: answered
+        with pytest.raises(httpx.TransportError) as caught:
+            client.get(URL)  # the kept-alive one
+    # a reset too: the ssl module reads a TLS stream's reset as its end (a "ragged EOF")
+    assert type(caught.value) is httpx.RemoteProtocolError
+    assert "Server disconnected without sending a response" in str(caught.value)

@@ -50,3 +50,19 @@ def test_post_reaches_the_domain_exactly_once(fake_domains: FakeDomainsFixture) 
     requests.post(URL, json={"name": "blue"}, timeout=TIMEOUT).raise_for_status()
     [request] = fake_domains.requests(HOST)
     assert (request.method, request.json()) == ("POST", {"name": "blue"})
+
+
+# A server whose keep-alive timeout ran out as the client sent: the pooled connection is
+# closed (or reset) as the second request comes, unanswered.
+KEEP_ALIVE_CLOSE = [
+    pytest.param(False, marks=pytest.mark.outage(HOST, "keep_alive_close"), id="close"),
+    pytest.param(True, marks=pytest.mark.outage(HOST, "keep_alive_close", reset=True), id="reset"),
+]
+
+
+@pytest.mark.parametrize("reset", KEEP_ALIVE_CLOSE)
+def test_keep_alive_close_meets_the_second_request(reset: bool) -> None:
+    with requests.Session() as session:
+        assert session.get(URL, timeout=TIMEOUT).status_code == 200  # a new connection: answered
+        with pytest.raises(requests.exceptions.ConnectionError, match="Connection aborted"):
+            session.get(URL, timeout=TIMEOUT)  # the kept-alive one

@@ -49,3 +49,18 @@ def test_status_is_an_http_error() -> None:
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(URL, timeout=TIMEOUT)
     assert (caught.value.code, caught.value.headers["Retry-After"]) == (503, "1")
+
+
+# A server whose keep-alive timeout ran out as the client sent: the pooled connection is
+# closed (or reset) as the second request comes, unanswered.
+KEEP_ALIVE_CLOSE = [
+    pytest.param(False, marks=pytest.mark.outage(HOST, "keep_alive_close"), id="close"),
+    pytest.param(True, marks=pytest.mark.outage(HOST, "keep_alive_close", reset=True), id="reset"),
+]
+
+
+@pytest.mark.parametrize("reset", KEEP_ALIVE_CLOSE)
+def test_keep_alive_close_never_meets_urlopen(reset: bool) -> None:
+    for _ in range(2):  # urlopen opens a connection for each request: each is answered
+        with urllib.request.urlopen(URL, timeout=TIMEOUT) as response:
+            assert response.status == 200

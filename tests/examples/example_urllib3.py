@@ -43,3 +43,19 @@ def test_failure_raises(expected: type[Exception], match: str) -> None:
 def test_flapping_then_healthy() -> None:
     with urllib3.PoolManager(timeout=TIMEOUT, retries=False) as pool:
         assert [pool.request("GET", URL).status for _ in range(2)] == [502, 200]
+
+
+# A server whose keep-alive timeout ran out as the client sent: the pooled connection is
+# closed (or reset) as the second request comes, unanswered.
+KEEP_ALIVE_CLOSE = [
+    pytest.param(False, marks=pytest.mark.outage(HOST, "keep_alive_close"), id="close"),
+    pytest.param(True, marks=pytest.mark.outage(HOST, "keep_alive_close", reset=True), id="reset"),
+]
+
+
+@pytest.mark.parametrize("reset", KEEP_ALIVE_CLOSE)
+def test_keep_alive_close_meets_the_second_request(reset: bool) -> None:
+    with urllib3.PoolManager(timeout=TIMEOUT, retries=False) as pool:
+        assert pool.request("GET", URL).status == 200  # a new connection: answered
+        with pytest.raises(urllib3.exceptions.ProtocolError, match="Connection aborted"):
+            pool.request("GET", URL)  # the kept-alive one

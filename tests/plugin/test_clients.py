@@ -15,12 +15,12 @@ import pytest
 from .conftest import copy_example
 
 EXAMPLES = {
-    "httpx (sync)": ("example_httpx_sync.py", 16),
-    "httpx (async)": ("example_httpx_async.py", 13),
-    "requests": ("example_requests.py", 13),
-    "urllib3": ("example_urllib3.py", 12),
-    "urllib.request": ("example_urllib.py", 11),
-    "aiohttp": ("example_aiohttp.py", 12),
+    "httpx (sync)": ("example_httpx_sync.py", 18),
+    "httpx (async)": ("example_httpx_async.py", 15),
+    "requests": ("example_requests.py", 15),
+    "urllib3": ("example_urllib3.py", 14),
+    "urllib.request": ("example_urllib.py", 13),
+    "aiohttp": ("example_aiohttp.py", 14),
 }
 
 

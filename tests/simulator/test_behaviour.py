@@ -123,6 +123,48 @@ def test_reset_cuts_the_head_of_an_answer_without_a_body(api: FakeDomains) -> No
         client.head(URL)
 
 
+_GET = b"GET / HTTP/1.1\r\nHost: api.example.com\r\n\r\n"
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """The head and body of one small answer (its ``Content-Length``) read off ``sock``."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(65536)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")).split(b":")[1])
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["close", "reset"])
+def test_keep_alive_close_closes_a_kept_alive_connection_as_its_next_request_comes(
+    api: FakeDomains, reset: bool
+) -> None:
+    """The first request of a connection is answered; the next one on it gets no byte of
+    an answer: an end of file, or a reset (``reset=True``). A new connection is answered
+    again; the server saw and recorded each request, the one it closed on as the fault's."""
+    api.fail("api.example.com", faults.keep_alive_close(reset=reset))
+    with socket.create_connection(("api.example.com", 80), timeout=5) as sock:
+        sock.sendall(_GET)
+        assert _answer(sock).startswith(b"HTTP/1.1 200")
+        sock.sendall(_GET)
+        if reset:
+            assert _read_until_reset(sock) == b""
+        else:
+            assert sock.recv(65536) == b""
+    with socket.create_connection(("api.example.com", 80), timeout=5) as sock:
+        sock.sendall(_GET)
+        assert _answer(sock).startswith(b"HTTP/1.1 200")
+    assert [str(r.fault) for r in api.requests("api.example.com")] == ["healthy", "keep_alive_close", "healthy"]
+
+
+def test_keep_alive_close_takes_a_flag() -> None:
+    with pytest.raises(TypeError, match=r"keep_alive_close\(reset=\) is True or False, got 'yes'"):
+        faults.keep_alive_close(reset="yes")  # type: ignore[arg-type]  # the wrong type, on purpose
+
+
 # -- fault changes and pooled connections
 
 

@@ -37,6 +37,7 @@ def test_every_primitive_fault_has_a_stage() -> None:
         ("read_timeout", (), faults.ReadTimeout()),
         ("slow", (2,), faults.Slow(2)),
         ("reset", (), faults.Reset()),
+        ("keep_alive_close", (), faults.KeepAliveClose()),
         ("tls_expired", (), faults.TlsExpired()),
         ("tls_wrong_host", (), faults.TlsWrongHost()),
         ("tls_untrusted", (), faults.TlsUntrusted()),
@@ -59,7 +60,7 @@ def test_names_lists_every_constructor() -> None:
     assert set(faults.names()) == {
         "healthy", "dns_nxdomain", "dns_timeout", "refused", "connect_timeout", "read_timeout",
         "slow", "reset", "tls_expired", "tls_wrong_host", "tls_untrusted", "status", "flapping",
-        "rate", "latency", "trickle", "dns_poisoned", "address_down",
+        "rate", "latency", "trickle", "dns_poisoned", "address_down", "keep_alive_close",
     }  # fmt: skip
 
 
