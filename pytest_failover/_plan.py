@@ -371,13 +371,13 @@ class RequestPlan:
             if choice is None:
                 return self._wait_for_probe(now, besides=()) or Stop(reason=semconv.OUTCOME_CIRCUIT_OPEN)
             self._counted = 1
-            return choice, 0.0, self._timeout(now)
+            return self._in_time(choice, 0.0, now)
         if last.sent and not self.resendable:
             return Stop(reason=semconv.STOP_NOT_RETRYABLE)
         if last.kind is _DROPPED:  # sent again there at once, as it came (``dropped``)
             again = self.core.admit(self.records[-1].domain, now)
             if again is not None:
-                return again, 0.0, self._timeout(now)
+                return self._in_time(again, 0.0, now)
         choice = self._choose(now, self._orders[1])
         tried = self.tried
         if choice is None or (choice[0] in tried and self.core.probing(besides=tried)):
@@ -397,11 +397,18 @@ class RequestPlan:
                 events.append(BudgetRejected(pool=self.pool))
                 return Stop(reason=semconv.STOP_RETRY_BUDGET, events=tuple(events))
         delay = 0.0 if self._goes_at_once(choice, tried) else self._backoff(now)
+        decided = self._in_time(choice, delay, now)
+        if not transparent and decided.__class__ is not Stop:
+            self._counted += 1
+        return decided
+
+    def _in_time(self, choice: Choice, delay: float, now: float) -> tuple[Choice, float, float] | Stop:
+        """``choice``, sent after ``delay``, with the time it may take; a stop when the
+        deadline leaves it less than :data:`MIN_ATTEMPT_TIME` (a socket's timeout must
+        be positive)."""
         timeout = self._timeout(now + delay)
         if timeout < MIN_ATTEMPT_TIME:
             return Stop(reason=semconv.STOP_DEADLINE)
-        if not transparent:
-            self._counted += 1
         return choice, delay, timeout
 
     def _wait_for_probe(self, now: float, *, besides: Sequence[Domain]) -> Wait | None:

@@ -289,6 +289,23 @@ def test_deadline_stops_attempts_that_could_not_finish() -> None:
     assert isinstance(step, Stop) and step.reason == "deadline"
 
 
+def test_a_drop_past_the_deadline_is_not_sent_again() -> None:
+    """A connection dropped as the deadline passed (a server that trickled an answer's head
+    until then): nothing is sent again, since no time is left for it (a socket's timeout
+    of 0 or less is an error of its own)."""
+    c = core(deadline=1.0, attempt_timeout=10.0)
+    p = plan(c, 0.0)
+    attempt(p, 0.0)
+    p.record(Outcome(kind=OutcomeKind.DROPPED, error_type="remote_protocol_error"), 1.5, duration=1.5)
+    step = p.next(1.5)
+    assert isinstance(step, Stop) and step.reason == "deadline"
+    p = plan(c, 0.0)
+    attempt(p, 0.0)
+    p.record(Outcome(kind=OutcomeKind.DROPPED, error_type="remote_protocol_error"), 0.5, duration=0.5)
+    again = attempt(p, 0.5)  # time left: sent there again at once, with what is left
+    assert (again.domain.url, again.delay) == (DOMAINS[0], 0.0) and again.timeout == pytest.approx(0.5)
+
+
 def test_retry_budget_charges_failed_retries_only_and_stops_retries_not_first_attempts() -> None:
     """Failed first attempts are free; each failed retry costs a token; at half the
     retries stop, the first attempts still go out, and successes refund."""

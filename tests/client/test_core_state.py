@@ -38,7 +38,7 @@ from pytest_failover import ExponentialBackoff, Hedging, Policy, Pool, RetryBudg
 from pytest_failover._breaker import Breaker, BreakerState, Standing
 from pytest_failover._classify import Outcome, OutcomeKind
 from pytest_failover._core import FailoverCore
-from pytest_failover._plan import RequestPlan
+from pytest_failover._plan import MIN_ATTEMPT_TIME, RequestPlan
 from pytest_failover._pool import Domain
 from pytest_failover._pools import PoolCore
 from pytest_failover._values import (
@@ -290,6 +290,7 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
             early_probes[plan] = early_probes.get(plan, 0) + 1
             assert early_probes[plan] == 1, "a request made two early probes"
         assert self.now + decision.delay + decision.timeout <= plan.deadline_at + 1e-9
+        assert decision.timeout >= MIN_ATTEMPT_TIME, f"an attempt with {decision.timeout} s to run"
         self.in_flight[id(plan)] = decision
         self.attempts_sent += 1
 
