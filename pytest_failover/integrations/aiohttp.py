@@ -57,6 +57,7 @@ try:
     from aiohttp.base_protocol import BaseProtocol
     from aiohttp.client_middlewares import ClientHandlerType
     from aiohttp.helpers import TimerNoop
+    from aiohttp.http_exceptions import HttpProcessingError
     from aiohttp.streams import EMPTY_PAYLOAD
     from multidict import CIMultiDict, CIMultiDictProxy
     from yarl import URL
@@ -74,7 +75,7 @@ from .._state import MiddlewareOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
 from . import _convert
 from ._convert import parse_native
-from ._errors import carried, last_cause
+from ._errors import Row, carried, last_cause, row_of, target_of
 from ._options import current
 
 if TYPE_CHECKING:
@@ -321,42 +322,43 @@ class _Peer:
         return None  # no socket to cut: the middleware bounds an attempt with its own limit
 
 
-# What aiohttp raises from a send or a body read, and the httpx error that classifies
-# the same way; ``None``: it says nothing about the domain (a bad URL, a redirect, an
-# error status raised for) and propagates unchanged. The first row that matches wins:
-# most specific first.
-_ERRORS: tuple[tuple[type[aiohttp.ClientError], type[httpx.TransportError] | None], ...] = (
-    (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
-    (aiohttp.ServerTimeoutError, httpx.ReadTimeout),
-    (aiohttp.ClientProxyConnectionError, httpx.ProxyError),
-    (aiohttp.ClientHttpProxyError, httpx.ProxyError),
-    (aiohttp.ClientConnectorError, httpx.ConnectError),  # DNS, refused, TLS: no request byte left
-    (aiohttp.ServerFingerprintMismatch, httpx.ConnectError),
-    (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
-    (aiohttp.ClientPayloadError, httpx.RemoteProtocolError),
-    (aiohttp.ClientConnectionError, httpx.ReadError),  # reset or broken once connected
-    (aiohttp.ClientError, None),
+# What aiohttp raises from a send or a body read (and, for an answer it could not parse,
+# the parser's error it raises it from), and the httpx error that classifies the same way;
+# ``None``: it says nothing about the domain (a bad URL, a redirect, an error status raised
+# for) and propagates unchanged. The first row that matches wins: most specific first.
+_ERRORS: tuple[Row, ...] = (
+    (aiohttp.ConnectionTimeoutError, object, httpx.ConnectTimeout),
+    (aiohttp.ServerTimeoutError, object, httpx.ReadTimeout),
+    (aiohttp.ClientProxyConnectionError, object, httpx.ProxyError),
+    (aiohttp.ClientHttpProxyError, object, httpx.ProxyError),
+    (aiohttp.ClientConnectorError, object, httpx.ConnectError),  # DNS, refused, TLS: no request byte left
+    (aiohttp.ServerFingerprintMismatch, object, httpx.ConnectError),
+    (aiohttp.ServerDisconnectedError, object, httpx.RemoteProtocolError),
+    (aiohttp.ClientPayloadError, object, httpx.RemoteProtocolError),
+    (aiohttp.ClientConnectionError, object, httpx.ReadError),  # reset or broken once connected
+    # A malformed answer (status line, header, length, chunk): aiohttp's parser fails, and
+    # it raises a "400" ClientResponseError from the parser's error, as no server said
+    (aiohttp.ClientResponseError, HttpProcessingError, httpx.RemoteProtocolError),
+    (aiohttp.ClientError, object, None),
 )
 
 
-def _row(raised: type[aiohttp.ClientError]) -> int | None:
-    """The row of :data:`_ERRORS` for ``raised`` (None: no row, it propagates unchanged)."""
-    for row, (source, _) in enumerate(_ERRORS):
-        if issubclass(raised, source):
-            return row
-    return None
+def _row(raised: type[aiohttp.ClientError], said: type[object]) -> int | None:
+    """The row of :data:`_ERRORS` for ``raised`` raised from ``said`` (None: no row, it
+    propagates unchanged)."""
+    return row_of(_ERRORS, raised, said)
 
 
-def _target(raised: type[aiohttp.ClientError]) -> type[httpx.TransportError] | None:
-    """The httpx class :data:`_ERRORS` names for ``raised``; ``None``: propagate unchanged."""
-    row = _row(raised)
-    return None if row is None else _ERRORS[row][1]
+def _target(raised: type[aiohttp.ClientError], said: type[object]) -> type[httpx.TransportError] | None:
+    """The httpx class :data:`_ERRORS` names for ``raised`` raised from ``said``; ``None``:
+    propagate unchanged."""
+    return target_of(_ERRORS, raised, said)
 
 
 def _httpx_error(exc: aiohttp.ClientError, request: httpx.Request) -> httpx.TransportError | None:
     """The httpx exception that classifies like ``exc``, or None when ``exc`` says
     nothing about the domain (raise it unchanged)."""
-    target = _target(type(exc))
+    target = _target(type(exc), type(exc.__cause__))
     return None if target is None else target(str(exc), request=request)
 
 

@@ -69,7 +69,7 @@ from .._state import AdapterOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
 from . import _convert
 from ._convert import parse
-from ._errors import carried, last_cause
+from ._errors import Row, carried, last_cause, row_of, target_of
 from ._options import current
 
 if TYPE_CHECKING:
@@ -334,7 +334,7 @@ class _AdapterIO(httpx.BaseTransport):
 # propagates unchanged. The first row that matches wins: most specific first. A raw
 # ``OSError`` reaches the table only from a body read (one from a send is a local
 # set-up error, such as a missing CA bundle, which requests does not wrap).
-_ERRORS: tuple[tuple[type[Exception], type[object], type[httpx.TransportError] | None], ...] = (
+_ERRORS: tuple[Row, ...] = (
     # A send: requests' exceptions.
     (requests.exceptions.ConnectTimeout, object, httpx.ConnectTimeout),
     (requests.exceptions.ReadTimeout, object, httpx.ReadTimeout),
@@ -360,17 +360,13 @@ _ERRORS: tuple[tuple[type[Exception], type[object], type[httpx.TransportError] |
 def _row(raised: type[Exception], said: type[object]) -> int | None:
     """The row of :data:`_ERRORS` for an exception of class ``raised`` that says ``said``
     happened (None: no row, it propagates unchanged)."""
-    for row, (source, reason, _) in enumerate(_ERRORS):
-        if issubclass(raised, source) and issubclass(said, reason):
-            return row
-    return None
+    return row_of(_ERRORS, raised, said)
 
 
 def _target(raised: type[Exception], said: type[object]) -> type[httpx.TransportError] | None:
     """The httpx class :data:`_ERRORS` names for an exception of class ``raised`` that
     says ``said`` happened; ``None``: propagate unchanged."""
-    row = _row(raised, said)
-    return None if row is None else _ERRORS[row][2]
+    return target_of(_ERRORS, raised, said)
 
 
 def _httpx_error(exc: Exception, request: httpx.Request) -> httpx.TransportError | None:
@@ -546,6 +542,15 @@ def _replayed(raw: Any, body: _Replay, prepared: requests.PreparedRequest) -> HT
     )
 
 
+def _decoded(response: httpx.Response, prepared: requests.PreparedRequest) -> bytes:
+    """``response``'s content, decoded as its ``Content-Encoding`` says; a body that does not
+    decode raises requests' own ``ContentDecodingError``, as a bare session's read does."""
+    try:
+        return response.read()
+    except httpx.DecodingError as exc:
+        raise requests.exceptions.ContentDecodingError(exc, request=prepared) from exc
+
+
 def _native(
     response: httpx.Response, prepared: requests.PreparedRequest, adapter: HTTPAdapter, stream: bool
 ) -> requests.Response:
@@ -563,7 +568,7 @@ def _native(
         native.request = prepared
         native.connection = adapter
         native.encoding = get_encoding_from_headers(native.headers)
-        native._content = content = response.read()
+        native._content = content = _decoded(response, prepared)
         native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
         if stream:  # a raw over the content, which is decoded: it names no encoding
             plain = {name: value for name, value in native.headers.items() if name.lower() != "content-encoding"}
@@ -583,7 +588,7 @@ def _native(
         if body.ended:  # read to its end by the exchange: the whole body is in ``seen``
             # Without a Content-Encoding those bytes are the content: no need for httpx's read,
             # its decoders and its checks (some 400 opcodes a request).
-            native._content = response.read() if "content-encoding" in body.named else b"".join(body.seen)
+            native._content = _decoded(response, prepared) if "content-encoding" in body.named else b"".join(body.seen)
             native._content_consumed = True  # type: ignore[attr-defined]  # requests' own flag, missing from its stubs
             if stream:  # urllib3's response is read to its end: its bytes again
                 native.raw = _replayed(native.raw, _Replay(iter(body.seen)), prepared)

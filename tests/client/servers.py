@@ -205,3 +205,36 @@ def closed_port() -> int:
 
 def json_body(data: object) -> bytes:
     return json.dumps(data).encode()
+
+
+class SocketServer:
+    """A bare loopback listener for answers no HTTP server would give: its accepting
+    thread hands each connection to :meth:`serve` (in that thread; start one of your own
+    for a connection that lives on). A subclass sets its own attributes before calling
+    ``__init__``, which starts accepting."""
+
+    def __init__(self) -> None:
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock.settimeout(0.05)  # accept() looks at ``_closing`` this often
+        self._closing = threading.Event()
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._accepting = threading.Thread(target=self._accept, daemon=True)
+        self._accepting.start()
+
+    def _accept(self) -> None:
+        while not self._closing.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # closed
+                return
+            self.serve(conn)
+
+    def serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._closing.set()
+        self._accepting.join(5.0)
+        self._sock.close()

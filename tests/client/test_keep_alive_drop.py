@@ -23,7 +23,7 @@ from pytest_failover import Policy, Pool, faults
 from pytest_failover._classify import OutcomeKind, classify_exception
 from pytest_failover.simulator import FakeDomains
 
-from .servers import LoopbackServer
+from .servers import LoopbackServer, SocketServer
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 # No backoff to wait out, and one failure shows in the breaker at once.
@@ -33,7 +33,7 @@ POLICY = Policy(breaker_threshold=1, attempt_timeout=5.0, deadline=10.0)
 ENDINGS = ("close", "reset")  # how a connection is dropped: an end of file, or a TCP reset
 
 
-class DroppingServer:
+class DroppingServer(SocketServer):
     """Reads requests; answers the first ``answered`` of each connection and drops the
     connection, unanswered, when the next one comes (``answered=0``: every request is
     dropped). ``ending``: how, one of :data:`ENDINGS`, or ``"cut"``: the answer's head and
@@ -45,31 +45,19 @@ class DroppingServer:
         self.ending = ending
         self.requests: list[int] = []
         self._lock = threading.Lock()
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self._sock.settimeout(0.05)  # accept() looks at ``_closing`` this often
-        self._closing = threading.Event()
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
         self._threads: list[threading.Thread] = []
         self._conns: list[socket.socket] = []
-        self._accepting = threading.Thread(target=self._accept, daemon=True)
-        self._accepting.start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while not self._closing.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:  # closed
-                return
-            conn.settimeout(10.0)  # bounded: a client that never comes back
-            with self._lock:
-                self.requests.append(0)
-                index = len(self.requests) - 1
-                self._conns.append(conn)
-            thread = threading.Thread(target=self._serve, args=(conn, index), daemon=True)
-            self._threads.append(thread)
-            thread.start()
+    def serve(self, conn: socket.socket) -> None:
+        conn.settimeout(10.0)  # bounded: a client that never comes back
+        with self._lock:
+            self.requests.append(0)
+            index = len(self.requests) - 1
+            self._conns.append(conn)
+        thread = threading.Thread(target=self._serve, args=(conn, index), daemon=True)
+        self._threads.append(thread)
+        thread.start()
 
     def _serve(self, conn: socket.socket, index: int) -> None:
         buffer = b""
@@ -114,9 +102,7 @@ class DroppingServer:
             return sum(self.requests)
 
     def close(self) -> None:
-        self._closing.set()
-        self._accepting.join(5.0)
-        self._sock.close()
+        super().close()
         with self._lock:
             for conn in self._conns:  # a client's idle keep-alive connection: end its thread now
                 with contextlib.suppress(OSError):

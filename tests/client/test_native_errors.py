@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
+import aiohttp.http_exceptions as aiohttp_errors
 import httpx
 import pytest
 import requests
@@ -151,6 +152,19 @@ AIOHTTP: dict[type[aiohttp.ClientError], Target] = {
     aiohttp.NonHttpUrlClientError: None,
 }
 
+# An aiohttp.ClientResponseError by what it was raised from: an answer aiohttp's parser
+# failed on (each parser error class), or an error status raised for (nothing).
+AIOHTTP_RESPONSE_ERROR_CAUSES: dict[type[object], Target] = {
+    **{cls: httpx.RemoteProtocolError for cls in (
+        aiohttp_errors.HttpProcessingError, aiohttp_errors.BadHttpMessage, aiohttp_errors.HttpBadRequest,
+        aiohttp_errors.PayloadEncodingError, aiohttp_errors.ContentEncodingError,
+        aiohttp_errors.TransferEncodingError, aiohttp_errors.ContentLengthError,
+        aiohttp_errors.DecompressSizeError, aiohttp_errors.LineTooLong, aiohttp_errors.InvalidHeader,
+        aiohttp_errors.BadStatusLine, aiohttp_errors.BadHttpMethod, aiohttp_errors.InvalidURLError,
+    )},
+    type(None): None,
+}  # fmt: skip
+
 
 def subclasses(root: type[Any]) -> Iterator[type[Any]]:
     """``root`` and every class below it, each once."""
@@ -198,8 +212,17 @@ def test_every_urllib3_exception_from_a_body_read_maps_as_listed() -> None:
 def test_every_aiohttp_client_error_maps_as_listed() -> None:
     """Each ``aiohttp.ClientError`` subclass maps to the httpx error listed for it."""
     assert of("aiohttp", aiohttp.ClientError) == set(AIOHTTP)
-    got = {cls: aiohttp_frontend._target(cls) for cls in AIOHTTP}
+    got = {cls: aiohttp_frontend._target(cls, type(None)) for cls in AIOHTTP}
     assert got == AIOHTTP
+
+
+def test_an_aiohttp_response_error_maps_by_what_it_was_raised_from() -> None:
+    """A ``ClientResponseError`` raised from a parser error is the domain's malformed
+    answer, for every parser error class; one raised for an error status (no cause) is
+    the caller's and propagates."""
+    assert of("aiohttp", aiohttp_errors.HttpProcessingError) | {type(None)} == set(AIOHTTP_RESPONSE_ERROR_CAUSES)
+    got = {said: aiohttp_frontend._target(aiohttp.ClientResponseError, said) for said in AIOHTTP_RESPONSE_ERROR_CAUSES}
+    assert got == AIOHTTP_RESPONSE_ERROR_CAUSES
 
 
 REQUEST = httpx.Request("GET", "http://127.0.0.1:9/x")
@@ -311,5 +334,8 @@ def test_every_row_of_each_table_is_the_first_match_of_a_listed_exception() -> N
     )
     used = {requests_frontend._row(raised, said) for raised, said in requests_cases}
     assert used == set(range(len(requests_frontend._ERRORS)))
-    used = {aiohttp_frontend._row(cls) for cls in AIOHTTP}
+    aiohttp_cases = [(cls, type(None)) for cls in AIOHTTP] + [
+        (aiohttp.ClientResponseError, said) for said in AIOHTTP_RESPONSE_ERROR_CAUSES
+    ]
+    used = {aiohttp_frontend._row(raised, said) for raised, said in aiohttp_cases}
     assert used == set(range(len(aiohttp_frontend._ERRORS)))
