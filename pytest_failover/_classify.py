@@ -85,6 +85,10 @@ SUCCESS = Outcome(kind=OutcomeKind.SUCCESS)
 # Exceptions raised before any request byte left: always safe to send elsewhere.
 PRE_SEND = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout"})
 
+# The timeouts: an attempt that ran out of time, whatever its cut left in the chain (the
+# watchdog's shutdown reads as a connection closed unanswered), is never a drop.
+_TIMEOUTS = frozenset({"ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException"})
+
 # The ``error.type`` of each exception class of httpx and httpx2, by its name; the first
 # name met along an exception's MRO (the most specific class) gives it.
 ERROR_TYPES: dict[str, str] = {
@@ -114,6 +118,7 @@ class _Kind:
     error_type: str | None
     caused: bool
     pre_send: bool
+    timeout: bool = False
 
 
 _KINDS: dict[type[BaseException], _Kind] = {}
@@ -135,7 +140,7 @@ def _kind(cls: type[BaseException]) -> _Kind:
         if name is None:
             kind = _Kind(None, caused=False, pre_send=False)
         else:
-            kind = _Kind(ERROR_TYPES[name], caused=name in _CAUSED, pre_send=name in PRE_SEND)
+            kind = _Kind(ERROR_TYPES[name], caused=name in _CAUSED, pre_send=name in PRE_SEND, timeout=name in _TIMEOUTS)
         kind = _KINDS.setdefault(cls, kind)
     return kind
 
@@ -203,11 +208,12 @@ def error_type_of(exc: BaseException) -> str:
 def classify_exception(exc: BaseException, *, body_started: bool = False, head_came: bool = False) -> Outcome:
     """Every transport error is a failure of the domain, but a connection closed or reset
     before the answer's head came (:func:`dropped`; ``head_came``: it had come, and the
-    body's read failed), which is left to the request's plan; ``sent`` says whether a
-    re-send could duplicate the request (``body_started``: its upload had begun)."""
-    pre_send = _kind(type(exc)).pre_send
-    sent = body_started or not pre_send
-    drop = not (body_started or head_came) and dropped(exc, connected=not pre_send)
+    body's read failed), which is left to the request's plan, unless the attempt ran out
+    of its time (a timeout: the cut closed it); ``sent`` says whether a re-send could
+    duplicate the request (``body_started``: its upload had begun)."""
+    kind = _kind(type(exc))
+    sent = body_started or not kind.pre_send
+    drop = not (body_started or head_came or kind.timeout) and dropped(exc, connected=not kind.pre_send)
     return Outcome(kind=OutcomeKind.DROPPED if drop else OutcomeKind.FAILURE, error_type=error_type_of(exc), sent=sent)
 
 

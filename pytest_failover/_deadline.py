@@ -21,30 +21,32 @@ An attempt's time is therefore bounded from outside:
   thread per process keeps the armed deadlines; when one passes, it shuts
   down the socket of that attempt (``socket.shutdown`` is safe from another
   thread), the blocked read returns at once, and the transport reports a timeout.
-  The socket is known once the response headers arrived (httpcore's
-  ``network_stream`` extension), so the guard covers the body the transport
-  reads. Before that, each connect, write and read is bounded by httpx's own
-  timeouts, which the attempt caps at its remaining time; a server that
-  trickles its *headers* a byte at a time is bounded only per read there.
-  Learning the socket earlier through httpcore's ``trace`` extension would close
-  that gap, but makes httpcore call back a dozen times per request on the
-  happy path.
+  The attempt is armed as it goes out, and its socket looked up only when it
+  is past its time (``_sockets.cut_attempt``): its response's once the
+  headers came (httpcore's ``network_stream`` extension, or a front-end's),
+  before that the one httpx's own transport's pool gives its request
+  (``_sockets.cut_request``), so a server that trickles its *headers* a byte at
+  a time is cut at the deadline too. With another inner transport (the requests
+  adapter's) the headers are bounded per read, by its own timeouts capped at
+  the attempt's remaining time. Connecting, and waiting for a connection, are
+  bounded by httpx's own timeouts, capped alike. httpcore's ``trace`` extension
+  would tell the socket too, but makes httpcore call back a dozen times per
+  request on the happy path.
 
 Both raise the library's own timeout naming the limit, so an exceeded deadline is
 classified like any other timeout: the one of the phase the cut found the attempt in
 (``Exchange.timed_out``), which the cancellation's frames tell for an async attempt
 (``_sockets.cut_phase``: a connect cut on a busy loop before httpx's own timeout fired is
-a ``ConnectTimeout``, which sent nothing); the sync watchdog cuts only reads.
+a ``ConnectTimeout``, which sent nothing); the sync watchdog cuts only a connected socket:
+a write or a read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import math
-import socket
 import sys
 import threading
 import time
@@ -53,12 +55,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ._sockets import socket_of
+from ._sockets import cut_attempt
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ._lib import Response
+    from ._values import Attempt
 
 __all__ = ["GRACE", "async_limit", "cancel_unshielded", "watchdog", "when_unshielded"]
 
@@ -329,7 +331,7 @@ class _Watchdog:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         # ticket -> (when, the socket to cut or the callable to call then)
-        self._armed: dict[int, tuple[float, Response | Callable[[], object]]] = {}
+        self._armed: dict[int, tuple[float, Attempt | Callable[[], object]]] = {}
         self._cut: set[int] = set()  # tickets whose socket was shut down
         self._tickets = itertools.count()
         self._wake = threading.Event()
@@ -338,13 +340,13 @@ class _Watchdog:
         self._thread: threading.Thread | None = None
         self.looks = 0  # how often the thread has looked at the armed attempts
 
-    def arm(self, at: float, target: Response | Callable[[], object]) -> int:
-        """Cut ``target``'s socket (a response's) at ``at`` (monotonic seconds) unless
+    def arm(self, at: float, target: Attempt | Callable[[], object]) -> int:
+        """Cut the socket of ``target``, a sync attempt, at ``at`` (monotonic seconds) unless
         disarmed first; the ticket to disarm with. The socket is looked up only when the
-        time has passed, which almost no attempt lets happen: looking it up at every arm
-        was 330 of the 800 ns an arm and disarm cost (timeit). A response without one
-        (an in-process transport) has nothing to cut, and is never cut. For a callable
-        (:meth:`call_at`), call it then instead."""
+        time has passed (``_sockets.cut_attempt``), which almost no attempt lets happen:
+        looking it up at every arm was 330 of the 800 ns an arm and disarm cost (timeit).
+        An attempt with none to cut (an in-process transport's) is never cut. For a
+        callable (:meth:`call_at`), call it then instead."""
         ticket = next(self._tickets)
         self._armed[ticket] = (at, target)
         if at >= self._wakes_at:
@@ -396,18 +398,19 @@ class _Watchdog:
                 if self._armed.pop(ticket, None) is None:
                     self._cut.discard(ticket)  # disarmed in time after all
                     continue
-                if callable(target):  # a response is not
+                if callable(target):  # an attempt is not
                     try:
                         target()
                     except Exception:  # a bug there must not stop every deadline
                         logger.exception("failover: a timed action failed")
                     continue
-                sock = socket_of(target)
-                if sock is None:
+                try:
+                    found = cut_attempt(target)
+                except Exception:  # a bug there must not stop every deadline either
+                    logger.exception("failover: cutting an attempt past its time failed")
+                    found = False
+                if not found:
                     self._cut.discard(ticket)  # nothing to cut: it runs its course
-                    continue
-                with contextlib.suppress(OSError):  # already closed: nothing to interrupt
-                    sock.shutdown(socket.SHUT_RDWR)
             # Nothing armed: keep looking every MAX_SLEEP for a while (a client that
             # arms and disarms in turn would otherwise wake the thread every time).
             idle = earliest == float("inf") and now - busy_at > self.IDLE_AFTER

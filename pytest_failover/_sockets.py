@@ -29,12 +29,17 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import weakref
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._lib import HTTPLib, Request, Response
+    from ._values import Attempt
 
-__all__ = ["async_resolving_transport", "cut_phase", "cut_request", "cuttable", "resolving_transport", "socket_of"]
+__all__ = [
+    "async_resolving_transport", "cut_attempt", "cut_phase", "cut_request", "cuttable", "resolving_transport",
+    "socket_of", "watch",
+]  # fmt: skip
 
 # httpx's defaults for ``HTTPTransport()`` (``httpx._config.DEFAULT_LIMITS``), which
 # the pool built below must keep: public values, written out.
@@ -179,6 +184,35 @@ def cut_request(transport: object, request: Request) -> bool:
         with contextlib.suppress(OSError):  # already closed
             sock.shutdown(socket.SHUT_RDWR)  # under the lock: nobody takes the connection meanwhile
         return True
+
+
+# The sync front-ends' inner transports whose requests' sockets :func:`cut_request` can
+# find (httpx's own), for the watchdog to cut an attempt before its answer's headers came.
+_WATCHED: weakref.WeakSet[object] = weakref.WeakSet()
+
+
+def watch(transport: object) -> None:
+    """Let :func:`cut_attempt` look in ``transport``'s pool, if it can (:func:`cuttable`)."""
+    if cuttable(transport):
+        _WATCHED.add(transport)
+
+
+def cut_attempt(attempt: Attempt) -> bool:
+    """Shut down the socket a sync ``attempt`` is using right now (the watchdog, at its
+    deadline); False when there is none to cut. Once the answer's headers came, its
+    response's (:func:`socket_of`, any inner transport that gives one); before, the one
+    :func:`cut_request` finds for its request in a watched transport's pool (connecting,
+    or waiting for a connection, there is none: httpx's own timeouts, capped at the
+    attempt's time, bound those)."""
+    response = attempt.response
+    if response is not None:
+        sock = socket_of(response)
+        if sock is None:
+            return False  # an in-process answer: nothing to cut, it runs its course
+        with contextlib.suppress(OSError):  # already closed: nothing to interrupt
+            sock.shutdown(socket.SHUT_RDWR)
+        return True
+    return any(cut_request(transport, attempt.request) for transport in list(_WATCHED))
 
 
 def _carries(queued: object, request: Request) -> bool:

@@ -40,6 +40,7 @@ from ._policy import Policy
 from ._pool import Pool
 from ._race import ThreadRace, async_race
 from ._snapshot import TransportState
+from ._sockets import watch
 from ._state import AsyncTransportOptions, State, TransportOptions, spelt_out
 from ._values import DEFAULT_OPTIONS, Attempt, RequestOptions, Stop, Wait
 
@@ -347,24 +348,23 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         token = enter(attempt) if attempt.quiet is not None else None
         response: Any = None
         cut = False  # the watchdog shut the socket: the attempt ran out of time
+        # The watchdog bounds the whole attempt at its time: the headers too, with httpx's
+        # own inner transport (its pool tells the request's socket), and the body the
+        # transport reads (the response's). Connecting is bounded by httpx's own timeouts,
+        # capped at the attempt's time: the watchdog finds no socket to cut there.
+        ticket = watchdog.arm(attempt.sent_at + attempt.timeout, attempt)
         try:
-            response = self._transport.handle_request(attempt.request)
-            limit = exchange.reads(response)
-            if limit:
-                # Up to the headers httpx's own timeouts (capped at the attempt's time)
-                # bound each operation; from here on the watchdog bounds the whole read,
-                # at the attempt's time itself: no phase is left for httpx to name (a
-                # read timeout is a read timeout), so no GRACE.
-                ticket = watchdog.arm(attempt.sent_at + attempt.timeout, response)
-                try:
-                    if limit is WHOLE:  # its length declared: read at C level, no count
-                        body = b"".join(response.stream)
-                        response.stream.close()
-                        response = exchange.read_whole(response, body)
-                    else:
-                        response = self._read(exchange, response, limit)
-                finally:
-                    cut = watchdog.disarm(ticket)
+            try:
+                response = attempt.response = self._transport.handle_request(attempt.request)
+                limit = exchange.reads(response)
+                if limit is WHOLE:  # its length declared: read at C level, no count
+                    body = b"".join(response.stream)
+                    response.stream.close()
+                    response = exchange.read_whole(response, body)
+                elif limit:
+                    response = self._read(exchange, response, limit)
+            finally:
+                cut = watchdog.disarm(ticket)
         except self._lib.TransportError as exc:
             if response is not None:
                 attempt.head_came = True
@@ -673,13 +673,16 @@ def _sync_inner(state: State, lib: HTTPLib, transport: Inner | None) -> Inner:
     connections to the domains of pools with a resolver go through it (``docs/resolve.md``)."""
     if transport is not None:
         _no_resolver(state, transport)
-        return transport
-    if state.dialer is None:
-        return cast("Inner", lib.HTTPTransport())
-    from ._dial import resolving_backend
-    from ._sockets import resolving_transport
+        inner = transport
+    elif state.dialer is None:
+        inner = cast("Inner", lib.HTTPTransport())
+    else:
+        from ._dial import resolving_backend
+        from ._sockets import resolving_transport
 
-    return cast("Inner", resolving_transport(lib, resolving_backend(lib, state.dialer)))
+        inner = cast("Inner", resolving_transport(lib, resolving_backend(lib, state.dialer)))
+    watch(inner)  # the watchdog may look for its requests' sockets (a cut before the headers)
+    return inner
 
 
 def _async_inner(state: State, lib: HTTPLib, transport: AsyncInner | None) -> AsyncInner:

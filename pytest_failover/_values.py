@@ -162,6 +162,7 @@ class Attempt:
     duration = 0.0
     race: str | None = None
     head_came = False  # its answer's head came, and the body's read then failed (set by the loop)
+    response: Any = None  # a sync attempt's answer, once its headers came (the watchdog cuts its socket)
 
     def __init__(self, number: int, domain: Domain, breaker: Breaker, delay: float, timeout: float, sent_at: float) -> None:
         self.number = number

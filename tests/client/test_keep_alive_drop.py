@@ -8,21 +8,24 @@ client."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import socket
 import struct
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from pytest_failover import Policy, Pool, faults
+from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool, faults
 from pytest_failover._classify import OutcomeKind, classify_exception
 from pytest_failover.simulator import FakeDomains
 
+from .load import alongside
 from .servers import LoopbackServer, SocketServer
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -230,6 +233,15 @@ def test_a_reset_after_the_answers_head_came_is_the_domains_failure(
     assert cuts_all.requests == [1] and backup.total == 1
 
 
+def test_an_attempt_cut_at_its_time_is_a_timeout_not_a_drop() -> None:
+    """The sync watchdog shuts a socket down at the attempt's deadline, which httpcore reads
+    as a server that disconnected unanswered: the attempt's error is the timeout, raised
+    from that, and a timeout is the domain's failure, never a drop sent there again."""
+    timeout = httpx.ReadTimeout("attempt 1 took longer than its 0.250 s")
+    timeout.__cause__ = httpx.RemoteProtocolError("Server disconnected without sending a response.")
+    assert classify_exception(timeout).kind is OutcomeKind.FAILURE
+
+
 def _reset(kind: type[httpx.TransportError]) -> httpx.TransportError:
     """httpx's ``kind`` of error for a socket the peer reset, chained as httpx raises it
     (``ReadError`` for a read, ``ConnectError`` for a TLS handshake)."""
@@ -276,3 +288,55 @@ def test_only_a_connection_closed_before_any_byte_of_the_answer_is_a_drop(
     """httpcore says a connection closed unanswered only in its message; a malformed answer,
     or a body cut short, is the domain's failure."""
     assert classify_exception(httpx.RemoteProtocolError(message), body_started=body_started).kind is kind
+
+
+THREADS, PER_THREAD, TASKS, PER_TASK = 12, 15, 100, 3
+
+
+def test_threads_and_tasks_ride_out_keep_alive_closes_with_no_failure_seen() -> None:
+    """A dozen threads on one sync transport and a hundred tasks on one async transport,
+    while the primary closes (or resets) half the requests that come on a kept-alive
+    connection: every request is answered (a second close in one request moves it to the
+    backup), and no error reaches a caller."""
+    primary, backup = "http://api.example.com", "http://api2.example.com"
+    failures: list[BaseException] = []
+    answered: Counter[str] = Counter()
+    lock = threading.Lock()
+    policy = Policy(attempt_timeout=5.0, deadline=10.0)
+    with FakeDomains(block_unknown_hosts=True) as fake:
+        fake.add("api.example.com")
+        fake.add("api2.example.com")
+        fake.fail("api.example.com", faults.rate(0.5, faults.keep_alive_close(reset=True), seed=27))
+        sync = FailoverTransport([Pool("api", [primary, backup])], policy)
+        client = httpx.Client(transport=sync)
+
+        def thread() -> None:
+            for _ in range(PER_THREAD):
+                try:
+                    response = client.get(f"{primary}/x")
+                    with lock:
+                        answered[response.extensions["failover"].domain] += response.status_code == 200
+                except Exception as exc:  # a user-visible failure: counted, not raised here
+                    with lock:
+                        failures.append(exc)
+
+        async def tasks() -> None:
+            transport = AsyncFailoverTransport([Pool("api", [primary, backup])], policy)
+            async with httpx.AsyncClient(transport=transport) as aclient:
+
+                async def task() -> None:
+                    for _ in range(PER_TASK):
+                        try:
+                            response = await aclient.get(f"{primary}/x")
+                            answered[response.extensions["failover"].domain] += response.status_code == 200
+                        except Exception as exc:  # counted, as above
+                            failures.append(exc)
+
+                await asyncio.gather(*(task() for _ in range(TASKS)))
+
+        alongside([threading.Thread(target=thread) for _ in range(THREADS)], tasks)
+        client.close()
+        closed = sum(str(r.fault) == "keep_alive_close" for r in fake.requests("api.example.com"))
+    assert failures == []
+    assert sum(answered.values()) == THREADS * PER_THREAD + TASKS * PER_TASK
+    assert closed > 0  # the race happened, and often

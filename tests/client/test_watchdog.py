@@ -6,12 +6,16 @@ import socket
 import time
 from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 import httpx
 import pytest
 
+from pytest_failover._breaker import Breaker
 from pytest_failover._deadline import _Watchdog
+from pytest_failover._pool import Domain
 from pytest_failover._sockets import socket_of
+from pytest_failover._values import Attempt
 
 from .servers import LoopbackServer
 
@@ -38,6 +42,14 @@ def _response(sock: socket.socket) -> httpx.Response:
     return httpx.Response(200, extensions={"network_stream": _Stream(sock)})
 
 
+def _answered(response: Any) -> Attempt:
+    """A sync attempt whose answer's headers came: ``response`` (what the watchdog cuts)."""
+    attempt = Attempt(1, Domain.parse("http://127.0.0.1:9"), Breaker(threshold=1, cooldown=1.0), 0.0, 1.0, 0.0)
+    attempt.request = httpx.Request("GET", "http://127.0.0.1:9/")
+    attempt.response = response
+    return attempt
+
+
 def _wait_cut(sock: socket.socket, limit: float) -> float:
     """Seconds until ``sock`` is shut down (a recv returns b"" at once), at most ``limit``."""
     started = time.monotonic()
@@ -57,9 +69,9 @@ def test_a_later_attempt_with_an_earlier_deadline_is_cut_on_time(
     dog = _Watchdog()
     far, near = socket.socketpair()
     try:
-        dog.arm(time.monotonic() + 30.0, _response(far))  # the thread now sleeps MAX_SLEEP
+        dog.arm(time.monotonic() + 30.0, _answered(_response(far)))  # the thread now sleeps MAX_SLEEP
         time.sleep(0.05)
-        ticket = dog.arm(time.monotonic() + 0.05, _response(pair[0]))
+        ticket = dog.arm(time.monotonic() + 0.05, _answered(_response(pair[0])))
         assert _wait_cut(pair[0], 1.0) < 0.05 + 0.03
         assert dog.disarm(ticket) is True
     finally:
@@ -69,7 +81,7 @@ def test_a_later_attempt_with_an_earlier_deadline_is_cut_on_time(
 
 def test_a_disarmed_attempt_is_never_cut(pair: tuple[socket.socket, socket.socket]) -> None:
     dog = _Watchdog()
-    ticket = dog.arm(time.monotonic() + 0.05, _response(pair[0]))
+    ticket = dog.arm(time.monotonic() + 0.05, _answered(_response(pair[0])))
     assert dog.disarm(ticket) is False
     time.sleep(0.15)
     pair[1].sendall(b"x")
@@ -84,7 +96,7 @@ def test_many_far_deadlines_let_the_thread_sleep(pair: tuple[socket.socket, sock
     dog = _Watchdog()
     started = time.monotonic()
     while time.monotonic() - started < 0.6:
-        ticket = dog.arm(time.monotonic() + 30.0, _response(pair[0]))
+        ticket = dog.arm(time.monotonic() + 30.0, _answered(_response(pair[0])))
         assert dog.disarm(ticket) is False
     assert 1 <= dog.looks <= 0.6 / _Watchdog.MAX_SLEEP + 2
 
@@ -93,13 +105,13 @@ def test_a_response_without_a_socket_is_never_cut(pair: tuple[socket.socket, soc
     """An in-process transport's response has no socket: its time passes, and the
     watchdog neither reports a cut nor stops cutting the sockets of others."""
     dog = _Watchdog()
-    ticket = dog.arm(time.monotonic() + 0.02, httpx.Response(200))
+    ticket = dog.arm(time.monotonic() + 0.02, _answered(httpx.Response(200)))
     started = time.monotonic()
     while dog.looks < 2 and time.monotonic() - started < 2.0:  # it looked after the deadline
         time.sleep(0.02)
     time.sleep(0.05)
     assert dog.disarm(ticket) is False
-    cut = dog.arm(time.monotonic() + 0.02, _response(pair[0]))
+    cut = dog.arm(time.monotonic() + 0.02, _answered(_response(pair[0])))
     assert _wait_cut(pair[0], 1.0) < 0.5 and dog.disarm(cut) is True
 
 
@@ -111,8 +123,26 @@ def test_the_socket_under_a_real_response_is_found(http: ModuleType, servers: di
         sock = socket_of(response)
         assert isinstance(sock, socket.socket) and sock.getpeername()[1] == a.port
         dog = _Watchdog()
-        ticket = dog.arm(time.monotonic(), response)
+        ticket = dog.arm(time.monotonic(), _answered(response))
         deadline = time.monotonic() + 2.0
         while ticket in dog._armed and time.monotonic() < deadline:  # until the thread looked
             time.sleep(0.005)
         assert dog.disarm(ticket) is True  # found, and shut down
+
+
+class _Broken:
+    """A response whose extensions cannot be read: looking up its socket raises."""
+
+    @property
+    def extensions(self) -> dict[str, object]:
+        raise RuntimeError("broken on purpose")
+
+
+def test_a_cut_that_fails_stops_no_other_deadline(pair: tuple[socket.socket, socket.socket]) -> None:
+    """A bug in finding one attempt's socket is logged, that attempt runs its course, and
+    the thread goes on cutting the others."""
+    dog = _Watchdog()
+    broken = dog.arm(time.monotonic() + 0.02, _answered(_Broken()))
+    cut = dog.arm(time.monotonic() + 0.05, _answered(_response(pair[0])))
+    assert _wait_cut(pair[0], 1.0) < 0.5
+    assert dog.disarm(cut) is True and dog.disarm(broken) is False
