@@ -700,6 +700,19 @@ def _traffic_panels() -> Iterator[Json]:
         )],
         w=12, h=8, unit="reqps", bars=True, stack="normal",
     )
+    yield timeseries(
+        "Dropped connections sent again",
+        f"Rate of attempts whose connection closed before any byte of the answer and were sent to the same domain again at once ({RESULT_L} {semconv.RESULT_DROPPED}), per domain: not counted against it, so not in the failures beside. Question: is a server closing kept-alive connections under its clients (a keep-alive timeout shorter than theirs)?",
+        [target(
+            or_zero(
+                f'sum by ({POOL_L}, {HOST_L}) (rate({ATTEMPTS}{{{POOL}, {DOMAIN}, {RESULT_L}="{semconv.RESULT_DROPPED}"}}[$__rate_interval]))',
+                POOL_L,
+                f"rate({ATTEMPTS}{{{POOL}, {DOMAIN}}}[$__rate_interval])",
+            ),
+            f"{show(POOL_L)}: {show(HOST_L)}",
+        )],
+        w=12, h=8, unit="reqps",
+    )
 
 
 def _latency_panels() -> Iterator[Json]:

@@ -88,7 +88,7 @@ _RESULTS = {
     OutcomeKind.ANSWER: semconv.RESULT_ANSWER,
     OutcomeKind.THROTTLED: semconv.RESULT_FAILURE,
     OutcomeKind.FAILURE: semconv.RESULT_FAILURE,
-    OutcomeKind.DROPPED: semconv.RESULT_FAILURE,
+    OutcomeKind.DROPPED: semconv.RESULT_DROPPED,  # (a drop counted against the domain is a FAILURE)
 }
 
 

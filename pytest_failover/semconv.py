@@ -184,6 +184,7 @@ __all__ = [
     "RESOLVE_SOURCE_STALE",
     "RESOLVE_SOURCE_SYSTEM",
     "RESULT_ANSWER",
+    "RESULT_DROPPED",
     "RESULT_FAILURE",
     "RESULT_SUCCESS",
     "SCHEMA_URL",
@@ -451,7 +452,11 @@ RESULT_ANSWER: Final = "answer"
 """The domain answered with a final non-success (4xx, application error): it is healthy."""
 RESULT_FAILURE: Final = "failure"
 """The domain failed (or throttled): counted against it."""
-ATTEMPT_RESULTS: Final = (RESULT_SUCCESS, RESULT_ANSWER, RESULT_FAILURE)
+RESULT_DROPPED: Final = "dropped"
+"""The connection closed before any byte of the answer (a server's keep-alive timeout met
+the request), and the request went to that domain again at once: not counted against it.
+A second drop in the same request, or one that cannot be sent again, is a ``failure``."""
+ATTEMPT_RESULTS: Final = (RESULT_SUCCESS, RESULT_ANSWER, RESULT_FAILURE, RESULT_DROPPED)
 """Every value of ``failover.attempt.result``."""
 ANSWERED_RESULTS: Final = (RESULT_SUCCESS, RESULT_ANSWER)
 """Attempt results where the domain answered."""

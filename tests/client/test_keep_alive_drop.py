@@ -21,9 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool, faults
+from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool, faults, semconv
 from pytest_failover._classify import OutcomeKind, classify_exception
 from pytest_failover.simulator import FakeDomains
+from pytest_failover.telemetry_capture import FailoverTelemetry
 
 from .load import alongside
 from .servers import LoopbackServer, SocketServer
@@ -141,6 +142,12 @@ def attempts(view: Any) -> list[tuple[str, str | None]]:
     ]
 
 
+def results(telemetry: FailoverTelemetry) -> dict[str, float]:
+    """The attempts metric's total per ``failover.attempt.result`` (those with any)."""
+    counted = {result: telemetry.metric("failover.attempts", result=result) for result in semconv.ATTEMPT_RESULTS}
+    return {result: total for result, total in counted.items() if total}
+
+
 def breakers(client: Any) -> list[tuple[str, int]]:
     return [
         (d.breaker, d.consecutive_failures) for d in client.transport.state().pools["api"].domains
@@ -148,11 +155,15 @@ def breakers(client: Any) -> list[tuple[str, int]]:
 
 
 def test_a_connection_closed_as_the_request_went_out_is_sent_again_there_once(
-    make_client: Any, keep_alive_one: DroppingServer, servers: dict[str, LoopbackServer]
+    make_client: Any,
+    keep_alive_one: DroppingServer,
+    servers: dict[str, LoopbackServer],
+    failover_telemetry: FailoverTelemetry,
 ) -> None:
     """Each connection serves one request and is closed by the server as the next goes out
     on it: every request after the first is sent again on a new connection to the same
-    domain, answered there; no breaker counts anything, the backup sees nothing."""
+    domain, answered there; no breaker counts anything, the backup sees nothing, and the
+    attempts metric says ``dropped``, not ``failure``, of each drop."""
     primary, backup = keep_alive_one.url, servers["b"]
     client = make_client([Pool("api", [primary, backup.url()])], POLICY)
     views = [client.request("GET", f"{primary}/x") for _ in range(3)]
@@ -165,13 +176,18 @@ def test_a_connection_closed_as_the_request_went_out_is_sent_again_there_once(
     assert breakers(client) == [("closed", 0), ("closed", 0)]
     assert keep_alive_one.requests == [2, 2, 1]  # what the server saw: five requests
     assert backup.total == 0
+    assert results(failover_telemetry) == {"success": 3, "dropped": 2}
 
 
 def test_a_second_drop_in_the_same_request_is_the_domains_failure(
-    make_client: Any, drops_all: DroppingServer, servers: dict[str, LoopbackServer]
+    make_client: Any,
+    drops_all: DroppingServer,
+    servers: dict[str, LoopbackServer],
+    failover_telemetry: FailoverTelemetry,
 ) -> None:
     """A server that closes every connection unanswered: the request is sent there again
-    once, and the second drop is the domain's failure, which moves it to the backup."""
+    once, and the second drop is the domain's failure, which moves it to the backup (and
+    is reported as one)."""
     primary, backup = drops_all.url, servers["b"]
     client = make_client([Pool("api", [primary, backup.url()])], POLICY)
     view = client.request("GET", f"{primary}/x")
@@ -181,6 +197,7 @@ def test_a_second_drop_in_the_same_request_is_the_domains_failure(
     assert [error is None for _, error in attempts(view)] == [False, False, True]
     assert breakers(client)[0] == ("open", 1)
     assert drops_all.requests == [1, 1] and backup.total == 1
+    assert results(failover_telemetry) == {"dropped": 1, "failure": 1, "success": 1}
 
 
 def test_a_drop_of_a_request_that_may_not_be_sent_again_is_the_domains_failure(

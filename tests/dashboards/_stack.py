@@ -132,6 +132,7 @@ def client_workload() -> Iterator[str]:
                 client.get(f"{pool.domains[0].url}/work")
 
     hedge_and_slow_down(meter_provider, pool)
+    drop_a_connection(meter_provider, pool)
 
     def render() -> bytes:
         return generate_latest(registry)
@@ -184,6 +185,27 @@ def hedge_and_slow_down(meter_provider: MeterProvider, pool: Pool) -> None:
             client.get(f"{primary.url}/slow")
     if transport.state().pools[pool.name].domains[0].breaker != "open":
         raise AssertionError(f"slow calls did not open {primary.url}: {transport.state()}")
+
+
+def drop_a_connection(meter_provider: MeterProvider, pool: Pool) -> None:
+    """A GET whose first connection closes before any byte of the answer (httpcore's
+    words for a server's keep-alive timeout meeting the request), sent to the same domain
+    again and answered there: one ``dropped`` attempt, as no demo produces it."""
+    from pytest_failover import FailoverTransport
+
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(str(request.url.host))
+        if len(sent) == 1:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        return httpx.Response(200)
+
+    transport = FailoverTransport([pool], transport=httpx.MockTransport(handler), meter_provider=meter_provider)
+    with httpx.Client(transport=transport) as client:
+        client.get(f"{pool.domains[0].url}/kept-alive")
+    if sent != [pool.domains[0].host] * 2:
+        raise AssertionError(f"the dropped GET was not sent to the same domain again: {sent}")
 
 
 @contextlib.contextmanager

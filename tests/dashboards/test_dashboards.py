@@ -32,6 +32,7 @@ REQUIRED_PANELS = {
         "Domain switches",
         "Attempts per logical request",
         "Failed attempts by error type",
+        "Dropped connections sent again",
         "Attempt latency percentiles",
         "Probe latency per phase",  # a gauge per phase since issue 14 (was a p95)
         "Breaker state",
