@@ -12,7 +12,8 @@ attempt past its time, :mod:`~pytest_failover._deadline`) and the sync hedging r
 (the attempt a hedge beat, :mod:`~pytest_failover._race`). ``socket.shutdown`` is
 safe from any thread and makes the read return at once; what these functions do is
 find the socket. httpcore offers no public handle on it before the response headers
-arrive, so :func:`cut_request` reads its connection pool's private list. Each
+arrive, so :func:`cut_request` reads its connection pool's private list (and urllib3
+none at all: the requests adapter's connections announce themselves, :func:`cut_announced`). Each
 function finds nothing, and says so, when the inner transport or httpcore is not the
 one it knows: the attempt then runs to its end, bounded by its time.
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +39,8 @@ if TYPE_CHECKING:
     from ._values import Attempt
 
 __all__ = [
-    "async_resolving_transport", "cut_attempt", "cut_phase", "cut_request", "cuttable", "resolving_transport",
-    "socket_of", "watch",
+    "ANNOUNCED", "async_resolving_transport", "cut_announced", "cut_attempt", "cut_phase", "cut_request",
+    "cuttable", "resolving_transport", "socket_of", "watch",
 ]  # fmt: skip
 
 # httpx's defaults for ``HTTPTransport()`` (``httpx._config.DEFAULT_LIMITS``), which
@@ -186,14 +188,37 @@ def cut_request(transport: object, request: Request) -> bool:
         return True
 
 
-# The sync front-ends' inner transports whose requests' sockets :func:`cut_request` can
-# find (httpx's own), for the watchdog to cut an attempt before its answer's headers came.
+# Announced connections (an inner transport's that tells no socket before the answer's
+# headers: the requests adapter's, over urllib3): each request in flight has a slot, a
+# one-item list, which its connection fills as it sends (``[None]`` before that). Cutting
+# one, and emptying it once the request is done with its connection, take this lock, so
+# that a cut lands on the connection while it still serves that request, never once it
+# went back to its pool and on to another.
+ANNOUNCED = threading.Lock()
+
+
+def cut_announced(slot: list[Any]) -> bool:
+    """Shut down the socket of the connection in ``slot``, if any; False when there is
+    none (not connected yet, or the request is done with it)."""
+    with ANNOUNCED:
+        sock = getattr(slot[0], "sock", None)
+        if not isinstance(sock, socket.socket):
+            return False
+        with contextlib.suppress(OSError):  # already closed
+            sock.shutdown(socket.SHUT_RDWR)
+        return True
+
+
+# The sync front-ends' inner transports whose requests' sockets :func:`cut_attempt` can
+# find, for the watchdog to cut an attempt before its answer's headers came: httpx's own
+# (:func:`cut_request`), or one with a ``failover_cut(request)`` method of its own.
 _WATCHED: weakref.WeakSet[object] = weakref.WeakSet()
 
 
 def watch(transport: object) -> None:
-    """Let :func:`cut_attempt` look in ``transport``'s pool, if it can (:func:`cuttable`)."""
-    if cuttable(transport):
+    """Let :func:`cut_attempt` look in ``transport``'s pool, if it can (:func:`cuttable`),
+    or ask it (its ``failover_cut``)."""
+    if cuttable(transport) or callable(getattr(transport, "failover_cut", None)):
         _WATCHED.add(transport)
 
 
@@ -201,9 +226,16 @@ def cut_attempt(attempt: Attempt) -> bool:
     """Shut down the socket a sync ``attempt`` is using right now (the watchdog, at its
     deadline); False when there is none to cut. Once the answer's headers came, its
     response's (:func:`socket_of`, any inner transport that gives one); before, the one
-    :func:`cut_request` finds for its request in a watched transport's pool (connecting,
-    or waiting for a connection, there is none: httpx's own timeouts, capped at the
-    attempt's time, bound those)."""
+    :func:`cut_request` finds for its request in a watched transport's pool, or the one a
+    watched transport's ``failover_cut`` finds (the requests adapter's: the connection
+    that announced itself, :func:`cut_announced`). Connecting, or waiting for a
+    connection, there is none: the library's own timeouts, capped at the attempt's time,
+    bound those.
+
+    A cut ends a blocked read as the server's close would: a client that takes that for
+    the answer's end (http.client a header line cut short, any client a body that ends at
+    the close) returns an answer all the same, which the loop treats as the timeout it
+    is (``SyncLoop._send``)."""
     response = attempt.response
     if response is not None:
         sock = socket_of(response)
@@ -212,7 +244,14 @@ def cut_attempt(attempt: Attempt) -> bool:
         with contextlib.suppress(OSError):  # already closed: nothing to interrupt
             sock.shutdown(socket.SHUT_RDWR)
         return True
-    return any(cut_request(transport, attempt.request) for transport in list(_WATCHED))
+    request = attempt.request
+    return any(_cut(transport, request) for transport in list(_WATCHED))
+
+
+def _cut(transport: object, request: Request) -> bool:
+    """:func:`cut_request`, or the transport's own ``failover_cut``."""
+    own = getattr(transport, "failover_cut", None)
+    return bool(own(request)) if own is not None else cut_request(transport, request)
 
 
 def _carries(queued: object, request: Request) -> bool:

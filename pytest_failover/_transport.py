@@ -365,6 +365,8 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                     response = self._read(exchange, response, limit)
             finally:
                 cut = watchdog.disarm(ticket)
+            if cut:  # and yet an answer: the client took the cut for its end (http.client, for a head)
+                raise self._lib.module.ReadError("the watchdog cut this attempt at its time")
         except self._lib.TransportError as exc:
             if response is not None:
                 attempt.head_came = True

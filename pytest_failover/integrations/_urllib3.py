@@ -14,13 +14,19 @@ TLS handshake that fails at an address moves to the next one unless the certific
 refused (:func:`~pytest_failover._dial.address_failure`). Only the hosts of ``dialer``
 resolve here; any other goes to urllib3 unchanged.
 
-The adapter gives its pool manager these classes (``PoolManager.pool_classes_by_scheme``)
-when a pool has a resolver: :func:`pool_classes`.
+Every connection of these classes also announces itself as it sends a request, into the
+slot its thread's attempt holds (:data:`SENDING`, ``_sockets.cut_announced``): urllib3
+gives no handle on a connection before the answer's headers, and the watchdog needs its
+socket to cut an attempt whose headers come a byte at a time.
+
+The adapter gives its pool manager these classes (``PoolManager.pool_classes_by_scheme``):
+:func:`pool_classes`, with a pool's resolver or without.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 from typing import Any, ClassVar
 
 import httpcore
@@ -32,10 +38,34 @@ from urllib3.util.connection import create_connection
 from .._dial import Dial, Dialer
 from ..resolve import ResolveError
 
-__all__ = ["pool_classes"]
+__all__ = ["SENDING", "pool_classes"]
 
 
-class _ResolvingConnection(HTTPConnection):
+class _Sending(threading.local):
+    """Per thread: the slot of the attempt the adapter is sending from it (None: none)."""
+
+    slot: list[Any] | None = None
+
+
+SENDING = _Sending()
+
+
+class _AnnouncingConnection(HTTPConnection):
+    """An ``HTTPConnection`` that puts itself in its thread's slot (:data:`SENDING`) as it
+    sends a request: connected, and the one that will read the answer."""
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        slot = SENDING.slot
+        if slot is not None:
+            slot[0] = self
+        super().request(*args, **kwargs)
+
+
+class _AnnouncingTLSConnection(_AnnouncingConnection, HTTPSConnection):
+    """The ``HTTPSConnection`` twin."""
+
+
+class _ResolvingConnection(_AnnouncingConnection):
     """An ``HTTPConnection`` whose socket goes to an address of its host's resolver."""
 
     failover_dialer: ClassVar[Dialer]
@@ -82,7 +112,7 @@ class _ResolvingConnection(HTTPConnection):
             self._failover_dial = None
 
 
-class _ResolvingTLSConnection(_ResolvingConnection, HTTPSConnection):
+class _ResolvingTLSConnection(_ResolvingConnection, _AnnouncingTLSConnection):
     """The ``HTTPSConnection`` twin, whose handshake moves to the next address when it
     fails at one (not when the certificate is refused)."""
 
@@ -113,9 +143,12 @@ def _as_httpcore(exc: OSError) -> Exception:
     return error
 
 
-def pool_classes(dialer: Dialer) -> dict[str, type[HTTPConnectionPool]]:
-    """urllib3 connection pool classes, by scheme, whose connections resolve the hosts of
-    ``dialer`` (one set per adapter: the dialer is a class attribute)."""
+def pool_classes(dialer: Dialer | None) -> dict[str, type[HTTPConnectionPool]]:
+    """urllib3 connection pool classes, by scheme, whose connections announce themselves
+    (:data:`SENDING`) and resolve the hosts of ``dialer``, if any (one set per adapter with
+    a dialer: it is a class attribute)."""
+    if dialer is None:
+        return _ANNOUNCING
     attributes: dict[str, Any] = {"failover_dialer": dialer}
     plain = type("ResolvingHTTPConnection", (_ResolvingConnection,), attributes)
     tls = type("ResolvingHTTPSConnection", (_ResolvingTLSConnection,), attributes)
@@ -123,3 +156,9 @@ def pool_classes(dialer: Dialer) -> dict[str, type[HTTPConnectionPool]]:
         "http": type("ResolvingHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": plain}),
         "https": type("ResolvingHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": tls}),
     }
+
+
+_ANNOUNCING: dict[str, type[HTTPConnectionPool]] = {
+    "http": type("AnnouncingHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": _AnnouncingConnection}),
+    "https": type("AnnouncingHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": _AnnouncingTLSConnection}),
+}

@@ -65,12 +65,14 @@ import httpx
 from .. import _httpx as _exceptions
 from .._exchange import FailoverResult
 from .._httpx import FailoverTransport
+from .._sockets import ANNOUNCED, cut_announced
 from .._state import AdapterOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
 from . import _convert
 from ._convert import parse
 from ._errors import Row, carried, last_cause, row_of, target_of
 from ._options import current
+from ._urllib3 import SENDING, pool_classes
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -141,21 +143,21 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         return self
 
     def _resolve(self, adapter: HTTPAdapter | None) -> None:
-        """Pools with a resolver (``Policy.resolver``): this adapter's connections to their
-        hosts resolve through it (urllib3 connection classes, ``docs/resolve.md``). With an
-        ``adapter=`` of your own it would silently not be used: an error instead."""
+        """This adapter's connections (urllib3 connection classes, :mod:`._urllib3`): each
+        says which request it is sending, for the watchdog to cut an attempt out of time
+        before its answer's headers came; and for pools with a resolver
+        (``Policy.resolver``), those to their hosts resolve through it
+        (``docs/resolve.md``). An ``adapter=`` of your own keeps its connections: a resolver
+        would silently not be used there, an error instead."""
         dialer = self._transport._state.dialer
-        if dialer is None:
-            return
-        if adapter is not None:
+        if adapter is None:
+            self.poolmanager.pool_classes_by_scheme = pool_classes(dialer)
+        elif dialer is not None:
             hosts = ", ".join(sorted(dialer.resolvers))
             raise ValueError(
                 f"Policy.resolver (for {hosts}) works through the connections the FailoverAdapter "
                 "makes; leave adapter= unset, or resolve in your own adapter"
             )
-        from ._urllib3 import pool_classes
-
-        self.poolmanager.pool_classes_by_scheme = pool_classes(dialer)
 
     def _wrap(self, adapter: HTTPAdapter | None) -> None:
         """requests' own set-up, and the sends of the wrapped adapter (or of this one)."""
@@ -293,8 +295,19 @@ class _AdapterIO(httpx.BaseTransport):
     """The inner transport: one attempt through the wrapped adapter, its errors as httpx's."""
 
     wires_resolver = True  # FailoverAdapter._resolve does, for urllib3
+
     def __init__(self, send: Any) -> None:
         self._send = send
+        # The slot of each request in flight, which its connection fills as it sends
+        # (the adapter's own connections: ``_urllib3.SENDING``; an ``adapter=`` of the
+        # caller's own leaves it empty).
+        self._sending: dict[httpx.Request, list[Any]] = {}
+
+    def failover_cut(self, request: httpx.Request) -> bool:
+        """Shut down the socket ``request`` is on, before its answer's headers came (the
+        watchdog: ``_sockets.cut_attempt``); False when none is known."""
+        slot = self._sending.get(request)
+        return slot is not None and cut_announced(slot)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         sent: _Sent = request.extensions[_NATIVE]
@@ -309,6 +322,8 @@ class _AdapterIO(httpx.BaseTransport):
         elif getattr(headers, "changed", True):  # the exchange set trace context (one attempt at a time here)
             prepared.headers = CaseInsensitiveDict(_convert.decoded(headers._list))
         timeouts = request.extensions["timeout"]
+        slot: list[Any] = [None]
+        SENDING.slot = self._sending[request] = slot
         try:
             native = self._send(prepared, True, (timeouts["connect"], timeouts["read"]), verify, cert, proxies)
         except requests.RequestException as exc:  # requests wraps all a send meets on the wire
@@ -318,6 +333,10 @@ class _AdapterIO(httpx.BaseTransport):
             raise error from exc
         except OSError as exc:  # what it does not wrap: its own check of verify= and cert= paths
             raise _SetUp(exc) from exc
+        finally:
+            with ANNOUNCED:  # (``_sockets.withdraw``, written out: no frame a request)
+                slot[0] = None  # its response holds the socket now (``network_stream``)
+            del self._sending[request]
         # The answer's headers by lowercased name, to look names up in at C level (the
         # mapping's own `in` and `[]` are Python calls): requests' CaseInsensitiveDict keeps
         # them so (its _store); any other mapping (an adapter's own) is read into one.
@@ -431,9 +450,16 @@ class _Body(httpx.SyncByteStream):
             self.native.close()
 
     def get_extra_info(self, name: str) -> Any:
-        """The socket of the response's connection (``name="socket"``), for the watchdog."""
-        connection = getattr(self.native.raw, "connection", None)
-        return getattr(connection, "sock", None) if name == "socket" else None
+        """The socket of the response's connection (``name="socket"``), for the watchdog.
+        An answer the server ends by closing (``Connection: close``) has it in its own file:
+        http.client hands it there and drops the connection's (``sock`` None)."""
+        if name != "socket":
+            return None
+        raw = self.native.raw
+        sock = getattr(getattr(raw, "connection", None), "sock", None)
+        if sock is None:  # http.client's response file: a SocketIO over the socket
+            sock = getattr(getattr(getattr(getattr(raw, "_fp", None), "fp", None), "raw", None), "_sock", None)
+        return sock
 
     @property
     def failover_peer(self) -> tuple[str, str] | None:
