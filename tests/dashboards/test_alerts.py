@@ -107,6 +107,7 @@ MUTATIONS = {
     "FailoverBreakerFlapping": ("[10m])) > 4", "[10m])) > 40"),
     "FailoverDNSMismatch": ("(failover_dns_mismatch) == 1\n", "(failover_dns_mismatch) == 0\n"),
     "FailoverRetriesFrequent": ("> 1.5", "> 2.5"),
+    "FailoverKeepAliveDrops": ("> 0.02\n", "> 0.2\n"),
     "FailoverCertificateExpiringSoon": ("< 14 * 86400", "< 7 * 86400"),
     "FailoverBackupNotReady": ('check=~"cors|health"', 'check=~"cors|health|cert"'),
     "FailoverAgentDown": ('expr: up{job="failover-agent"} == 0\n        for: 2m', 'expr: up{job="failover-agent"} == 0\n        for: 5m'),
@@ -147,13 +148,13 @@ def test_domain_alerts_honour_maintenance_windows() -> None:
     pool's symptoms and certificate expiry do not (see alerts.yml's header)."""
     muted = {rule["alert"] for rule in alert_rules() if "failover_maintenance_active == 1" in rule["expr"]}
     assert muted == {"FailoverDomainDown", "FailoverPoolAllDomainsDown", "FailoverBreakerFlapping",
-                     "FailoverBackupNotReady"}
+                     "FailoverBackupNotReady", "FailoverKeepAliveDrops"}
 
 
 def test_rule_unit_tests_catch_alerts_that_ignore_maintenance(promtool: str, tmp_path: Path) -> None:
     """Without the maintenance clauses, the maintenance cases of alerts_test.yml fail, each alert's."""
     text = RULES.read_text(encoding="utf-8")
-    assert len(MAINTENANCE_CLAUSE.findall(text)) == 4
+    assert len(MAINTENANCE_CLAUSE.findall(text)) == 5
     (tmp_path / "alerts.yml").write_text(MAINTENANCE_CLAUSE.sub("", text), encoding="utf-8")
     suite = yaml.safe_load(RULE_TESTS.read_text(encoding="utf-8"))
     suite["tests"] = [case for case in suite["tests"] if "maintenance" in case["name"]]
@@ -163,5 +164,5 @@ def test_rule_unit_tests_catch_alerts_that_ignore_maintenance(promtool: str, tmp
     assert result.returncode != 0
     output = result.stdout + result.stderr
     for alert in ("FailoverDomainDown", "FailoverPoolAllDomainsDown", "FailoverBreakerFlapping",
-                  "FailoverBackupNotReady"):
+                  "FailoverBackupNotReady", "FailoverKeepAliveDrops"):
         assert f"alertname: {alert}" in output, output
