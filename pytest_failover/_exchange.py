@@ -93,6 +93,7 @@ _RESULTS = {
 
 
 _OUTCOME_SUCCESS = semconv.OUTCOME_SUCCESS
+_DROPPED = OutcomeKind.DROPPED
 
 _EVENT_STREAM = b"text/event-stream"
 
@@ -172,6 +173,44 @@ def enter(attempt: Attempt) -> object:
 
 def leave(token: object) -> None:
     otel_context.detach(token)  # type: ignore[arg-type]  # the Token attach() gave
+
+
+# httpcore's trace events (``connection.<step>.started``) that open a new connection.
+_CONNECTS = frozenset({"connection.connect_tcp.started", "connection.connect_unix_socket.started"})
+
+
+class _Told:
+    """httpx's ``trace`` extension for one attempt (:meth:`Exchange._told_connection`):
+    what httpcore's events say of its connection, new once it connects, else, at the first
+    event of a request on it, a kept-alive one; and the caller's own trace, called on."""
+
+    __slots__ = ("attempt", "theirs")
+
+    def __init__(self, attempt: Attempt, theirs: Callable[[str, Any], Any] | None) -> None:
+        self.attempt = attempt
+        self.theirs = theirs
+
+    def note(self, event: str) -> None:
+        attempt = self.attempt
+        if event in _CONNECTS:
+            attempt.new_connection = True
+        elif attempt.new_connection is None:
+            attempt.new_connection = False
+
+    def __call__(self, event: str, info: Any) -> Any:
+        self.note(event)
+        return None if self.theirs is None else self.theirs(event, info)
+
+
+class _AsyncTold(_Told):
+    """The async client's (httpcore awaits what the trace returns)."""
+
+    __slots__ = ()
+
+    async def __call__(self, event: str, info: Any) -> None:
+        self.note(event)
+        if self.theirs is not None:
+            await self.theirs(event, info)
 
 
 class Lane:
@@ -556,6 +595,7 @@ class Exchange(Lane, RequestPlan):
     """
 
     _tracked: Any = None  # an unreplayable body, watched (the library's ``Tracked``)
+    _told: type[_Told] = _Told  # the trace that tells a resend's connection (an event loop's: _AsyncTold)
     _original: Request  # with _stale: the request as the caller made it
     _answered_by: Domain  # the domain of the response kept (set with it)
     response: Response | None = None
@@ -643,10 +683,26 @@ class Exchange(Lane, RequestPlan):
         self.aim(attempt, self.request if not attempt.hedge else self._copy())
         if attempt.delay:  # it waited: it goes out now, and has its whole time from here
             attempt.sent_at = self.clock()
+        elif self._drops and self.last_outcome.kind is _DROPPED:  # type: ignore[union-attr]  # an attempt ended: it has one
+            self._told_connection(attempt)  # the resend of a drop (never delayed)
         trace = self.trace
         if trace is not None:
             self._started(trace, attempt)
         return attempt
+
+    def _told_connection(self, attempt: Attempt) -> None:
+        """Have the inner transport tell whether ``attempt`` goes out on a new connection
+        (``attempt.new_connection``, which :meth:`RequestPlan.dropped` reads should it drop
+        too), through httpx's ``trace`` extension: httpcore's events, one of which is the
+        TCP connect of a new connection. A caller's own trace is still called; an inner
+        transport that calls none leaves it unknown (None): the requests adapter's (urllib3
+        opens a new connection for the request after a failed one anyway) and the aiohttp
+        middleware's (aiohttp tells nobody; its own session sends again once, as this does)."""
+        request = attempt.request
+        theirs = request.extensions.get("trace")
+        if isinstance(theirs, _Told):  # an earlier resend's
+            theirs = theirs.theirs
+        request.extensions = {**request.extensions, "trace": self._told(attempt, theirs)}
 
     def _copy(self) -> Request:
         request = self.request
@@ -934,3 +990,4 @@ class AsyncExchange(Exchange):
     class of its own, so that no request passes the flag)."""
 
     _blocking = False
+    _told = _AsyncTold

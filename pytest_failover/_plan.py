@@ -27,11 +27,13 @@ spread out. A :class:`ScheduleTable` is followed as written.
 
 A connection that closed before any byte of the answer (``OutcomeKind.DROPPED``: the
 server's keep-alive timeout closed it as the request went out) says nothing about the
-domain: a request that may be sent again goes there again at once, on a new
-connection, once (RFC 9112, 9.3.1; what aiohttp and browsers do for an idempotent
-request), with no verdict, no backoff, no schedule attempt. A second drop in the same
-request, a probe's, a hedge's, or a drop of a request that may not be re-sent is the
-domain's failure (:meth:`RequestPlan.dropped`).
+domain: a request that may be sent again goes there again at once (RFC 9112, 9.3.1;
+what aiohttp and browsers do for an idempotent request), with no verdict, no backoff, no
+schedule attempt; and again while each resend met a kept-alive connection too (a server
+closes its idle connections together; Go's rule), up to :data:`RESENDS` times. A drop
+on a new connection after the first, or on one that cannot be told, a probe's, a
+hedge's, or a drop of a request that may not be re-sent is the domain's failure
+(:meth:`RequestPlan.dropped`).
 
 Hedging (``Policy.hedging``, see ``_slowness.py`` and ``_race.py``): while a
 hedgeable request (idempotent, replayable, not turned off) has attempts in
@@ -89,6 +91,9 @@ DONE = Stop(reason=semconv.STOP_DONE)
 # ``failover.reason`` of a breaker transition that slow calls caused.
 _SLOW = semconv.BREAKER_REASON_SLOW_CALLS
 _DROPPED = OutcomeKind.DROPPED
+# The most times one request is sent again after drops (each resend after the first one
+# met a kept-alive connection: the pool had that many stale ones).
+RESENDS = 4
 
 # What a cut attempt ended with (``RequestPlan.cancel``), by whether it had been handed to
 # the network: no answer, as a failure is to its request; its breaker counts nothing.
@@ -120,7 +125,7 @@ class RequestPlan:
     _hedges = 0  # hedges sent
     _throttled = False  # a hedge of this request was held back by the throttle
     _failed_on: tuple[Domain, str] | None = None  # the domain and error that moved it
-    _dropped = False  # sent again once after a connection closed before any answer
+    _drops = 0  # times sent again after a connection closed before any answer
     pinned: Domain | None = None  # the one domain it may go to
     _walks = True  # its first attempt walks an order: neither pinned nor on a table
     _decided: Attempt | Wait | Stop | None = None  # the step answer() decided, until next() hands it out
@@ -556,13 +561,23 @@ class RequestPlan:
         a connection as the request went out, which says nothing about the domain, and
         ``outcome`` stands (no verdict; :meth:`_decide` sends the request there again) for
         the first such drop of a request that may be sent again, on an ordinary attempt
-        with nothing else in flight. Any other drop is the domain's failure: a second one
-        in the same request (the server closes every connection), a probe's (its verdict is
-        due), a hedge's or one raced by another attempt (the race decides), or one of a
-        request that may not be re-sent (RFC 9112, 9.3.1: only an idempotent request is
-        retried automatically)."""
-        if self.resendable and not self._dropped and not attempt.probe and not attempt.raced and not self.flying:
-            self._dropped = True
+        with nothing else in flight; and for a later one of a resend that met a kept-alive
+        connection too (``attempt.new_connection`` False: its server closed its idle
+        connections together), up to :data:`RESENDS` resends. Any other drop is the
+        domain's failure: one on a new connection after the first (the server closes
+        every connection) or on one that could not be told, a probe's (its verdict is due),
+        a hedge's or one raced by another attempt (the race decides), or one of a request
+        that may not be re-sent (RFC 9112, 9.3.1: only an idempotent request is retried
+        automatically)."""
+        drops = self._drops
+        if (
+            self.resendable
+            and (not drops or (attempt.new_connection is False and drops < RESENDS))
+            and not attempt.probe
+            and not attempt.raced
+            and not self.flying
+        ):
+            self._drops = drops + 1
             return outcome
         return Outcome(kind=OutcomeKind.FAILURE, error_type=outcome.error_type, sent=outcome.sent)
 

@@ -38,7 +38,7 @@ from pytest_failover import ExponentialBackoff, Hedging, Policy, Pool, RetryBudg
 from pytest_failover._breaker import Breaker, BreakerState, Standing
 from pytest_failover._classify import Outcome, OutcomeKind
 from pytest_failover._core import FailoverCore
-from pytest_failover._plan import MIN_ATTEMPT_TIME, RequestPlan
+from pytest_failover._plan import MIN_ATTEMPT_TIME, RESENDS, RequestPlan
 from pytest_failover._pool import Domain
 from pytest_failover._pools import PoolCore
 from pytest_failover._values import (
@@ -308,6 +308,16 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         plans = self._sent_again()
         self._report(plans[pick % len(plans)], "dropped")
 
+    @precondition(lambda self: bool(self._sent_again()))
+    @rule(pick=st.integers(0, 50))
+    def dropped_on_a_kept_alive_connection(self, pick: int) -> None:
+        """A request sent again after a drop meets another kept-alive connection the server
+        closed (it closes its idle ones together): no verdict, up to ``RESENDS`` times."""
+        plans = self._sent_again()
+        plan = plans[pick % len(plans)]
+        self.in_flight[id(plan)].new_connection = False
+        self._report(plan, "dropped")
+
     def _sent_again(self) -> list[RequestPlan]:
         """The plans with an attempt in flight whose last attempt's connection was dropped."""
         return [
@@ -326,8 +336,13 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         assert len(plan.records) == before + 1
         if OUTCOMES[result].kind is OutcomeKind.DROPPED:
             # The first drop of a request that may be re-sent, on an ordinary attempt, is no
-            # verdict; any other is the domain's failure.
-            spared = resendable and not dropped_before and not attempt.probe
+            # verdict, and so is a later one on a kept-alive connection, up to RESENDS; any
+            # other is the domain's failure.
+            spared = (
+                resendable
+                and not attempt.probe
+                and (not dropped_before or (attempt.new_connection is False and len(dropped_before) < RESENDS))
+            )
             assert attempt.outcome.kind is (OutcomeKind.DROPPED if spared else OutcomeKind.FAILURE)
             if spared:
                 assert [getattr(attempt.breaker, name) for name in Breaker.__slots__] == breaker, "a drop moved a breaker"

@@ -9,6 +9,7 @@ client."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno
 import socket
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 
 from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool, faults, semconv
@@ -42,12 +44,14 @@ class DroppingServer(SocketServer):
     connection, unanswered, when the next one comes (``answered=0``: every request is
     dropped). ``ending``: how, one of :data:`ENDINGS`, or ``"cut"``: the answer's head and
     part of its body go out, then a reset. ``requests``: what each connection read, in
-    order of accept."""
+    order of accept; ``together``: connections open before any request is answered."""
 
-    def __init__(self, answered: int, ending: str = "close") -> None:
+    def __init__(self, answered: int, ending: str = "close", together: int = 1) -> None:
         self.answered = answered
         self.ending = ending
         self.requests: list[int] = []
+        self.together = together  # connections open before any request is answered
+        self._all_in = threading.Event()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._conns: list[socket.socket] = []
@@ -59,6 +63,8 @@ class DroppingServer(SocketServer):
             self.requests.append(0)
             index = len(self.requests) - 1
             self._conns.append(conn)
+            if len(self.requests) >= self.together:
+                self._all_in.set()
         thread = threading.Thread(target=self._serve, args=(conn, index), daemon=True)
         self._threads.append(thread)
         thread.start()
@@ -91,6 +97,7 @@ class DroppingServer(SocketServer):
                     if served > self.answered:
                         self._drop(conn)
                         return
+                    self._all_in.wait(5.0)  # bounded: a client that opens fewer
                     conn.sendall(OK)
 
     def _drop(self, conn: socket.socket) -> None:
@@ -142,7 +149,7 @@ def attempts(view: Any) -> list[tuple[str, str | None]]:
     ]
 
 
-def results(telemetry: FailoverTelemetry) -> dict[str, float]:
+def results_of(telemetry: FailoverTelemetry) -> dict[str, float]:
     """The attempts metric's total per ``failover.attempt.result`` (those with any)."""
     counted = {result: telemetry.metric("failover.attempts", result=result) for result in semconv.ATTEMPT_RESULTS}
     return {result: total for result, total in counted.items() if total}
@@ -176,7 +183,7 @@ def test_a_connection_closed_as_the_request_went_out_is_sent_again_there_once(
     assert breakers(client) == [("closed", 0), ("closed", 0)]
     assert keep_alive_one.requests == [2, 2, 1]  # what the server saw: five requests
     assert backup.total == 0
-    assert results(failover_telemetry) == {"success": 3, "dropped": 2}
+    assert results_of(failover_telemetry) == {"success": 3, "dropped": 2}
 
 
 def test_a_second_drop_in_the_same_request_is_the_domains_failure(
@@ -197,7 +204,7 @@ def test_a_second_drop_in_the_same_request_is_the_domains_failure(
     assert [error is None for _, error in attempts(view)] == [False, False, True]
     assert breakers(client)[0] == ("open", 1)
     assert drops_all.requests == [1, 1] and backup.total == 1
-    assert results(failover_telemetry) == {"dropped": 1, "failure": 1, "success": 1}
+    assert results_of(failover_telemetry) == {"dropped": 1, "failure": 1, "success": 1}
 
 
 def test_a_drop_of_a_request_that_may_not_be_sent_again_is_the_domains_failure(
@@ -357,3 +364,169 @@ def test_threads_and_tasks_ride_out_keep_alive_closes_with_no_failure_seen() -> 
     assert failures == []
     assert sum(answered.values()) == THREADS * PER_THREAD + TASKS * PER_TASK
     assert closed > 0  # the race happened, and often
+
+
+# Each client as its users write it, sending two requests at once (threads, or tasks).
+NATIVE = ("httpx", "httpx-async", "httpx2", "httpx2-async", "requests", "aiohttp")
+
+
+def _sent_natively(kind: str, pools: list[Pool], url: str) -> tuple[list[Any], Any]:
+    """Two GETs of ``url`` at once, then a third; each one's ``FailoverResult``, and the
+    front-end (for its state)."""
+    if kind in ("httpx", "httpx2", "requests"):
+        return _threads(kind, pools, url)
+    return asyncio.run(_tasks(kind, pools, url))
+
+
+def _threads(kind: str, pools: list[Pool], url: str) -> tuple[list[Any], Any]:
+    import requests
+
+    from pytest_failover import httpx2 as pf2
+    from pytest_failover.integrations.requests import FailoverAdapter
+
+    if kind == "requests":
+        front: Any = FailoverAdapter(pools, POLICY)
+        session = requests.Session()
+        session.mount("http://", front)
+
+        def get() -> Any:
+            return session.get(url).failover  # type: ignore[attr-defined]  # its documented place
+    else:
+        http = httpx2 if kind == "httpx2" else httpx
+        front = (pf2.FailoverTransport if kind == "httpx2" else FailoverTransport)(pools, POLICY)
+        client = http.Client(transport=front)
+
+        def get() -> Any:
+            return client.get(url).extensions["failover"]
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: get(), range(2)))
+    results.append(get())
+    front.close()
+    return results, front
+
+
+async def _tasks(kind: str, pools: list[Pool], url: str) -> tuple[list[Any], Any]:
+    import aiohttp
+
+    from pytest_failover import httpx2 as pf2
+    from pytest_failover.integrations.aiohttp import FailoverMiddleware
+
+    if kind == "aiohttp":
+        front: Any = FailoverMiddleware(pools, POLICY)
+        async with aiohttp.ClientSession(middlewares=(front,)) as session:
+
+            async def get() -> Any:
+                async with session.get(url) as response:
+                    await response.read()
+                    return response.failover  # type: ignore[attr-defined]  # its documented place
+
+            results = list(await asyncio.gather(get(), get()))
+            results.append(await get())
+        return results, front
+    http = httpx2 if kind == "httpx2-async" else httpx
+    front = (pf2.AsyncFailoverTransport if kind == "httpx2-async" else AsyncFailoverTransport)(pools, POLICY)
+    async with http.AsyncClient(transport=front) as client:
+
+        async def aget() -> Any:
+            return (await client.get(url)).extensions["failover"]
+
+        results = list(await asyncio.gather(aget(), aget()))
+        results.append(await aget())
+    return results, front
+
+
+@pytest.mark.parametrize("kind", NATIVE)
+def test_a_resend_that_meets_another_stale_kept_alive_connection_is_sent_again(
+    kind: str, servers: dict[str, LoopbackServer], failover_telemetry: FailoverTelemetry
+) -> None:
+    """A server closes its idle connections together (its keep-alive timeout): a request
+    meets one, is sent again on the next kept-alive one (the same race), and then, as
+    that one was reused too, once more, on a new connection, answered there; no breaker
+    counts anything (Go's rule: a request is sent again while the connection it met was
+    a reused one). urllib3 opens a new connection for the request after a failed one
+    (its pool hands out the failed one's empty place first): the requests adapter's
+    resend is answered at once. The aiohttp middleware cannot tell a reused connection
+    from a new one: there the second drop is the domain's failure, as a server that
+    closes every connection is."""
+    server = DroppingServer(answered=1, together=2)
+    backup = servers["b"]
+    try:
+        results, front = _sent_natively(kind, [Pool("api", [server.url, backup.url()])], f"{server.url}/x")
+    finally:
+        server.close()
+    assert [r.domain for r in results[:2]] == [server.url, server.url]
+    third = [(a.domain, a.error_type is None) for a in results[2].attempts]
+    if kind == "aiohttp":
+        assert third == [(server.url, False), (server.url, False), (backup.url(), True)]
+        assert results_of(failover_telemetry) == {"success": 3, "dropped": 1, "failure": 1}
+        return
+    if kind == "requests":
+        assert third == [(server.url, False), (server.url, True)]
+        assert sorted(server.requests) == [1, 1, 2]  # one kept-alive connection met the request
+        assert results_of(failover_telemetry) == {"success": 3, "dropped": 1}
+        return
+    assert third == [(server.url, False), (server.url, False), (server.url, True)]
+    assert server.requests == [2, 2, 1]  # each kept-alive connection met a request it dropped
+    assert [d.breaker for d in front.state().pools["api"].domains] == ["closed", "closed"]
+    assert results_of(failover_telemetry) == {"success": 3, "dropped": 2}
+
+
+def test_resends_after_drops_on_kept_alive_connections_stop_at_their_cap(
+    servers: dict[str, LoopbackServer], failover_telemetry: FailoverTelemetry
+) -> None:
+    """Six kept-alive connections, each closed as the next request comes on it: a request
+    is sent again after each drop while the connection it met was a reused one, up to
+    ``RESENDS`` times; the drop after that is the domain's failure (its backup answers)."""
+    from pytest_failover._plan import RESENDS
+
+    server = DroppingServer(answered=1, together=RESENDS + 2)
+    backup = servers["b"]
+    pools = [Pool("api", [server.url, backup.url()])]
+    transport = FailoverTransport(pools, POLICY)
+    try:
+        with httpx.Client(transport=transport) as client:
+            with concurrent.futures.ThreadPoolExecutor(RESENDS + 2) as pool:
+                warm = list(pool.map(lambda _: client.get(f"{server.url}/x"), range(RESENDS + 2)))
+            assert [response.status_code for response in warm] == [200] * (RESENDS + 2)
+            response = client.get(f"{server.url}/x")
+    finally:
+        server.close()
+    attempts = [(a.domain, a.error_type is None) for a in response.extensions["failover"].attempts]
+    assert attempts == [(server.url, False)] * (RESENDS + 1) + [(backup.url(), True)]
+    assert results_of(failover_telemetry) == {"success": RESENDS + 3, "dropped": RESENDS, "failure": 1}
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_callers_own_trace_still_hears_every_attempt(asynchronous: bool, servers: dict[str, LoopbackServer]) -> None:
+    """The resends learn their connection through httpx's ``trace`` extension, which the
+    caller may use too: the caller's trace still hears every attempt's events, each
+    drop's and each resend's, once."""
+    server = DroppingServer(answered=1, together=2)
+    pools = [Pool("api", [server.url, servers["b"].url()])]
+    heard: list[str] = []
+
+    def mine(event: str, info: Any) -> None:
+        heard.append(event)
+
+    async def ours(event: str, info: Any) -> None:
+        heard.append(event)
+
+    async def on_loop() -> Any:
+        async with httpx.AsyncClient(transport=AsyncFailoverTransport(pools, POLICY)) as client:
+            await asyncio.gather(client.get(f"{server.url}/x"), client.get(f"{server.url}/x"))
+            return await client.get(f"{server.url}/x", extensions={"trace": ours})
+
+    try:
+        if asynchronous:
+            response = asyncio.run(on_loop())
+        else:
+            with httpx.Client(transport=FailoverTransport(pools, POLICY)) as client:
+                with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                    list(pool.map(lambda _: client.get(f"{server.url}/x"), range(2)))
+                response = client.get(f"{server.url}/x", extensions={"trace": mine})
+    finally:
+        server.close()
+    assert [a.error_type is None for a in response.extensions["failover"].attempts] == [False, False, True]
+    assert heard.count("http11.send_request_headers.started") == 3  # each attempt's, once
+    assert heard.count("connection.connect_tcp.started") == 1  # the last one's new connection
