@@ -111,8 +111,11 @@ def healed(
 ) -> None:
     """Once the domains heal (``heal()``), the next request is answered, and every breaker
     closes within a few requests a cooldown apart (a probe lease left held keeps one
-    half-open for good); the pool's bounded state is within its bounds, and nothing counts
-    as in flight."""
+    half-open for good), but a backup's that opened under the load: the healed primary
+    answers every request, so nothing probes it, and it must be open with its probe due
+    and requestable, never half-open; the pool's bounded state is within its bounds, and
+    nothing counts as in flight. (A loaded 2-core machine can time a backup out twice
+    under 300 tasks: its breaker opens, rightly.)"""
     heal()
     time.sleep(2 * COOLDOWN)  # every breaker's cooldown is over: a request is let through
     assert answer() == 200, transport.state()
@@ -122,7 +125,11 @@ def healed(
         time.sleep(2 * COOLDOWN)
         assert answer() == 200, transport.state()
     pool = transport.state().pools["api"]
-    assert [(d.breaker, d.can_request) for d in pool.domains] == [("closed", True)] * 2, pool
+    first, backup = pool.domains
+    assert (first.breaker, first.can_request) == ("closed", True), pool
+    assert (backup.breaker, backup.can_request) == ("closed", True) or (
+        pool.sticky == first.domain and backup.breaker == "open" and backup.probe_due and backup.can_request
+    ), pool
     assert pool.budget_tokens is not None and 0.0 <= pool.budget_tokens <= 100.0
     core = transport._state.core.pools["api"]
     if core.slow_calls is not None:  # (no public view of the calls in flight)
