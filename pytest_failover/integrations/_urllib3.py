@@ -50,15 +50,35 @@ class _Sending(threading.local):
 SENDING = _Sending()
 
 
+_request = HTTPConnection.request
+
+
 class _AnnouncingConnection(HTTPConnection):
     """An ``HTTPConnection`` that puts itself in its thread's slot (:data:`SENDING`) as it
     sends a request: connected, and the one that will read the answer."""
 
-    def request(self, *args: Any, **kwargs: Any) -> None:
+    def request(  # type: ignore[override]  # urllib3's own signature (its own method is marked so too)
+        self,
+        method: str,
+        url: str,
+        body: Any = None,
+        headers: Any = None,
+        *,
+        chunked: bool = False,
+        preload_content: bool = True,
+        decode_content: bool = True,
+        enforce_content_length: bool = True,
+    ) -> None:
+        # urllib3's signature, written out, and its method called by name (neither its
+        # HTTPSConnection nor ours defines another): no argument dict to build and
+        # spread, no super object, on every request of the adapter's
         slot = SENDING.slot
         if slot is not None:
             slot[0] = self
-        super().request(*args, **kwargs)
+        _request(
+            self, method, url, body, headers, chunked=chunked, preload_content=preload_content,
+            decode_content=decode_content, enforce_content_length=enforce_content_length,
+        )  # fmt: skip
 
 
 class _AnnouncingTLSConnection(_AnnouncingConnection, HTTPSConnection):

@@ -83,6 +83,7 @@ if TYPE_CHECKING:
 __all__ = ["AllDomainsFailed", "CircuitOpenError", "FailoverAdapter"]
 
 _NATIVE = "pytest_failover.requests"  # extension key: the requests-side objects of an exchange
+_SLOT = "pytest_failover.requests.slot"  # and an attempt's: the connection it is on (``_AdapterIO.failover_cut``)
 _CHUNK = 65536
 _EMPTY = httpx.ByteStream(b"")  # the body of a request without one (immutable: shared)
 
@@ -298,15 +299,15 @@ class _AdapterIO(httpx.BaseTransport):
 
     def __init__(self, send: Any) -> None:
         self._send = send
-        # The slot of each request in flight, which its connection fills as it sends
-        # (the adapter's own connections: ``_urllib3.SENDING``; an ``adapter=`` of the
-        # caller's own leaves it empty).
-        self._sending: dict[httpx.Request, list[Any]] = {}
 
-    def failover_cut(self, request: httpx.Request) -> bool:
+    @staticmethod
+    def failover_cut(request: httpx.Request) -> bool:
         """Shut down the socket ``request`` is on, before its answer's headers came (the
-        watchdog: ``_sockets.cut_attempt``); False when none is known."""
-        slot = self._sending.get(request)
+        watchdog: ``_sockets.cut_attempt``); False when none is known. Its slot, in its
+        extensions, is filled by its connection as it sends (the adapter's own
+        connections: ``_urllib3.SENDING``; an ``adapter=`` of the caller's own leaves it
+        empty)."""
+        slot = request.extensions.get(_SLOT)
         return slot is not None and cut_announced(slot)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -323,7 +324,7 @@ class _AdapterIO(httpx.BaseTransport):
             prepared.headers = CaseInsensitiveDict(_convert.decoded(headers._list))
         timeouts = request.extensions["timeout"]
         slot: list[Any] = [None]
-        SENDING.slot = self._sending[request] = slot
+        SENDING.slot = request.extensions[_SLOT] = slot  # (each attempt's request has extensions of its own)
         try:
             native = self._send(prepared, True, (timeouts["connect"], timeouts["read"]), verify, cert, proxies)
         except requests.RequestException as exc:  # requests wraps all a send meets on the wire
@@ -334,9 +335,8 @@ class _AdapterIO(httpx.BaseTransport):
         except OSError as exc:  # what it does not wrap: its own check of verify= and cert= paths
             raise _SetUp(exc) from exc
         finally:
-            with ANNOUNCED:  # (``_sockets.withdraw``, written out: no frame a request)
+            with ANNOUNCED:  # done with the connection: nothing may cut it now (see _sockets.ANNOUNCED)
                 slot[0] = None  # its response holds the socket now (``network_stream``)
-            del self._sending[request]
         # The answer's headers by lowercased name, to look names up in at C level (the
         # mapping's own `in` and `[]` are Python calls): requests' CaseInsensitiveDict keeps
         # them so (its _store); any other mapping (an adapter's own) is read into one.
