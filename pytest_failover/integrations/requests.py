@@ -324,7 +324,7 @@ class _AdapterIO(httpx.BaseTransport):
             prepared.headers = CaseInsensitiveDict(_convert.decoded(headers._list))
         timeouts = request.extensions["timeout"]
         slot: list[Any] = [None]
-        SENDING.slot = request.extensions[_SLOT] = slot  # (each attempt's request has extensions of its own)
+        SENDING.slot = request.extensions[_SLOT] = slot  # (one attempt at a time per request: a hedge sends a copy)
         try:
             native = self._send(prepared, True, (timeouts["connect"], timeouts["read"]), verify, cert, proxies)
         except requests.RequestException as exc:  # requests wraps all a send meets on the wire
