@@ -49,7 +49,7 @@ from contextvars import copy_context
 from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
-from ._deadline import GRACE, _running_loop, _task_of, cancel_unshielded, watchdog, when_unshielded
+from ._deadline import GRACE, _task_of, cancel_unshielded, watch_here, watchdog, when_unshielded
 from ._exchange import Exchange
 from ._sockets import cut_request, cuttable
 
@@ -177,9 +177,9 @@ async def async_race(
     one plus one loop timer, with no race and no exchange. When the caller leaves
     (cancelled from outside, or any other exception), the hedges are cancelled and a
     lane's request is given up here (an exchange's loop gives up its own)."""
-    loop = _running_loop()
-    task = None if loop is None else _task_of(loop)
-    if loop is None or task is None:  # no asyncio loop (trio), or Python 3.10 (no Task.uncancel): anyio's race
+    watch = watch_here()  # asyncio's running loop's (without a system call)
+    task = None if watch is None else _task_of(watch.loop)
+    if watch is None or task is None:  # no asyncio loop (trio), or Python 3.10 (no Task.uncancel): anyio's race
         exchange = lane if isinstance(lane, Exchange) else _adopted(lane, adopt)
         try:
             return exchange, await anyio_race(send, exchange, flight), None
@@ -188,7 +188,7 @@ async def async_race(
                 exchange.give_up()
             raise
     held: list[_AsyncHedges] = []  # the race, once the first hedge fell due
-    timer = loop.call_later(delay, _AsyncHedges.fell_due, held, send, lane, flight, task, adopt)
+    timer = watch.loop.call_later(delay, _AsyncHedges.fell_due, held, send, lane, flight, task, adopt)
     try:
         flight.sending = True  # from here on it is sent, even if cut first (see _async_sent)
         response: Response | None = await send(lane, flight)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import select
+import signal
 import socket
 import threading
 import time
@@ -383,6 +386,92 @@ def test_loops_used_in_turn_each_have_their_own_watch() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_loops_running_at_once_in_two_threads_each_cut_on_time() -> None:
+    """Two threads, each running a loop, arm and are cut in turn: each attempt is cut by
+    its own loop's watch, whichever watch was looked up last."""
+    seen: dict[str, list[tuple[bool, _LoopWatch]]] = {"a": [], "b": []}
+
+    def thread(name: str) -> None:
+        async def main() -> None:
+            for _ in range(5):
+                seen[name].append(await _watched(0.03))
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=thread, args=(name,)) for name in seen]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert all(len(runs) == 5 for runs in seen.values())
+    assert all(on_time for runs in seen.values() for on_time, _ in runs)
+    a, b = ({id(watch) for _, watch in runs} for runs in seen.values())
+    assert a.isdisjoint(b)  # (a watch found its thread's loop, never the other's)
+
+
+def test_the_running_loop_is_not_asked_for_while_its_watch_is_at_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a loop's watch is at hand, a limit finds the loop through it: asyncio's
+    ``_get_running_loop()`` asks the kernel for the process id on every call (a system
+    call an attempt). A second loop in the same thread is asked for again."""
+
+    async def armed_twice() -> None:
+        with async_limit(1.0):
+            await asyncio.sleep(0)
+        with monkeypatch.context() as patched:
+            patched.setattr(_deadline, "_running_loop", _not_asked)
+            with async_limit(1.0):
+                await asyncio.sleep(0)
+            on_time, _ = await _watched(0.03)  # and it still cuts
+            assert on_time
+
+    asyncio.run(armed_twice())
+    asked: list[asyncio.AbstractEventLoop | None] = []
+
+    def running_loop() -> asyncio.AbstractEventLoop | None:
+        asked.append(asyncio._get_running_loop())
+        return asked[-1]
+
+    monkeypatch.setattr(_deadline, "_running_loop", running_loop)
+    asyncio.run(_watched(0.03))  # another loop: the watch at hand is the first one's
+    assert asked
+
+
+def _not_asked() -> None:
+    raise AssertionError("asyncio._get_running_loop() was asked while the watch was at hand")
+
+
+def test_a_forks_child_cuts_on_its_own_loop() -> None:
+    """A child forked from a running loop (multiprocessing's default start) runs a loop of
+    its own in the same thread: its attempts are cut there, not on the parent's loop,
+    which the child's copy of it still says runs in that thread."""
+    out, into = os.pipe()
+
+    async def fork_while_running() -> int:
+        with async_limit(1.0):  # the parent's watch is at hand
+            await asyncio.sleep(0)
+        pid = os.fork()
+        if pid == 0:  # the child: a new loop, same thread
+            code = 1
+            try:
+                on_time, _ = asyncio.run(_watched(0.05))
+                code = 0 if on_time else 2
+            finally:
+                os.write(into, bytes([code]))
+                os._exit(code)
+        return pid
+
+    pid = asyncio.run(fork_while_running())
+    try:
+        ready, _, _ = select.select([out], [], [], 10.0)
+        said = os.read(out, 1) if ready else b""
+    finally:
+        os.close(out)
+        os.close(into)
+        os.kill(pid, signal.SIGKILL)  # (gone already, unless it hangs)
+        os.waitpid(pid, 0)
+    assert said == b"\x00", "the child's attempt was not cut on time" if said else "the child's attempt was never cut"
 
 
 def test_a_closed_loop_leaves_nothing_behind() -> None:
