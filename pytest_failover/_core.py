@@ -25,6 +25,7 @@ import time as _time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ._fork import renew_locks
 from ._plan import RequestPlan
 from ._policy import Policy
 from ._pool import Domain, Pool
@@ -89,6 +90,7 @@ class FailoverCore:
             pool_core.random, pool_core.wall_clock = random, wall_clock
         self.control_version: int | None = None
         self._control_lock = threading.Lock()
+        renew_locks(self, "_control_lock")
 
     @staticmethod
     def _policies(policy: Policy | Mapping[str, Policy] | None, names: list[str]) -> dict[str, Policy]:

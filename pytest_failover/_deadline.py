@@ -47,7 +47,6 @@ import asyncio
 import itertools
 import logging
 import math
-import os
 import sys
 import threading
 import time
@@ -56,6 +55,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from ._fork import call_in_child, renew_in_child
 from ._sockets import cut_attempt
 
 if TYPE_CHECKING:
@@ -348,7 +348,7 @@ def _forget() -> None:
     _latest = _gone
 
 
-os.register_at_fork(after_in_child=_forget)
+call_in_child(_forget)
 
 
 class _Watchdog:
@@ -381,6 +381,18 @@ class _Watchdog:
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.looks = 0  # how often the thread has looked at the armed attempts
+        renew_in_child(self, _Watchdog.forked)
+
+    def forked(self) -> None:
+        """In a fork's child (:mod:`._fork`): no thread yet, nothing armed. What the parent
+        armed was its threads' attempts, on its sockets, which a cut here would shut down
+        under the parent too; a pending ticket of the thread that forked disarms as not cut."""
+        self._armed.clear()
+        self._cut.clear()
+        self._wake = threading.Event()
+        self._wakes_at = float("inf")
+        self._start_lock = threading.Lock()
+        self._thread = None
 
     def arm(self, at: float, target: Attempt | Callable[[], object]) -> int:
         """Cut the socket of ``target``, a sync attempt, at ``at`` (monotonic seconds) unless

@@ -77,6 +77,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace as otel_trace
 
+from ._fork import renew_locks
 from .resolve import ResolveError
 from .semconv import (
     ERROR_TYPE,
@@ -176,6 +177,7 @@ class Dialer:
             for host, resolver in self.resolvers.items()
         }
         self._lock = threading.Lock()
+        renew_locks(self, "_lock")
         self._bad: dict[tuple[str, str], float] = {}  # (host, address) -> bad until
         # host -> the addresses last offered to a connector that connects by itself
         # (aiohttp's), in order, and how they were found: see :meth:`landed`

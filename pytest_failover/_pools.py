@@ -74,6 +74,7 @@ from . import _steering
 from ._breaker import Breaker, BreakerState, Standing
 from ._budget import TokenBucket
 from ._classify import outcome_table, success_table
+from ._fork import renew_locks
 from ._policy import Policy, ScheduleTable
 from ._pool import Domain, Pool
 from ._slowness import UNKNOWN_DELAY, HedgeThrottle, LatencyWindow, SlowCallWindow
@@ -185,6 +186,7 @@ class PoolCore:
         self.serving: Domain | None = None
         self.serving_since = -math.inf  # when ``serving`` last changed (monotonic seconds)
         self.lock = threading.Lock()
+        renew_locks(self, "lock")
         # Shared health (``pytest_failover.shared``): the fleet's probe lease, asked
         # under the lock before a probe is sent; False means another process holds it
         # (the breaker is then PROBING here too). None: not shared, no cost.

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from ._deadline import GRACE, _task_of, cancel_unshielded, watch_here, watchdog, when_unshielded
 from ._exchange import Exchange
+from ._fork import renew_in_child
 from ._sockets import cut_request, cuttable
 
 if TYPE_CHECKING:
@@ -482,6 +483,16 @@ class ThreadRace:
         self._lock = threading.Lock()
         self._busy = 0  # threads sending a hedge (or about to)
         self._joining: dict[Attempt, _Hedges] = {}  # races one side has joined (see _join)
+        renew_in_child(self, ThreadRace.forked)
+
+    def forked(self) -> None:
+        """In a fork's child (:mod:`._fork`): a pool of no threads yet, none busy, no race
+        joined (those were the parent's threads'). The parent's pool object would take work
+        that no thread of the child ever runs."""
+        self._executor = None
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._joining = {}
 
     def race(self, send: Send, exchange: Exchange, first: Attempt, delay: float) -> Response | None:
         """Send ``first`` from this thread and its hedges from the pool when due (the

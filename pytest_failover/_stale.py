@@ -112,6 +112,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._fork import renew_locks
+
 if TYPE_CHECKING:
     from ._lib import Headers, Request, Response
 
@@ -325,6 +327,7 @@ class StaleCache:
         self._max_total_bytes = max_total_bytes
         self._salt = secrets.token_bytes(16)
         self._lock = threading.Lock()
+        renew_locks(self, "_lock")
         self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
         # The Vary name sets stored per base key, with how many entries use each.
         self._variants: dict[_Base, dict[tuple[str, ...], int]] = {}

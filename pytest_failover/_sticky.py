@@ -54,6 +54,8 @@ import threading
 import time
 from collections.abc import Mapping
 
+from ._fork import renew_locks
+
 __all__ = ["StickyFile"]
 
 logger = logging.getLogger("pytest_failover")
@@ -83,6 +85,7 @@ class StickyFile:
         self.path = os.fspath(path)
         self._lock = threading.Lock()  # guards the fields below; never held across I/O
         self._io = threading.Lock()  # one write at a time
+        renew_locks(self, "_lock", "_io")
         self._saved: dict[str, str] = {}  # what the file holds
         self._wanted: dict[str, str] = {}  # what it should hold (a new dict at each change)
         self._idle = threading.Event()  # clear while a background write is pending
@@ -276,6 +279,7 @@ class _Writer:
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[StickyFile | threading.Event] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        renew_locks(self, "_lock")
         self._thread: threading.Thread | None = None
 
     def submit(self, sticky: StickyFile) -> None:

@@ -40,6 +40,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._exceptions import ControlError
+from .._fork import renew_locks
 from .._lib import client_library
 from .._policy import ExponentialBackoff
 from ._document import ControlDocument
@@ -270,6 +271,7 @@ class ControlPoller:
         self._safe_url = _redact(url)
         self._lock = threading.Lock()
         self._client_lock = threading.Lock()
+        renew_locks(self, "_lock", "_client_lock")
         self._client: httpx.Client | None = None
         self._async_client: httpx.AsyncClient | None = None
         self._thread: threading.Thread | None = None

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .. import semconv
+from .._fork import renew_in_child
 from ._aio import wait_future
 from ._base import Answer, NoAddresses, ResolveError, Resolver, ResolveTimeout, normalize_host
 
@@ -208,6 +209,13 @@ class CachingResolver:
         self._clock = clock
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}
+        renew_in_child(self, CachingResolver._forked)
+
+    def _forked(self) -> None:
+        """In a fork's child (``_fork``): a free lock, and no lookup in flight (those were
+        the parent's threads': one joined here would wait for an answer that never comes)."""
+        self._lock = threading.Lock()
+        self._flights = {}
 
     def __repr__(self) -> str:
         return f"CachingResolver({self.inner!r}, {len(self._table)} names)"

@@ -12,6 +12,7 @@ import socket
 import threading
 
 from .. import semconv
+from .._fork import call_in_child
 from ._aio import wait_future
 from ._base import (
     AddressFilter,
@@ -44,6 +45,16 @@ def _threads() -> concurrent.futures.ThreadPoolExecutor:
                 max_workers=16, thread_name_prefix="pytest-failover resolve"
             )
         return _executor
+
+
+def _forked() -> None:
+    """In a fork's child (``_fork``): no pool yet. The parent's would take lookups that no
+    thread of the child ever runs, each failing only at its timeout."""
+    global _executor, _executor_lock  # this module's pool, made by _threads()
+    _executor, _executor_lock = None, threading.Lock()
+
+
+call_in_child(_forked)
 
 
 class SystemResolver:

@@ -29,6 +29,7 @@ from opentelemetry import metrics
 
 from .. import __version__, semconv
 from .._breaker import BreakerState, BreakerTransition
+from .._fork import renew_locks
 from .._snapshot import SharedState
 from .._values import BreakerEvent, Event, Switch
 from . import _wire
@@ -87,6 +88,7 @@ class Fleet:
         self.ignored = 0  # messages naming something this process does not have, or malformed
         self._ever_connected = False
         self._state_lock = threading.Lock()
+        renew_locks(self, "_state_lock")
         self._core: FailoverCore | None = None
         self._clock: Callable[[], float] = time.monotonic
         self._wall: Callable[[], float] = time.time

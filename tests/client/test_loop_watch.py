@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
-import select
-import signal
 import socket
 import threading
 import time
@@ -440,38 +437,6 @@ def test_the_running_loop_is_not_asked_for_while_its_watch_is_at_hand(monkeypatc
 
 def _not_asked() -> None:
     raise AssertionError("asyncio._get_running_loop() was asked while the watch was at hand")
-
-
-def test_a_forks_child_cuts_on_its_own_loop() -> None:
-    """A child forked from a running loop (multiprocessing's default start) runs a loop of
-    its own in the same thread: its attempts are cut there, not on the parent's loop,
-    which the child's copy of it still says runs in that thread."""
-    out, into = os.pipe()
-
-    async def fork_while_running() -> int:
-        with async_limit(1.0):  # the parent's watch is at hand
-            await asyncio.sleep(0)
-        pid = os.fork()
-        if pid == 0:  # the child: a new loop, same thread
-            code = 1
-            try:
-                on_time, _ = asyncio.run(_watched(0.05))
-                code = 0 if on_time else 2
-            finally:
-                os.write(into, bytes([code]))
-                os._exit(code)
-        return pid
-
-    pid = asyncio.run(fork_while_running())
-    try:
-        ready, _, _ = select.select([out], [], [], 10.0)
-        said = os.read(out, 1) if ready else b""
-    finally:
-        os.close(out)
-        os.close(into)
-        os.kill(pid, signal.SIGKILL)  # (gone already, unless it hangs)
-        os.waitpid(pid, 0)
-    assert said == b"\x00", "the child's attempt was not cut on time" if said else "the child's attempt was never cut"
 
 
 def test_a_closed_loop_leaves_nothing_behind() -> None:
