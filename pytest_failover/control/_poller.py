@@ -40,7 +40,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._exceptions import ControlError
-from .._fork import renew_locks
+from .._fork import renew_in_child
 from .._lib import client_library
 from .._policy import ExponentialBackoff
 from ._document import ControlDocument
@@ -271,7 +271,7 @@ class ControlPoller:
         self._safe_url = _redact(url)
         self._lock = threading.Lock()
         self._client_lock = threading.Lock()
-        renew_locks(self, "_lock", "_client_lock")
+        renew_in_child(self, ControlPoller._forked)
         self._client: httpx.Client | None = None
         self._async_client: httpx.AsyncClient | None = None
         self._thread: threading.Thread | None = None
@@ -408,6 +408,17 @@ class ControlPoller:
         self._stopping.clear()
         self._thread = threading.Thread(target=self._loop, name="pytest-failover-control", daemon=True)
         self._thread.start()
+
+    def _forked(self) -> None:
+        """In a fork's child (``_fork``): free locks, clients of its own (the parent's
+        connections are left alone: closing one would end the parent's TLS session too), and
+        its polling thread again if it was polling."""
+        self._lock = threading.Lock()
+        self._client_lock = threading.Lock()
+        self._client = self._async_client = None
+        if self._thread is not None and not self._stopping.is_set():
+            self._thread = None
+            self.start()
 
     def _loop(self) -> None:
         while not self._stopping.is_set():

@@ -73,6 +73,11 @@ _SERVING_TTL = 7 * 24 * 3600
 _LEASE_GRACE = 0.1
 
 
+def _sender() -> str:
+    """How this process signs its words and leases: unique to it in the fleet."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
 class Fleet:
     """Shared health of one transport, without the I/O."""
 
@@ -81,7 +86,7 @@ class Fleet:
     def __init__(self, *, shown_url: str, prefix: str) -> None:
         self.shown_url = shown_url
         self.keys = Keys(prefix)
-        self.sender = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.sender = _sender()
         self.state = _DISCONNECTED
         self.since = time.time()
         self.fleet_control_version: int | None = None
@@ -330,6 +335,14 @@ class Fleet:
             with pool_core.lock:
                 for breaker in pool_core.breakers.values():
                     breaker.release_remote(now)
+
+    def forked_state(self) -> None:
+        """In a fork's child (``_fork``): a process of its own to the fleet, with a sender of
+        its own (the parent would take the child's words for its own, and ignore them), no
+        lease (those it held are the parent's), and local-only until its own connection is up."""
+        self.sender = _sender()
+        self._held = {}
+        self._change(_DISCONNECTED)
 
     # -- connection state ------------------------------------------------------------------
 

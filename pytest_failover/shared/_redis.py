@@ -39,8 +39,9 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.connection import parse_url
 from redis.retry import Retry
 
+from .._fork import renew_in_child
 from ..semconv import SHARED_CONNECTED
-from ._fleet import Command, Fleet
+from ._fleet import CLOSED, Command, Fleet
 
 __all__ = ["AsyncRedisHealth", "RedisHealth"]
 
@@ -101,6 +102,25 @@ class _RedisShell(Fleet):
     def _init_shell(self) -> None:
         """The shell's own state (its queue, threads or tasks)."""
 
+    def _resume(self) -> None:
+        """Start the shell's own work (:class:`RedisHealth`: its threads, once bound; the
+        async shell's tasks start with its transport's first request instead)."""
+
+    def bind(self, core: Any, **kwargs: Any) -> None:
+        super().bind(core, **kwargs)
+        renew_in_child(self, _RedisShell._forked)
+
+    def _forked(self) -> None:
+        """In a fork's child (``_fork``): a process of its own to the fleet
+        (:meth:`forked_state`), with threads or tasks and connections of its own, unless it
+        was closed. The parent's connections are left alone (closing one would shut its
+        socket down under the parent; redis-py makes new ones in a child)."""
+        self.forked_state()
+        self._lease_client = None
+        if self.state != CLOSED:
+            self._init_shell()
+            self._resume()
+
     def _options(self, timeout: float) -> dict[str, Any]:
         return {
             "socket_timeout": timeout,
@@ -156,6 +176,9 @@ class RedisHealth(_RedisShell):
 
     def bind(self, core: Any, **kwargs: Any) -> None:
         super().bind(core, **kwargs)
+        self._resume()
+
+    def _resume(self) -> None:
         for name, target in (("listener", self._listen), ("publisher", self._publish)):
             thread = threading.Thread(target=target, name=f"pytest-failover shared {name}", daemon=True)
             self._threads.append(thread)

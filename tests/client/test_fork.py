@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -198,3 +199,25 @@ def test_a_cached_lookup_in_flight_at_the_fork_is_not_waited_for_in_the_child() 
         release.set()
         looking.join(5.0)
     assert said == "127.0.0.1"
+
+
+def test_a_child_sends_through_a_pool_of_its_own_over_the_parents_state(slow_primary: tuple[str, str]) -> None:
+    """The way docs/client.md gives a child a pool of connections of its own: a transport
+    sharing the parent's state. The breakers are the parent's at the fork: the primary the
+    parent found dead is not tried again in the child."""
+    _, backup = slow_primary
+    with socket.socket() as probe:  # a port that refuses: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+        transport = FailoverTransport([Pool("api", [dead, backup])], Policy(breaker_threshold=1, sticky=False))
+        parent = httpx.Client(transport=transport)  # (closed last: it closes the transport)
+        assert parent.get(dead + "/fast").extensions["failover"].domain == backup  # the primary is open
+
+        def child() -> str:
+            with httpx.Client(transport=FailoverTransport.sharing(transport)) as own:
+                result = own.get(dead + "/fast").extensions["failover"]
+            return ",".join(a.domain for a in result.attempts)
+
+        said = in_child(child)
+        parent.close()
+    assert said == backup

@@ -13,6 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
+from client.forking import (
+    in_child,  # tests/client: a package on the rootdir path, as tests/control is
+)
 
 from pytest_failover._policy import ExponentialBackoff
 from pytest_failover.control import CONTENT_TYPE, MAX_DOCUMENT_BYTES, ControlDocument, ControlPoller
@@ -442,6 +445,27 @@ def test_thread_polls_until_stopped(served: Served, target: Target, signer: Sign
     assert served.requests == count
     assert [d.version for d in target.applied] == [1, 2]
     poller.stop()  # a second stop is harmless
+
+
+def test_a_forks_child_polls_with_a_thread_of_its_own(served: Served, target: Target, signer: Signer, clock: Clock) -> None:
+    """A poller started before the fork (an application's import, under gunicorn
+    ``--preload``) polls in the child too: its thread starts again there."""
+    served.serve(signer.sign(version=1, pools={"api": ["https://api.example.com"]}))
+    poller = make_poller(served.url, target, signer, clock, interval=0.01)
+
+    def child() -> str:
+        wait_for(lambda: target.version == 2)  # served after the fork: only a poll of the child's applies it here
+        return str(target.version)
+
+    with poller:
+        wait_for(lambda: target.version == 1)
+        later = threading.Timer(0.3, lambda: served.serve(signer.sign(version=2, pools={})))
+        later.start()
+        try:
+            said = in_child(child)
+        finally:
+            later.join(5.0)
+    assert said == "2"
 
 
 def test_thread_survives_bad_documents(served: Served, target: Target, signer: Signer, clock: Clock) -> None:

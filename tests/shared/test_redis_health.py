@@ -13,6 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from client.forking import (
+    in_child,  # tests/client: a package on the rootdir path, as tests/shared is
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
@@ -138,6 +141,68 @@ def test_one_probe_per_cooldown_and_the_fleet_fails_back_on_its_answer(make: Cal
         probe.join(5)
         wait_for(lambda: standing(b, A) is Standing.HEALTHY, "B heard the probe's answer")
         assert cb.get(f"{A}/x").text == A
+
+
+def test_a_forks_child_shares_health_as_a_process_of_its_own(make: Callable[..., FailoverTransport]) -> None:
+    """A transport with shared health, made before the fork (gunicorn ``--preload``), is a
+    process of its own to the fleet in the child: its own connection to Redis (the parent's
+    threads are not there), its own sender (the parent would take the child's words for its
+    own, and ignore them). The child opens the dead primary; the parent hears it."""
+    domains = Domains()
+    parent = make(domains)
+    connected(parent)
+    shared = parent._state.shared
+    assert shared is not None
+
+    def child() -> str:
+        connected(parent)  # its own connection, or its copy of the parent's state
+        domains.down.add(A)  # (the child's copy of the inner transport)
+        with httpx.Client(transport=parent) as client:
+            for _ in range(2):
+                client.get(f"{A}/x")
+        wait_for(lambda: standing(parent, A) is not Standing.HEALTHY, "the child's breaker of A open")
+        time.sleep(0.3)  # its publisher sends the opening
+        return str(shared.sender)
+
+    sender = in_child(child)
+    assert sender != shared.sender and not sender.startswith(("raised", "no answer")), sender
+    wait_for(lambda: standing(parent, A) in (Standing.RESTING, Standing.OPEN), "the parent heard the child")
+    assert domains.hits.get(A, 0) == 0  # the parent itself never tried it
+
+
+def test_a_forks_child_starts_the_async_twins_tasks_in_its_own_loop(redis_server: RedisServer, prefix: str) -> None:
+    """``AsyncRedisHealth`` whose tasks ran in a loop of the parent's: in the child, the
+    first request starts them in the child's loop, and the child's opening reaches the fleet
+    (here, a sync transport of the parent's)."""
+    domains = Domains()
+    hearing = FailoverTransport([Pool("api", [A, B])], POLICY, domains.sync(), shared=RedisHealth(redis_server.url, prefix=prefix))
+    health = AsyncRedisHealth(redis_server.url, prefix=prefix)
+    transport = AsyncFailoverTransport([Pool("api", [A, B])], POLICY, domains.asynchronous(), shared=health)
+
+    async def used() -> None:
+        client = httpx.AsyncClient(transport=transport)  # (closing it would close the transport)
+        await client.get(f"{A}/x")  # starts the tasks (in this loop)
+        await async_wait(lambda: health.state == "connected")
+
+    async def child() -> str:
+        client = httpx.AsyncClient(transport=transport)
+        await client.get(f"{B}/x")  # starts its tasks
+        await async_wait(lambda: health.state == "connected")
+        domains.down.add(A)  # (the child's copy of the inner transport)
+        for _ in range(2):
+            await client.get(f"{A}/x")
+        await asyncio.sleep(0.3)  # its publisher sends the opening
+        return str(health.sender)
+
+    try:
+        asyncio.run(used())
+        connected(hearing)
+        parent_sender = health.sender
+        said = in_child(lambda: asyncio.run(child()))
+        assert said != parent_sender and not said.startswith(("raised", "no answer")), said
+        wait_for(lambda: standing(hearing, A) in (Standing.RESTING, Standing.OPEN), "the parent heard the child")
+    finally:
+        hearing.close()
 
 
 def test_keys_and_messages_naming_unknown_domains_are_ignored(
