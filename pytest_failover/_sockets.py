@@ -34,6 +34,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from ._fork import call_in_child
+
 if TYPE_CHECKING:
     from ._lib import HTTPLib, Request, Response
     from ._values import Attempt
@@ -195,6 +197,16 @@ def cut_request(transport: object, request: Request) -> bool:
 # that a cut lands on the connection while it still serves that request, never once it
 # went back to its pool and on to another.
 ANNOUNCED = threading.Lock()
+
+
+def _free_announced() -> None:
+    """In a fork's child (``_fork``): a free lock (a cut in progress at the fork held it).
+    Read where it is taken as ``_sockets.ANNOUNCED``, so the new one is the one taken."""
+    global ANNOUNCED  # this module's lock, replaced only here
+    ANNOUNCED = threading.Lock()
+
+
+call_in_child(_free_announced)
 
 
 def cut_announced(slot: list[Any]) -> bool:

@@ -54,7 +54,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from ._fork import renew_locks
+from ._fork import renew_in_child
 
 __all__ = ["StickyFile"]
 
@@ -85,7 +85,7 @@ class StickyFile:
         self.path = os.fspath(path)
         self._lock = threading.Lock()  # guards the fields below; never held across I/O
         self._io = threading.Lock()  # one write at a time
-        renew_locks(self, "_lock", "_io")
+        renew_in_child(self, StickyFile._forked)
         self._saved: dict[str, str] = {}  # what the file holds
         self._wanted: dict[str, str] = {}  # what it should hold (a new dict at each change)
         self._idle = threading.Event()  # clear while a background write is pending
@@ -207,6 +207,15 @@ class StickyFile:
                 return
         self._write_wanted(background=False)
 
+    def _forked(self) -> None:
+        """In a fork's child (``_fork``): free locks, and a write the parent's writer thread
+        had pending handed to the child's (the child's copy of the file's state still waits
+        for it: no later save would hand it over, and ``flush`` would wait in vain)."""
+        self._lock = threading.Lock()
+        self._io = threading.Lock()
+        if not self._idle.is_set():
+            _writer.submit(self)
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds for a background write; True if none is pending."""
         return self._idle.wait(timeout)
@@ -279,8 +288,15 @@ class _Writer:
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[StickyFile | threading.Event] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        renew_locks(self, "_lock")
+        renew_in_child(self, _Writer._forked)
         self._thread: threading.Thread | None = None
+
+    def _forked(self) -> None:
+        """In a fork's child (``_fork``): a free lock and an empty queue (each file hands its
+        pending write over again: :meth:`StickyFile._forked`); :meth:`submit` starts the
+        child's thread."""
+        self._lock = threading.Lock()
+        self._queue = queue.SimpleQueue()
 
     def submit(self, sticky: StickyFile) -> None:
         with self._lock:

@@ -63,9 +63,10 @@ except ImportError as exc:  # pragma: no cover - exercised by the install hint t
 import httpx
 
 from .. import _httpx as _exceptions
+from .. import _sockets
 from .._exchange import FailoverResult
 from .._httpx import FailoverTransport
-from .._sockets import ANNOUNCED, cut_announced
+from .._sockets import cut_announced
 from .._state import AdapterOptions, spelt_out
 from .._transport import FrontEnd, _FrontEnd, _state_of
 from . import _convert
@@ -335,7 +336,7 @@ class _AdapterIO(httpx.BaseTransport):
         except OSError as exc:  # what it does not wrap: its own check of verify= and cert= paths
             raise _SetUp(exc) from exc
         finally:
-            with ANNOUNCED:  # done with the connection: nothing may cut it now (see _sockets.ANNOUNCED)
+            with _sockets.ANNOUNCED:  # done with the connection: nothing may cut it now (renewed in a fork's child)
                 slot[0] = None  # its response holds the socket now (``network_stream``)
         # The answer's headers by lowercased name, to look names up in at C level (the
         # mapping's own `in` and `[]` are Python calls): requests' CaseInsensitiveDict keeps

@@ -58,7 +58,7 @@ CEILINGS = {
     # ``stream=True`` keeps a readable ``raw`` (a replay of the bytes read): 3 to pass the flag and test it
     # Each attempt keeps a slot its connection fills as it sends, for the watchdog to cut a
     # trickled head (``_urllib3.SENDING``, ``_sockets.cut_announced``): 29 (1,120 before)
-    opcodes.REQUESTS_ADAPTER: 1_154,  # 1,149
+    opcodes.REQUESTS_ADAPTER: 1_154,  # 1,150 (+1 since session 21: the slot lock read as _sockets.ANNOUNCED, renewed after a fork)
     # a cookie from another domain is filed under the URL asked for too: 2 to choose where an answer goes
     opcodes.AIOHTTP: 918,  # 913
     opcodes.HTTPX2_SYNC: 750,  # 749
@@ -71,7 +71,7 @@ ADDED_CEILINGS = {  # every frame's opcodes a front-end adds to a request (its t
     opcodes.HTTPX_SYNC: 106,  # measured 105
     opcodes.HTTPX_ASYNC: 70,  # 65 (+971 before)
     opcodes.HTTPX2_SYNC: 61,  # 60 (+775 before)
-    opcodes.REQUESTS_ADAPTER: 564,  # measured 559: 530 before the slot above, 522 before stream=True kept its raw (issue 27's target: 750)
+    opcodes.REQUESTS_ADAPTER: 564,  # measured 560 (559 before the lock was read as _sockets.ANNOUNCED): 530 before the slot above, 522 before stream=True kept its raw (issue 27's target: 750)
     # issue 27's target: 1,150; aiohttp's own frames add 69 of it: the bare
     # session has one middleware (the answer) and this one two, so aiohttp chains them per request
     # (not its one-middleware shortcut); yarl's 11: URL.__hash__, which looks up the middleware's

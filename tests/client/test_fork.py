@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -23,6 +24,7 @@ import requests
 
 from pytest_failover import FailoverError, FailoverResult, FailoverTransport, Hedging, Policy, Pool
 from pytest_failover._deadline import async_limit
+from pytest_failover._sticky import StickyFile
 from pytest_failover.integrations.requests import FailoverAdapter
 from pytest_failover.resolve import Answer, CachingResolver, SystemResolver
 
@@ -221,3 +223,27 @@ def test_a_child_sends_through_a_pool_of_its_own_over_the_parents_state(slow_pri
         said = in_child(child)
         parent.close()
     assert said == backup
+
+
+def test_a_sticky_write_pending_at_the_fork_is_written_by_the_child(tmp_path: Path) -> None:
+    """A background write of the sticky file was pending when the process forked (the
+    parent's writer thread waiting for the file): the child writes it, and its ``flush``
+    does not wait in vain."""
+    sticky = StickyFile(tmp_path / "sticky.json")
+    writing, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # another write in progress: the writer thread waits for it
+        with sticky._io:
+            writing.set()
+            release.wait(WITHIN)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert writing.wait(5.0)
+    sticky.save({"api": "https://b.example"}, wait=False)  # pending: the writer thread waits
+    try:
+        said = in_child(lambda: f"{sticky.flush(5.0)} {StickyFile(sticky.path).load()}")
+    finally:
+        release.set()
+        holder.join(5.0)
+    assert said == "True {'api': 'https://b.example'}"
