@@ -381,10 +381,10 @@ class _Watchdog:
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.looks = 0  # how often the thread has looked at the armed attempts
-        renew_in_child(self, _Watchdog.forked)
+        renew_in_child(self, _Watchdog._forked)
 
-    def forked(self) -> None:
-        """In a fork's child (:mod:`._fork`): no thread yet, nothing armed. What the parent
+    def _forked(self) -> None:
+        """In a fork's child (``_fork``): no thread yet, nothing armed. What the parent
         armed was its threads' attempts, on its sockets, which a cut here would shut down
         under the parent too; a pending ticket of the thread that forked disarms as not cut."""
         self._armed.clear()

@@ -13,15 +13,18 @@ lock caught mid-update would stop every request.
 Each object that owns such state registers here as it is made (weakly: it goes with its
 last user), and the child renews it before any of the child's own code runs.
 What the parent had armed or in flight belongs to the parent's threads, and its sockets
-to the parent's connections: the child drops it, never acts on it.
+to the parent's connections: the child drops it, never acts on it. (OpenTelemetry's SDK
+does the same for its batch processors' threads: ``os.register_at_fork`` there too.)
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 __all__ = ["call_in_child", "renew_in_child", "renew_locks"]
@@ -30,6 +33,8 @@ __all__ = ["call_in_child", "renew_in_child", "renew_locks"]
 # WeakKeyDictionary: that would hash the objects, and some (dataclasses) have no hash.
 _objects: dict[int, tuple[weakref.ref[Any], Callable[[Any], None]]] = {}
 _functions: list[Callable[[], None]] = []
+
+logger = logging.getLogger("pytest_failover")
 
 
 def renew_in_child(owner: object, renew: Callable[[Any], None]) -> None:
@@ -62,12 +67,16 @@ def _gone(ref: weakref.ref[Any]) -> None:
 
 
 def _in_child() -> None:
-    for function in _functions:
-        function()
+    renewals: list[Callable[[], None]] = list(_functions)
     for ref, renew in list(_objects.values()):
         owner = ref()
         if owner is not None:
-            renew(owner)
+            renewals.append(partial(renew, owner))
+    for renewal in renewals:
+        try:
+            renewal()
+        except Exception:  # a bug in one must not leave the others as the parent left them
+            logger.exception("failover: renewing the library's state in a fork's child failed")
 
 
 os.register_at_fork(after_in_child=_in_child)

@@ -483,10 +483,10 @@ class ThreadRace:
         self._lock = threading.Lock()
         self._busy = 0  # threads sending a hedge (or about to)
         self._joining: dict[Attempt, _Hedges] = {}  # races one side has joined (see _join)
-        renew_in_child(self, ThreadRace.forked)
+        renew_in_child(self, ThreadRace._forked)
 
-    def forked(self) -> None:
-        """In a fork's child (:mod:`._fork`): a pool of no threads yet, none busy, no race
+    def _forked(self) -> None:
+        """In a fork's child (``_fork``): a pool of no threads yet, none busy, no race
         joined (those were the parent's threads'). The parent's pool object would take work
         that no thread of the child ever runs."""
         self._executor = None

@@ -24,6 +24,7 @@ import requests
 
 from pytest_failover import FailoverError, FailoverResult, FailoverTransport, Hedging, Policy, Pool
 from pytest_failover._deadline import async_limit
+from pytest_failover._fork import renew_in_child
 from pytest_failover._sticky import StickyFile
 from pytest_failover.integrations.requests import FailoverAdapter
 from pytest_failover.resolve import Answer, CachingResolver, SystemResolver
@@ -247,3 +248,24 @@ def test_a_sticky_write_pending_at_the_fork_is_written_by_the_child(tmp_path: Pa
         release.set()
         holder.join(5.0)
     assert said == "True {'api': 'https://b.example'}"
+
+
+def test_a_renewal_that_fails_leaves_the_others_to_run(caplog: pytest.LogCaptureFixture) -> None:
+    """A bug in one object's renewal is logged in the child; the objects after it are
+    renewed all the same."""
+
+    class Owner:
+        renewed = False
+
+    def fail(owner: Owner) -> None:
+        raise RuntimeError("a bug")
+
+    def mark(owner: Owner) -> None:
+        owner.renewed = True
+
+    first, second = Owner(), Owner()
+    renew_in_child(first, fail)
+    renew_in_child(second, mark)
+    said = in_child(lambda: f"{second.renewed} {'a bug' in caplog.text}")
+    assert said == "True True"
+    assert not second.renewed  # (the parent's is the parent's)
