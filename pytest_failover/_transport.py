@@ -36,6 +36,7 @@ from ._exchange import (
     enter,
     leave,
 )
+from ._fork import renew_in_child
 from ._policy import Policy
 from ._pool import Pool
 from ._race import ThreadRace, async_race
@@ -227,8 +228,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         **options: Unpack[TransportOptions],
     ) -> None:
         super().__init__(pools, policy, **options)
-        self._transport = _sync_inner(self._state, self._lib, transport)
-        self._hedgers = self._thread_race()
+        self._inner(transport)
 
     @classmethod
     def sharing(cls, other: FrontEnd, transport: Inner | None = None) -> Self:
@@ -238,9 +238,23 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         sends through its own ``transport`` (``HTTPTransport()`` by default)."""
         self = cls.__new__(cls)
         self._share(_state_of(other, f"{cls.__name__}.sharing"))
+        self._inner(transport)
+        return self
+
+    def _inner(self, transport: Inner | None) -> None:
         self._transport = _sync_inner(self._state, self._lib, transport)
         self._hedgers = self._thread_race()  # each sync front-end its own
-        return self
+        if transport is None:  # a pool of connections of its own making: see _forked
+            renew_in_child(self, SyncLoop._forked)
+
+    def _forked(self) -> None:
+        """In a fork's child (``_fork``): an inner transport of its own, as this one built
+        the parent's. The parent's pool of kept-alive connections would carry both
+        processes' requests, and their answers would mix; it is left alone (closing a
+        connection may say so to its server: an HTTP/2 GOAWAY, under the parent too), and the
+        child's copies of its sockets close when it is collected."""
+        self._transport = _sync_inner(self._state, self._lib, None)
+        self._hedgers = self._thread_race()
 
     def _thread_race(self) -> ThreadRace | None:
         """The hedging threads of this front-end (``Hedging.threads``: the largest of
@@ -451,6 +465,12 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         self._phase = getattr(inner, "failover_timeout_error", None)
         if self._phase is not None:
             self._grace = 0.0
+        if transport is None:  # a pool of connections of its own making: see _forked
+            renew_in_child(self, AsyncLoop._forked)
+
+    def _forked(self) -> None:
+        """:meth:`SyncLoop._forked`: the parent's connections belong to its event loop too."""
+        self._transport = _async_inner(self._state, self._lib, None)
 
     def handle_async_request(self, request: Req, routed: Routed | None = None) -> Coroutine[Any, Any, Resp]:
         """``routed``: as :meth:`SyncLoop.handle_request`'s (the aiohttp middleware's)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -22,7 +23,15 @@ import httpx
 import pytest
 import requests
 
-from pytest_failover import FailoverError, FailoverResult, FailoverTransport, Hedging, Policy, Pool
+from pytest_failover import (
+    AsyncFailoverTransport,
+    FailoverError,
+    FailoverResult,
+    FailoverTransport,
+    Hedging,
+    Policy,
+    Pool,
+)
 from pytest_failover._deadline import async_limit
 from pytest_failover._fork import renew_in_child
 from pytest_failover._sticky import StickyFile
@@ -269,3 +278,56 @@ def test_a_renewal_that_fails_leaves_the_others_to_run(caplog: pytest.LogCapture
     said = in_child(lambda: f"{second.renewed} {'a bug' in caplog.text}")
     assert said == "True True"
     assert not second.renewed  # (the parent's is the parent's)
+
+
+class Counting(SlowOnAsk):
+    """:class:`SlowOnAsk` (every request answered at once), counting the connections it accepts."""
+
+    slow = False
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        super().__init__(b"")
+
+    def serve(self, conn: socket.socket) -> None:
+        self.accepted += 1
+        super().serve(conn)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_forks_child_sends_on_connections_of_its_own(asynchronous: bool) -> None:
+    """The inner transport the failover transport built keeps a connection alive in the
+    parent: the child opens its own (one connection carrying both processes' requests
+    would mix their answers), and the parent's stays the parent's."""
+    server = Counting()
+    pool = [Pool("api", [server.url])]
+    closing: list[Callable[[], object]] = []
+    if asynchronous:
+        async_transport = AsyncFailoverTransport(pool, Policy(sticky=False))
+        loop = asyncio.new_event_loop()  # the parent's: its connections belong to it
+        closing += [lambda: loop.run_until_complete(async_transport.aclose()), loop.close]
+        parent_pid = os.getpid()
+
+        def get() -> int:
+            async def once() -> int:
+                response = await async_transport.handle_async_request(httpx.Request("GET", server.url + "/a"))
+                return response.status_code
+
+            return loop.run_until_complete(once()) if os.getpid() == parent_pid else asyncio.run(once())
+    else:
+        sync_transport = FailoverTransport(pool, Policy(sticky=False))
+        closing.append(sync_transport.close)
+
+        def get() -> int:
+            return sync_transport.handle_request(httpx.Request("GET", server.url + "/a")).status_code
+
+    try:
+        assert get() == 200  # the parent's connection, kept alive
+        said = in_child(lambda: f"{get()} {server.accepted}")
+        assert said == "200 1"  # (the child's copy of the count: the server counts in the parent)
+        assert server.accepted == 2  # the child's own connection
+        assert get() == 200 and server.accepted == 2  # the parent's, alive and its own
+    finally:
+        for close in closing:  # (its kept-alive connection: the server stops at once)
+            close()
+        server.close()
