@@ -65,6 +65,7 @@ import httpx
 from .. import _httpx as _exceptions
 from .. import _sockets
 from .._exchange import FailoverResult
+from .._fork import renew_in_child
 from .._httpx import FailoverTransport
 from .._sockets import cut_announced
 from .._state import AdapterOptions, spelt_out
@@ -153,13 +154,27 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
         would silently not be used there, an error instead."""
         dialer = self._transport._state.dialer
         if adapter is None:
-            self.poolmanager.pool_classes_by_scheme = pool_classes(dialer)
+            self._own_pools()
+            renew_in_child(self, FailoverAdapter._forked)
         elif dialer is not None:
             hosts = ", ".join(sorted(dialer.resolvers))
             raise ValueError(
                 f"Policy.resolver (for {hosts}) works through the connections the FailoverAdapter "
                 "makes; leave adapter= unset, or resolve in your own adapter"
             )
+
+    def _own_pools(self) -> None:
+        """This adapter's urllib3 pools make its own connections (:meth:`_resolve`)."""
+        self.poolmanager.pool_classes_by_scheme = pool_classes(self._transport._state.dialer)
+
+    def _forked(self) -> None:
+        """In a fork's child (``_fork``): pools of its own (as ``SyncLoop._forked``: the
+        parent's kept-alive connections would carry both processes' requests; they are left
+        alone, and the child's copies of their sockets close when collected)."""
+        connections, maxsize, block = self._pool_connections, self._pool_maxsize, self._pool_block  # type: ignore[attr-defined]  # requests' HTTPAdapter sets them; its stubs leave them out
+        self.init_poolmanager(connections, maxsize, block=block)
+        self.proxy_manager = {}
+        self._own_pools()
 
     def _wrap(self, adapter: HTTPAdapter | None) -> None:
         """requests' own set-up, and the sends of the wrapped adapter (or of this one)."""

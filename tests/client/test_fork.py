@@ -294,15 +294,15 @@ class Counting(SlowOnAsk):
         super().serve(conn)
 
 
-@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-def test_a_forks_child_sends_on_connections_of_its_own(asynchronous: bool) -> None:
+@pytest.mark.parametrize("front", ["httpx", "httpx async", "requests"])
+def test_a_forks_child_sends_on_connections_of_its_own(front: str) -> None:
     """The inner transport the failover transport built keeps a connection alive in the
     parent: the child opens its own (one connection carrying both processes' requests
     would mix their answers), and the parent's stays the parent's."""
     server = Counting()
     pool = [Pool("api", [server.url])]
     closing: list[Callable[[], object]] = []
-    if asynchronous:
+    if front == "httpx async":
         async_transport = AsyncFailoverTransport(pool, Policy(sticky=False))
         loop = asyncio.new_event_loop()  # the parent's: its connections belong to it
         closing += [lambda: loop.run_until_complete(async_transport.aclose()), loop.close]
@@ -314,12 +314,19 @@ def test_a_forks_child_sends_on_connections_of_its_own(asynchronous: bool) -> No
                 return response.status_code
 
             return loop.run_until_complete(once()) if os.getpid() == parent_pid else asyncio.run(once())
-    else:
+    elif front == "httpx":
         sync_transport = FailoverTransport(pool, Policy(sticky=False))
         closing.append(sync_transport.close)
 
         def get() -> int:
             return sync_transport.handle_request(httpx.Request("GET", server.url + "/a")).status_code
+    else:
+        session = requests.Session()
+        session.mount("http://", FailoverAdapter(pool, Policy(sticky=False)))
+        closing.append(session.close)
+
+        def get() -> int:
+            return session.get(server.url + "/a", timeout=5.0).status_code
 
     try:
         assert get() == 200  # the parent's connection, kept alive
