@@ -315,13 +315,13 @@ def test_12_threads_leave_their_requests_at_random_points(
     assert not errors, errors
     assert len(ended) == 12 * 15
     healed(transport, heal, lambda: client.get(url).status_code)
-    assert watchdog._armed == {}
     hedgers = transport._hedgers
     if hedgers is not None:
         deadline = time.monotonic() + 5.0
         while (hedgers._joining or hedgers._busy) and time.monotonic() < deadline:  # a hedge's thread ends
             time.sleep(0.01)
         assert (hedgers._joining, hedgers._busy) == ({}, 0)
+    assert watchdog._armed == {}  # (once the hedges' threads are done: a loser's attempt is armed until it ends)
     until(lambda: not held(inner))  # a loser's connection is being handed back (5 s at most)
     assert held(inner) == [], "held by the inner pool for good"
     client.close()

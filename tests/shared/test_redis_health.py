@@ -24,6 +24,7 @@ from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, P
 from pytest_failover._breaker import Standing
 from pytest_failover._pool import Domain
 from pytest_failover.shared import AsyncRedisHealth, RedisHealth
+from pytest_failover.shared._wire import Keys
 
 A, B = "http://a.test", "http://b.test"
 POLICY = Policy(breaker_threshold=2, breaker_cooldown=0.5, sticky=False)
@@ -143,7 +144,20 @@ def test_one_probe_per_cooldown_and_the_fleet_fails_back_on_its_answer(make: Cal
         assert cb.get(f"{A}/x").text == A
 
 
-def test_a_forks_child_shares_health_as_a_process_of_its_own(make: Callable[..., FailoverTransport]) -> None:
+def opening_published(url: str, prefix: str, domain: str) -> None:
+    """Wait until an opening of ``domain`` (pool ``api``) reached Redis: its key, set in the
+    same pipeline as its message (so that a child leaves only once it told the fleet)."""
+    import redis
+
+    key = Keys(prefix).open("api", domain)
+    with redis.Redis.from_url(url) as client:
+        wait_for(lambda: bool(client.exists(key)), "the opening in Redis")
+    time.sleep(0.05)  # (the message right behind it)
+
+
+def test_a_forks_child_shares_health_as_a_process_of_its_own(
+    make: Callable[..., FailoverTransport], redis_server: RedisServer, prefix: str
+) -> None:
     """A transport with shared health, made before the fork (gunicorn ``--preload``), is a
     process of its own to the fleet in the child: its own connection to Redis (the parent's
     threads are not there), its own sender (the parent would take the child's words for its
@@ -161,7 +175,7 @@ def test_a_forks_child_shares_health_as_a_process_of_its_own(make: Callable[...,
             for _ in range(2):
                 client.get(f"{A}/x")
         wait_for(lambda: standing(parent, A) is not Standing.HEALTHY, "the child's breaker of A open")
-        time.sleep(0.3)  # its publisher sends the opening
+        opening_published(redis_server.url, prefix, A)
         return str(shared.sender)
 
     sender = in_child(child)
@@ -191,7 +205,7 @@ def test_a_forks_child_starts_the_async_twins_tasks_in_its_own_loop(redis_server
         domains.down.add(A)  # (the child's copy of the inner transport)
         for _ in range(2):
             await client.get(f"{A}/x")
-        await asyncio.sleep(0.3)  # its publisher sends the opening
+        await asyncio.to_thread(opening_published, redis_server.url, prefix, A)
         return str(health.sender)
 
     try:
