@@ -211,6 +211,20 @@ class RequestPlan:
         """The domains this request has sent attempts to (those that ended, then those in flight)."""
         return [attempt.domain for attempt in self.records] + [attempt.domain for attempt in self.flying]
 
+    def _failed_here(self) -> list[Domain]:
+        """The domains this request holds as tried when it chooses its next one: those it
+        sent attempts to, but for one the pool has seen recover since the attempt there
+        ended (its breaker's ``recovered_at`` is later: another request's answer there
+        cleared it). "Tried" keeps a request from going back to a domain that just failed
+        it, not from one that works again: held as tried, a domain that recovered ranked
+        behind an early probe of an open one, and the request ended on that one's 503
+        while the pool served the recovered domain (the rolling scenario)."""
+        return [
+            attempt.domain
+            for attempt in self.records
+            if attempt.breaker.recovered_at <= attempt.sent_at + attempt.duration
+        ] + [attempt.domain for attempt in self.flying]
+
     # -- next -------------------------------------------------------------------------
 
     def next(self, now: float) -> Attempt | Wait | Stop:
@@ -384,7 +398,7 @@ class RequestPlan:
             if again is not None:
                 return self._in_time(again, 0.0, now)
         choice = self._choose(now, self._orders[1])
-        tried = self.tried
+        tried = self._failed_here()
         if choice is None or (choice[0] in tried and self.core.probing(besides=tried)):
             # Rather than stop, or go back to a domain that just failed this request,
             # wait for the probe of one it has not tried.
@@ -445,7 +459,7 @@ class RequestPlan:
             named = core.admit(self._initial[step.domain % len(self._initial)], now)
             if named is not None:
                 return named
-        return core.choose(now, self.tried if self.records else (), members, self._early_allowed)
+        return core.choose(now, self._failed_here() if self.records else (), members, self._early_allowed)
 
     def _goes_at_once(self, choice: Choice, tried: Sequence[Domain]) -> bool:
         """Does this retry skip the backoff? With backoff schedules, moving on to a

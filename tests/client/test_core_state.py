@@ -25,6 +25,7 @@ throttle counts each hedgeable request once, wherever it started.
 from __future__ import annotations
 
 import copy
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -289,6 +290,17 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         if standing is Standing.OPEN:
             early_probes[plan] = early_probes.get(plan, 0) + 1
             assert early_probes[plan] == 1, "a request made two early probes"
+            # not while a domain this request tried works again: another request's answer
+            # there cleared its failure since this request's last attempt there ended
+            ended: dict[Domain, float] = {}
+            for r in plan.records:
+                ended[r.domain] = max(ended.get(r.domain, -math.inf), r.sent_at + r.duration)
+            came_back = [
+                d
+                for d, at in ended.items()
+                if standings[d] is Standing.HEALTHY and self.pool.breakers[d].recovered_at > at
+            ]
+            assert not came_back, f"an early probe while {came_back} came back since this request tried it"
         assert self.now + decision.delay + decision.timeout <= plan.deadline_at + 1e-9
         assert decision.timeout >= MIN_ATTEMPT_TIME, f"an attempt with {decision.timeout} s to run"
         self.in_flight[id(plan)] = decision
