@@ -375,6 +375,9 @@ class _Watchdog:
         # ticket -> (when, the socket to cut or the callable to call then)
         self._armed: dict[int, tuple[float, Attempt | Callable[[], object]]] = {}
         self._cut: set[int] = set()  # tickets whose socket was shut down
+        # Held while the thread takes a due attempt's ticket and shuts its socket down: a
+        # disarm that finds its ticket taken waits for it (see :meth:`disarm`).
+        self._cutting = threading.Lock()
         self._tickets = itertools.count()
         self._wake = threading.Event()
         self._wakes_at = float("inf")  # when the thread looks next (inf: never, or not started)
@@ -389,6 +392,7 @@ class _Watchdog:
         under the parent too; a pending ticket of the thread that forked disarms as not cut."""
         self._armed.clear()
         self._cut.clear()
+        self._cutting = threading.Lock()
         self._wake = threading.Event()
         self._wakes_at = float("inf")
         self._start_lock = threading.Lock()
@@ -417,12 +421,40 @@ class _Watchdog:
     call_at = arm
 
     def disarm(self, ticket: int) -> bool:
-        """Stop watching; True if the attempt's socket was cut (it ran out of time)."""
+        """Stop watching; True if the attempt's socket was cut (it ran out of time).
+
+        A ticket the thread took already returns once its cut is over, so that the caller
+        hands the attempt's connection back to its pool (closes the response's stream)
+        only then. Else the thread could shut a socket down that the pool had given to
+        another request by then, failing that request and blaming its domain: the thread
+        takes the ticket, then finds the socket, and the caller, whose body came in
+        meanwhile, has gone on. The wait is the rare path: the common one pops the ticket
+        itself, and takes no lock."""
         if self._armed.pop(ticket, None) is not None:
             return False
+        with self._cutting:  # (a forked child's is a new one: see _forked)
+            pass
         cut = ticket in self._cut
         self._cut.discard(ticket)
         return cut
+
+    def _take(self, ticket: int) -> bool:
+        """Take a due ticket from the armed ones (False: disarmed in time after all). It is
+        marked before the pop, so that a disarm that finds it gone knows it was taken."""
+        self._cut.add(ticket)
+        if self._armed.pop(ticket, None) is None:
+            self._cut.discard(ticket)
+            return False
+        return True
+
+    @staticmethod
+    def _cut_down(attempt: Attempt) -> bool:
+        """Shut down the socket of ``attempt``, past its time; False when it has none."""
+        try:
+            return cut_attempt(attempt)
+        except Exception:  # a bug there must not stop every deadline either
+            logger.exception("failover: cutting an attempt past its time failed")
+            return False
 
     def _start(self) -> None:
         with self._start_lock:
@@ -448,23 +480,16 @@ class _Watchdog:
                 if at > now:
                     earliest = min(earliest, at)
                     continue
-                self._cut.add(ticket)  # before the pop: disarm() then sees it was cut
-                if self._armed.pop(ticket, None) is None:
-                    self._cut.discard(ticket)  # disarmed in time after all
-                    continue
                 if callable(target):  # an attempt is not
-                    try:
-                        target()
-                    except Exception:  # a bug there must not stop every deadline
-                        logger.exception("failover: a timed action failed")
+                    if self._take(ticket):
+                        try:
+                            target()
+                        except Exception:  # a bug there must not stop every deadline
+                            logger.exception("failover: a timed action failed")
                     continue
-                try:
-                    found = cut_attempt(target)
-                except Exception:  # a bug there must not stop every deadline either
-                    logger.exception("failover: cutting an attempt past its time failed")
-                    found = False
-                if not found:
-                    self._cut.discard(ticket)  # nothing to cut: it runs its course
+                with self._cutting:  # the ticket taken and its socket cut, as one step to disarm()
+                    if self._take(ticket) and not self._cut_down(target):
+                        self._cut.discard(ticket)  # nothing to cut: it runs its course
             # Nothing armed: keep looking every MAX_SLEEP for a while (a client that
             # arms and disarms in turn would otherwise wake the thread every time).
             idle = earliest == float("inf") and now - busy_at > self.IDLE_AFTER

@@ -360,39 +360,47 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         """Send one attempt and read what the exchange needs of its body, all within
         the attempt's time (raises the attempt's ``TransportError``)."""
         token = enter(attempt) if attempt.quiet is not None else None
-        response: Any = None
-        cut = False  # the watchdog shut the socket: the attempt ran out of time
         # The watchdog bounds the whole attempt at its time: the headers too, with httpx's
         # own inner transport (its pool tells the request's socket), and the body the
         # transport reads (the response's). Connecting is bounded by httpx's own timeouts,
-        # capped at the attempt's time: the watchdog finds no socket to cut there.
+        # capped at the attempt's time: the watchdog finds no socket to cut there. Its
+        # answer, once its head came, is ``attempt.response`` (what the handlers close);
+        # ``cut``, set by the disarm whatever happens, says the watchdog shut its socket.
         ticket = watchdog.arm(attempt.sent_at + attempt.timeout, attempt)
         try:
             try:
-                response = attempt.response = self._transport.handle_request(attempt.request)
+                response: Any = self._transport.handle_request(attempt.request)
+                attempt.response = response
                 limit = exchange.reads(response)
                 if limit is WHOLE:  # its length declared: read at C level, no count
                     body = b"".join(response.stream)
-                    response.stream.close()
-                    response = exchange.read_whole(response, body)
                 elif limit:
-                    response = self._read(exchange, response, limit)
+                    counted = self._read(exchange, response, limit)
             finally:
                 cut = watchdog.disarm(ticket)
             if cut:  # and yet an answer: the client took the cut for its end (http.client, for a head)
                 raise self._lib.module.ReadError("the watchdog cut this attempt at its time")
+            # A body read in memory is closed once disarmed: closing hands its connection
+            # back to the pool, and a cut must never reach a connection that may serve
+            # another request by then (``_Watchdog.disarm``).
+            if limit is WHOLE:
+                response.stream.close()
+                response = exchange.read_whole(response, body)
+            elif limit and counted is not None:
+                response.stream.close()
+                response = exchange.read_in(response, b"".join(counted))
         except self._lib.TransportError as exc:
-            if response is not None:
+            if attempt.response is not None:
                 attempt.head_came = True
-                response.close()
+                attempt.response.close()
             if cut:
                 raise exchange.timed_out(attempt, exc) from exc
             self._closed_under(attempt, exc)
             raise
         except OSError as exc:  # a raw one the inner transport let out (Exchange.stray)
-            if response is not None:
+            if attempt.response is not None:
                 attempt.head_came = True
-                response.close()
+                attempt.response.close()
             raise exchange.stray(attempt, exc) from exc
         finally:
             if token is not None:
@@ -400,9 +408,10 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         return response
 
     @staticmethod
-    def _read(exchange: Lane, response: Any, limit: int) -> Any:
+    def _read(exchange: Lane, response: Any, limit: int) -> list[bytes] | None:
         """Read ``response``'s body of no declared length, counting up to ``limit`` bytes
-        (``Exchange.reads``)."""
+        (``Exchange.reads``): its chunks, all of them (the caller closes the stream), or
+        None past the count (``response`` then streams what was read, then the rest)."""
         stream = response.stream
         rest = iter(stream)
         chunks: list[bytes] = []
@@ -411,9 +420,9 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
-                return exchange.continued(response, chunks, rest, stream)
-        stream.close()
-        return exchange.read_in(response, b"".join(chunks))
+                exchange.continued(response, chunks, rest, stream)
+                return None
+        return chunks
 
     def close(self) -> None:
         self._closed_at = self._state.clock()

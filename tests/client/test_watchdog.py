@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
 import httpx
 import pytest
 
+from pytest_failover import FailoverResult, FailoverTransport, Policy, Pool
 from pytest_failover._breaker import Breaker
 from pytest_failover._deadline import _Watchdog
 from pytest_failover._pool import Domain
@@ -146,3 +148,87 @@ def test_a_cut_that_fails_stops_no_other_deadline(pair: tuple[socket.socket, soc
     cut = dog.arm(time.monotonic() + 0.05, _answered(_response(pair[0])))
     assert _wait_cut(pair[0], 1.0) < 0.5
     assert dog.disarm(cut) is True and dog.disarm(broken) is False
+
+
+class _SlowToFind:
+    """A ``network_stream`` whose socket takes ``seconds`` to find: the watchdog's thread is
+    inside its cut meanwhile. It says when the thread started (``finding``) and notes what
+    ``seen()`` tells at the cut's end."""
+
+    def __init__(self, sock: socket.socket | None, seconds: float, seen: Callable[[], object]) -> None:
+        self.sock = sock
+        self.seconds = seconds
+        self.seen = seen
+        self.finding = threading.Event()
+        self.noted: list[object] = []
+
+    def get_extra_info(self, name: str) -> object:
+        if name != "socket":
+            return None
+        self.finding.set()
+        time.sleep(self.seconds)
+        self.noted.append(self.seen())
+        return self.sock
+
+
+def test_a_disarm_that_finds_its_ticket_taken_waits_for_the_cut(pair: tuple[socket.socket, socket.socket]) -> None:
+    """The thread took the ticket and is finding the socket when the attempt disarms: the
+    disarm returns once the socket is shut down, and says so."""
+    dog = _Watchdog()
+    disarmed: list[bool] = []
+    stream = _SlowToFind(pair[0], 0.2, lambda: bool(disarmed))
+    ticket = dog.arm(time.monotonic() + 0.02, _answered(httpx.Response(200, extensions={"network_stream": stream})))
+    assert stream.finding.wait(2.0)
+    cut = dog.disarm(ticket)
+    disarmed.append(True)
+    assert stream.noted == [False], "the disarm returned while the thread was cutting"
+    assert cut is True
+    assert _wait_cut(pair[0], 0.01) < 0.01  # shut down before the disarm returned
+
+
+def test_a_connection_goes_back_to_its_pool_only_once_the_watchdog_is_done() -> None:
+    """An attempt's body comes in just as its time runs out and the watchdog takes it: the
+    transport hands the connection back (closes the response's stream) only once the cut
+    is over. The watchdog finds the socket after it took the ticket; a connection handed
+    back meanwhile could serve another request when the cut lands, failing that request
+    and blaming its domain. (httpx2's transport sends through the same loop.)"""
+    streams: list[_Body] = []
+    finders: list[_SlowToFind] = []
+
+    class Inner(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            finder = _SlowToFind(None, 0.2, lambda: body.closed)
+            body = _Body(finder.finding)
+            finders.append(finder)
+            streams.append(body)
+            return httpx.Response(
+                200, headers={"Content-Length": "2"}, stream=body, extensions={"network_stream": finder}, request=request
+            )
+
+    pool = Pool("api", ["http://127.0.0.1:9", "http://127.0.0.1:10"])
+    with httpx.Client(transport=FailoverTransport([pool], Policy(attempt_timeout=0.1), transport=Inner())) as client:
+        response = client.get("http://127.0.0.1:9/rooms")
+    assert response.status_code == 200 and response.content == b"{}"
+    assert finders[0].noted == [False], "the connection went back to its pool while the watchdog was cutting it"
+    assert streams[0].closed
+    # no socket found (an in-process answer): not cut, and answered by its first attempt
+    result = response.extensions["failover"]
+    assert isinstance(result, FailoverResult)
+    assert [a.domain for a in result.attempts] == ["http://127.0.0.1:9"]
+
+
+class _Body(httpx.SyncByteStream):
+    """A body of two bytes that comes in once ``ready`` is set: as the watchdog takes its
+    attempt."""
+
+    closed = False
+
+    def __init__(self, ready: threading.Event) -> None:
+        self.ready = ready
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.ready.wait(2.0)
+        yield b"{}"
+
+    def close(self) -> None:
+        self.closed = True  # its connection back in its pool
