@@ -680,6 +680,8 @@ class Exchange(Lane, RequestPlan):
         send. With telemetry the transports send it between :func:`enter` and :func:`leave`
         (its span's context: instrumentation-httpx stays silent, as the attempt's span is
         ours); without, ``quiet`` is None and they skip both."""
+        if attempt.delay and (decided := self.resume(attempt, self.clock())) is not None:
+            self._log_moved(attempt, decided)  # it waited, and a domain works again since
         self.aim(attempt, self.request if not attempt.hedge else self._copy())
         if attempt.delay:  # it waited: it goes out now, and has its whole time from here
             attempt.sent_at = self.clock()
@@ -803,6 +805,17 @@ class Exchange(Lane, RequestPlan):
             attempt.number,
             attempt.domain.url,
             attempt.delay,
+        )
+
+    def _log_moved(self, attempt: Attempt, decided: Domain) -> None:
+        logger.warning(
+            "pool %s: %s %s attempt %d goes to %s, not %s: it works again since the attempt was decided",
+            self.core.name,
+            self.method,
+            redact_url(self.original_url),
+            attempt.number,
+            attempt.domain.url,
+            decided.url,
         )
 
     # -- the end ---------------------------------------------------------------------

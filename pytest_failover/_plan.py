@@ -60,7 +60,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import _steering, semconv
-from ._breaker import BreakerTransition
+from ._breaker import BreakerTransition, Standing
 from ._classify import Outcome, OutcomeKind
 from ._policy import ExponentialBackoff, Policy
 from ._pool import Domain
@@ -224,6 +224,35 @@ class RequestPlan:
             for attempt in self.records
             if attempt.breaker.recovered_at <= attempt.sent_at + attempt.duration
         ] + [attempt.domain for attempt in self.flying]
+
+    def resume(self, attempt: Attempt, now: float) -> Domain | None:
+        """``attempt``, which waited its backoff (its ``delay``), goes out at ``now``: the
+        domain it was decided for, when it goes elsewhere instead (None: it goes there).
+
+        A delayed attempt goes back to a domain this request tried, as none it had not was
+        known to work when the wait began. If the pool has since seen one work (healthy:
+        another request's answer there, a probe's say), the attempt goes there, as a move to
+        it would have gone at once: the rolling scenario's request went back after a 0.36 s
+        backoff to a domain that had answered it 503, while the pool had seen the primary
+        recover 7 ms into the wait, and returned that domain's second 503. A probe, a hedge,
+        a pinned request's and a table's attempts go as decided."""
+        if attempt.probe or attempt.hedge or self.pinned is not None or self._initial:
+            return None
+        core = self.core
+        with core.lock:
+            tried = self._failed_here()  # (the attempt is in flight: its domain too)
+            choice = core.choose(now, tried, self._orders[1], False)
+            if choice is None:
+                return None
+            domain, breaker, probe, _ = choice
+            if probe or domain in tried or breaker.standing(now, core.policy.sticky) is not Standing.HEALTHY:
+                return None
+            if core.slow_calls is not None:
+                core.slow_calls[attempt.domain].forget(attempt)
+                core.slow_calls[domain].began(attempt, now)
+            decided = attempt.domain
+            attempt.domain, attempt.breaker = domain, breaker
+        return decided
 
     # -- next -------------------------------------------------------------------------
 

@@ -77,6 +77,7 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         self.early_probes: dict[RequestPlan, int] = {}  # keyed by the plan: ids of finished plans are reused
         self.lanes: list[tuple[str, Attempt]] = []  # requests in the fast lane: method, first attempt in flight
         self.hedgeable_started = 0  # hedgeable requests whose first attempt was decided (plan or lane)
+        self.went_out: dict[int, Attempt] = {}  # the attempts that waited a backoff and went out since
 
     @initialize(
         n=st.integers(2, 3),
@@ -361,6 +362,37 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         self.attempts_recorded += 1
         if plan.done:
             self.plans.remove(plan)
+
+    def _waited(self) -> list[tuple[RequestPlan, Attempt]]:
+        """The plans whose attempt in flight waited a backoff and has not gone out yet."""
+        return [
+            (p, a)
+            for p in self.plans
+            if (a := self.in_flight.get(id(p))) is not None and a.delay > 0 and id(a) not in self.went_out
+        ]
+
+    @precondition(lambda self: bool(self._waited()))
+    @rule(pick=st.integers(0, 50))
+    def go_out_after_backoff(self, pick: int) -> None:
+        """A retry that waited its backoff goes out (``Exchange.prepare``): to a domain the
+        pool saw work meanwhile, if any, else as decided (``RequestPlan.resume``)."""
+        plan, attempt = self._waited()[pick % len(self._waited())]
+        self.went_out[id(attempt)] = attempt
+        leases = {d: b.leased for d, b in self.pool.breakers.items()}
+        decided = attempt.domain
+        moved = plan.resume(attempt, self.now)
+        assert {d: b.leased for d, b in self.pool.breakers.items()} == leases, "going out took or left a lease"
+        if moved is None:
+            assert attempt.domain is decided
+            return
+        assert moved is decided and attempt.domain != decided
+        assert not (attempt.probe or attempt.hedge), "a probe or a hedge went elsewhere than decided"
+        assert attempt.breaker is self.pool.breakers[attempt.domain]
+        assert self.pool.standing(attempt.domain, self.now) is Standing.HEALTHY, "moved to a domain that is not healthy"
+        ended = [r.sent_at + r.duration for r in plan.records if r.domain == attempt.domain]
+        assert not ended or self.pool.breakers[attempt.domain].recovered_at > max(ended), (
+            "moved back to a domain that failed this request and has not recovered since"
+        )
 
     @precondition(lambda self: bool(self.plans))
     @rule(pick=st.integers(0, 50))

@@ -10,11 +10,13 @@ request spent its last attempt on an early probe of an open domain instead.
 from __future__ import annotations
 
 import time
+import types
 from collections.abc import Callable
 
 import httpx
+import pytest
 
-from pytest_failover import FailoverResult, FailoverTransport, Pool
+from pytest_failover import FailoverResult, FailoverTransport, Pool, _transport
 
 from .servers import LoopbackServer
 from .test_transport import fast
@@ -98,3 +100,62 @@ def _result(response: httpx.Response) -> FailoverResult:
     result = response.extensions["failover"]
     assert isinstance(result, FailoverResult)
     return result
+
+
+def test_an_attempt_that_waited_its_backoff_goes_to_a_domain_that_recovered_meanwhile(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request that the region answered 503, and whose early probe of the backup failed,
+    decides to go back to the region after a backoff (no other domain is known to work).
+    While it waits, another request's early probe finds the primary recovered. The
+    request's last attempt goes to the primary, not to the region's 503 (the rolling
+    scenario, ``requests+aiohttp``: a 503 returned 0.35 s after the pool saw the primary
+    work)."""
+    a, b, c = "http://a.example", "http://b.example", "http://c.example"
+    clock = Clock()
+    up = {"a.example": False}
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        seen.append(host)
+        return httpx.Response(200 if up.get(host) else 503)
+
+    pool = Pool("api", [a, b, c])
+    transport = FailoverTransport(
+        [pool], fast(breaker_cooldown=COOLDOWN), transport=httpx.MockTransport(handler), clock=clock,
+        random=lambda: 0.5,  # every backoff waits (full jitter could draw 0)
+    )
+    with httpx.Client(transport=transport) as client:
+        for domain in (b, a):  # the backup opens, then the primary (both fail 3 times)
+            opened = client.get(f"{domain}/open", extensions={"failover": {"domain": domain}})
+            assert [r.status for r in _result(opened).attempts] == [503, 503, 503]
+            clock.now += 0.001
+        clock.now += COOLDOWN / 5  # both have rested: open, and may be probed early
+
+        def meanwhile(seconds: float) -> None:
+            """The request's backoff: the primary recovers, and another request's early
+            probe finds it (the region answers it 503 first)."""
+            monkeypatch.setattr(_transport, "time", types.SimpleNamespace(sleep=_no_sleep))
+            clock.now += 0.05
+            up["a.example"] = True
+            other = client.get(f"{a}/other")
+            assert [(r.domain, r.status) for r in _result(other).attempts] == [(c, 503), (a, 200)]
+
+        monkeypatch.setattr(_transport, "time", types.SimpleNamespace(sleep=meanwhile))
+        seen.clear()
+        response = client.get(f"{a}/rooms")
+
+    assert [(r.domain, r.status) for r in _result(response).attempts] == [
+        (c, 503),  # the region (the only closed domain)
+        (b, 503),  # the early probe of the backup (its cooldown ends first)
+        (a, 200),  # after the backoff: the primary, which the other request found recovered
+    ]
+    assert response.status_code == 200
+    assert seen == ["c.example", "b.example", "c.example", "a.example", "a.example"]
+    moved = [r.getMessage() for r in caplog.records if "works again" in r.getMessage()]
+    assert moved == [f"pool api: GET {a}/rooms attempt 3 goes to {a}, not {c}: it works again since the attempt was decided"]
+
+
+def _no_sleep(seconds: float) -> None:
+    pass
