@@ -58,6 +58,15 @@ ANSWER_PATIENCE = 1.0
 HANDSHAKE_TIMEOUT = 10.0
 
 
+# The accept queue of every listener: a burst of a thousand connections waits in it, as on a
+# production server (nginx listens with 511; Linux caps it at ``net.core.somaxconn``, 4096 on
+# current kernels). At 128, one cold-burst scenario (1,000 async requests at once) overflowed
+# it 3,145 times and sent 276 SYN cookies: connects retried a second later, and requests sent
+# on a connection the listener had not accepted yet timed out, none of it the fault a test
+# asked for.
+_BACKLOG = 1024
+
+
 class Site(Protocol):
     """What the servers need from a fake domain."""
 
@@ -177,7 +186,7 @@ class Servers:
         self.closed_port: int = self._closed.getsockname()[1]
         self._blackhole, self._fillers = _full_listener()
         self.blackhole_port: int = self._blackhole.getsockname()[1]
-        self._hang_up = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self._hang_up = socket.create_server(("127.0.0.1", 0), backlog=_BACKLOG)
         self.hang_up_port: int = self._hang_up.getsockname()[1]
         hang_up = threading.Thread(
             target=self._reset_forever, name="pytest-failover hang-up listener", daemon=True
@@ -202,7 +211,7 @@ class Servers:
         self._connections.setdefault(site.host, set())
         ports = []
         for scheme, tls in (("http", None), ("https", dispatcher)):
-            listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+            listener = socket.create_server(("127.0.0.1", 0), backlog=_BACKLOG)
             acceptor = threading.Thread(
                 target=self._accept_forever,
                 args=(listener, site, scheme, tls),
