@@ -40,6 +40,7 @@ from .test_abandoned import Leaving, busy, settled, until
 
 SEED = 20261205
 COOLDOWN = 0.05
+ATTEMPT_TIME = 5.0  # a hedge's loser that the race could not cut runs this long at most
 BIG = b"x" * 200_000  # past the body limit: handed over unread, streamed
 VARIANTS: dict[str, dict[str, Any]] = {
     "plain": {},
@@ -53,7 +54,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 def policy(variant: str) -> Policy:
     return Policy(
         schedule=ExponentialBackoff(base=0.005, cap=0.02, max_attempts=3),
-        attempt_timeout=5.0,
+        attempt_timeout=ATTEMPT_TIME,
         deadline=10.0,
         breaker_threshold=2,
         breaker_cooldown=COOLDOWN,
@@ -322,7 +323,9 @@ def test_12_threads_leave_their_requests_at_random_points(
             time.sleep(0.01)
         assert (hedgers._joining, hedgers._busy) == ({}, 0)
     assert watchdog._armed == {}  # (once the hedges' threads are done: a loser's attempt is armed until it ends)
-    until(lambda: not held(inner))  # a loser's connection is being handed back (5 s at most)
+    # A loser's connection is being handed back: at its attempt's time at most, when the race
+    # could not cut it (its connection handed on meanwhile), then the watchdog's cut.
+    until(lambda: not held(inner), ATTEMPT_TIME + 2.0)
     assert held(inner) == [], "held by the inner pool for good"
     client.close()
     assert {t for t in threading.enumerate() if t not in before and t.is_alive()} - {watchdog._thread} == set()
