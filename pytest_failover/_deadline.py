@@ -61,6 +61,7 @@ from ._sockets import cut_attempt
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from ._looplag import LagMeter
     from ._values import Attempt
 
 __all__ = ["GRACE", "async_limit", "cancel_unshielded", "watchdog", "when_unshielded"]
@@ -230,7 +231,7 @@ class _LoopWatch:
     dropped, and the loop's next attempt makes a new one.
     """
 
-    __slots__ = ("__weakref__", "_handle", "armed", "loop", "running", "wakes_at")
+    __slots__ = ("__weakref__", "_handle", "armed", "lag", "loop", "running", "wakes_at")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -240,6 +241,7 @@ class _LoopWatch:
         self.armed: set[_Limit] = set()
         self._handle: asyncio.TimerHandle | None = None
         self.wakes_at = math.inf  # when the timer fires (inf: no timer)
+        self.lag: LagMeter | None = None  # how late the loop runs, while slow-call verdicts ask (``_looplag``)
         _watches[loop] = weakref.ref(self)
 
     def wake(self, at: float) -> None:

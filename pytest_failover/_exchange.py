@@ -27,6 +27,7 @@ from . import semconv
 from ._classify import Outcome, OutcomeKind, classify_exception, classify_response
 from ._exceptions import CircuitOpen, Failover
 from ._lib import InMemory
+from ._looplag import lateness
 from ._plan import DONE, RequestPlan
 from ._pools import PoolCore
 from ._sockets import cut_phase
@@ -1004,3 +1005,6 @@ class AsyncExchange(Exchange):
 
     _blocking = False
     _told = _AsyncTold
+
+    def _client_late(self, span: float) -> float:
+        return lateness(span)  # its event loop's (``RequestPlan._client_late``)

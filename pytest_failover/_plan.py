@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING
 from . import _steering, semconv
 from ._breaker import BreakerTransition, Standing
 from ._classify import Outcome, OutcomeKind
+from ._looplag import LAG_SHARE, measure
 from ._policy import ExponentialBackoff, Policy
 from ._pool import Domain
 from ._pools import Choice, Members, PoolCore
@@ -325,6 +326,7 @@ class RequestPlan:
             core.throttle.earn()
         if core.slow_calls is not None:
             core.slow_calls[attempt.domain].began(attempt, attempt.sent_at)
+            measure()  # how late an event loop here runs, for its verdict (``_looplag``)
 
     def _next(self, now: float) -> Attempt | Wait | Stop:
         """The next step, decided under the pool's lock (the caller holds it); an attempt
@@ -673,6 +675,10 @@ class RequestPlan:
         windows = self.core.slow_calls
         assert windows is not None
         window = windows[attempt.domain]
+        threshold = window.config.threshold
+        if self._client_late(max(duration, threshold)) >= LAG_SHARE * threshold:
+            window.forget(attempt)  # the client's own loop ran late: no verdict (``_looplag``)
+            return False
         slow = window.is_slow(duration)
         if slow:
             events.append(SlowCall(pool=self.pool, domain=attempt.domain))
@@ -681,6 +687,12 @@ class RequestPlan:
             transition = self.core.breakers[attempt.domain].eject(now)
             self._add_transition(events, attempt.domain, transition, _SLOW)
         return slow
+
+    def _client_late(self, span: float) -> float:
+        """How late the client itself ran within the last ``span`` seconds (its event
+        loop's lateness, :mod:`._looplag`): none for a sync request, which the loop
+        measure cannot tell from its own blocking call."""
+        return 0.0
 
     def cancel(self, attempt: Attempt, now: float, elapsed: float, sent: bool = True) -> tuple[Event, ...]:
         """Another attempt won while ``attempt`` was in flight: it is cut off (``sent``:

@@ -57,7 +57,9 @@ had none). When every domain is slow at once, slow answers beat none, and the sl
 part is often the client itself: an event loop with more tasks than it can serve
 times every answer late. Without that condition, 200 such tasks ejected a healthy
 backup (users got 503s), and a recovered primary's probes kept failing, so traffic
-never came back to it.
+never came back to it. The condition does not cover a backup that had no calls yet: an
+async client's event loop is therefore measured too (:mod:`._looplag`), and a call
+during which it ran late by a quarter of the threshold gets no verdict.
 
 Pure arithmetic, time passed in; the pool's lock serialises access.
 """

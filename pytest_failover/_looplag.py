@@ -1,0 +1,122 @@
+"""How late the client's own event loop runs: the slowness slow-call ejection leaves out.
+
+An async attempt's duration is counted on the loop that runs it: from the send to the
+moment the loop gets round to the answer. When the application keeps the loop busy (CPU
+work between awaits, more tasks than it can serve), every answer is noticed late, and a
+healthy domain's calls look slow. Measured (an ``AsyncFailoverTransport`` over two
+loopback domains answering at once, 20 tasks, ``SlowCalls(threshold=0.1, rate=0.5,
+minimum_calls=5)``, the application blocking the loop 0.15 s out of every 0.155 s): the
+primary was ejected, 73 of 93 requests went to the backup, and its probes, slow for the
+same reason, kept it out.
+
+So a loop that runs late takes the verdict away from the domain
+(``RequestPlan._slow_call``): while this thread's loop ran its callbacks at least
+:data:`LAG_SHARE` of the threshold late during a call, the call counts neither as slow
+nor as fast. An attempt waits for the loop a few times (the connection, the request
+written, the head, the body), so a loop late by a quarter of the threshold can make a
+call slow on its own.
+
+The measure is a timer that fires every :data:`INTERVAL` on the loop and records how
+late it ran (as Node's ``monitorEventLoopDelay`` does); none runs in a thread with no
+event loop, so a sync client is judged on its durations alone. It starts as the first
+call a verdict will be asked for goes out (``PoolCore`` pools with ``SlowCalls``), and
+stops :data:`IDLE` seconds after the last: about 50 timers a second on a loop whose
+pools eject slow calls, nothing on any other. No library
+measures this for us: ``asyncio``'s debug mode logs slow callbacks, at a cost to every
+callback and without a figure to read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+from ._deadline import _LoopWatch, watch_here
+
+__all__ = ["IDLE", "INTERVAL", "LAG_SHARE", "LagMeter", "lateness", "measure"]
+
+# How often the loop's timer fires (seconds), how long it runs after the last question,
+# and the share of a slow-call threshold at which the loop's lateness withholds a verdict.
+INTERVAL = 0.02
+IDLE = 5.0
+LAG_SHARE = 0.25
+# The longest span a question covers (seconds): the timer's records kept.
+KEEP = 120.0
+
+
+def measure() -> None:
+    """Measure how late this thread's event loop runs (if one runs here), from now until
+    :data:`IDLE` seconds after the last question: called as a call a verdict will be asked
+    for goes out, so that its verdict knows the time it took."""
+    watch = watch_here()
+    if watch is not None:
+        meter = watch.lag
+        if meter is None:
+            watch.lag = LagMeter(watch)
+        else:
+            meter.asked()
+
+
+def lateness(span: float) -> float:
+    """How long this thread's event loop ran late (seconds, the most at any one time)
+    within the last ``span`` seconds of its clock; 0.0 when no asyncio loop runs here.
+    Only what was measured (:func:`measure`) is known."""
+    watch = watch_here()
+    if watch is None:
+        return 0.0
+    meter = watch.lag
+    if meter is None:
+        meter = watch.lag = LagMeter(watch)
+    return meter.lateness(span)
+
+
+class LagMeter:
+    """One loop's lateness: a timer every :data:`INTERVAL`, and how late each one ran."""
+
+    __slots__ = ("_asked_at", "_due", "_handle", "_loop", "_watch", "fired")
+
+    def __init__(self, watch: _LoopWatch) -> None:
+        self._watch = watch  # the loop's deadline watch, which holds this meter (and is held by it while it runs)
+        loop: asyncio.AbstractEventLoop = watch.loop
+        self._loop = loop
+        # (when a timer ran, how late), oldest first: a blocked loop's first timer ran
+        # late by as long as it was blocked
+        self.fired: collections.deque[tuple[float, float]] = collections.deque(maxlen=int(KEEP / INTERVAL))
+        self._asked_at = self._due = loop.time()
+        self._handle: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def asked(self) -> None:
+        """Keep measuring (:data:`IDLE` seconds from now)."""
+        self._asked_at = self._loop.time()
+
+    def _arm(self) -> None:
+        self._due += INTERVAL
+        self._handle = self._loop.call_at(self._due, self._fire)
+
+    def _fire(self) -> None:
+        now = self._loop.time()
+        self.fired.append((now, now - self._due))
+        if now - self._asked_at > IDLE:  # nobody asks: stop (the next question starts afresh)
+            self._handle = None
+            if self._watch.lag is self:
+                self._watch.lag = None
+            return
+        self._due = now  # the next one INTERVAL after this one ran
+        self._arm()
+
+    def lateness(self, span: float) -> float:
+        """The most the loop ran late within the last ``span`` seconds, the timer that is
+        overdue now included; a stretch that began before the span counts for its part
+        within it."""
+        now = self._loop.time()
+        self._asked_at = now
+        since = now - span
+        late = now - self._due  # the timer due now and not run yet: the loop is late this long
+        for fired, by in reversed(self.fired):
+            if fired < since:
+                break
+            within = min(by, fired - since)
+            if within > late:
+                late = within
+        return max(late, 0.0)

@@ -1,0 +1,168 @@
+"""Slow-call verdicts leave out the client's own event loop running late (``_looplag``),
+over real loopback sockets and a real asyncio loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import httpx
+import pytest
+
+from pytest_failover import (
+    AsyncFailoverTransport,
+    FailoverTransport,
+    Policy,
+    Pool,
+    SlowCalls,
+    _looplag,
+)
+from pytest_failover._deadline import watch_here
+from pytest_failover.integrations.aiohttp import FailoverMiddleware
+
+from .servers import LoopbackServer
+
+Get = Callable[[str], Awaitable[Any]]  # a client's GET: its answer has ``headers``
+SLOW_CALLS = SlowCalls(threshold=0.1, rate=0.5, minimum_calls=5, window=30.0)
+
+
+def _block(seconds: float) -> None:
+    """Keep the loop's thread from the loop, as an application's CPU work between awaits does."""
+    time.sleep(seconds)
+
+
+def _policy() -> Policy:
+    return Policy(slow_calls=SLOW_CALLS, breaker_cooldown=5.0, sticky=False)
+
+
+async def _traffic(get: Get, url: str, seconds: float, *, block: float) -> Counter[str]:
+    """20 tasks sending GETs for ``seconds`` while the application blocks the loop for
+    ``block`` seconds out of every ``block + 0.005`` (0: it never does); who served each."""
+    served: Counter[str] = Counter()
+    stop = time.monotonic() + seconds
+
+    async def application() -> None:
+        while block and time.monotonic() < stop:
+            await asyncio.sleep(0.005)
+            _block(block)
+
+    async def user() -> None:
+        for _ in range(1000):  # bounded; the clock ends it first
+            if time.monotonic() >= stop:
+                return
+            response = await get(url)
+            served[response.headers["X-Served-By"]] += 1
+            await asyncio.sleep(0.01)
+
+    await asyncio.gather(application(), *[user() for _ in range(20)])
+    return served
+
+
+@pytest.mark.parametrize("kind", ["httpx", "aiohttp"])
+def test_a_busy_event_loop_never_ejects_a_healthy_domain(kind: str, servers: dict[str, LoopbackServer]) -> None:
+    """Both domains answer at once; the application keeps the loop blocked 0.15 s at a
+    time, so every answer is noticed late. Before the loop's lateness was left out, the
+    primary was ejected as slow within the first burst and about 75 of 95 requests went to
+    the backup."""
+    a, b = servers["a"], servers["b"]
+    pools = [Pool("api", [a.url(), b.url()])]
+    front: AsyncFailoverTransport | FailoverMiddleware
+    front = AsyncFailoverTransport(pools, _policy()) if kind == "httpx" else FailoverMiddleware(pools, _policy())
+
+    async def run() -> Counter[str]:
+        if isinstance(front, AsyncFailoverTransport):
+            async with httpx.AsyncClient(transport=front) as client:
+                return await _traffic(client.get, a.url(), 2.0, block=0.15)
+        async with aiohttp.ClientSession(middlewares=(front,)) as session:
+
+            async def get(url: str) -> aiohttp.ClientResponse:
+                async with session.get(url) as response:
+                    await response.read()
+                    return response
+
+            return await _traffic(get, a.url(), 2.0, block=0.15)
+
+    served = asyncio.run(run())
+    assert set(served) == {"a"} and served["a"] >= 20
+    assert [d.breaker for d in front.state().pools["api"].domains] == ["closed", "closed"]
+
+
+def test_a_slow_domain_is_still_ejected_from_an_event_loop_that_keeps_up(servers: dict[str, LoopbackServer]) -> None:
+    """The measure does not excuse the domain: it answers in 0.15 s, the loop is free, and
+    traffic moves to the backup once ``minimum_calls`` calls were slow."""
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.15)
+    transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], _policy())
+
+    async def run() -> Counter[str]:
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await _traffic(client.get, a.url(), 1.5, block=0.0)
+
+    served = asyncio.run(run())
+    assert transport.state().pools["api"].domains[0].breaker == "open"
+    assert served["b"] > served["a"]
+
+
+def test_a_sync_client_is_judged_on_its_durations_alone(servers: dict[str, LoopbackServer]) -> None:
+    """No event loop runs in a sync client's thread: its slow calls count as they were."""
+    a, b = servers["a"], servers["b"]
+    a.set(delay=0.15)
+    transport = FailoverTransport([Pool("api", [a.url(), b.url()])], _policy())
+    with httpx.Client(transport=transport) as client:
+        served = [client.get(a.url()).headers["X-Served-By"] for _ in range(7)]
+    assert served == ["a"] * 5 + ["b"] * 2
+
+
+def test_the_meter_reads_how_late_the_loop_ran_within_a_span() -> None:
+    async def run() -> tuple[float, float, float]:
+        _looplag.measure()
+        await asyncio.sleep(0.05)  # the meter's timers run on time
+        on_time = _looplag.lateness(0.05)
+        _block(0.2)  # blocked: the timer due meanwhile runs late
+        overdue = _looplag.lateness(0.5)  # the timer still waits: the loop is late now
+        await asyncio.sleep(0.3)
+        since = _looplag.lateness(0.1)  # the late stretch ended before this span began
+        return on_time, overdue, since
+
+    on_time, overdue, since = asyncio.run(run())
+    assert on_time < 0.05  # (a loaded machine's timers run a few ms late)
+    assert overdue >= 0.15
+    assert since < 0.05
+
+
+def test_a_late_stretch_counts_for_its_part_within_the_span() -> None:
+    async def run() -> tuple[float, float]:
+        _looplag.measure()
+        await asyncio.sleep(0.03)
+        _block(0.3)
+        await asyncio.sleep(0)  # the late timer runs
+        await asyncio.sleep(0.05)
+        return _looplag.lateness(0.15), _looplag.lateness(1.0)
+
+    part, whole = asyncio.run(run())
+    assert 0.04 <= part <= 0.15  # about 0.1 s of the 0.15 s span: the stretch's part within it
+    assert whole >= 0.25
+
+
+def test_no_event_loop_no_lateness() -> None:
+    _looplag.measure()  # nothing to measure
+    assert _looplag.lateness(10.0) == 0.0
+
+
+def test_the_meter_stops_when_nobody_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_looplag, "IDLE", 0.05)
+
+    async def run() -> tuple[bool, bool]:
+        _looplag.measure()
+        watch = watch_here()
+        assert watch is not None
+        running = watch.lag is not None
+        await asyncio.sleep(0.2)
+        return running, watch.lag is None
+
+    running, stopped = asyncio.run(run())
+    assert running and stopped
