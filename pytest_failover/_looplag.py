@@ -40,8 +40,11 @@ __all__ = ["IDLE", "INTERVAL", "LAG_SHARE", "LagMeter", "lateness", "measure"]
 INTERVAL = 0.02
 IDLE = 5.0
 LAG_SHARE = 0.25
-# The longest span a question covers (seconds): the timer's records kept.
-KEEP = 120.0
+# The longest span a question covers (seconds): the timer's records kept. Only a timer
+# that ran at least NOTABLE late is recorded: on a loop that keeps up, next to none are
+# (a record is about 100 bytes; a loop late at every timer keeps KEEP / INTERVAL of them).
+KEEP = 60.0
+NOTABLE = 0.001
 
 
 def measure() -> None:
@@ -79,8 +82,8 @@ class LagMeter:
         self._watch = watch  # the loop's deadline watch, which holds this meter (and is held by it while it runs)
         loop: asyncio.AbstractEventLoop = watch.loop
         self._loop = loop
-        # (when a timer ran, how late), oldest first: a blocked loop's first timer ran
-        # late by as long as it was blocked
+        # (when a timer ran, how late), oldest first, of those that ran NOTABLE late: a
+        # blocked loop's first timer ran late by as long as it was blocked
         self.fired: collections.deque[tuple[float, float]] = collections.deque(maxlen=int(KEEP / INTERVAL))
         self._asked_at = self._due = loop.time()
         self._handle: asyncio.TimerHandle | None = None
@@ -96,7 +99,8 @@ class LagMeter:
 
     def _fire(self) -> None:
         now = self._loop.time()
-        self.fired.append((now, now - self._due))
+        if now - self._due >= NOTABLE:
+            self.fired.append((now, now - self._due))
         if now - self._asked_at > IDLE:  # nobody asks: stop (the next question starts afresh)
             self._handle = None
             if self._watch.lag is self:

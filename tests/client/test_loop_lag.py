@@ -120,8 +120,11 @@ def test_a_sync_client_is_judged_on_its_durations_alone(servers: dict[str, Loopb
 def test_the_meter_reads_how_late_the_loop_ran_within_a_span() -> None:
     async def run() -> tuple[float, float, float]:
         _looplag.measure()
-        await asyncio.sleep(0.05)  # the meter's timers run on time
-        on_time = _looplag.lateness(0.05)
+        await asyncio.sleep(0.1)  # the meter's timers run on time, and are not kept
+        on_time = _looplag.lateness(0.1)
+        watch = watch_here()
+        assert watch is not None and watch.lag is not None
+        assert len(watch.lag.fired) <= 2  # (a loaded machine's may run a millisecond late)
         _block(0.2)  # blocked: the timer due meanwhile runs late
         overdue = _looplag.lateness(0.5)  # the timer still waits: the loop is late now
         await asyncio.sleep(0.3)
