@@ -52,6 +52,7 @@ try:
         ReadTimeoutError,
     )
     from urllib3.exceptions import SSLError as TLSError
+    from urllib3.poolmanager import PoolManager, ProxyManager
     from urllib3.response import HTTPResponse
     from urllib3.util import Timeout
     from urllib3.util.retry import Retry
@@ -166,6 +167,16 @@ class FailoverAdapter(HTTPAdapter, _FrontEnd):
     def _own_pools(self) -> None:
         """This adapter's urllib3 pools make its own connections (:meth:`_resolve`)."""
         self.poolmanager.pool_classes_by_scheme = pool_classes(self._transport._state.dialer)
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> PoolManager:
+        """requests' manager for ``proxy``, whose connections announce themselves too (an
+        HTTP(S) proxy: a SOCKS proxy's connections are its own), so the watchdog cuts a
+        head trickled through the proxy at the attempt's time. They connect to the proxy,
+        which resolves the domain: no pool's resolver applies."""
+        manager: PoolManager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if isinstance(manager, ProxyManager):
+            manager.pool_classes_by_scheme = pool_classes(None)
+        return manager
 
     def _forked(self) -> None:
         """In a fork's child (``_fork``): pools of its own (as ``SyncLoop._forked``: the

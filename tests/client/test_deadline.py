@@ -28,7 +28,7 @@ from pytest_failover import httpx2 as pf2
 from pytest_failover.integrations.requests import FailoverAdapter
 from pytest_failover.simulator import FakeDomains
 
-from .servers import SocketServer
+from .servers import SocketServer, closed_port
 
 HOST = "trickle.deadline.test"
 POLICY = Policy(deadline=0.6, attempt_timeout=0.6)
@@ -149,6 +149,21 @@ def test_a_requests_attempt_whose_headers_trickle_is_cut_at_its_deadline(head_tr
         started = time.monotonic()
         with pytest.raises(FailoverError) as caught:
             session.get(head_trickler + "/slow")
+        elapsed = time.monotonic() - started
+    assert [a.error_type for a in caught.value.attempts] == ["read_timeout"]
+    assert 0.55 <= elapsed <= 0.6 + 0.1
+
+
+def test_a_requests_attempt_through_a_proxy_whose_headers_trickle_is_cut_at_its_deadline(head_trickler: str) -> None:
+    """The same through an HTTP proxy (the trickler stands for one: requests sends it the
+    absolute URL): the adapter's proxy managers make the same announcing connections. Before,
+    each read was bounded and the whole was not: the call took the trickle's 5 s."""
+    domain = f"http://127.0.0.1:{closed_port()}"  # never reached: the proxy answers for it
+    with requests.Session() as session:
+        session.mount("http://", FailoverAdapter([Pool("api", [domain])], POLICY))
+        started = time.monotonic()
+        with pytest.raises(FailoverError) as caught:
+            session.get(domain + "/slow", proxies={"http": head_trickler})
         elapsed = time.monotonic() - started
     assert [a.error_type for a in caught.value.attempts] == ["read_timeout"]
     assert 0.55 <= elapsed <= 0.6 + 0.1

@@ -544,3 +544,20 @@ def test_a_streamed_raw_read_in_chunks_as_they_come_ends(servers: Servers, answe
         assert b"".join(chunks) == body  # type: ignore[arg-type]  # a list of bytes, as read
         raw = session.get(a.url() + "/f", timeout=10, stream=True).raw
         assert b"".join(_within(10, lambda: list(raw.stream(None)))) == body  # type: ignore[arg-type]  # as above
+
+
+def test_the_proxy_managers_make_announcing_connections_but_a_socks_one() -> None:
+    """An HTTP(S) proxy's connections say which request they send, as the adapter's own do
+    (the watchdog cuts a head trickled through it: ``test_deadline``); a SOCKS proxy's pools
+    are its own (SOCKS connections), untouched."""
+    from urllib3.contrib.socks import SOCKSProxyManager
+    from urllib3.poolmanager import ProxyManager
+
+    adapter = FailoverAdapter([Pool("api", [f"http://127.0.0.1:{closed_port()}"])])
+    http = adapter.proxy_manager_for("http://127.0.0.1:3128")
+    socks = adapter.proxy_manager_for("socks5://127.0.0.1:1080")
+    assert isinstance(http, ProxyManager) and isinstance(socks, SOCKSProxyManager)
+    assert http.pool_classes_by_scheme == adapter.poolmanager.pool_classes_by_scheme
+    assert http.pool_classes_by_scheme["http"].__name__ == "AnnouncingHTTPConnectionPool"
+    assert socks.pool_classes_by_scheme == SOCKSProxyManager.pool_classes_by_scheme
+    adapter.close()
