@@ -21,9 +21,9 @@ late it ran (as Node's ``monitorEventLoopDelay`` does); none runs in a thread wi
 event loop, so a sync client is judged on its durations alone. It starts as the first
 call a verdict will be asked for goes out (``PoolCore`` pools with ``SlowCalls``), and
 stops :data:`IDLE` seconds after the last: about 50 timers a second on a loop whose
-pools eject slow calls, nothing on any other. No library
-measures this for us: ``asyncio``'s debug mode logs slow callbacks, at a cost to every
-callback and without a figure to read.
+pools eject slow calls, nothing on any other. No library measures this for us:
+``asyncio``'s debug mode logs slow callbacks, at a cost to every callback and without a
+figure to read.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class LagMeter:
         now = self._loop.time()
         self._asked_at = now
         since = now - span
-        late = now - self._due  # the timer due now and not run yet: the loop is late this long
+        late = min(now - self._due, span)  # the timer due now and not run yet: the loop is late this long
         for fired, by in reversed(self.fired):
             if fired < since:
                 break

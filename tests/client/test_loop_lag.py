@@ -169,3 +169,15 @@ def test_the_meter_stops_when_nobody_asks(monkeypatch: pytest.MonkeyPatch) -> No
 
     running, stopped = asyncio.run(run())
     assert running and stopped
+
+
+def test_a_loop_still_blocked_is_late_for_the_whole_span_and_no_more() -> None:
+    async def run() -> tuple[float, float]:
+        _looplag.measure()
+        await asyncio.sleep(0.03)
+        _block(0.3)  # the timer due meanwhile has not run yet
+        return _looplag.lateness(0.1), _looplag.lateness(1.0)
+
+    short, long = asyncio.run(run())
+    assert short == pytest.approx(0.1)
+    assert 0.25 <= long <= 0.3
