@@ -9,12 +9,14 @@ minimum_calls=5)``, the application blocking the loop 0.15 s out of every 0.155 
 primary was ejected, 73 of 93 requests went to the backup, and its probes, slow for the
 same reason, kept it out.
 
-So a loop that runs late takes the verdict away from the domain
-(``RequestPlan._slow_call``): while this thread's loop ran its callbacks at least
-:data:`LAG_SHARE` of the threshold late during a call, the call counts neither as slow
-nor as fast. An attempt waits for the loop a few times (the connection, the request
-written, the head, the body), so a loop late by a quarter of the threshold can make a
-call slow on its own.
+So the loop's lateness is the client's, not the domain's: a call is judged on its
+duration less the time the loop ran late meanwhile (``RequestPlan._judged``): none of
+the 92 requests of the case above moves. Taking the whole verdict away once the loop ran
+a quarter of the threshold late would be too much: 200 tasks' calls to a domain
+answering in 1 s end together, the loop takes a tenth of a second or more to handle the
+answers, and that rule never ejected the domain (0 of 500 requests moved). Judged on
+what is left, the domain is ejected after the first wave, as without a measure: the
+first 200 requests are the primary's, the 553 after them the backup's.
 
 The measure is a timer that fires every :data:`INTERVAL` on the loop and records how
 late it ran (as Node's ``monitorEventLoopDelay`` does); none runs in a thread with no
@@ -33,13 +35,11 @@ import collections
 
 from ._deadline import _LoopWatch, watch_here
 
-__all__ = ["IDLE", "INTERVAL", "LAG_SHARE", "LagMeter", "lateness", "measure"]
+__all__ = ["IDLE", "INTERVAL", "LagMeter", "lateness", "measure"]
 
-# How often the loop's timer fires (seconds), how long it runs after the last question,
-# and the share of a slow-call threshold at which the loop's lateness withholds a verdict.
+# How often the loop's timer fires (seconds), and how long it runs after the last question.
 INTERVAL = 0.02
 IDLE = 5.0
-LAG_SHARE = 0.25
 # The longest span a question covers (seconds): the timer's records kept. Only a timer
 # that ran at least NOTABLE late is recorded: on a loop that keeps up, next to none are
 # (a record is about 100 bytes; a loop late at every timer keeps KEEP / INTERVAL of them).
@@ -61,9 +61,9 @@ def measure() -> None:
 
 
 def lateness(span: float) -> float:
-    """How long this thread's event loop ran late (seconds, the most at any one time)
-    within the last ``span`` seconds of its clock; 0.0 when no asyncio loop runs here.
-    Only what was measured (:func:`measure`) is known."""
+    """How long this thread's event loop ran late (seconds, in all) within the last
+    ``span`` seconds of its clock; 0.0 when no asyncio loop runs here. Only what was
+    measured (:func:`measure`) is known."""
     watch = watch_here()
     if watch is None:
         return 0.0
@@ -110,17 +110,16 @@ class LagMeter:
         self._arm()
 
     def lateness(self, span: float) -> float:
-        """The most the loop ran late within the last ``span`` seconds, the timer that is
-        overdue now included; a stretch that began before the span counts for its part
-        within it."""
+        """How long the loop ran late within the last ``span`` seconds, in all: each timer
+        that ran late stands for the stretch from when it was due to when it ran (the
+        stretches do not overlap: the next one is due after it ran), counted for its part
+        within the span, and the timer overdue now for its stretch so far."""
         now = self._loop.time()
         self._asked_at = now
         since = now - span
-        late = min(now - self._due, span)  # the timer due now and not run yet: the loop is late this long
+        late = max(now - max(self._due, since), 0.0)  # the timer due and not run yet: late so far
         for fired, by in reversed(self.fired):
-            if fired < since:
+            if fired <= since:
                 break
-            within = min(by, fired - since)
-            if within > late:
-                late = within
-        return max(late, 0.0)
+            late += fired - max(fired - by, since)
+        return late

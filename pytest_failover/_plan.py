@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 from . import _steering, semconv
 from ._breaker import BreakerTransition, Standing
 from ._classify import Outcome, OutcomeKind
-from ._looplag import LAG_SHARE, measure
+from ._looplag import measure
 from ._policy import ExponentialBackoff, Policy
 from ._pool import Domain
 from ._pools import Choice, Members, PoolCore
@@ -562,7 +562,7 @@ class RequestPlan:
         events: list[Event] = []
         core = self.core
         with core.lock:
-            slow = False if core.slow_calls is None else self._slow_call(attempt, now, duration, events)
+            slow = False if core.slow_calls is None else self._slow_call(attempt, now, self._judged(duration), events)
             if outcome.failed or (slow and attempt.probe and core.faster_elsewhere(domain)):  # a slow probe fails
                 transition = attempt.breaker.failure(now, attempt.sent_at, attempt.probe)
                 if outcome.failed:
@@ -669,27 +669,30 @@ class RequestPlan:
                 return attempt
         raise RuntimeError(f"attempt {attempt.number} is not in flight")
 
-    def _slow_call(self, attempt: Attempt, now: float, duration: float, events: list[Event]) -> bool:
-        """Count the call in its domain's slow-call window (the caller holds the lock);
-        eject the domain when its slow calls reach the rate. True if it was slow."""
+    def _slow_call(self, attempt: Attempt, now: float, judged: float, events: list[Event]) -> bool:
+        """Count the call, which took ``judged`` seconds of the domain's (:meth:`_judged`),
+        in its domain's slow-call window (the caller holds the lock); eject the domain when
+        its slow calls reach the rate. True if it was slow."""
         windows = self.core.slow_calls
         assert windows is not None
         window = windows[attempt.domain]
-        threshold = window.config.threshold
-        if self._client_late(max(duration, threshold)) >= LAG_SHARE * threshold:
-            window.forget(attempt)  # the client's own loop ran late: no verdict (``_looplag``)
-            return False
-        slow = window.is_slow(duration)
+        slow = window.is_slow(judged)
         if slow:
             events.append(SlowCall(pool=self.pool, domain=attempt.domain))
-        rate_reached = window.add(now, duration, attempt)
+        rate_reached = window.add(now, judged, attempt, self._judged)
         if rate_reached and not attempt.probe and self.core.faster_elsewhere(attempt.domain):
             transition = self.core.breakers[attempt.domain].eject(now)
             self._add_transition(events, attempt.domain, transition, _SLOW)
         return slow
 
+    def _judged(self, duration: float) -> float:
+        """What a call that took ``duration`` seconds is judged on for slowness: its
+        duration less the time the client itself ran late meanwhile (:meth:`_client_late`),
+        which is the client's, not the domain's."""
+        return duration - self._client_late(duration)
+
     def _client_late(self, span: float) -> float:
-        """How late the client itself ran within the last ``span`` seconds (its event
+        """How long the client itself ran late within the last ``span`` seconds (its event
         loop's lateness, :mod:`._looplag`): none for a sync request, which the loop
         measure cannot tell from its own blocking call."""
         return 0.0
@@ -715,8 +718,9 @@ class RequestPlan:
                 # under load until most requests hedged.
                 core.latency[attempt.domain].add(elapsed)
             if core.slow_calls is not None:
-                if core.slow_calls[attempt.domain].is_slow(elapsed):
-                    self._slow_call(attempt, now, elapsed, events)
+                judged = self._judged(elapsed)
+                if core.slow_calls[attempt.domain].is_slow(judged):
+                    self._slow_call(attempt, now, judged, events)
                 else:
                     core.slow_calls[attempt.domain].forget(attempt)
         return tuple(events)

@@ -58,8 +58,8 @@ part is often the client itself: an event loop with more tasks than it can serve
 times every answer late. Without that condition, 200 such tasks ejected a healthy
 backup (users got 503s), and a recovered primary's probes kept failing, so traffic
 never came back to it. The condition does not cover a backup that had no calls yet: an
-async client's event loop is therefore measured too (:mod:`._looplag`), and a call
-during which it ran late by a quarter of the threshold gets no verdict.
+async client's event loop is therefore measured too (:mod:`._looplag`), and a call is
+judged on its duration less the time the loop ran late meanwhile.
 
 Pure arithmetic, time passed in; the pool's lock serialises access.
 """
@@ -69,6 +69,7 @@ from __future__ import annotations
 import bisect
 import collections
 import math
+from collections.abc import Callable
 
 from ._policy import Hedging, SlowCalls
 
@@ -212,10 +213,11 @@ class SlowCallWindow:
         self._flying.pop(call, None)
         self._counted.discard(call)
 
-    def add(self, now: float, duration: float, call: object = None) -> bool:
+    def add(self, now: float, duration: float, call: object = None, judged: Callable[[float], float] | None = None) -> bool:
         """Count a call that took ``duration`` at ``now`` (and the calls in flight already
-        past the threshold); True when the domain's slow calls reach the rate (the
-        window is then cleared)."""
+        past the threshold, each judged on ``judged`` of the time it has run: the client's
+        own lateness left out, ``RequestPlan._judged``); True when the domain's slow calls
+        reach the rate (the window is then cleared)."""
         self.last = duration
         index = int(now // self._width)
         self._slide(index)
@@ -228,8 +230,9 @@ class SlowCallWindow:
             if duration >= self.config.threshold:
                 self._slow[slot] += 1
         since = now - self.config.threshold
+        threshold = self.config.threshold
         for other, began in self._flying.items():
-            if began <= since and other not in self._counted:
+            if began <= since and other not in self._counted and (judged is None or judged(now - began) >= threshold):
                 self._counted.add(other)
                 self._calls[slot] += 1
                 self._slow[slot] += 1
