@@ -179,6 +179,21 @@ def test_a_late_stretch_counts_for_its_part_within_the_span() -> None:
     assert whole >= 0.25
 
 
+def test_uvloop_is_measured_too() -> None:
+    """uvloop's loop does not say which thread runs it; the meter finds it all the same."""
+    import uvloop
+
+    async def run() -> float:
+        _looplag.measure()
+        await asyncio.sleep(0.03)
+        _block(0.2)
+        await asyncio.sleep(0)
+        return _looplag.lateness(1.0)
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(run()) >= 0.15
+
+
 def test_no_event_loop_no_lateness() -> None:
     _looplag.measure()  # nothing to measure
     assert _looplag.lateness(10.0) == 0.0
