@@ -4,6 +4,7 @@ over real loopback sockets and a real asyncio loop."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -39,9 +40,9 @@ def _policy() -> Policy:
     return Policy(slow_calls=SLOW_CALLS, breaker_cooldown=5.0, sticky=False)
 
 
-async def _traffic(get: Get, url: str, seconds: float, *, block: float) -> Counter[str]:
-    """20 tasks sending GETs for ``seconds`` while the application blocks the loop for
-    ``block`` seconds out of every ``block + 0.005`` (0: it never does); who served each."""
+async def _traffic(get: Get, url: str, seconds: float, *, block: float, tasks: int = 20) -> Counter[str]:
+    """``tasks`` tasks sending GETs for ``seconds`` while the application blocks the loop
+    for ``block`` seconds out of every ``block + 0.005`` (0: it never does); who served each."""
     served: Counter[str] = Counter()
     stop = time.monotonic() + seconds
 
@@ -58,7 +59,7 @@ async def _traffic(get: Get, url: str, seconds: float, *, block: float) -> Count
             served[response.headers["X-Served-By"]] += 1
             await asyncio.sleep(0.01)
 
-    await asyncio.gather(application(), *[user() for _ in range(20)])
+    await asyncio.gather(application(), *[user() for _ in range(tasks)])
     return served
 
 
@@ -89,6 +90,37 @@ def test_a_busy_event_loop_never_ejects_a_healthy_domain(kind: str, servers: dic
     served = asyncio.run(run())
     assert set(served) == {"a"} and served["a"] >= 20
     assert [d.breaker for d in front.state().pools["api"].domains] == ["closed", "closed"]
+
+
+def test_threads_loops_each_measured_share_one_state(servers: dict[str, LoopbackServer]) -> None:
+    """One failover state, four threads each running its own event loop (its own
+    connections: ``sharing``) with 5 tasks, every loop blocked by its application as above:
+    each loop's lateness is its own, and none makes the shared primary look slow. (Twelve
+    loops of 10 tasks on 2 cores eject the primary here with no application blocking
+    them: threads waiting for the GIL, which no loop's meter sees.)"""
+    a, b = servers["a"], servers["b"]
+    transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], _policy())
+    results: list[Counter[str] | BaseException] = []
+
+    def thread() -> None:
+        async def run() -> Counter[str]:
+            async with httpx.AsyncClient(transport=AsyncFailoverTransport.sharing(transport)) as client:
+                return await _traffic(client.get, a.url(), 1.5, block=0.15, tasks=5)
+
+        try:
+            results.append(asyncio.run(run()))
+        except BaseException as exc:  # counted below: a thread's failure is the test's
+            results.append(exc)
+
+    threads = [threading.Thread(target=thread) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(results) == 4 and all(isinstance(r, Counter) for r in results), results
+    served = sum((r for r in results if isinstance(r, Counter)), Counter[str]())
+    assert set(served) == {"a"}, (served, [d.breaker for d in transport.state().pools["api"].domains])
+    assert [d.breaker for d in transport.state().pools["api"].domains] == ["closed", "closed"]
 
 
 def test_a_slow_domain_is_still_ejected_from_an_event_loop_that_keeps_up(servers: dict[str, LoopbackServer]) -> None:
