@@ -51,7 +51,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -377,6 +377,9 @@ class _Watchdog:
         # ticket -> (when, the socket to cut or the callable to call then)
         self._armed: dict[int, tuple[float, Attempt | Callable[[], object]]] = {}
         self._cut: set[int] = set()  # tickets whose socket was shut down
+        # Attempts to cut at the thread's next look, whatever their time (:meth:`hurry`).
+        self._hurried: set[Attempt] = set()
+        self._hurry_lock = threading.Lock()
         # Held while the thread takes a due attempt's ticket and shuts its socket down: a
         # disarm that finds its ticket taken waits for it (see :meth:`disarm`).
         self._cutting = threading.Lock()
@@ -394,6 +397,8 @@ class _Watchdog:
         under the parent too; a pending ticket of the thread that forked disarms as not cut."""
         self._armed.clear()
         self._cut.clear()
+        self._hurried = set()
+        self._hurry_lock = threading.Lock()
         self._cutting = threading.Lock()
         self._wake = threading.Event()
         self._wakes_at = float("inf")
@@ -440,6 +445,18 @@ class _Watchdog:
         self._cut.discard(ticket)
         return cut
 
+    def hurry(self, attempts: Iterable[Attempt]) -> None:
+        """Cut ``attempts`` now, as if their time had come (those still armed: an attempt
+        disarmed meanwhile has ended). The thread takes their tickets itself at its next
+        look, so a disarm racing with it waits for the cut as at a deadline; only that
+        thread ever takes a ticket. A hedge's losers still reading an answer nobody wants
+        when their transport closes (``ThreadRace.close``)."""
+        with self._hurry_lock:
+            self._hurried.update(attempts)
+        if self._thread is None:
+            self._start()
+        self._wake.set()
+
     def _take(self, ticket: int) -> bool:
         """Take a due ticket from the armed ones (False: disarmed in time after all). It is
         marked before the pop, so that a disarm that finds it gone knows it was taken."""
@@ -477,9 +494,11 @@ class _Watchdog:
             if mark != seen + 1:
                 busy_at = now
             seen = mark
+            with self._hurry_lock:
+                hurried, self._hurried = self._hurried, set()
             earliest = float("inf")
             for ticket, (at, target) in list(self._armed.items()):
-                if at > now:
+                if at > now and target not in hurried:
                     earliest = min(earliest, at)
                     continue
                 if callable(target):  # an attempt is not

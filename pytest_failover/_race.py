@@ -483,6 +483,7 @@ class ThreadRace:
         self._lock = threading.Lock()
         self._busy = 0  # threads sending a hedge (or about to)
         self._joining: dict[Attempt, _Hedges] = {}  # races one side has joined (see _join)
+        self._lost: set[Attempt] = set()  # the pool's losers still sending (see close)
         renew_in_child(self, ThreadRace._forked)
 
     def _forked(self) -> None:
@@ -493,6 +494,7 @@ class ThreadRace:
         self._lock = threading.Lock()
         self._busy = 0
         self._joining = {}
+        self._lost = set()
 
     def race(self, send: Send, exchange: Exchange, first: Attempt, delay: float) -> Response | None:
         """Send ``first`` from this thread and its hedges from the pool when due (the
@@ -642,9 +644,15 @@ class ThreadRace:
             if spare:
                 self._release()
             race.cut_losers()
-            for future in futures:  # losers: close what they get, whenever they get it
-                future.add_done_callback(_close_result)
+            for future, flight in futures.items():  # losers: close what they get, whenever they get it
+                self._lost.add(flight)
+                future.add_done_callback(partial(self._loser_ended, flight))
         return _settled(race)
+
+    def _loser_ended(self, flight: Attempt, future: concurrent.futures.Future[Response]) -> None:
+        """A loser's send ended (in its thread): nothing to cut at close, its answer closed."""
+        self._lost.discard(flight)
+        _close_result(future)
 
     def _submit(self, send: Send, exchange: Exchange, flight: Attempt) -> concurrent.futures.Future[Response]:
         assert self._executor is not None
@@ -659,9 +667,17 @@ class ThreadRace:
         return self._executor.submit(run)
 
     def close(self) -> None:
+        """Wait for the pool's threads: the attempts of requests still racing go on to
+        their end. The losers of races already decided, whose answers nobody wants, are cut
+        now (the watchdog, as at their time): a loser the inner transport cannot cut at the
+        race's end (the requests adapter's, reading its body) held the close for as long as
+        its body took, up to the attempt's time."""
         with self._lock:
             executor, self._executor = self._executor, None
         if executor is not None:
+            lost = list(self._lost)
+            if lost:
+                watchdog.hurry(lost)
             executor.shutdown(wait=True, cancel_futures=False)
 
 

@@ -184,3 +184,33 @@ def test_hedged_tasks_whose_transport_is_closed_under_them_blame_no_domain(
     outcomes = closed_under_tasks(transport, http, a.url(), lambda: a.total >= THREADS and b.total >= THREADS - 1)
     assert all(cut(outcome) for outcome in outcomes), outcomes
     assert breakers(transport) == ["closed", "closed"]
+
+
+def test_closing_a_hedging_requests_adapter_cuts_the_losers_still_reading() -> None:
+    """The requests adapter's hedges run from its pool, and a loser reading its body cannot
+    be cut when its race ends (urllib3 hands its connection back inside that read). Its
+    answer is nobody's: the adapter's close cuts it then, as the watchdog does at its time,
+    instead of waiting for it. Before, the close took as long as the body did (4 s here,
+    up to the attempt's time). Nothing is blamed: the loser was counted cancelled."""
+    import requests
+
+    from pytest_failover.integrations.requests import FailoverAdapter
+
+    from .test_deadline import Trickler
+
+    primary = Trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n")  # then a byte every 0.1 s
+    backup = LoopbackServer("backup")
+    try:
+        with requests.Session() as session:
+            adapter = FailoverAdapter([Pool("api", [primary.url, backup.url()])], HEDGING)
+            session.mount("http://", adapter)
+            served = [session.get(primary.url + "/x").headers["X-Served-By"] for _ in range(3)]
+            started = time.monotonic()
+            adapter.close()
+            took = time.monotonic() - started
+        assert served == ["backup"] * 3  # each hedge won, each loser still reading the trickle
+        assert took < 1.0, f"the close waited {took:.2f} s for the losers"
+        assert breakers(adapter) == ["closed", "closed"]
+    finally:
+        primary.close()
+        backup.close()
