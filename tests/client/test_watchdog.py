@@ -232,3 +232,31 @@ class _Body(httpx.SyncByteStream):
 
     def close(self) -> None:
         self.closed = True  # its connection back in its pool
+
+
+def test_a_hurried_attempt_is_cut_now_and_a_disarmed_one_never(pair: tuple[socket.socket, socket.socket]) -> None:
+    """``hurry`` brings an armed attempt's deadline to now (a hedge's loser at its
+    transport's close): its socket is cut at the thread's next look, and its disarm says
+    so. An attempt disarmed before the look (it ended) is never cut, hurried or not, and
+    an attempt armed alongside keeps its own time."""
+    dog = _Watchdog()
+    other_a, other_b = socket.socketpair()
+    ended_a, ended_b = socket.socketpair()
+    try:
+        hurried = _answered(_response(pair[0]))
+        ticket = dog.arm(time.monotonic() + 30.0, hurried)
+        bystander = dog.arm(time.monotonic() + 30.0, _answered(_response(other_a)))
+        ended = _answered(_response(ended_a))
+        dog.disarm(dog.arm(time.monotonic() + 30.0, ended))
+        dog.hurry([hurried, ended])
+        assert _wait_cut(pair[0], 1.0) < 0.5
+        assert dog.disarm(ticket) is True
+        time.sleep(0.05)  # the look after the cut
+        for sock in (other_a, ended_a):
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):  # not shut down: nothing to read, and no EOF
+                sock.recv(1)
+        assert dog.disarm(bystander) is False
+    finally:
+        for sock in (other_a, other_b, ended_a, ended_b):
+            sock.close()
