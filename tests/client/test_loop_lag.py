@@ -13,6 +13,8 @@ from typing import Any
 import aiohttp
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_failover import (
     AsyncFailoverTransport,
@@ -256,3 +258,61 @@ def test_a_loop_still_blocked_is_late_for_the_whole_span_and_no_more() -> None:
     short, long = asyncio.run(run())
     assert short == pytest.approx(0.1)
     assert 0.25 <= long <= 0.3
+
+
+class _FakeLoop:
+    """A loop whose clock and timers a test moves: ``call_at`` keeps the one timer the
+    meter has armed, and :meth:`run_late` runs it ``by`` seconds after it was due."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.timer: tuple[float, Callable[[], object]] | None = None
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, at: float, callback: Callable[[], object]) -> None:
+        self.timer = (at, callback)
+
+    def run_late(self, by: float) -> tuple[float, float]:
+        """Run the armed timer ``by`` seconds late; the stretch (due, ran) it stands for."""
+        assert self.timer is not None
+        at, callback = self.timer
+        self.timer = None
+        self.now = max(self.now, at + by)
+        callback()
+        return at, self.now
+
+
+@given(
+    lates=st.lists(st.sampled_from([0.0, 0.0005, 0.003, 0.04, 0.25, 1.5]), min_size=1, max_size=40),
+    pause=st.sampled_from([0.0, 0.01, 0.3]),
+    spans=st.lists(st.floats(0.0, 5.0), min_size=1, max_size=5),
+)
+def test_the_meter_sums_the_stretches_it_ran_late_within_a_span(lates: list[float], pause: float, spans: list[float]) -> None:
+    """Against the definition: the time within the last ``span`` seconds that lies in a
+    stretch from a timer's due time to when it ran (those at least NOTABLE late), or
+    after the timer still due; never more than the span, never less for a longer span."""
+    from pytest_failover._deadline import _LoopWatch
+
+    loop = _FakeLoop()
+    meter = _looplag.LagMeter(_LoopWatch(loop))  # type: ignore[arg-type]  # the fake stands for an asyncio loop
+    stretches = []
+    for by in lates:
+        meter.asked()  # a client that keeps asking: the meter keeps measuring
+        due, ran = loop.run_late(by)
+        if ran - due >= _looplag.NOTABLE:
+            stretches.append((due, ran))
+    loop.now += pause  # the next timer may be overdue now
+    assert loop.timer is not None
+    due_now = loop.timer[0]
+    if loop.now > due_now:
+        stretches.append((due_now, loop.now))
+    previous = 0.0
+    for span in sorted(spans):
+        since = loop.now - span
+        expected = sum(max(0.0, ran - max(due, since)) for due, ran in stretches)
+        late = meter.lateness(span)
+        assert late == pytest.approx(expected, abs=1e-9)
+        assert 0.0 <= late <= span + 1e-9 and late >= previous - 1e-9
+        previous = late
