@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import re
 import socket
 import subprocess
 import sys
@@ -66,14 +67,33 @@ def process(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 @contextlib.contextmanager
 def agent_demo(tmp_path: Path, duration: float) -> Iterator[str]:
-    """``failover-agent demo`` on a free loopback port; yields its ``host:port``."""
+    """``failover-agent demo`` on a loopback port it picks itself; yields its ``host:port``,
+    as its banner says. (A port picked here and handed over could be taken in between, by
+    any other process: the demo then listens elsewhere, as it says, and a test waiting on
+    the first port waited in vain.)"""
     assert AGENT_EXE.exists(), f"{AGENT_EXE} missing: pip install -e '.[dev]'"
-    address = f"127.0.0.1:{free_port()}"
     log = tmp_path / "agent.log"
-    args = [str(AGENT_EXE), "demo", "--plain", "--listen", address, "--duration", str(duration)]
+    args = [str(AGENT_EXE), "demo", "--plain", "--listen", "127.0.0.1:0", "--duration", str(duration)]
     with process(args, log) as proc:
+        address = announced(log, proc, timeout=30)
         wait_for(f"http://{address}/metrics", proc, log, timeout=30)
         yield address
+
+
+_BANNER = re.compile(r"metrics: http://(127\.0\.0\.1:\d+)/metrics")
+
+
+def announced(log: Path, proc: subprocess.Popen[bytes], timeout: float) -> str:
+    """The ``host:port`` the demo's banner in ``log`` says it listens on."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = _BANNER.search(log.read_text(errors="replace"))
+        if found:
+            return found.group(1)
+        if proc.poll() is not None:
+            raise AssertionError(f"{proc.args!r} exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"no address announced after {timeout} s:\n{log.read_text(errors='replace')[-3000:]}")
 
 
 class _MetricsHandler(http.server.BaseHTTPRequestHandler):
