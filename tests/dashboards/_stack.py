@@ -68,32 +68,32 @@ def process(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
 @contextlib.contextmanager
 def agent_demo(tmp_path: Path, duration: float) -> Iterator[str]:
     """``failover-agent demo`` on a loopback port it picks itself; yields its ``host:port``,
-    as its banner says. (A port picked here and handed over could be taken in between, by
+    as it logs it. (A port picked here and handed over could be taken in between, by
     any other process: the demo then listens elsewhere, as it says, and a test waiting on
     the first port waited in vain.)"""
     assert AGENT_EXE.exists(), f"{AGENT_EXE} missing: pip install -e '.[dev]'"
     log = tmp_path / "agent.log"
     args = [str(AGENT_EXE), "demo", "--plain", "--listen", "127.0.0.1:0", "--duration", str(duration)]
     with process(args, log) as proc:
-        address = announced(log, proc, timeout=30)
+        address = listening(proc, log)
         wait_for(f"http://{address}/metrics", proc, log, timeout=30)
         yield address
 
 
-_BANNER = re.compile(r"metrics: http://(127\.0\.0\.1:\d+)/metrics")
+_LISTENING = re.compile(r"listening on http://(127\.0\.0\.1:\d+)")
 
 
-def announced(log: Path, proc: subprocess.Popen[bytes], timeout: float) -> str:
-    """The ``host:port`` the demo's banner in ``log`` says it listens on."""
+def listening(proc: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> str:
+    """The ``host:port`` a process started with ``--listen 127.0.0.1:0`` logged (no port race)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = _BANNER.search(log.read_text(errors="replace"))
+        found = _LISTENING.search(log.read_text(errors="replace"))
         if found:
             return found.group(1)
         if proc.poll() is not None:
-            raise AssertionError(f"{proc.args!r} exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+            break
         time.sleep(0.1)
-    raise AssertionError(f"no address announced after {timeout} s:\n{log.read_text(errors='replace')[-3000:]}")
+    raise AssertionError(f"{proc.args!r} is not listening:\n{log.read_text(errors='replace')[-3000:]}")
 
 
 class _MetricsHandler(http.server.BaseHTTPRequestHandler):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from dashboards._stack import free_port, process, wait_for
+from dashboards._stack import free_port, listening, process, wait_for
 from dashboards.conftest import require_binary
 from failover_agent.quorum.promql import location_votes
 
@@ -80,22 +79,6 @@ def located_servers() -> Iterator[dict[str, FakeDomains]]:
     finally:
         for fd in sites.values():
             fd.close()
-
-
-_LISTENING = re.compile(r"listening on http://(127\.0\.0\.1:\d+)")
-
-
-def listening(proc: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> str:
-    """The ``host:port`` a process started with ``--listen 127.0.0.1:0`` logged (no port race)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = _LISTENING.search(log.read_text(errors="replace"))
-        if found:
-            return found.group(1)
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    raise AssertionError(f"{proc.args!r} is not listening:\n{log.read_text(errors='replace')[-3000:]}")
 
 
 def start_prometheus(stack: contextlib.ExitStack, binary: str, folder: Path,
