@@ -13,14 +13,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from dashboards._stack import process, wait_for
+from dashboards._stack import listening, process, wait_for
 from dashboards.conftest import require_binary
 
 from pytest_failover import FailoverTransport, Pool
 from pytest_failover.control import ControlDocument, ControlPoller, generate_key, save_key
 from pytest_failover.simulator import FakeDomains
 
-from .test_quorum_e2e import AGENT_EXE, listening, start_prometheus
+from .test_quorum_e2e import AGENT_EXE, start_prometheus
 
 PRIMARY, BACKUP = "https://api.drain.test", "https://api2.drain.test"
 PUBLISH_INTERVAL = 0.25
