@@ -30,7 +30,7 @@ from ._lib import InMemory
 from ._looplag import lateness
 from ._plan import DONE, RequestPlan
 from ._pools import PoolCore
-from ._sockets import cut_phase
+from ._sockets import cut_phase, waited
 from ._telemetry import RequestTrace, redact_url
 from ._values import (
     DEFAULT_OPTIONS,
@@ -749,6 +749,9 @@ class Exchange(Lane, RequestPlan):
         self._answered_by = attempt.domain  # not the last record: a cut loser's may follow
         self.error = None
         self._peer(attempt, response)  # before _record ends the span
+        slow_calls = self.core.policy.slow_calls
+        if slow_calls is not None and self._state.clock() - attempt.sent_at > slow_calls.threshold:
+            attempt.waited = waited(response)  # a call that looks slow: how much of it was the client's
         self._record(attempt, outcome, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(

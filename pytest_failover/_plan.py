@@ -562,7 +562,10 @@ class RequestPlan:
         events: list[Event] = []
         core = self.core
         with core.lock:
-            slow = False if core.slow_calls is None else self._slow_call(attempt, now, self._judged(duration), events)
+            slow = (
+                False if core.slow_calls is None
+                else self._slow_call(attempt, now, self._judged(duration, attempt.waited), events)
+            )
             if outcome.failed or (slow and attempt.probe and core.faster_elsewhere(domain)):  # a slow probe fails
                 transition = attempt.breaker.failure(now, attempt.sent_at, attempt.probe)
                 if outcome.failed:
@@ -685,16 +688,21 @@ class RequestPlan:
             self._add_transition(events, attempt.domain, transition, _SLOW)
         return slow
 
-    def _judged(self, duration: float) -> float:
+    def _judged(self, duration: float, waited: float = 0.0) -> float:
         """What a call that took ``duration`` seconds is judged on for slowness: its
-        duration less the time the client itself ran late meanwhile (:meth:`_client_late`),
-        which is the client's, not the domain's."""
-        return duration - self._client_late(duration)
+        duration less the client's own delay, which is not the domain's. That is the
+        longer of two lower bounds of it: how long the client ran late meanwhile
+        (:meth:`_client_late`), and how long its answer had all arrived before the client
+        read it (``waited``, the kernel's word: ``Attempt.waited``; none for a call still
+        in flight)."""
+        late = self._client_late(duration)
+        return duration - (late if late > waited else waited)
 
     def _client_late(self, span: float) -> float:
         """How long the client itself ran late within the last ``span`` seconds (its event
         loop's lateness, :mod:`._looplag`): none for a sync request, which the loop
-        measure cannot tell from its own blocking call."""
+        measure cannot tell from its own blocking call (the kernel's word on its answer,
+        ``Attempt.waited``, covers a thread kept from the GIL)."""
         return 0.0
 
     def cancel(self, attempt: Attempt, now: float, elapsed: float, sent: bool = True) -> tuple[Event, ...]:

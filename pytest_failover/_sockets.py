@@ -1,5 +1,5 @@
 """The one place that reaches below httpx into httpcore (httpx2 into httpcore2), for a
-socket to shut down.
+socket to shut down, or to ask the kernel when an answer came.
 
 httpcore2 is httpcore's fork under another name, with the same private names this
 module reads (``ConnectionPool._requests``, ``_optional_thread_lock``, a connection's
@@ -21,6 +21,11 @@ A cut attempt's phase (:func:`cut_phase`) is read from the frames its cancellati
 through in httpcore: an async attempt cut by its guard rather than by httpx's own timeout
 then still names the phase as httpx would have (a connect sent nothing).
 
+The kernel's clock (:func:`waited`): how long ago the connection under a response last
+received data, from Linux's ``TCP_INFO``. What a call's duration holds past that moment
+is the client's own delay (a thread waiting for the GIL, a loop running late), which the
+slow-call rule leaves out (``RequestPlan._judged``).
+
 A fourth reach installs a network backend (:mod:`~pytest_failover._dial`, which uses
 httpcore's public backend classes only) under the default inner transport, for pools
 with a resolver: :func:`resolving_transport` and :func:`async_resolving_transport`.
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -42,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANNOUNCED", "async_resolving_transport", "cut_announced", "cut_attempt", "cut_phase", "cut_request",
-    "cuttable", "resolving_transport", "socket_of", "watch",
+    "cuttable", "resolving_transport", "socket_of", "waited", "watch",
 ]  # fmt: skip
 
 # httpx's defaults for ``HTTPTransport()`` (``httpx._config.DEFAULT_LIMITS``), which
@@ -90,9 +96,47 @@ def async_resolving_transport(lib: HTTPLib, backend: Any) -> Any:
 
 def socket_of(response: Response) -> socket.socket | None:
     """The socket under ``response`` (httpcore's ``network_stream`` extension), if any."""
-    get_extra_info = getattr(response.extensions.get("network_stream"), "get_extra_info", None)
-    sock = get_extra_info("socket") if get_extra_info is not None else None
+    sock = _extra_socket(response)
     return sock if isinstance(sock, socket.socket) else None
+
+
+def _extra_socket(response: Response) -> Any:
+    """What ``response``'s ``network_stream`` gives as its socket: a ``socket.socket``
+    (sync), asyncio's ``TransportSocket`` (async: its socket's safe methods), or None."""
+    get_extra_info = getattr(response.extensions.get("network_stream"), "get_extra_info", None)
+    return get_extra_info("socket") if get_extra_info is not None else None
+
+
+# Linux's ``struct tcp_info`` (``linux/tcp.h``, laid out so since 2.6): eight one-byte
+# fields, then 32-bit ones; ``tcpi_last_data_recv``, the milliseconds since the connection
+# last received data, is the twelfth of those (byte 52). The kernel counts it in clock
+# ticks (4 ms at Debian's HZ=250, 10 ms at the least common HZ=100): :data:`_TICK` less is
+# never more than the time that truly passed.
+_TCP_INFO: int | None = getattr(socket, "TCP_INFO", None)  # (None off Linux: nothing to ask)
+_LAST_DATA_RECV = struct.Struct("=12I")  # up to and with it, from byte 8
+_TICK = 0.010
+
+
+def waited(response: Response) -> float:
+    """Seconds since the kernel last received data on the connection under ``response``
+    (less a clock tick), or 0.0 when it cannot tell: no socket (an in-process answer, a
+    client that gives none), not TCP, not Linux, or the connection closed already.
+
+    Read once the answer is in, it is a lower bound of how long the client took to get
+    round to it: its bytes had all arrived by then (more data since, another request's on
+    the same connection, only makes it smaller). A socket closed meanwhile reads as
+    nothing (Python's closed socket has no descriptor, so no other connection's is read)."""
+    getsockopt = getattr(_extra_socket(response), "getsockopt", None)  # (asyncio's TransportSocket has it)
+    if getsockopt is None or _TCP_INFO is None:
+        return 0.0
+    try:
+        info = getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 8 + _LAST_DATA_RECV.size)
+    except OSError:  # closed, or not TCP
+        return 0.0
+    if len(info) < 8 + _LAST_DATA_RECV.size:
+        return 0.0
+    since = _LAST_DATA_RECV.unpack_from(info, 8)[11] / 1000
+    return since - _TICK if since > _TICK else 0.0
 
 
 # The phase an attempt was in, by the first of these calls that a frame of the connection

@@ -167,6 +167,10 @@ class Attempt:
     # Asked only of the resend of a dropped request (``Exchange.prepare``), whose inner
     # transport tells it through httpx's ``trace`` extension (httpcore's events).
     new_connection: bool | None = None
+    # How long its answer had all arrived before the client got round to it, per the
+    # kernel (``_sockets.waited``): the client's delay, not the domain's. Read only for a
+    # call that looks slow in a pool with ``SlowCalls`` (``Exchange.on_response``).
+    waited = 0.0
 
     def __init__(self, number: int, domain: Domain, breaker: Breaker, delay: float, timeout: float, sent_at: float) -> None:
         self.number = number

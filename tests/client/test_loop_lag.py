@@ -98,8 +98,10 @@ def test_threads_loops_each_measured_share_one_state(servers: dict[str, Loopback
     """One failover state, four threads each running its own event loop (its own
     connections: ``sharing``) with 5 tasks, every loop blocked by its application as above:
     each loop's lateness is its own, and none makes the shared primary look slow. (Twelve
-    loops of 10 tasks on 2 cores eject the primary here with no application blocking
-    them: threads waiting for the GIL, which no loop's meter sees.)"""
+    loops of 10 tasks on 2 cores, starting together, can still eject the primary with no
+    application blocking them: their first calls, in flight while threads wait for the
+    GIL, are counted slow before any answer, and the kernel's word on answers,
+    ``test_kernel_clock``, comes too late for them.)"""
     a, b = servers["a"], servers["b"]
     transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], _policy())
     results: list[Counter[str] | BaseException] = []
@@ -170,7 +172,8 @@ def test_a_slow_domain_is_ejected_under_200_tasks_whose_answers_come_together(
 
 
 def test_a_sync_client_is_judged_on_its_durations_alone(servers: dict[str, LoopbackServer]) -> None:
-    """No event loop runs in a sync client's thread: its slow calls count as they were."""
+    """No event loop runs in a sync client's thread: its slow calls count as they were
+    (less the time their answers sat unread, which is nothing here)."""
     a, b = servers["a"], servers["b"]
     a.set(delay=0.15)
     transport = FailoverTransport([Pool("api", [a.url(), b.url()])], _policy())
