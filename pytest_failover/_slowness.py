@@ -214,28 +214,36 @@ class SlowCallWindow:
         self._counted.discard(call)
 
     def add(self, now: float, duration: float, call: object = None, judged: Callable[[float], float] | None = None) -> bool:
-        """Count a call that took ``duration`` at ``now`` (and the calls in flight already
-        past the threshold, each judged on ``judged`` of the time it has run: the client's
-        own lateness left out, ``RequestPlan._judged``); True when the domain's slow calls
-        reach the rate (the window is then cleared)."""
+        """Count a call that took ``duration`` at ``now``; when it was slow, the calls in
+        flight already past the threshold count too, each judged on ``judged`` of the time
+        it has run (the client's own lateness left out, ``RequestPlan._judged``). True
+        when the domain's slow calls reach the rate (the window is then cleared).
+
+        Only a slow call's end counts the calls in flight: concurrent calls stuck on a slow
+        domain eject it when the first ends, but an answer that came in time is no
+        evidence against the calls still waiting. Their time so far holds the client's own
+        delays, which nothing measures for a call without its answer (threads waiting for
+        the GIL: twelve threads and four CPU-bound ones, on 2 cores, ejected a healthy
+        primary on its calls in flight, 52 counted against 4 answers)."""
         self.last = duration
         index = int(now // self._width)
         self._slide(index)
         slot = index % SLOW_CALL_BUCKETS
         self._flying.pop(call, None)
+        threshold = self.config.threshold
         if call in self._counted:  # counted as slow while in flight
             self._counted.discard(call)
         else:
             self._calls[slot] += 1
-            if duration >= self.config.threshold:
+            if duration >= threshold:
                 self._slow[slot] += 1
-        since = now - self.config.threshold
-        threshold = self.config.threshold
-        for other, began in self._flying.items():
-            if began <= since and other not in self._counted and (judged is None or judged(now - began) >= threshold):
-                self._counted.add(other)
-                self._calls[slot] += 1
-                self._slow[slot] += 1
+        if duration >= threshold:
+            since = now - threshold
+            for other, began in self._flying.items():
+                if began <= since and other not in self._counted and (judged is None or judged(now - began) >= threshold):
+                    self._counted.add(other)
+                    self._calls[slot] += 1
+                    self._slow[slot] += 1
         calls = sum(self._calls)
         if calls < self.config.minimum_calls or sum(self._slow) < self.config.rate * calls:
             return False

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def alongside(threads: list[threading.Thread], tasks: Callable[[], Coroutine[Any, Any, object]]) -> None:
@@ -16,3 +18,23 @@ def alongside(threads: list[threading.Thread], tasks: Callable[[], Coroutine[Any
     asyncio.run(tasks())
     for thread in threads:
         thread.join(30)
+
+
+def loops_in_threads(count: int, run: Callable[[], Coroutine[Any, Any, T]]) -> list[T | BaseException]:
+    """Run ``run()`` in a new event loop in each of ``count`` threads at once; what each
+    returned, or raised (a thread's failure is the test's to count), once all ended (60 s
+    at most each)."""
+    results: list[T | BaseException] = []
+
+    def thread() -> None:
+        try:
+            results.append(asyncio.run(run()))
+        except BaseException as exc:  # (returned: the caller counts it)
+            results.append(exc)
+
+    threads = [threading.Thread(target=thread) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results

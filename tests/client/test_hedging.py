@@ -534,6 +534,22 @@ def test_calls_in_flight_past_the_threshold_count_as_slow() -> None:
     assert not window.add(201.0, 0.05, "new") and window.counts == (2, 0)
 
 
+def test_an_answer_in_time_counts_no_call_in_flight() -> None:
+    """A call that ended in time says nothing against the calls still waiting: their time
+    so far may be the client's own (threads waiting for the GIL). Only a slow call's end
+    counts them."""
+    from pytest_failover._slowness import SlowCallWindow
+
+    window = SlowCallWindow(SlowCalls(threshold=0.5, rate=0.5, minimum_calls=10))
+    for call in range(10):
+        window.began(call, 100.0)
+    window.began("quick", 100.5)
+    assert not window.add(100.6, 0.1, "quick")  # nine in flight for 0.6 s, but this one was quick
+    assert window.counts == (1, 0)
+    assert window.add(100.7, 0.7, 0)  # a slow one ends: the nine still in flight count
+    assert window.counts == (0, 0)  # (cleared by the verdict)
+
+
 def test_the_adaptive_delay_does_not_sink_when_hedges_win() -> None:
     """A primary attempt cut because its hedge won enters the latency window with the
     time it ran: the window keeps seeing the slow answers, not only those that beat

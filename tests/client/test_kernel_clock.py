@@ -1,9 +1,12 @@
-"""Slow-call verdicts leave out how long an answer sat in the kernel before the client
-read it (``_sockets.waited``, ``Attempt.waited``): a thread kept from the GIL. The domains answer from another process (``benchmarks._simulated``), so
+"""Slow-call verdicts leave out the client's own delays where they can be told: how long
+an answer sat in the kernel before the client read it (``_sockets.waited``,
+``Attempt.waited``: a thread kept from the GIL), and calls in flight count only on a slow
+answer's evidence (``SlowCallWindow.add``: loops in many threads). The domains answer from another process (``benchmarks._simulated``), so
 the CPU-bound threads here hold up the client and never the servers."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -15,8 +18,10 @@ import httpx
 import pytest
 
 from benchmarks._simulated import Simulated, simulated
-from pytest_failover import FailoverTransport, Policy, Pool, SlowCalls
+from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool, SlowCalls
 from pytest_failover._sockets import waited
+
+from .load import loops_in_threads
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "TCP_INFO"), reason="the kernel's clock is Linux's TCP_INFO")
 
@@ -89,6 +94,35 @@ def test_a_slow_domain_is_still_ejected_from_threads_kept_from_the_gil() -> None
         served = _served_sync(transport, a, 20)
     assert served[a] == 5 and served[b] == 15, served
     assert transport.state().pools["api"].domains[0].breaker == "open"
+
+
+def test_twelve_event_loops_in_threads_share_a_healthy_domain() -> None:
+    """One failover state, twelve threads each running its own event loop (``sharing``)
+    with 10 tasks, on 2 cores, starting together: every loop waits for the GIL in turn,
+    more than any loop's own lateness shows. The first calls' answers came in time, and
+    the calls still in flight then counted as slow ejected the shared primary in about
+    one run in four."""
+    with _domains() as (_, a, b):
+        transport = AsyncFailoverTransport([Pool("api", [a, b])], POLICY)
+
+        async def run() -> Counter[str]:
+            served: Counter[str] = Counter()
+            stop = time.monotonic() + 2.0
+            async with httpx.AsyncClient(transport=AsyncFailoverTransport.sharing(transport)) as client:
+
+                async def user() -> None:
+                    for _ in range(200):  # bounded; the clock ends it first
+                        if time.monotonic() >= stop:
+                            return
+                        served[(await client.get(a + "/v1/ping")).extensions["failover"].domain] += 1
+
+                await asyncio.gather(*[user() for _ in range(10)])
+            return served
+
+        results = loops_in_threads(12, run)
+    assert len(results) == 12 and all(isinstance(r, Counter) for r in results), results
+    served = sum((r for r in results if isinstance(r, Counter)), Counter[str]())
+    assert set(served) == {a}, (served, [d.breaker for d in transport.state().pools["api"].domains])
 
 
 def test_the_kernel_says_how_long_an_answer_sat_unread() -> None:

@@ -4,7 +4,6 @@ over real loopback sockets and a real asyncio loop."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -27,6 +26,7 @@ from pytest_failover import (
 from pytest_failover._deadline import watch_here
 from pytest_failover.integrations.aiohttp import FailoverMiddleware
 
+from .load import loops_in_threads
 from .servers import LoopbackServer
 
 Get = Callable[[str], Awaitable[Any]]  # a client's GET: its answer has ``headers``
@@ -104,23 +104,12 @@ def test_threads_loops_each_measured_share_one_state(servers: dict[str, Loopback
     ``test_kernel_clock``, comes too late for them.)"""
     a, b = servers["a"], servers["b"]
     transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], _policy())
-    results: list[Counter[str] | BaseException] = []
 
-    def thread() -> None:
-        async def run() -> Counter[str]:
-            async with httpx.AsyncClient(transport=AsyncFailoverTransport.sharing(transport)) as client:
-                return await _traffic(client.get, a.url(), 1.5, block=0.15, tasks=5)
+    async def run() -> Counter[str]:
+        async with httpx.AsyncClient(transport=AsyncFailoverTransport.sharing(transport)) as client:
+            return await _traffic(client.get, a.url(), 1.5, block=0.15, tasks=5)
 
-        try:
-            results.append(asyncio.run(run()))
-        except BaseException as exc:  # counted below: a thread's failure is the test's
-            results.append(exc)
-
-    threads = [threading.Thread(target=thread) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    results = loops_in_threads(4, run)
     assert len(results) == 4 and all(isinstance(r, Counter) for r in results), results
     served = sum((r for r in results if isinstance(r, Counter)), Counter[str]())
     assert set(served) == {"a"}, (served, [d.breaker for d in transport.state().pools["api"].domains])
