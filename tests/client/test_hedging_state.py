@@ -9,8 +9,13 @@ suspect one, never as a probe), never twice to one domain, never for a request
 that cannot be sent twice, at most ``max_extra`` per request; the pool's hedges stay within ``max_ratio`` of its
 hedgeable requests; leases match the probes in flight; breakers move only through
 their events, and slow calls open one only with ``minimum_calls`` calls seen, and
-never the last closed one; and never while the client's own event loop ran late all
-along (a rule sets how late: ``_looplag``), when no call is slow on the domain's time.
+never the last closed one; and only on calls slow on the domain's own time: their
+duration less the longer of how late the client's own event loop ran (a rule sets it:
+``_looplag``) and how long the answer sat unread (``Attempt.waited``, the kernel's word:
+a rule sets what share of each call). A verdict needs at least half the window's calls
+slow, and the machine bounds both: the calls that ended slow on their domain's time
+since the window was last cleared, each with the calls in flight it may have counted,
+are at least two and at least half the calls that surely count in it.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ OUTCOMES = {
 }
 THRESHOLD = 0.1
 MINIMUM_CALLS = 3
+WINDOW = 10.0
 
 
 class HedgedRequestsOnOnePool(RuleBasedStateMachine):
@@ -63,6 +69,15 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
         self.hedgeable_begun = 0
         self.hedges = 0
         self.late = 0.0  # how late the client's event loop ran (seconds, at most), as every plan is told
+        self.sat = 0.0  # the share of each call's time its answer then sat unread
+        # Per domain, since its window was last cleared: for each call that ended slow on
+        # the domain's own time, 1 + the calls then in flight past the threshold (which it
+        # may have counted as slow: at most that many slow calls); and when each call that
+        # ended was sent (one sent since the clear counts in the window once).
+        self.slow_ends: dict[str, list[int]] = {}
+        self.ended_sent: dict[str, list[float]] = {}
+        self.cleared_at: dict[str, float] = {}
+        self.slow_here = False  # the call the last report ended was slow on its domain's time
 
     @initialize(n=st.integers(2, 3), max_extra=st.integers(1, 2), ratio=st.sampled_from([0.1, 0.5, 1.0]))
     def make_core(self, n: int, max_extra: int, ratio: float) -> None:
@@ -74,7 +89,7 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
             breaker_cooldown=1.0,
             deadline=5.0,
             hedging=Hedging(delay=0.05, max_extra=max_extra, max_ratio=ratio),
-            slow_calls=SlowCalls(threshold=THRESHOLD, rate=0.5, minimum_calls=MINIMUM_CALLS, window=10.0),
+            slow_calls=SlowCalls(threshold=THRESHOLD, rate=0.5, minimum_calls=MINIMUM_CALLS, window=WINDOW),
         )
         self.core = FailoverCore([Pool("api", DOMAINS[:n])], policy, random=lambda: 0.5)
         self.pool = self.core.pools["api"]
@@ -89,8 +104,15 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
                 url = event.domain.url
                 assert event.before is self.breaker_state[url], "transitions skip a state"
                 self.breaker_state[url] = event.after
-                if event.reason == "slow_calls":
-                    assert self.late < math.inf, "slow calls judged on the client's own time"
+                if event.reason == "slow_calls" and probe:  # its own answer was slow
+                    assert self.slow_here, "a probe failed as slow on the client's own time"
+                elif event.reason == "slow_calls":
+                    # at most this many slow calls in the window, and at least that many calls
+                    slow = sum(self.slow_ends.get(url, []))
+                    since = max(self.cleared_at.get(url, -math.inf), self.now - WINDOW * 0.9)  # 10 buckets
+                    calls = sum(sent >= since for sent in self.ended_sent.get(url, []))
+                    assert slow >= 2 and slow >= 0.5 * calls, f"slow calls judged on the client's own time: {slow} of {calls}"
+                    self._cleared(url)
                 if event.reason == "slow_calls" and event.before is BreakerState.CLOSED and not probe:
                     # a window counts calls that ended and calls in flight: all were sent
                     assert self.sent_to[url] >= MINIMUM_CALLS, "ejected before minimum_calls"
@@ -164,7 +186,7 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
         pick=st.integers(0, 50),
         which=st.integers(0, 3),
         result=st.sampled_from(sorted(OUTCOMES)),
-        duration=st.sampled_from([0.0, 0.05, 0.5]),
+        duration=st.sampled_from([0.0, 0.05, 0.5, 0.5]),
     )
     def report(self, pick: int, which: int, result: str, duration: float) -> None:
         flying = [p for p in self.plans if self.flights[p]]
@@ -172,7 +194,18 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
         numbers = sorted(self.flights[plan])
         attempt = self.flights[plan].pop(numbers[which % len(numbers)])
         others = bool(self.flights[plan])  # attempts of the request still in flight
+        attempt.waited = duration * self.sat  # as the exchange reads it (for a call that looks slow)
+        url = attempt.domain.url
+        self.ended_sent.setdefault(url, []).append(attempt.sent_at)
+        self.slow_here = duration - max(min(duration, self.late), attempt.waited) >= THRESHOLD
+        if self.slow_here:
+            there = [a for f in self.flights.values() for a in f.values() if a.domain == attempt.domain]
+            self.slow_ends.setdefault(url, []).append(1 + sum(self.now - a.sent_at >= THRESHOLD for a in there))
         self._events(plan.record(OUTCOMES[result], self.now, duration, attempt), probe=attempt.probe)
+        windows = self.pool.slow_calls
+        assert windows is not None
+        if windows[attempt.domain].counts == (0, 0):  # cleared without a verdict (a probe's, or nowhere faster)
+            self._cleared(url)
         self.ended += 1
         if result == "dropped" and (attempt.raced or attempt.probe or others):
             # a race decides, and a probe's verdict is due: only a lone attempt's drop is spared
@@ -204,8 +237,20 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
     @rule(late=st.sampled_from([0.0, 0.0, 0.01, 0.2, math.inf]))
     def loop_runs_late(self, late: float) -> None:
         """The client's event loop ran this late (seconds, at most) within any span asked
-        about, from now on; ``inf``: all along, so no call took any of the domain's time."""
+        about, from now on; ``inf``: all along, so no call takes any of the domain's time."""
         self.late = late
+
+    @rule(sat=st.sampled_from([0.0, 0.5, 1.0, 1.0]))
+    def answers_sit(self, sat: float) -> None:
+        """From now on each answer sits unread this share of its call's time before the
+        client reads it (threads kept from the GIL); 1.0: all along, so no call that ends
+        took any of the domain's time."""
+        self.sat = sat
+
+    def _cleared(self, url: str) -> None:
+        self.slow_ends.pop(url, None)
+        self.ended_sent.pop(url, None)
+        self.cleared_at[url] = self.now
 
     def _finish(self, plan: RequestPlan) -> None:
         self.plans.remove(plan)
