@@ -18,6 +18,7 @@ import datetime
 import inspect
 import logging
 import operator
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -30,7 +31,7 @@ from ._lib import InMemory
 from ._looplag import lateness
 from ._plan import DONE, RequestPlan
 from ._pools import PoolCore
-from ._sockets import cut_phase, waited
+from ._sockets import cut_phase, departed, held
 from ._telemetry import RequestTrace, redact_url
 from ._values import (
     DEFAULT_OPTIONS,
@@ -749,9 +750,9 @@ class Exchange(Lane, RequestPlan):
         self._answered_by = attempt.domain  # not the last record: a cut loser's may follow
         self.error = None
         self._peer(attempt, response)  # before _record ends the span
-        slow_calls = self.core.policy.slow_calls
-        if slow_calls is not None and self._state.clock() - attempt.sent_at > slow_calls.threshold:
-            attempt.waited = waited(response)  # a call that looks slow: how much of it was the client's
+        if self._looks_slow(attempt):  # how much of it was the client's, per the kernel
+            clock = self._state.clock
+            attempt.waited = held(response, attempt.sent_at, attempt.left_at, clock())
         self._record(attempt, outcome, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
@@ -761,6 +762,27 @@ class Exchange(Lane, RequestPlan):
                 self.clock(),
                 max_bytes=self.core.policy.stale_max_bytes,
             )
+
+    def reads(self, response: Response) -> int:
+        """:meth:`Lane.reads`; first, for the only attempt in flight if it looks slow as its
+        answer's head comes, when its request's last byte left, per the kernel
+        (``_sockets.departed``: a kept-alive HTTP/1.x connection's, read while the
+        connection is still the attempt's). A hedged request's attempts are not told apart
+        here: they are judged without it."""
+        if len(self.flying) == 1 and self._looks_slow(attempt := self.flying[0]):
+            since = departed(response)
+            if since is not None:
+                attempt.left_at = self._state.clock() - since
+        return Lane.reads(self, response)
+
+    def _looks_slow(self, attempt: Attempt) -> bool:
+        """Has ``attempt``, of a pool with ``SlowCalls``, taken longer than its threshold so
+        far, by the kernel's clock? The kernel is then asked how much of that time was the
+        client's own (``Attempt.waited``). Not with an injected clock: its seconds are not
+        the kernel's."""
+        slow_calls = self.core.policy.slow_calls
+        clock = self._state.clock
+        return slow_calls is not None and clock is time.monotonic and clock() - attempt.sent_at > slow_calls.threshold
 
     def on_error(self, attempt: Attempt, exc: BaseException) -> None:
         started = self._tracked.started if self._tracked is not None else False

@@ -21,10 +21,11 @@ A cut attempt's phase (:func:`cut_phase`) is read from the frames its cancellati
 through in httpcore: an async attempt cut by its guard rather than by httpx's own timeout
 then still names the phase as httpx would have (a connect sent nothing).
 
-The kernel's clock (:func:`waited`): how long ago the connection under a response last
-received data, from Linux's ``TCP_INFO``. What a call's duration holds past that moment
-is the client's own delay (a thread waiting for the GIL, a loop running late), which the
-slow-call rule leaves out (``RequestPlan._judged``).
+The kernel's clock (:func:`departed`, :func:`held`): how long ago the connection under a
+response last sent and received data, from Linux's ``TCP_INFO``. What a call's duration
+holds before its request left and after its answer came is the client's own delay (a
+thread waiting for the GIL, a loop running late), which the slow-call rule leaves out
+(``RequestPlan._judged``).
 
 A fourth reach installs a network backend (:mod:`~pytest_failover._dial`, which uses
 httpcore's public backend classes only) under the default inner transport, for pools
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANNOUNCED", "async_resolving_transport", "cut_announced", "cut_attempt", "cut_phase", "cut_request",
-    "cuttable", "resolving_transport", "socket_of", "waited", "watch",
+    "cuttable", "departed", "held", "resolving_transport", "socket_of", "watch",
 ]  # fmt: skip
 
 # httpx's defaults for ``HTTPTransport()`` (``httpx._config.DEFAULT_LIMITS``), which
@@ -108,35 +109,80 @@ def _extra_socket(response: Response) -> Any:
 
 
 # Linux's ``struct tcp_info`` (``linux/tcp.h``, laid out so since 2.6): eight one-byte
-# fields, then 32-bit ones; ``tcpi_last_data_recv``, the milliseconds since the connection
-# last received data, is the twelfth of those (byte 52). The kernel counts it in clock
-# ticks (4 ms at Debian's HZ=250, 10 ms at the least common HZ=100): :data:`_TICK` less is
-# never more than the time that truly passed.
+# fields, then 32-bit ones; ``tcpi_last_data_sent`` and ``tcpi_last_data_recv``, the
+# milliseconds since the connection last sent and received data, are the tenth and the
+# twelfth of those (bytes 44 and 52). The kernel counts them in clock ticks (4 ms at
+# Debian's HZ=250, 10 ms at the least common HZ=100): :data:`_TICK` less is never more
+# than the time that truly passed, and a tick more never less.
 _TCP_INFO: int | None = getattr(socket, "TCP_INFO", None)  # (None off Linux: nothing to ask)
-_LAST_DATA_RECV = struct.Struct("=12I")  # up to and with it, from byte 8
+_TIMES = struct.Struct("=12I")  # the 32-bit fields from byte 8, up to and with the twelfth
+_HTTP1 = (b"HTTP/1.1", b"HTTP/1.0")
 _TICK = 0.010
 
 
-def waited(response: Response) -> float:
-    """Seconds since the kernel last received data on the connection under ``response``
-    (less a clock tick), or 0.0 when it cannot tell: no socket (an in-process answer, a
-    client that gives none), not TCP, not Linux, or the connection closed already.
-
-    Read once the answer is in, it is a lower bound of how long the client took to get
-    round to it: its bytes had all arrived by then (more data since, another request's on
-    the same connection, only makes it smaller). A socket closed meanwhile reads as
-    nothing (Python's closed socket has no descriptor, so no other connection's is read)."""
+def _since(response: Response) -> tuple[float, float] | None:
+    """Seconds since the connection under ``response`` last sent data and last received
+    data, by the kernel's clock (``tcpi_last_data_sent``, ``tcpi_last_data_recv``), or
+    None when it cannot tell: no socket (an in-process answer, a client that gives none),
+    not TCP, not Linux, or the connection closed already (Python's closed socket has no
+    descriptor, so no other connection's is read)."""
     getsockopt = getattr(_extra_socket(response), "getsockopt", None)  # (asyncio's TransportSocket has it)
     if getsockopt is None or _TCP_INFO is None:
-        return 0.0
+        return None
     try:
-        info = getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 8 + _LAST_DATA_RECV.size)
+        info = getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 8 + _TIMES.size)
     except OSError:  # closed, or not TCP
-        return 0.0
-    if len(info) < 8 + _LAST_DATA_RECV.size:
-        return 0.0
-    since = _LAST_DATA_RECV.unpack_from(info, 8)[11] / 1000
-    return since - _TICK if since > _TICK else 0.0
+        return None
+    if len(info) < 8 + _TIMES.size:
+        return None
+    times = _TIMES.unpack_from(info, 8)
+    return times[9] / 1000, times[11] / 1000
+
+
+def departed(response: Response) -> float | None:
+    """Seconds since the last byte of the request of ``response`` left, by the kernel's
+    clock (plus a clock tick: never less), read as its answer's head comes; None unless
+    that tells how long the request waited in the client before it left: on an HTTP/1.x
+    connection that carried an earlier request (kept alive: no connect or handshake of
+    this request's in the time before), and the answer's bytes came after it left.
+
+    Whether the connection is new is httpcore's own count of its requests
+    (``HTTP11Connection._request_count``, reached through httpx's and httpcore's private
+    stream attributes); anything else reads as a new connection."""
+    if response.extensions.get("http_version") not in _HTTP1:
+        return None
+    carried = getattr(
+        getattr(getattr(getattr(response.stream, "_httpcore_stream", None), "_stream", None), "_connection", None),
+        "_request_count", 0,
+    )
+    if not isinstance(carried, int) or carried < 2:
+        return None
+    since = _since(response)
+    if since is None or since[1] > since[0]:  # nothing came since it left: not its answer's head
+        return None
+    return since[0] + _TICK
+
+
+def held(response: Response, sent_at: float, left_at: float | None, now: float) -> float:
+    """How long the client itself held up the call that went out at ``sent_at`` (the
+    caller's clock, which must be the kernel's: ``time.monotonic``) and whose answer
+    ``response`` is in at ``now``: before its request's last byte left at ``left_at``
+    (:func:`departed`, if known), and after its answer's last bytes came. A lower bound,
+    0.0 when the kernel cannot tell (:func:`_since`).
+
+    The answer's end is the connection's last receipt, or, when another request went out
+    on it since (its pool gave it on: HTTP/1.x sends one only once the answer before is
+    in), that request's departure; an answer to that one, come meanwhile, is later still.
+    Either way no later than the answer's end, so the time since is no more than the
+    client's."""
+    before = left_at - sent_at if left_at is not None and left_at > sent_at else 0.0
+    since = _since(response)
+    if since is None:
+        return before
+    sent, received = since
+    if left_at is not None and now - sent > left_at + 2 * _TICK:  # another request left since
+        received = sent
+    return before + (received - _TICK if received > _TICK else 0.0)
 
 
 # The phase an attempt was in, by the first of these calls that a frame of the connection

@@ -167,9 +167,12 @@ class Attempt:
     # Asked only of the resend of a dropped request (``Exchange.prepare``), whose inner
     # transport tells it through httpx's ``trace`` extension (httpcore's events).
     new_connection: bool | None = None
-    # How long its answer had all arrived before the client got round to it, per the
-    # kernel (``_sockets.waited``): the client's delay, not the domain's. Read only for a
-    # call that looks slow in a pool with ``SlowCalls`` (``Exchange.on_response``).
+    # How long the client itself held it up, per the kernel (``_sockets.held``): before its
+    # request's last byte left (at ``left_at``, read as the answer's head comes, on a
+    # kept-alive connection: ``Exchange.reads``) and after its answer's last bytes came.
+    # The client's delay, not the domain's; read only for a call that looks slow in a pool
+    # with ``SlowCalls`` (``Exchange._looks_slow``).
+    left_at: float | None = None
     waited = 0.0
 
     def __init__(self, number: int, domain: Domain, breaker: Breaker, delay: float, timeout: float, sent_at: float) -> None:
