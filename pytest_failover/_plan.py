@@ -692,16 +692,16 @@ class RequestPlan:
         """What a call that took ``duration`` seconds is judged on for slowness: its
         duration less the client's own delay, which is not the domain's. That is the
         longer of two lower bounds of it: how long the client ran late meanwhile
-        (:meth:`_client_late`), and how long its answer had all arrived before the client
-        read it (``waited``, the kernel's word: ``Attempt.waited``; none for a call still
-        in flight)."""
+        (:meth:`_client_late`), and how long it held the call up before its request left
+        and after its answer came (``waited``, the kernel's word: ``Attempt.waited``; none
+        for a call still in flight)."""
         late = self._client_late(duration)
         return duration - (late if late > waited else waited)
 
     def _client_late(self, span: float) -> float:
         """How long the client itself ran late within the last ``span`` seconds (its event
         loop's lateness, :mod:`._looplag`): none for a sync request, which the loop
-        measure cannot tell from its own blocking call (the kernel's word on its answer,
+        measure cannot tell from its own blocking call (the kernel's word,
         ``Attempt.waited``, covers a thread kept from the GIL)."""
         return 0.0
 

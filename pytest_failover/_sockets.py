@@ -170,11 +170,11 @@ def held(response: Response, sent_at: float, left_at: float | None, now: float) 
     (:func:`departed`, if known), and after its answer's last bytes came. A lower bound,
     0.0 when the kernel cannot tell (:func:`_since`).
 
-    The answer's end is the connection's last receipt, or, when another request went out
-    on it since (its pool gave it on: HTTP/1.x sends one only once the answer before is
-    in), that request's departure; an answer to that one, come meanwhile, is later still.
-    Either way no later than the answer's end, so the time since is no more than the
-    client's."""
+    The answer's end is taken as the connection's last receipt, or, when another request
+    went out on it since (its pool gave it on: HTTP/1.x sends one only once the answer
+    before is in), as that request's departure, which comes before any answer to it.
+    Either way no earlier than the answer's true end, so the time counted after it is no
+    more than the client's."""
     before = left_at - sent_at if left_at is not None and left_at > sent_at else 0.0
     since = _since(response)
     if since is None:
