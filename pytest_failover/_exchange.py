@@ -769,7 +769,7 @@ class Exchange(Lane, RequestPlan):
         (``_sockets.departed``: a kept-alive HTTP/1.x connection's, read while the
         connection is still the attempt's). A hedged request's attempts are not told apart
         here: they are judged without it."""
-        if len(self.flying) == 1 and self._looks_slow(attempt := self.flying[0]):
+        if self.core.slow_calls is not None and len(self.flying) == 1 and self._looks_slow(attempt := self.flying[0]):
             since = departed(response)
             if since is not None:
                 attempt.left_at = self._state.clock() - since
