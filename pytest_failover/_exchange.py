@@ -31,7 +31,7 @@ from ._lib import InMemory
 from ._looplag import lateness
 from ._plan import DONE, RequestPlan
 from ._pools import PoolCore
-from ._sockets import cut_phase, departed, held
+from ._sockets import at_head, before_left, cut_phase, held
 from ._telemetry import RequestTrace, redact_url
 from ._values import (
     DEFAULT_OPTIONS,
@@ -750,9 +750,11 @@ class Exchange(Lane, RequestPlan):
         self._answered_by = attempt.domain  # not the last record: a cut loser's may follow
         self.error = None
         self._peer(attempt, response)  # before _record ends the span
-        if self._looks_slow(attempt):  # how much of it was the client's, per the kernel
+        if self._looks_slow(attempt):  # how much of it was the client's, per the kernel (and as its head came)
             clock = self._state.clock
-            attempt.waited = held(response, attempt.sent_at, attempt.left_at, clock())
+            waited = held(response, attempt.sent_at, attempt.left_at, clock())
+            if waited > attempt.waited:
+                attempt.waited = waited
         self._record(attempt, outcome, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
@@ -765,14 +767,18 @@ class Exchange(Lane, RequestPlan):
 
     def reads(self, response: Response) -> int:
         """:meth:`Lane.reads`; first, for the only attempt in flight if it looks slow as its
-        answer's head comes, when its request's last byte left, per the kernel
-        (``_sockets.departed``: a kept-alive HTTP/1.x connection's, read while the
-        connection is still the attempt's). A hedged request's attempts are not told apart
-        here: they are judged without it."""
+        answer's head comes, what the kernel says while the connection is still the
+        attempt's (``_sockets.at_head``): when its request's last byte left, on a
+        kept-alive HTTP/1.x connection, and how long its answer had sat unread. The latter
+        is the kernel's last word for a client whose connection goes back to its pool with
+        the answer's last byte (urllib3's, under the requests adapter): by
+        :meth:`on_response` there is no socket to ask. A hedged request's attempts are not
+        told apart here: they are judged without it."""
         if self.core.slow_calls is not None and len(self.flying) == 1 and self._looks_slow(attempt := self.flying[0]):
-            since = departed(response)
-            if since is not None:
-                attempt.left_at = self._state.clock() - since
+            left, sat = at_head(response)
+            if left is not None:
+                attempt.left_at = self._state.clock() - left
+            attempt.waited = before_left(attempt.sent_at, attempt.left_at) + sat
         return Lane.reads(self, response)
 
     def _looks_slow(self, attempt: Attempt) -> bool:

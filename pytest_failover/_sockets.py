@@ -21,7 +21,7 @@ A cut attempt's phase (:func:`cut_phase`) is read from the frames its cancellati
 through in httpcore: an async attempt cut by its guard rather than by httpx's own timeout
 then still names the phase as httpx would have (a connect sent nothing).
 
-The kernel's clock (:func:`departed`, :func:`held`): how long ago the connection under a
+The kernel's clock (:func:`at_head`, :func:`held`): how long ago the connection under a
 response last sent and received data, from Linux's ``TCP_INFO``. What a call's duration
 holds before its request left and after its answer came is the client's own delay (a
 thread waiting for the GIL, a loop running late), which the slow-call rule leaves out
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     from ._values import Attempt
 
 __all__ = [
-    "ANNOUNCED", "async_resolving_transport", "cut_announced", "cut_attempt", "cut_phase", "cut_request",
-    "cuttable", "departed", "held", "resolving_transport", "socket_of", "watch",
+    "ANNOUNCED", "async_resolving_transport", "at_head", "before_left", "cut_announced", "cut_attempt",
+    "cut_phase", "cut_request", "cuttable", "held", "resolving_transport", "socket_of", "watch",
 ]  # fmt: skip
 
 # httpx's defaults for ``HTTPTransport()`` (``httpx._config.DEFAULT_LIMITS``), which
@@ -139,35 +139,54 @@ def _since(response: Response) -> tuple[float, float] | None:
     return times[9] / 1000, times[11] / 1000
 
 
-def departed(response: Response) -> float | None:
-    """Seconds since the last byte of the request of ``response`` left, by the kernel's
-    clock (plus a clock tick: never less), read as its answer's head comes; None unless
-    that tells how long the request waited in the client before it left: on an HTTP/1.x
-    connection that carried an earlier request (kept alive: no connect or handshake of
-    this request's in the time before), and the answer's bytes came after it left.
+def at_head(response: Response) -> tuple[float | None, float]:
+    """What the kernel says as ``response``'s head comes, while its connection is still
+    the attempt's: seconds since the last byte of its request left (plus a clock tick:
+    never less), and seconds since its answer's bytes last came (less a tick: never more;
+    the time the head sat unread, as far as it tells).
 
-    Whether the connection is new is httpcore's own count of its requests
-    (``HTTP11Connection._request_count``, reached through httpx's and httpcore's private
-    stream attributes); anything else reads as a new connection."""
+    The first is None unless it tells how long the request waited in the client before it
+    left: on an HTTP/1.x connection that carried an earlier request (kept alive: no
+    connect or handshake of this request's in the time before). Whether the connection is
+    new is its ``network_stream``'s ``failover_carried`` (the requests adapter's count of
+    the requests on it), else httpcore's own count (``HTTP11Connection._request_count``,
+    reached through httpx's and httpcore's private stream attributes); anything else reads
+    as a new connection. Both are nothing (None, 0.0) when the kernel cannot tell
+    (:func:`_since`) or no answer's byte came since the request left."""
+    since = _since(response)
+    if since is None or since[1] > since[0]:  # nothing came since it left: not its answer's head
+        return None, 0.0
+    sent, received = since
+    sat = received - _TICK if received > _TICK else 0.0
+    return (sent + _TICK if _carried(response) >= 2 else None), sat
+
+
+def _carried(response: Response) -> int:
+    """How many requests the connection under ``response`` carried, this one included (0:
+    not known), as :func:`at_head` reads it."""
+    own = getattr(response.extensions.get("network_stream"), "failover_carried", None)
+    if own is not None:
+        return own if isinstance(own, int) else 0
     if response.extensions.get("http_version") not in _HTTP1:
-        return None
+        return 0
     carried = getattr(
         getattr(getattr(getattr(response.stream, "_httpcore_stream", None), "_stream", None), "_connection", None),
         "_request_count", 0,
     )
-    if not isinstance(carried, int) or carried < 2:
-        return None
-    since = _since(response)
-    if since is None or since[1] > since[0]:  # nothing came since it left: not its answer's head
-        return None
-    return since[0] + _TICK
+    return carried if isinstance(carried, int) else 0
+
+
+def before_left(sent_at: float, left_at: float | None) -> float:
+    """How long a call that went out at ``sent_at`` waited in the client before its
+    request's last byte left at ``left_at`` (:func:`at_head`; None: not known, 0.0)."""
+    return left_at - sent_at if left_at is not None and left_at > sent_at else 0.0
 
 
 def held(response: Response, sent_at: float, left_at: float | None, now: float) -> float:
     """How long the client itself held up the call that went out at ``sent_at`` (the
     caller's clock, which must be the kernel's: ``time.monotonic``) and whose answer
     ``response`` is in at ``now``: before its request's last byte left at ``left_at``
-    (:func:`departed`, if known), and after its answer's last bytes came. A lower bound,
+    (:func:`at_head`, if known), and after its answer's last bytes came. A lower bound,
     0.0 when the kernel cannot tell (:func:`_since`).
 
     The answer's end is taken as the connection's last receipt, or, when another request
@@ -175,7 +194,7 @@ def held(response: Response, sent_at: float, left_at: float | None, now: float) 
     before is in), as that request's departure, which comes before any answer to it.
     Either way no earlier than the answer's true end, so the time counted after it is no
     more than the client's."""
-    before = left_at - sent_at if left_at is not None and left_at > sent_at else 0.0
+    before = before_left(sent_at, left_at)
     since = _since(response)
     if since is None:
         return before

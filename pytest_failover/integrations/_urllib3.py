@@ -55,7 +55,16 @@ _request = HTTPConnection.request
 
 class _AnnouncingConnection(HTTPConnection):
     """An ``HTTPConnection`` that puts itself in its thread's slot (:data:`SENDING`) as it
-    sends a request: connected, and the one that will read the answer."""
+    sends a request: connected, and the one that will read the answer. It counts the
+    requests it sent since it last connected (``failover_carried``): a request on a
+    connection that carried one before had no connect in its time, so the kernel's word
+    on when it left is the client's delay (``_sockets.at_head``)."""
+
+    failover_carried = 0
+
+    def connect(self) -> None:
+        self.failover_carried = 0  # (urllib3 connects again the same object once its socket dropped)
+        super().connect()
 
     def request(  # type: ignore[override]  # urllib3's own signature (its own method is marked so too)
         self,
@@ -79,6 +88,7 @@ class _AnnouncingConnection(HTTPConnection):
             self, method, url, body, headers, chunked=chunked, preload_content=preload_content,
             decode_content=decode_content, enforce_content_length=enforce_content_length,
         )  # fmt: skip
+        self.failover_carried += 1  # once sent: a plain connection connects while sending, a TLS one before
 
 
 class _AnnouncingTLSConnection(_AnnouncingConnection, HTTPSConnection):
@@ -141,7 +151,7 @@ class _ResolvingTLSConnection(_ResolvingConnection, _AnnouncingTLSConnection):
         try:
             while True:
                 try:
-                    HTTPSConnection.connect(self)
+                    _AnnouncingConnection.connect(self)  # (urllib3's HTTPSConnection's, next in line)
                     return
                 except OSError as exc:  # the handshake's: ssl.SSLError, a reset, a time-out
                     dial, peer = self._failover_dial, self.failover_peer

@@ -489,6 +489,13 @@ class _Body(httpx.SyncByteStream):
         return sock
 
     @property
+    def failover_carried(self) -> int | None:
+        """How many requests the response's connection carried, this one included, while
+        it is the response's (the adapter's own connections count them: ``_urllib3``;
+        None: not known), as ``_sockets.at_head`` reads it."""
+        return getattr(self.native.raw.connection, "failover_carried", None)
+
+    @property
     def failover_peer(self) -> tuple[str, str] | None:
         """The address of the response's connection and how it was found, when it was
         opened through a resolver (``_urllib3``), as ``Dialer.peer`` reads it."""

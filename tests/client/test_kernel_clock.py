@@ -3,7 +3,7 @@ in flight count only on a slow answer's evidence.
 
 - How long a call's request waited in the client before it left, on a kept-alive
   connection, and how long its answer then sat unread: the kernel's word
-  (``_sockets.departed``, ``_sockets.held``, ``Attempt.waited``), for a thread kept from
+  (``_sockets.at_head``, ``_sockets.held``, ``Attempt.waited``), for a thread kept from
   the GIL.
 - Calls in flight count as slow only when a slow call ends (``SlowCallWindow.add``), for
   event loops in many threads.
@@ -20,13 +20,19 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, Literal
 
 import httpx
 import pytest
+import requests
+from urllib3.connection import HTTPConnection
 
 from benchmarks._simulated import Simulated, simulated
 from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool, SlowCalls
-from pytest_failover._sockets import departed, held
+from pytest_failover._sockets import at_head, held
+from pytest_failover.integrations import _urllib3
+from pytest_failover.integrations._urllib3 import pool_classes
+from pytest_failover.integrations.requests import FailoverAdapter
 
 from .load import loops_in_threads
 
@@ -80,16 +86,47 @@ def _served_sync(transport: FailoverTransport, url: str, requests: int) -> Count
     return served
 
 
-def test_threads_kept_from_the_gil_never_eject_a_healthy_domain() -> None:
-    """Eight CPU-bound threads beside a sync client: its 2 ms calls take a tenth of a second
-    and more, waiting for the GIL after their answers came. Before the kernel's clock was
-    read, the primary was ejected after its first 5 calls and 35 of 40 requests went to
-    the backup."""
-    with _domains() as (_, a, b), _cpu_bound_threads(8):
+def _served_by_adapter(adapter: FailoverAdapter, url: str, count: int) -> Counter[str]:
+    served: Counter[str] = Counter()
+    stop = time.monotonic() + 20
+    with requests.Session() as session:
+        session.mount("http://", adapter)
+        for _ in range(count):
+            if time.monotonic() > stop:
+                break
+            served[session.get(url + "/v1/ping").failover.domain] += 1  # type: ignore[attr-defined]  # the adapter's
+    return served
+
+
+FrontEnd = Literal["httpx", "requests"]
+
+
+def _served(front_end: FrontEnd, a: str, b: str, count: int) -> tuple[Counter[str], list[str]]:
+    """What served ``count`` GETs of ``a``'s through a sync front-end over the pool
+    ``[a, b]``, and where its breakers stand after."""
+    if front_end == "httpx":
         transport = FailoverTransport([Pool("api", [a, b])], POLICY)
-        served = _served_sync(transport, a, 40)
+        served = _served_sync(transport, a, count)
+        state = transport.state()
+    else:
+        adapter = FailoverAdapter([Pool("api", [a, b])], POLICY)
+        served = _served_by_adapter(adapter, a, count)
+        state = adapter.state()
+    return served, [d.breaker for d in state.pools["api"].domains]
+
+
+@pytest.mark.parametrize("front_end", ["httpx", "requests"])
+def test_threads_kept_from_the_gil_never_eject_a_healthy_domain(front_end: FrontEnd) -> None:
+    """Eight CPU-bound threads beside a sync client: its 2 ms calls take a tenth of a second
+    and more, waiting for the GIL before their requests left and after their answers
+    came. Before the kernel's clock was read, the primary was ejected after its first 5
+    calls and 35 of 40 requests went to the backup (the requests adapter: in 3 runs of 4
+    until its own connections counted their requests, its answers' connections gone back
+    to urllib3's pool before the call ends)."""
+    with _domains() as (_, a, b), _cpu_bound_threads(8):
+        served, breakers = _served(front_end, a, b, 40)
     assert served == Counter({a: 40}), served
-    assert [d.breaker for d in transport.state().pools["api"].domains] == ["closed", "closed"]
+    assert breakers == ["closed", "closed"]
 
 
 class _LateSender(httpx.HTTPTransport):
@@ -114,15 +151,68 @@ def test_the_time_before_a_request_left_is_the_clients() -> None:
     assert [d.breaker for d in transport.state().pools["api"].domains] == ["closed", "closed"]
 
 
-def test_a_slow_domain_is_still_ejected_from_threads_kept_from_the_gil() -> None:
+@pytest.mark.parametrize("late", ["sending", "reading"])
+def test_the_adapters_own_delays_are_the_clients(late: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same through the requests adapter, each request held 0.3 s in its connection:
+    before its bytes go out (the adapter's connections count their requests,
+    ``failover_carried``, so the kernel's word on when it left is read), or after its
+    answer came, before its head is read (read as the head comes: by the call's end
+    urllib3 has its connection back, with no socket left to ask). Without either word,
+    the primary was ejected after its fifth call."""
+    if late == "sending":
+        send = _urllib3._request
+
+        def sending(*args: Any, **kwargs: Any) -> None:
+            time.sleep(0.3)
+            send(*args, **kwargs)
+
+        monkeypatch.setattr(_urllib3, "_request", sending)  # what the adapter's connections send with
+    else:
+        read = HTTPConnection.getresponse
+
+        def reading(self: HTTPConnection) -> Any:
+            time.sleep(0.3)
+            return read(self)
+
+        monkeypatch.setattr(_urllib3._AnnouncingConnection, "getresponse", reading)
+    with _domains() as (_, a, b):
+        adapter = FailoverAdapter([Pool("api", [a, b])], POLICY)
+        served = _served_by_adapter(adapter, a, 8)
+    assert served == Counter({a: 8}), served
+    assert [d.breaker for d in adapter.state().pools["api"].domains] == ["closed", "closed"]
+
+
+@pytest.mark.parametrize("front_end", ["httpx", "requests"])
+def test_a_slow_domain_is_still_ejected_from_threads_kept_from_the_gil(front_end: FrontEnd) -> None:
     """The kernel's clock does not excuse the domain: its answers come 0.3 s late, and
     traffic moves to the backup once ``minimum_calls`` calls were slow, CPU-bound threads
     or not."""
     with _domains(primary_held=0.3) as (_, a, b), _cpu_bound_threads(8):
-        transport = FailoverTransport([Pool("api", [a, b])], POLICY)
-        served = _served_sync(transport, a, 20)
+        served, breakers = _served(front_end, a, b, 20)
     assert served[a] == 5 and served[b] == 15, served
-    assert transport.state().pools["api"].domains[0].breaker == "open"
+    assert breakers[0] == "open"
+
+
+def test_the_adapters_connections_count_their_requests_since_they_connected() -> None:
+    """``failover_carried``, which tells ``at_head`` that a request had no connect in its
+    time: 1, 2, 3 on one connection, and 1 again once urllib3 connected it anew (its socket
+    dropped), as it does with the same object."""
+    with _domains() as (_, a, _b):
+        port = int(a.rsplit(":", 1)[1])
+        pool = pool_classes(None)["http"]("127.0.0.1", port, maxsize=1)
+        counts, connections = [], set()
+        for closed in (False, False, True, False):
+            response = pool.urlopen("GET", "/v1/ping", preload_content=False, release_conn=False)
+            connection = response.connection
+            connections.add(id(connection))
+            counts.append(getattr(connection, "failover_carried", None))
+            response.read()
+            response.release_conn()
+            if closed:
+                assert connection is not None
+                connection.close()
+        pool.close()
+    assert counts == [1, 2, 3, 1] and len(connections) == 1, (counts, connections)
 
 
 @pytest.mark.alone  # its first calls open connections: on a machine loaded by other tests, slow on its own time
@@ -175,21 +265,21 @@ def test_the_kernel_says_how_long_an_answer_sat_unread() -> None:
 
 def _get(transport: httpx.HTTPTransport, url: str) -> httpx.Response:
     """A GET through ``transport`` as a failover front-end sends it: the answer's head in,
-    its body unread (the inner transport's response, which ``departed`` reads)."""
+    its body unread (the inner transport's response, which ``at_head`` reads)."""
     return transport.handle_request(httpx.Request("GET", url + "/v1/ping"))
 
 
 def test_the_kernel_says_when_a_request_left_a_kept_alive_connection() -> None:
-    """``departed``, as the head comes: at least the 0.2 s the domain held the request
+    """``at_head``, as the head comes: at least the 0.2 s the domain held the request
     before answering, at most the time since the call began (plus a tick and the
     kernel's rounding). Nothing on a new connection: its connect was in the call's time."""
     with _domains(primary_held=0.2) as (_, a, _b), httpx.HTTPTransport() as transport:
         first = _get(transport, a)
-        assert departed(first) is None
+        assert at_head(first)[0] is None
         first.read()
         before = time.monotonic()
         response = _get(transport, a)
-        since = departed(response)
+        since = at_head(response)[0]
         now = time.monotonic()
         response.read()
         assert since is not None and 0.2 <= since <= now - before + 0.015, (since, now - before)
@@ -205,7 +295,7 @@ def test_an_answer_ends_no_later_than_the_next_request_on_its_connection() -> No
         _get(transport, a).read()  # a connection kept alive
         sent_at = time.monotonic() - 0.5  # as if the call had waited 0.5 s before its request left
         response = _get(transport, a)
-        since = departed(response)
+        since = at_head(response)[0]
         assert since is not None
         left_at = time.monotonic() - since
         response.read()
@@ -220,7 +310,7 @@ def test_no_socket_no_word() -> None:
     """An answer made in process, or one whose connection closed, tells nothing of the
     time after it came."""
     assert held(httpx.Response(200, content=b"{}"), 0.0, None, 1.0) == 0.0
-    assert departed(httpx.Response(200, content=b"{}")) is None
+    assert at_head(httpx.Response(200, content=b"{}")) == (None, 0.0)
     with _domains() as (_, a, _b), httpx.Client() as client:
         response = client.get(a + "/v1/ping", headers={"Connection": "close"})
         assert held(response, 0.0, None, time.monotonic()) == 0.0
