@@ -31,7 +31,7 @@ from ._lib import InMemory
 from ._looplag import lateness
 from ._plan import DONE, RequestPlan
 from ._pools import PoolCore
-from ._sockets import at_head, before_left, cut_phase, held
+from ._sockets import at_head, cut_phase, extra_socket, held, last_received
 from ._telemetry import RequestTrace, redact_url
 from ._values import (
     DEFAULT_OPTIONS,
@@ -48,6 +48,8 @@ from ._values import (
     reports,
     stale_may_answer,
 )
+
+_monotonic = time.monotonic  # the kernel's clock, which TCP_INFO's times are on
 
 if TYPE_CHECKING:
     from ._lib import HTTPLib, Request, Response
@@ -213,6 +215,19 @@ class _AsyncTold(_Told):
         self.note(event)
         if self.theirs is not None:
             await self.theirs(event, info)
+
+
+def _came(attempt: Attempt, sock: Any) -> Callable[[], None]:
+    """What notes when ``attempt``'s answer's last bytes came, per the kernel, as its body
+    is closed (``_lib.BodyEnd``), read: its connection (``sock``) still the attempt's
+    (httpcore's goes back to its pool as the stream closes; urllib3's as its last byte is
+    read, with no request on it yet). Once it carries another request, the kernel
+    speaks for that one (``_sockets.last_received``)."""
+
+    def came() -> None:
+        attempt.came_at = last_received(sock, attempt.left_at, _monotonic())
+
+    return came
 
 
 class Lane:
@@ -750,11 +765,8 @@ class Exchange(Lane, RequestPlan):
         self._answered_by = attempt.domain  # not the last record: a cut loser's may follow
         self.error = None
         self._peer(attempt, response)  # before _record ends the span
-        if self._looks_slow(attempt):  # how much of it was the client's, per the kernel (and as its head came)
-            clock = self._state.clock
-            waited = held(response, attempt.sent_at, attempt.left_at, clock())
-            if waited > attempt.waited:
-                attempt.waited = waited
+        if self._looks_slow(attempt):  # how much of it was the client's own
+            attempt.waited = self._client_held(attempt, response)
         self._record(attempt, outcome, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
@@ -766,20 +778,40 @@ class Exchange(Lane, RequestPlan):
             )
 
     def reads(self, response: Response) -> int:
-        """:meth:`Lane.reads`; first, for the only attempt in flight if it looks slow as its
-        answer's head comes, what the kernel says while the connection is still the
-        attempt's (``_sockets.at_head``): when its request's last byte left, on a
-        kept-alive HTTP/1.x connection, and how long its answer had sat unread. The latter
-        is the kernel's last word for a client whose connection goes back to its pool with
-        the answer's last byte (urllib3's, under the requests adapter): by
-        :meth:`on_response` there is no socket to ask. A hedged request's attempts are not
-        told apart here: they are judged without it."""
-        if self.core.slow_calls is not None and len(self.flying) == 1 and self._looks_slow(attempt := self.flying[0]):
-            left, sat = at_head(response)
-            if left is not None:
-                attempt.left_at = self._state.clock() - left
-            attempt.waited = before_left(attempt.sent_at, attempt.left_at) + sat
-        return Lane.reads(self, response)
+        """:meth:`Lane.reads`; first, in a pool with ``SlowCalls``, for the only attempt in
+        flight, what the kernel says as its answer's head comes, while the connection is
+        still the attempt's (``_sockets.at_head``): when its request's last byte left, how
+        much of the time before was the client's (all of it on a kept-alive connection; on
+        a new one, all but its set-up's round trips), and how long the head had sat unread.
+        By :meth:`on_response` the connection may carry another request (or be urllib3's
+        again, under the requests adapter: no socket left to ask). A hedged request's
+        attempts are not told apart here: they are judged without it."""
+        limit = Lane.reads(self, response)
+        if self.core.slow_calls is not None and len(self.flying) == 1 and self._state.clock is _monotonic:
+            attempt = self.flying[0]
+            head = at_head(response)
+            if head.since_left is not None:
+                left_at = attempt.left_at = _monotonic() - head.since_left
+                if head.setup is not None and left_at - attempt.sent_at > head.setup:
+                    attempt.before = left_at - attempt.sent_at - head.setup
+            attempt.sat = head.sat
+            sock = extra_socket(response)
+            if limit and sock is not None:  # the loop reads the body, then closes it
+                response.stream = self.lib.BodyEnd(response.stream, _came(attempt, sock))
+        return limit
+
+    def _client_held(self, attempt: Attempt, response: Response) -> float:
+        """How long the client itself held up ``attempt``, which ended with ``response``
+        now, per the kernel, where it tells (``Attempt.waited``): before its request left
+        (``Attempt.before``), and after its answer came, the longest of what the kernel
+        says now (``_sockets.held``), how long the head sat unread (``Attempt.sat``) and the
+        time since the answer's last bytes came, as the kernel said when its body was read
+        (``Attempt.came_at``): each a lower bound."""
+        now = _monotonic()
+        after = max(held(response, attempt.left_at, now), attempt.sat)
+        if attempt.came_at is not None and now - attempt.came_at > after:
+            after = now - attempt.came_at
+        return attempt.before + after
 
     def _looks_slow(self, attempt: Attempt) -> bool:
         """Has ``attempt``, of a pool with ``SlowCalls``, taken longer than its threshold so
@@ -788,7 +820,7 @@ class Exchange(Lane, RequestPlan):
         the kernel's."""
         slow_calls = self.core.policy.slow_calls
         clock = self._state.clock
-        return slow_calls is not None and clock is time.monotonic and clock() - attempt.sent_at > slow_calls.threshold
+        return slow_calls is not None and clock is _monotonic and clock() - attempt.sent_at > slow_calls.threshold
 
     def on_error(self, attempt: Attempt, exc: BaseException) -> None:
         started = self._tracked.started if self._tracked is not None else False

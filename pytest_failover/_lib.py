@@ -18,7 +18,7 @@ are the unions of both libraries' classes (their APIs are the same).
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -93,6 +93,30 @@ class Continued(_Wrapped):
             yield chunk
 
 
+class BodyEnd(_Wrapped):
+    """An answer's body as the inner transport gave it, untouched, which calls ``ended()``
+    as it is closed, before its inner stream (``Exchange.reads``: the kernel's word on
+    when the answer's last bytes came, while the connection is still the attempt's)."""
+
+    def __init__(self, inner: Any, ended: Callable[[], object]) -> None:
+        self.inner = inner
+        self.ended = ended
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.inner)
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self.inner.__aiter__()  # type: ignore[no-any-return]  # the library's stream, typed Any here
+
+    def close(self) -> None:
+        self.ended()
+        super().close()
+
+    async def aclose(self) -> None:
+        self.ended()
+        await super().aclose()
+
+
 class InMemory:
     """Marks the raw bytes of a body the transport read (the library's ``ByteStream``
     is added per library; see ``Exchange.read_whole``)."""
@@ -113,6 +137,7 @@ class HTTPLib:
         "AllDomainsFailed",
         "AsyncByteStream",
         "AsyncHTTPTransport",
+        "BodyEnd",
         "ByteStream",
         "CircuitOpenError",
         "Continued",
@@ -148,6 +173,7 @@ class HTTPLib:
         both = (module.SyncByteStream, module.AsyncByteStream)
         self.Tracked: type[Any] = type("Tracked", (Tracked, *both), dict(streams))
         self.Continued: type[Any] = type("Continued", (Continued, *both), dict(streams))
+        self.BodyEnd: type[Any] = type("BodyEnd", (BodyEnd, *both), dict(streams))
         self.InMemory: type[Any] = type("InMemory", (InMemory, module.ByteStream), {"__module__": __name__})
 
     def core_module(self) -> ModuleType:

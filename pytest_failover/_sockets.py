@@ -21,11 +21,12 @@ A cut attempt's phase (:func:`cut_phase`) is read from the frames its cancellati
 through in httpcore: an async attempt cut by its guard rather than by httpx's own timeout
 then still names the phase as httpx would have (a connect sent nothing).
 
-The kernel's clock (:func:`at_head`, :func:`held`): how long ago the connection under a
-response last sent and received data, from Linux's ``TCP_INFO``. What a call's duration
-holds before its request left and after its answer came is the client's own delay (a
-thread waiting for the GIL, a loop running late), which the slow-call rule leaves out
-(``RequestPlan._judged``).
+The kernel's clock (:func:`at_head`, :func:`last_received`, :func:`held`): how long ago
+the connection under a response last sent and received data, its round trip and whether
+it sent a segment again, from Linux's ``TCP_INFO``. What a call's duration holds before
+its request left (but its connection's set-up round trips) and after its answer came is
+the client's own delay (a thread waiting for the GIL, a loop running late), which the
+slow-call rule leaves out (``RequestPlan._judged``).
 
 A fourth reach installs a network backend (:mod:`~pytest_failover._dial`, which uses
 httpcore's public backend classes only) under the default inner transport, for pools
@@ -39,7 +40,7 @@ import socket
 import struct
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._fork import call_in_child
 
@@ -48,8 +49,9 @@ if TYPE_CHECKING:
     from ._values import Attempt
 
 __all__ = [
-    "ANNOUNCED", "async_resolving_transport", "at_head", "before_left", "cut_announced", "cut_attempt",
-    "cut_phase", "cut_request", "cuttable", "held", "resolving_transport", "socket_of", "watch",
+    "ANNOUNCED", "SETUP_ROUNDS", "Head", "async_resolving_transport", "at_head", "cut_announced", "cut_attempt",
+    "cut_phase", "cut_request", "cuttable", "extra_socket", "held", "last_received", "resolving_transport",
+    "socket_of", "watch",
 ]  # fmt: skip
 
 # httpx's defaults for ``HTTPTransport()`` (``httpx._config.DEFAULT_LIMITS``), which
@@ -97,11 +99,11 @@ def async_resolving_transport(lib: HTTPLib, backend: Any) -> Any:
 
 def socket_of(response: Response) -> socket.socket | None:
     """The socket under ``response`` (httpcore's ``network_stream`` extension), if any."""
-    sock = _extra_socket(response)
+    sock = extra_socket(response)
     return sock if isinstance(sock, socket.socket) else None
 
 
-def _extra_socket(response: Response) -> Any:
+def extra_socket(response: Response) -> Any:
     """What ``response``'s ``network_stream`` gives as its socket: a ``socket.socket``
     (sync), asyncio's ``TransportSocket`` (async: its socket's safe methods), or None."""
     get_extra_info = getattr(response.extensions.get("network_stream"), "get_extra_info", None)
@@ -109,56 +111,92 @@ def _extra_socket(response: Response) -> Any:
 
 
 # Linux's ``struct tcp_info`` (``linux/tcp.h``, laid out so since 2.6): eight one-byte
-# fields, then 32-bit ones; ``tcpi_last_data_sent`` and ``tcpi_last_data_recv``, the
-# milliseconds since the connection last sent and received data, are the tenth and the
-# twelfth of those (bytes 44 and 52). The kernel counts them in clock ticks (4 ms at
-# Debian's HZ=250, 10 ms at the least common HZ=100): :data:`_TICK` less is never more
-# than the time that truly passed, and a tick more never less.
+# fields, then 32-bit ones, of which these (counted from 0): ``tcpi_last_data_sent`` (9)
+# and ``tcpi_last_data_recv`` (11), the milliseconds since the connection last sent and
+# received data; ``tcpi_rtt`` (15), its smoothed round trip in microseconds; and
+# ``tcpi_total_retrans`` (23), the segments it sent again, its SYN included. The kernel
+# counts the milliseconds in clock ticks (4 ms at Debian's HZ=250, 10 ms at the least
+# common HZ=100): :data:`_TICK` less is never more than the time that truly passed, and a
+# tick more never less.
 _TCP_INFO: int | None = getattr(socket, "TCP_INFO", None)  # (None off Linux: nothing to ask)
-_TIMES = struct.Struct("=12I")  # the 32-bit fields from byte 8, up to and with the twelfth
+_FIELDS = struct.Struct("=24I")  # the 32-bit fields from byte 8, up to and with the twenty-fourth
 _HTTP1 = (b"HTTP/1.1", b"HTTP/1.0")
 _TICK = 0.010
+# The round trips of a new connection's set-up that are the domain's: TCP's handshake and
+# TLS 1.2's two (TLS 1.3 takes one: the bound is the generous side of the domain's).
+SETUP_ROUNDS = 3
 
 
-def _since(response: Response) -> tuple[float, float] | None:
-    """Seconds since the connection under ``response`` last sent data and last received
-    data, by the kernel's clock (``tcpi_last_data_sent``, ``tcpi_last_data_recv``), or
-    None when it cannot tell: no socket (an in-process answer, a client that gives none),
-    not TCP, not Linux, or the connection closed already (Python's closed socket has no
-    descriptor, so no other connection's is read)."""
-    getsockopt = getattr(_extra_socket(response), "getsockopt", None)  # (asyncio's TransportSocket has it)
+class _Word(NamedTuple):
+    """What the kernel says of a connection, in seconds (:func:`_word`)."""
+
+    sent: float  # since it last sent data
+    received: float  # since it last received data
+    rtt: float  # its smoothed round trip
+    retransmitted: bool  # it sent a segment again (a SYN too)
+
+
+def _word(response: Response) -> _Word | None:
+    """What the kernel says of the connection under ``response`` (:func:`_word_of`)."""
+    return _word_of(extra_socket(response))
+
+
+def _word_of(sock: Any) -> _Word | None:
+    """What the kernel says of the connection of ``sock``, or None when it cannot tell: no
+    socket (an in-process answer, a client that gives none), not TCP, not Linux, or the
+    connection closed already (Python's closed socket has no descriptor, so no other
+    connection's is read)."""
+    getsockopt = getattr(sock, "getsockopt", None)  # (asyncio's TransportSocket has it)
     if getsockopt is None or _TCP_INFO is None:
         return None
     try:
-        info = getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 8 + _TIMES.size)
+        info = getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 8 + _FIELDS.size)
     except OSError:  # closed, or not TCP
         return None
-    if len(info) < 8 + _TIMES.size:
+    if len(info) < 8 + _FIELDS.size:
         return None
-    times = _TIMES.unpack_from(info, 8)
-    return times[9] / 1000, times[11] / 1000
+    fields = _FIELDS.unpack_from(info, 8)
+    return _Word(fields[9] / 1000, fields[11] / 1000, fields[15] / 1e6, fields[23] > 0)
 
 
-def at_head(response: Response) -> tuple[float | None, float]:
+class Head(NamedTuple):
+    """What the kernel says as an answer's head comes (:func:`at_head`)."""
+
+    since_left: float | None  # seconds since the request's last byte left, plus a tick (never less)
+    sat: float  # seconds since the answer's bytes last came, less a tick (never more)
+    setup: float | None  # of the time before the request left, the most that was the domain's
+
+
+_UNTOLD = Head(None, 0.0, None)
+
+
+def at_head(response: Response) -> Head:
     """What the kernel says as ``response``'s head comes, while its connection is still
-    the attempt's: seconds since the last byte of its request left (plus a clock tick:
-    never less), and seconds since its answer's bytes last came (less a tick: never more;
-    the time the head sat unread, as far as it tells).
+    the attempt's: when the last byte of its request left, and how long the head then sat
+    unread (nothing when the kernel cannot tell, :func:`_word`, or no answer's byte came
+    since the request left).
 
-    The first is None unless it tells how long the request waited in the client before it
-    left: on an HTTP/1.x connection that carried an earlier request (kept alive: no
-    connect or handshake of this request's in the time before). Whether the connection is
-    new is its ``network_stream``'s ``failover_carried`` (the requests adapter's count of
-    the requests on it), else httpcore's own count (``HTTP11Connection._request_count``,
-    reached through httpx's and httpcore's private stream attributes); anything else reads
-    as a new connection. Both are nothing (None, 0.0) when the kernel cannot tell
-    (:func:`_since`) or no answer's byte came since the request left."""
-    since = _since(response)
-    if since is None or since[1] > since[0]:  # nothing came since it left: not its answer's head
-        return None, 0.0
-    sent, received = since
-    sat = received - _TICK if received > _TICK else 0.0
-    return (sent + _TICK if _carried(response) >= 2 else None), sat
+    And how much of the time before the request left may have been the domain's
+    (``setup``): none on a connection that carried an earlier request (kept alive: no
+    connect or handshake in that time), :data:`SETUP_ROUNDS` round trips on a new one
+    (its connect and TLS handshake on the network; the rest of that time, the client's
+    own, before the connect and between its steps), and all of it (None) when the
+    connection's own count is not known, or it had to send a segment again (a lost SYN
+    waits a second for its resend: the network's, which the domain answers for). A
+    server slow to shake hands is not told apart from a client slow to go on: it is
+    judged on its answers, which a server slow to compute is slow to send too.
+
+    Whether the connection is new is its ``network_stream``'s ``failover_carried`` (the
+    requests adapter's count of the requests on it), else httpcore's own count
+    (``HTTP11Connection._request_count``, reached through httpx's and httpcore's private
+    stream attributes); anything else is not known."""
+    word = _word(response)
+    if word is None or word.received > word.sent:  # nothing came since it left: not its answer's head
+        return _UNTOLD
+    sat = word.received - _TICK if word.received > _TICK else 0.0
+    carried = _carried(response)
+    setup = 0.0 if carried >= 2 else SETUP_ROUNDS * word.rtt if carried == 1 and not word.retransmitted else None
+    return Head(word.sent + _TICK, sat, setup)
 
 
 def _carried(response: Response) -> int:
@@ -176,32 +214,33 @@ def _carried(response: Response) -> int:
     return carried if isinstance(carried, int) else 0
 
 
-def before_left(sent_at: float, left_at: float | None) -> float:
-    """How long a call that went out at ``sent_at`` waited in the client before its
-    request's last byte left at ``left_at`` (:func:`at_head`; None: not known, 0.0)."""
-    return left_at - sent_at if left_at is not None and left_at > sent_at else 0.0
+def last_received(sock: Any, left_at: float | None, now: float) -> float | None:
+    """When (at ``now``'s clock, the kernel's) the connection of ``sock`` last received
+    data, or, once another request went out on it since the one that left at ``left_at``,
+    when that one left: no earlier than the end of the answer to the first. None when the
+    kernel cannot tell (:func:`_word`)."""
+    word = _word_of(sock)
+    if word is None:
+        return None
+    received = word.received
+    if left_at is not None and now - word.sent > left_at + 2 * _TICK:  # another request left since
+        received = word.sent
+    return now - (received - _TICK if received > _TICK else 0.0)
 
 
-def held(response: Response, sent_at: float, left_at: float | None, now: float) -> float:
-    """How long the client itself held up the call that went out at ``sent_at`` (the
-    caller's clock, which must be the kernel's: ``time.monotonic``) and whose answer
-    ``response`` is in at ``now``: before its request's last byte left at ``left_at``
-    (:func:`at_head`, if known), and after its answer's last bytes came. A lower bound,
-    0.0 when the kernel cannot tell (:func:`_since`).
+def held(response: Response, left_at: float | None, now: float) -> float:
+    """How long the answer ``response`` (in at ``now``, the caller's clock, which must be
+    the kernel's: ``time.monotonic``) sat in the client after its last bytes came: a lower
+    bound, 0.0 when the kernel cannot tell (:func:`_word`).
 
     The answer's end is taken as the connection's last receipt, or, when another request
-    went out on it since (its pool gave it on: HTTP/1.x sends one only once the answer
-    before is in), as that request's departure, which comes before any answer to it.
-    Either way no earlier than the answer's true end, so the time counted after it is no
-    more than the client's."""
-    before = before_left(sent_at, left_at)
-    since = _since(response)
-    if since is None:
-        return before
-    sent, received = since
-    if left_at is not None and now - sent > left_at + 2 * _TICK:  # another request left since
-        received = sent
-    return before + (received - _TICK if received > _TICK else 0.0)
+    went out on it since its own left at ``left_at`` (:func:`at_head`, if known; its pool
+    gave the connection on: HTTP/1.x sends one only once the answer before is in), as
+    that request's departure, which comes before any answer to it. Either way no earlier
+    than the answer's true end, so the time counted after it is no more than the
+    client's."""
+    came = last_received(extra_socket(response), left_at, now)
+    return 0.0 if came is None else now - came
 
 
 # The phase an attempt was in, by the first of these calls that a frame of the connection

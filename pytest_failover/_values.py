@@ -167,12 +167,16 @@ class Attempt:
     # Asked only of the resend of a dropped request (``Exchange.prepare``), whose inner
     # transport tells it through httpx's ``trace`` extension (httpcore's events).
     new_connection: bool | None = None
-    # How long the client itself held it up, per the kernel (``_sockets.held``): before its
-    # request's last byte left (at ``left_at``, read as the answer's head comes, on a
-    # kept-alive connection: ``Exchange.reads``) and after its answer's last bytes came.
-    # The client's delay, not the domain's; read only for a call that looks slow in a pool
-    # with ``SlowCalls`` (``Exchange._looks_slow``).
+    # How long the client itself held it up, per the kernel (``waited``, made at its end
+    # for a call that looks slow: ``Exchange._client_held``): before its request's last
+    # byte left (at ``left_at``), less what its connection's set-up may have taken the
+    # domain (``before``), and after its answer's last bytes came (``sat``, for its head;
+    # ``came_at``, as its body was read). Read in a pool with ``SlowCalls`` only
+    # (``Exchange.reads``, ``_sockets.at_head``, ``_BodyEnd``).
     left_at: float | None = None
+    before = 0.0
+    sat = 0.0  # how long its answer's head sat unread, per the kernel
+    came_at: float | None = None  # when its answer's last bytes came, as its body was read (the kernel's word)
     waited = 0.0
 
     def __init__(self, number: int, domain: Domain, breaker: Breaker, delay: float, timeout: float, sent_at: float) -> None:

@@ -20,6 +20,16 @@ def alongside(threads: list[threading.Thread], tasks: Callable[[], Coroutine[Any
         thread.join(30)
 
 
+def in_threads(count: int, target: Callable[[], object], seconds: float = 60) -> None:
+    """Run ``target()`` in each of ``count`` threads at once, and wait for them to end
+    (``seconds`` at most each)."""
+    threads = [threading.Thread(target=target) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds)
+
+
 def loops_in_threads(count: int, run: Callable[[], Coroutine[Any, Any, T]]) -> list[T | BaseException]:
     """Run ``run()`` in a new event loop in each of ``count`` threads at once; what each
     returned, or raised (a thread's failure is the test's to count), once all ended (60 s
@@ -32,9 +42,5 @@ def loops_in_threads(count: int, run: Callable[[], Coroutine[Any, Any, T]]) -> l
         except BaseException as exc:  # (returned: the caller counts it)
             results.append(exc)
 
-    threads = [threading.Thread(target=thread) for _ in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    in_threads(count, thread)
     return results
