@@ -20,6 +20,7 @@ import logging
 import operator
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import context as otel_context
@@ -31,7 +32,7 @@ from ._lib import InMemory
 from ._looplag import lateness
 from ._plan import DONE, RequestPlan
 from ._pools import PoolCore
-from ._sockets import at_head, cut_phase, extra_socket, held, last_received
+from ._sockets import carried, connection, cut_phase, extra_socket, told
 from ._telemetry import RequestTrace, redact_url
 from ._values import (
     DEFAULT_OPTIONS,
@@ -215,19 +216,6 @@ class _AsyncTold(_Told):
         self.note(event)
         if self.theirs is not None:
             await self.theirs(event, info)
-
-
-def _came(attempt: Attempt, sock: Any) -> Callable[[], None]:
-    """What notes when ``attempt``'s answer's last bytes came, per the kernel, as its body
-    is closed (``_lib.BodyEnd``), read: its connection (``sock``) still the attempt's
-    (httpcore's goes back to its pool as the stream closes; urllib3's as its last byte is
-    read, with no request on it yet). Once it carries another request, the kernel
-    speaks for that one (``_sockets.last_received``)."""
-
-    def came() -> None:
-        attempt.came_at = last_received(sock, attempt.left_at, _monotonic())
-
-    return came
 
 
 class Lane:
@@ -766,7 +754,7 @@ class Exchange(Lane, RequestPlan):
         self.error = None
         self._peer(attempt, response)  # before _record ends the span
         if self._looks_slow(attempt):  # how much of it was the client's own
-            attempt.waited = self._client_held(attempt, response)
+            attempt.waited = self._client_held(attempt)
         self._record(attempt, outcome, None)
         if self._stale and outcome.kind is OutcomeKind.SUCCESS and in_memory(response):
             self._state.stale.store(
@@ -778,49 +766,70 @@ class Exchange(Lane, RequestPlan):
             )
 
     def reads(self, response: Response) -> int:
-        """:meth:`Lane.reads`; first, in a pool with ``SlowCalls``, for the only attempt in
-        flight, what the kernel says as its answer's head comes, while the connection is
-        still the attempt's (``_sockets.at_head``): when its request's last byte left, how
-        much of the time before was the client's (all of it on a kept-alive connection; on
-        a new one, all but its set-up's round trips), and how long the head had sat unread.
-        By :meth:`on_response` the connection may carry another request (or be urllib3's
-        again, under the requests adapter: no socket left to ask). A hedged request's
-        attempts are not told apart here: they are judged without it."""
+        """:meth:`Lane.reads`; and in a pool with ``SlowCalls``, for the only attempt in
+        flight, what the kernel will be asked about: its socket, and how many requests its
+        connection carried (to tell a new one, and one that carried another since). The kernel is asked once the
+        answer is in, while the connection is still the attempt's, and only if the call
+        looks slow by then: as the loop closes a body it read (:meth:`_body_closed`,
+        through ``_lib.BodyEnd``: httpcore's connection goes back to its pool as its stream
+        closes, urllib3's as its last byte is read, with no request on it yet), else at
+        :meth:`on_response`. A hedged request's attempts are not told apart here: they are
+        judged without it."""
         limit = Lane.reads(self, response)
         if self.core.slow_calls is not None and len(self.flying) == 1 and self._state.clock is _monotonic:
-            attempt = self.flying[0]
-            head = at_head(response)
-            if head.since_left is not None:
-                left_at = attempt.left_at = _monotonic() - head.since_left
-                if head.setup is not None and left_at - attempt.sent_at > head.setup:
-                    attempt.before = left_at - attempt.sent_at - head.setup
-            attempt.sat = head.sat
             sock = extra_socket(response)
-            if limit and sock is not None:  # the loop reads the body, then closes it
-                response.stream = self.lib.BodyEnd(response.stream, _came(attempt, sock))
+            if sock is not None:
+                attempt = self.flying[0]
+                attempt.sock = sock
+                attempt.connection = conn = connection(response)
+                attempt.carried = carried(conn)
+                if limit:  # the loop reads the body, then closes it
+                    response.stream = self.lib.BodyEnd(response.stream, partial(self._body_closed, attempt))
         return limit
 
-    def _client_held(self, attempt: Attempt, response: Response) -> float:
-        """How long the client itself held up ``attempt``, which ended with ``response``
-        now, per the kernel, where it tells (``Attempt.waited``): before its request left
-        (``Attempt.before``), and after its answer came, the longest of what the kernel
-        says now (``_sockets.held``), how long the head sat unread (``Attempt.sat``) and the
-        time since the answer's last bytes came, as the kernel said when its body was read
-        (``Attempt.came_at``): each a lower bound."""
+    def _body_closed(self, attempt: Attempt) -> None:
+        """The loop closes the body it read of ``attempt``'s answer: the time from here on is
+        the client's; the kernel is asked now if the call looks slow already."""
+        now = attempt.closed_at = _monotonic()
+        if self._looks_slow(attempt, now):
+            self._ask_kernel(attempt, now)
+
+    def _ask_kernel(self, attempt: Attempt, now: float) -> None:
+        """What the kernel says of ``attempt``'s connection (``_sockets.told``): when its
+        answer came (``Attempt.came_at``), and how long it waited in the client before its
+        request left, less what its connection's set-up may have taken the domain
+        (``Attempt.before``)."""
+        moved_on = attempt.carried > 0 and carried(attempt.connection) != attempt.carried
+        word = told(attempt.sock, attempt.carried, now, moved_on=moved_on)
+        if word is None:
+            return
+        attempt.came_at = word.came_at
+        if word.left_at is not None and word.setup is not None and word.left_at - attempt.sent_at > word.setup:
+            attempt.before = word.left_at - attempt.sent_at - word.setup
+
+    def _client_held(self, attempt: Attempt) -> float:
+        """How long the client itself held up ``attempt``, which ends now (``Attempt.waited``):
+        before its request left (``Attempt.before``), and after its answer came or, if
+        later, after the loop closed its body (each a lower bound). The kernel is asked now
+        unless it was as the body closed (the connection has gone back to its pool since:
+        its time after is the client's anyway)."""
         now = _monotonic()
-        after = max(held(response, attempt.left_at, now), attempt.sat)
+        if attempt.sock is not None and attempt.closed_at is None:
+            self._ask_kernel(attempt, now)
+        after = 0.0 if attempt.closed_at is None else now - attempt.closed_at
         if attempt.came_at is not None and now - attempt.came_at > after:
             after = now - attempt.came_at
         return attempt.before + after
 
-    def _looks_slow(self, attempt: Attempt) -> bool:
+    def _looks_slow(self, attempt: Attempt, now: float | None = None) -> bool:
         """Has ``attempt``, of a pool with ``SlowCalls``, taken longer than its threshold so
-        far, by the kernel's clock? The kernel is then asked how much of that time was the
-        client's own (``Attempt.waited``). Not with an injected clock: its seconds are not
-        the kernel's."""
+        far (by ``now``), by the kernel's clock? The kernel is then asked how much of that
+        time was the client's own (``Attempt.waited``). Not with an injected clock: its
+        seconds are not the kernel's."""
         slow_calls = self.core.policy.slow_calls
-        clock = self._state.clock
-        return slow_calls is not None and clock is _monotonic and clock() - attempt.sent_at > slow_calls.threshold
+        if slow_calls is None or self._state.clock is not _monotonic:
+            return False
+        return (_monotonic() if now is None else now) - attempt.sent_at > slow_calls.threshold
 
     def on_error(self, attempt: Attempt, exc: BaseException) -> None:
         started = self._tracked.started if self._tracked is not None else False

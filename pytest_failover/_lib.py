@@ -95,8 +95,9 @@ class Continued(_Wrapped):
 
 class BodyEnd(_Wrapped):
     """An answer's body as the inner transport gave it, untouched, which calls ``ended()``
-    as it is closed, before its inner stream (``Exchange.reads``: the kernel's word on
-    when the answer's last bytes came, while the connection is still the attempt's)."""
+    as it is closed, before its inner stream: the exchange notes that the body is in and,
+    for a call that looks slow, asks the kernel about the connection while it is still
+    the attempt's (``Exchange.reads``)."""
 
     def __init__(self, inner: Any, ended: Callable[[], object]) -> None:
         self.inner = inner

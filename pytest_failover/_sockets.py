@@ -21,7 +21,7 @@ A cut attempt's phase (:func:`cut_phase`) is read from the frames its cancellati
 through in httpcore: an async attempt cut by its guard rather than by httpx's own timeout
 then still names the phase as httpx would have (a connect sent nothing).
 
-The kernel's clock (:func:`at_head`, :func:`last_received`, :func:`held`): how long ago
+The kernel's clock (:func:`told`): how long ago
 the connection under a response last sent and received data, its round trip and whether
 it sent a segment again, from Linux's ``TCP_INFO``. What a call's duration holds before
 its request left (but its connection's set-up round trips) and after its answer came is
@@ -49,9 +49,8 @@ if TYPE_CHECKING:
     from ._values import Attempt
 
 __all__ = [
-    "ANNOUNCED", "SETUP_ROUNDS", "Head", "async_resolving_transport", "at_head", "cut_announced", "cut_attempt",
-    "cut_phase", "cut_request", "cuttable", "extra_socket", "held", "last_received", "resolving_transport",
-    "socket_of", "watch",
+    "ANNOUNCED", "SETUP_ROUNDS", "Told", "async_resolving_transport", "carried", "connection", "cut_announced", "cut_attempt",
+    "cut_phase", "cut_request", "cuttable", "extra_socket", "resolving_transport", "socket_of", "told", "watch",
 ]  # fmt: skip
 
 # httpx's defaults for ``HTTPTransport()`` (``httpx._config.DEFAULT_LIMITS``), which
@@ -128,17 +127,12 @@ SETUP_ROUNDS = 3
 
 
 class _Word(NamedTuple):
-    """What the kernel says of a connection, in seconds (:func:`_word`)."""
+    """What the kernel says of a connection, in seconds (:func:`_word_of`)."""
 
     sent: float  # since it last sent data
     received: float  # since it last received data
     rtt: float  # its smoothed round trip
     retransmitted: bool  # it sent a segment again (a SYN too)
-
-
-def _word(response: Response) -> _Word | None:
-    """What the kernel says of the connection under ``response`` (:func:`_word_of`)."""
-    return _word_of(extra_socket(response))
 
 
 def _word_of(sock: Any) -> _Word | None:
@@ -159,88 +153,66 @@ def _word_of(sock: Any) -> _Word | None:
     return _Word(fields[9] / 1000, fields[11] / 1000, fields[15] / 1e6, fields[23] > 0)
 
 
-class Head(NamedTuple):
-    """What the kernel says as an answer's head comes (:func:`at_head`)."""
+class Told(NamedTuple):
+    """What the kernel says of a call's connection once its answer is in (:func:`told`), on
+    the caller's clock (the kernel's: ``time.monotonic``)."""
 
-    since_left: float | None  # seconds since the request's last byte left, plus a tick (never less)
-    sat: float  # seconds since the answer's bytes last came, less a tick (never more)
+    left_at: float | None  # when its request's last byte left, a tick early (None: not known)
+    came_at: float  # when its answer's last bytes came, a tick late (never before they did)
     setup: float | None  # of the time before the request left, the most that was the domain's
 
 
-_UNTOLD = Head(None, 0.0, None)
+def told(sock: Any, carried: int, now: float, *, moved_on: bool = False) -> Told | None:
+    """What the kernel says at ``now`` of the connection of ``sock``, which had carried
+    ``carried`` requests as the answer's head came, that one included (0: not known). None
+    when it cannot tell (:func:`_word_of`), or no answer's byte came since the request left.
 
+    Once the connection carried another request since (``moved_on``: its count went up),
+    the answer's end is taken as that one's departure, which comes after it (HTTP/1.x sends
+    a request only once the answer before is in), and when the request left is not known.
 
-def at_head(response: Response) -> Head:
-    """What the kernel says as ``response``'s head comes, while its connection is still
-    the attempt's: when the last byte of its request left, and how long the head then sat
-    unread (nothing when the kernel cannot tell, :func:`_word`, or no answer's byte came
-    since the request left).
-
-    And how much of the time before the request left may have been the domain's
-    (``setup``): none on a connection that carried an earlier request (kept alive: no
-    connect or handshake in that time), :data:`SETUP_ROUNDS` round trips on a new one
-    (its connect and TLS handshake on the network; the rest of that time, the client's
-    own, before the connect and between its steps), and all of it (None) when the
-    connection's own count is not known, or it had to send a segment again (a lost SYN
-    waits a second for its resend: the network's, which the domain answers for). A
-    server slow to shake hands is not told apart from a client slow to go on: it is
-    judged on its answers, which a server slow to compute is slow to send too.
-
-    Whether the connection is new is its ``network_stream``'s ``failover_carried`` (the
-    requests adapter's count of the requests on it), else httpcore's own count
-    (``HTTP11Connection._request_count``, reached through httpx's and httpcore's private
-    stream attributes); anything else is not known."""
-    word = _word(response)
-    if word is None or word.received > word.sent:  # nothing came since it left: not its answer's head
-        return _UNTOLD
-    sat = word.received - _TICK if word.received > _TICK else 0.0
-    carried = _carried(response)
-    setup = 0.0 if carried >= 2 else SETUP_ROUNDS * word.rtt if carried == 1 and not word.retransmitted else None
-    return Head(word.sent + _TICK, sat, setup)
-
-
-def _carried(response: Response) -> int:
-    """How many requests the connection under ``response`` carried, this one included (0:
-    not known), as :func:`at_head` reads it."""
-    own = getattr(response.extensions.get("network_stream"), "failover_carried", None)
-    if own is not None:
-        return own if isinstance(own, int) else 0
-    if response.extensions.get("http_version") not in _HTTP1:
-        return 0
-    carried = getattr(
-        getattr(getattr(getattr(response.stream, "_httpcore_stream", None), "_stream", None), "_connection", None),
-        "_request_count", 0,
-    )
-    return carried if isinstance(carried, int) else 0
-
-
-def last_received(sock: Any, left_at: float | None, now: float) -> float | None:
-    """When (at ``now``'s clock, the kernel's) the connection of ``sock`` last received
-    data, or, once another request went out on it since the one that left at ``left_at``,
-    when that one left: no earlier than the end of the answer to the first. None when the
-    kernel cannot tell (:func:`_word`)."""
+    ``setup``: none on a connection that carried an earlier request (kept alive: no connect
+    or handshake in that time); :data:`SETUP_ROUNDS` round trips on a new one (its connect
+    and TLS handshake on the network; the rest of that time, the client's own, before the
+    connect and between its steps); all of it (None) when the count is not known, or the
+    connection sent a segment again (a lost SYN waits a second for its resend: the
+    network's, which the domain answers for). A server slow to shake hands is not told
+    apart from a client slow to go on: it is judged on its answers, which a server slow
+    to compute is slow to send too."""
     word = _word_of(sock)
     if word is None:
         return None
-    received = word.received
-    if left_at is not None and now - word.sent > left_at + 2 * _TICK:  # another request left since
-        received = word.sent
-    return now - (received - _TICK if received > _TICK else 0.0)
+    last_left = now - word.sent
+    if moved_on:
+        return Told(None, last_left, None)
+    if word.received > word.sent:  # nothing came since it left: not its answer
+        return None
+    came_at = now - word.received + _TICK
+    setup = 0.0 if carried >= 2 else SETUP_ROUNDS * word.rtt if carried == 1 and not word.retransmitted else None
+    return Told(last_left - _TICK, came_at if came_at < now else now, setup)
 
 
-def held(response: Response, left_at: float | None, now: float) -> float:
-    """How long the answer ``response`` (in at ``now``, the caller's clock, which must be
-    the kernel's: ``time.monotonic``) sat in the client after its last bytes came: a lower
-    bound, 0.0 when the kernel cannot tell (:func:`_word`).
+def connection(response: Response) -> Any:
+    """What counts the requests of the connection under ``response`` (:func:`carried`),
+    read as its head comes: its ``network_stream``'s ``failover_connection`` (the requests
+    adapter's urllib3 connection), else httpcore's ``HTTP11Connection`` (reached through
+    httpx's and httpcore's private stream attributes) on an HTTP/1.x one; None: nothing."""
+    own = getattr(response.extensions.get("network_stream"), "failover_connection", None)
+    if own is not None:
+        return own
+    if response.extensions.get("http_version") not in _HTTP1:
+        return None
+    return getattr(getattr(getattr(response.stream, "_httpcore_stream", None), "_stream", None), "_connection", None)
 
-    The answer's end is taken as the connection's last receipt, or, when another request
-    went out on it since its own left at ``left_at`` (:func:`at_head`, if known; its pool
-    gave the connection on: HTTP/1.x sends one only once the answer before is in), as
-    that request's departure, which comes before any answer to it. Either way no earlier
-    than the answer's true end, so the time counted after it is no more than the
-    client's."""
-    came = last_received(extra_socket(response), left_at, now)
-    return 0.0 if came is None else now - came
+
+def carried(conn: Any) -> int:
+    """How many requests ``conn`` (:func:`connection`) carried, the last one included (0: not
+    known): the requests adapter's own count (``failover_carried``), else httpcore's
+    (``_request_count``)."""
+    count = getattr(conn, "failover_carried", None)
+    if count is None:
+        count = getattr(conn, "_request_count", 0)
+    return count if isinstance(count, int) else 0
 
 
 # The phase an attempt was in, by the first of these calls that a frame of the connection

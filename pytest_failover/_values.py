@@ -169,14 +169,17 @@ class Attempt:
     new_connection: bool | None = None
     # How long the client itself held it up, per the kernel (``waited``, made at its end
     # for a call that looks slow: ``Exchange._client_held``): before its request's last
-    # byte left (at ``left_at``), less what its connection's set-up may have taken the
-    # domain (``before``), and after its answer's last bytes came (``sat``, for its head;
-    # ``came_at``, as its body was read). Read in a pool with ``SlowCalls`` only
-    # (``Exchange.reads``, ``_sockets.at_head``, ``_BodyEnd``).
-    left_at: float | None = None
+    # byte left, less what its connection's set-up may have taken the domain
+    # (``before``), and after its answer's last bytes came (``came_at``) or the loop
+    # closed the body it read (``closed_at``). What the kernel is asked about, in a pool
+    # with ``SlowCalls`` (``Exchange.reads``): the socket, and the connection's count of
+    # its requests as the answer's head came (``_sockets.connection``, ``carried``).
+    sock: Any = None
+    connection: Any = None
+    carried = 0
+    closed_at: float | None = None
+    came_at: float | None = None
     before = 0.0
-    sat = 0.0  # how long its answer's head sat unread, per the kernel
-    came_at: float | None = None  # when its answer's last bytes came, as its body was read (the kernel's word)
     waited = 0.0
 
     def __init__(self, number: int, domain: Domain, breaker: Breaker, delay: float, timeout: float, sent_at: float) -> None:

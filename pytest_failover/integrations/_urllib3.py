@@ -58,7 +58,7 @@ class _AnnouncingConnection(HTTPConnection):
     sends a request: connected, and the one that will read the answer. It counts the
     requests it sent since it last connected (``failover_carried``): a request on a
     connection that carried one before had no connect in its time, so the kernel's word
-    on when it left is the client's delay (``_sockets.at_head``)."""
+    on when it left is the client's delay (``_sockets.told``)."""
 
     failover_carried = 0
 

@@ -489,11 +489,11 @@ class _Body(httpx.SyncByteStream):
         return sock
 
     @property
-    def failover_carried(self) -> int | None:
-        """How many requests the response's connection carried, this one included, while
-        it is the response's (the adapter's own connections count them: ``_urllib3``;
-        None: not known), as ``_sockets.at_head`` reads it."""
-        return getattr(self.native.raw.connection, "failover_carried", None)
+    def failover_connection(self) -> Any:
+        """The response's urllib3 connection while it is the response's (None once it went
+        back to its pool), whose requests the adapter's own connections count
+        (``_urllib3``), as ``_sockets.connection`` reads it."""
+        return self.native.raw.connection
 
     @property
     def failover_peer(self) -> tuple[str, str] | None:

@@ -3,7 +3,7 @@ in flight count only on a slow answer's evidence.
 
 - How long a call's request waited in the client before it left, on a kept-alive
   connection, and how long its answer then sat unread: the kernel's word
-  (``_sockets.at_head``, ``_sockets.held``, ``Attempt.waited``), for a thread kept from
+  (``_sockets.told``, ``Attempt.waited``), for a thread kept from
   the GIL.
 - Calls in flight count as slow only when a slow call ends (``SlowCallWindow.add``), for
   event loops in many threads.
@@ -30,7 +30,7 @@ from urllib3.connection import HTTPConnection
 
 from benchmarks._simulated import Simulated, simulated
 from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool, SlowCalls
-from pytest_failover._sockets import Head, at_head, held
+from pytest_failover._sockets import Told, carried, connection, extra_socket, told
 from pytest_failover.integrations import _urllib3
 from pytest_failover.integrations._urllib3 import pool_classes
 from pytest_failover.integrations.requests import FailoverAdapter
@@ -195,7 +195,7 @@ def test_a_slow_domain_is_still_ejected_from_threads_kept_from_the_gil(front_end
 
 
 def test_the_adapters_connections_count_their_requests_since_they_connected() -> None:
-    """``failover_carried``, which tells ``at_head`` that a request had no connect in its
+    """``failover_carried``, which tells ``told`` that a request had no connect in its
     time: 1, 2, 3 on one connection, and 1 again once urllib3 connected it anew (its socket
     dropped), as it does with the same object."""
     with _domains() as (_, a, _b):
@@ -297,75 +297,75 @@ def test_twelve_event_loops_in_threads_share_a_healthy_domain() -> None:
     assert set(served) == {a}, (served, [d.breaker for d in transport.state().pools["api"].domains])
 
 
-def test_the_kernel_says_how_long_an_answer_sat_unread() -> None:
-    """``held`` counts the time since the answer's bytes came: at least the time the client
-    left them after reading its head (less a tick and the kernel's rounding), at most the
-    time since the request went out less the 0.2 s the domain held the answer (so not the
-    time since the request's bytes were sent)."""
-    with _domains(primary_held=0.2) as (_, a, _b), httpx.Client() as client:
-        client.get(a + "/v1/ping")  # a connection kept alive
-        sent = time.monotonic()
-        with client.stream("GET", a + "/v1/ping") as response:
-            came = time.monotonic()
-            time.sleep(0.3)
-            now = time.monotonic()
-            sat = held(response, None, now)
-        assert now - came - 0.02 <= sat <= now - sent - 0.2, (sat, now - came, now - sent)
-
-
 def _get(transport: httpx.HTTPTransport, url: str) -> httpx.Response:
     """A GET through ``transport`` as a failover front-end sends it: the answer's head in,
-    its body unread (the inner transport's response, which ``at_head`` reads)."""
+    its body unread (the inner transport's response, whose connection ``told`` asks about)."""
     return transport.handle_request(httpx.Request("GET", url + "/v1/ping"))
 
 
-def test_the_kernel_says_when_a_request_left_and_what_its_connections_setup_may_have_taken() -> None:
-    """``at_head``, as the head comes: at least the 0.2 s the domain held the request
-    before answering, at most the time since the call began (plus a tick and the
-    kernel's rounding). On a new connection the domain may have taken its set-up's round
-    trips of the time before (on loopback, well under a millisecond); on a kept-alive one,
-    none of it."""
+class _Head:
+    """What the exchange keeps as an answer's head comes: its socket and its connection's
+    count of requests."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.sock = extra_socket(response)
+        self.connection = connection(response)
+        self.carried = carried(self.connection)
+
+    def told(self) -> Told | None:
+        moved_on = carried(self.connection) != self.carried
+        return told(self.sock, self.carried, time.monotonic(), moved_on=moved_on)
+
+
+def test_the_kernel_says_when_an_answer_came_and_when_its_request_left() -> None:
+    """``told``, the answer read: it came no earlier than 0.2 s after its request left (the
+    domain held it), and no later than the client read its head (a tick and the kernel's
+    rounding aside), however long the client then sat on it. On a new connection the
+    domain may have taken its set-up's round trips of the time before it left (on
+    loopback, well under a millisecond); on a kept-alive one, none of it."""
     with _domains(primary_held=0.2) as (_, a, _b), httpx.HTTPTransport() as transport:
         first = _get(transport, a)
-        new = at_head(first)
-        assert new.since_left is not None and new.setup is not None and 0.0 < new.setup < 0.003, new
+        new = _Head(first).told()
+        assert new is not None and new.setup is not None and 0.0 < new.setup < 0.003, new
         first.read()
-        before = time.monotonic()
+        first.close()
+        began = time.monotonic()
         response = _get(transport, a)
-        head = at_head(response)
-        now = time.monotonic()
+        head_at = time.monotonic()
+        head = _Head(response)
+        time.sleep(0.3)  # the client sits on it
+        word = head.told()
         response.read()
-        assert head.since_left is not None and 0.2 <= head.since_left <= now - before + 0.015, (head, now - before)
-        assert head.setup == 0.0
+        assert word is not None and word.left_at is not None, word
+        assert began - 0.011 <= word.left_at and word.left_at + 0.2 <= word.came_at <= head_at + 0.011, (word, began, head_at)
+        assert word.setup == 0.0
 
 
 def test_an_answer_ends_no_later_than_the_next_request_on_its_connection() -> None:
-    """``held`` counts the time since the answer came. Once its connection carried the next
-    request (held 0.2 s by the domain, answered just now), the kernel's last receipt is
-    that request's answer: the answer's end is bounded by that request's departure
-    instead, 0.2 s and more ago."""
+    """Once the connection carried the next request (held 0.2 s by the domain, answered
+    just now), the kernel's last receipt is that request's answer: the first answer's end
+    is bounded by that request's departure instead, 0.2 s and more ago, and when the first
+    request left is not known."""
     with _domains(primary_held=0.2) as (_, a, _b), httpx.HTTPTransport() as transport:
         _get(transport, a).read()  # a connection kept alive
         response = _get(transport, a)
-        since = at_head(response).since_left
-        assert since is not None
-        left_at = time.monotonic() - since
+        head = _Head(response)
         response.read()
+        response.close()
         came = time.monotonic()
-        assert 0.0 <= held(response, left_at, time.monotonic()) <= 0.03
         _get(transport, a).read()  # the next request on the same connection
-        after = held(response, left_at, time.monotonic())
-        assert 0.2 - 0.011 <= after <= time.monotonic() - came + 0.011, after
+        word = head.told()
+        assert word is not None and word.left_at is None and word.setup is None, word
+        assert came - 0.011 <= word.came_at <= time.monotonic() - 0.2 + 0.011, (word, came)
 
 
 def test_no_socket_no_word() -> None:
     """An answer made in process, or one whose connection closed, tells nothing."""
-    assert held(httpx.Response(200, content=b"{}"), None, 1.0) == 0.0
-    assert at_head(httpx.Response(200, content=b"{}")) == Head(None, 0.0, None)
+    assert extra_socket(httpx.Response(200, content=b"{}")) is None
+    assert told(None, 2, 1.0) is None
     with _domains() as (_, a, _b), httpx.Client() as client:
         response = client.get(a + "/v1/ping", headers={"Connection": "close"})
-        assert held(response, None, time.monotonic()) == 0.0
-        assert at_head(response) == Head(None, 0.0, None)
+        assert told(extra_socket(response), 1, time.monotonic()) is None
 
 
 class _Socket:
@@ -381,34 +381,23 @@ class _Socket:
         return self.info[:size]
 
 
-class _Stream:
-    """A ``network_stream`` over a :class:`_Socket` whose connection carried ``carried``
-    requests (None: it does not count them)."""
-
-    def __init__(self, sock: _Socket, carried: int | None) -> None:
-        self.sock = sock
-        self.failover_carried = carried
-
-    def get_extra_info(self, name: str) -> Any:
-        return self.sock if name == "socket" else None
-
-
 @pytest.mark.parametrize(
-    ("carried", "retransmits", "setup"),
+    ("count", "retransmits", "setup"),
     [
         (2, 0, 0.0),  # kept alive: the time before it left was the client's
         (1, 0, 3 * 0.002),  # new: the domain's for its set-up's round trips (TCP, TLS 1.2's two)
         (1, 1, None),  # new, and a segment (its SYN, say) sent again: all of it may be the network's
-        (None, 0, None),  # not known whether new: all of it may be the domain's
+        (0, 0, None),  # not known whether new: all of it may be the domain's
     ],
 )
-def test_the_kernels_word_as_a_head_comes(carried: int | None, retransmits: int, setup: float | None) -> None:
-    """What ``at_head`` makes of the kernel's fields: the request left 120 ms ago (a tick
-    added), its answer came 100 ms ago (a tick taken off), round trips of 2 ms."""
-    sock = _Socket(sent_ms=120, received_ms=100, rtt_us=2000, retransmits=retransmits)
-    response = httpx.Response(200, extensions={"network_stream": _Stream(sock, carried)})
-    head = at_head(response)
-    assert head.since_left == pytest.approx(0.13) and head.sat == pytest.approx(0.09), head
-    assert head.setup == (None if setup is None else pytest.approx(setup)), head
-    earlier = _Socket(sent_ms=100, received_ms=120, rtt_us=2000, retransmits=0)  # nothing came since it left
-    assert at_head(httpx.Response(200, extensions={"network_stream": _Stream(earlier, 2)})) == Head(None, 0.0, None)
+def test_what_the_kernels_fields_say(count: int, retransmits: int, setup: float | None) -> None:
+    """What ``told`` makes of the kernel's fields, at 10.0 s on the clock: the request left
+    120 ms ago (a tick earlier), its answer came 100 ms ago (a tick later), round trips of
+    2 ms. Once the connection carried another request, its departure (30 ms ago) bounds
+    the answer's end; with nothing received since the request left, nothing is told."""
+    word = told(_Socket(sent_ms=120, received_ms=100, rtt_us=2000, retransmits=retransmits), count, 10.0)
+    assert word is not None and word.left_at == pytest.approx(9.87) and word.came_at == pytest.approx(9.91), word
+    assert word.setup == (None if setup is None else pytest.approx(setup)), word
+    moved = told(_Socket(sent_ms=30, received_ms=10, rtt_us=2000, retransmits=0), 2, 10.0, moved_on=True)
+    assert moved is not None and moved.left_at is None and moved.came_at == pytest.approx(9.97), moved
+    assert told(_Socket(sent_ms=100, received_ms=120, rtt_us=2000, retransmits=0), 2, 10.0) is None
