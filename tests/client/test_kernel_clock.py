@@ -19,7 +19,7 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -76,44 +76,40 @@ def _cpu_bound_threads(count: int) -> Iterator[None]:
             t.join(10)
 
 
-def _served_sync(transport: FailoverTransport, url: str, requests: int) -> Counter[str]:
-    served: Counter[str] = Counter()
-    stop = time.monotonic() + 20
-    with httpx.Client(transport=transport) as client:
-        for _ in range(requests):
-            if time.monotonic() > stop:
-                break
-            served[client.get(url + "/v1/ping").extensions["failover"].domain] += 1
-    return served
-
-
-def _served_by_adapter(adapter: FailoverAdapter, url: str, count: int) -> Counter[str]:
-    served: Counter[str] = Counter()
-    stop = time.monotonic() + 20
-    with requests.Session() as session:
-        session.mount("http://", adapter)
-        for _ in range(count):
-            if time.monotonic() > stop:
-                break
-            served[session.get(url + "/v1/ping").failover.domain] += 1  # type: ignore[attr-defined]  # the adapter's
-    return served
-
-
 FrontEnd = Literal["httpx", "requests"]
+Get = Callable[[str], str]  # a GET of a URL, and the domain that answered it
 
 
-def _served(front_end: FrontEnd, a: str, b: str, count: int) -> tuple[Counter[str], list[str]]:
-    """What served ``count`` GETs of ``a``'s through a sync front-end over the pool
-    ``[a, b]``, and where its breakers stand after."""
+@contextmanager
+def _front_end(
+    front_end: FrontEnd, a: str, b: str, *, transport: httpx.BaseTransport | None = None
+) -> Iterator[tuple[Get, Callable[[], list[str]]]]:
+    """A sync front-end over the pool ``[a, b]`` (httpx's over ``transport``, if given):
+    its GET, and where its breakers stand."""
     if front_end == "httpx":
-        transport = FailoverTransport([Pool("api", [a, b])], POLICY)
-        served = _served_sync(transport, a, count)
-        state = transport.state()
+        failover = FailoverTransport([Pool("api", [a, b])], POLICY, transport=transport)
+        with httpx.Client(transport=failover) as client:
+            yield (lambda url: client.get(url).extensions["failover"].domain), lambda: _breakers(failover)
     else:
         adapter = FailoverAdapter([Pool("api", [a, b])], POLICY)
-        served = _served_by_adapter(adapter, a, count)
-        state = adapter.state()
-    return served, [d.breaker for d in state.pools["api"].domains]
+        with requests.Session() as session:
+            session.mount("http://", adapter)
+            yield (lambda url: session.get(url).failover.domain), lambda: _breakers(adapter)  # type: ignore[attr-defined]  # the adapter's
+
+
+def _breakers(front_end: FailoverTransport | FailoverAdapter) -> list[str]:
+    return [d.breaker for d in front_end.state().pools["api"].domains]
+
+
+def _served(get: Get, url: str, count: int) -> Counter[str]:
+    """What served ``count`` GETs of ``url`` (20 s at most), one after the other."""
+    served: Counter[str] = Counter()
+    stop = time.monotonic() + 20
+    for _ in range(count):
+        if time.monotonic() > stop:
+            break
+        served[get(url + "/v1/ping")] += 1
+    return served
 
 
 @pytest.mark.parametrize("front_end", ["httpx", "requests"])
@@ -124,10 +120,10 @@ def test_threads_kept_from_the_gil_never_eject_a_healthy_domain(front_end: Front
     calls and 35 of 40 requests went to the backup (the requests adapter: in 3 runs of 4
     until its own connections counted their requests, its answers' connections gone back
     to urllib3's pool before the call ends)."""
-    with _domains() as (_, a, b), _cpu_bound_threads(8):
-        served, breakers = _served(front_end, a, b, 40)
-    assert served == Counter({a: 40}), served
-    assert breakers == ["closed", "closed"]
+    with _domains() as (_, a, b), _cpu_bound_threads(8), _front_end(front_end, a, b) as (get, breakers):
+        served = _served(get, a, 40)
+        assert served == Counter({a: 40}), served
+        assert breakers() == ["closed", "closed"]
 
 
 class _LateSender(httpx.HTTPTransport):
@@ -145,11 +141,10 @@ def test_the_time_before_a_request_left_is_the_clients() -> None:
     call's connect took the domain its round trip, and the client the rest). The primary
     keeps its traffic; judged on the time after the answer came alone, it was ejected
     after its fifth call."""
-    with _domains() as (_, a, b):
-        transport = FailoverTransport([Pool("api", [a, b])], POLICY, transport=_LateSender())
-        served = _served_sync(transport, a, 8)
-    assert served == Counter({a: 8}), served
-    assert [d.breaker for d in transport.state().pools["api"].domains] == ["closed", "closed"]
+    with _domains() as (_, a, b), _front_end("httpx", a, b, transport=_LateSender()) as (get, breakers):
+        served = _served(get, a, 8)
+        assert served == Counter({a: 8}), served
+        assert breakers() == ["closed", "closed"]
 
 
 @pytest.mark.parametrize("late", ["sending", "reading"])
@@ -176,11 +171,10 @@ def test_the_adapters_own_delays_are_the_clients(late: str, monkeypatch: pytest.
             return read(self)
 
         monkeypatch.setattr(_urllib3._AnnouncingConnection, "getresponse", reading)
-    with _domains() as (_, a, b):
-        adapter = FailoverAdapter([Pool("api", [a, b])], POLICY)
-        served = _served_by_adapter(adapter, a, 8)
-    assert served == Counter({a: 8}), served
-    assert [d.breaker for d in adapter.state().pools["api"].domains] == ["closed", "closed"]
+    with _domains() as (_, a, b), _front_end("requests", a, b) as (get, breakers):
+        served = _served(get, a, 8)
+        assert served == Counter({a: 8}), served
+        assert breakers() == ["closed", "closed"]
 
 
 @pytest.mark.parametrize("front_end", ["httpx", "requests"])
@@ -188,10 +182,10 @@ def test_a_slow_domain_is_still_ejected_from_threads_kept_from_the_gil(front_end
     """The kernel's clock does not excuse the domain: its answers come 0.3 s late, and
     traffic moves to the backup once ``minimum_calls`` calls were slow, CPU-bound threads
     or not."""
-    with _domains(primary_held=0.3) as (_, a, b), _cpu_bound_threads(8):
-        served, breakers = _served(front_end, a, b, 20)
-    assert served[a] == 5 and served[b] == 15, served
-    assert breakers[0] == "open"
+    with _domains(primary_held=0.3) as (_, a, b), _cpu_bound_threads(8), _front_end(front_end, a, b) as (get, breakers):
+        served = _served(get, a, 20)
+        assert served[a] == 5 and served[b] == 15, served
+        assert breakers()[0] == "open"
 
 
 def test_the_adapters_connections_count_their_requests_since_they_connected() -> None:
@@ -216,9 +210,9 @@ def test_the_adapters_connections_count_their_requests_since_they_connected() ->
     assert counts == [1, 2, 3, 1] and len(connections) == 1, (counts, connections)
 
 
-def _threads_sharing(transport: FailoverTransport, url: str, threads: int, each: int) -> Counter[str]:
+def _threads_sharing(get: Get, url: str, threads: int, each: int) -> Counter[str]:
     """What served ``each`` GETs of ``url`` from each of ``threads`` threads sharing one
-    client over ``transport``, started together."""
+    front-end, started together (30 s at most)."""
     served: Counter[str] = Counter()
     lock = threading.Lock()
     start = threading.Barrier(threads)
@@ -229,40 +223,38 @@ def _threads_sharing(transport: FailoverTransport, url: str, threads: int, each:
         for _ in range(each):
             if time.monotonic() > stop:
                 return
-            domain = client.get(url + "/v1/ping").extensions["failover"].domain
+            domain = get(url + "/v1/ping")
             with lock:
                 served[domain] += 1
 
-    with httpx.Client(transport=transport) as client:
-        in_threads(threads, user, 40)
+    in_threads(threads, user, 40)
     return served
 
 
 @pytest.mark.alone  # four CPU-bound threads and twelve sending ones: the machine's whole time
-def test_a_dozen_threads_opening_connections_beside_cpu_bound_ones_keep_a_healthy_domain() -> None:
-    """Twelve threads share one transport and start together beside four CPU-bound ones,
+@pytest.mark.parametrize("front_end", ["httpx", "requests"])
+def test_a_dozen_threads_opening_connections_beside_cpu_bound_ones_keep_a_healthy_domain(front_end: FrontEnd) -> None:
+    """Twelve threads share one front-end and start together beside four CPU-bound ones,
     on 2 cores: each opens its connection, and its calls take a tenth of a second and
     more, waiting for the GIL before the connect, between the connect and the request,
     and while the answer sat read but unclosed. Before the kernel was asked about a new
     connection (all but its set-up's round trips is the client's) and as the body closed
-    (when its last bytes came), the primary was ejected in 4 runs of 4, on its first
-    calls: 16 to 27 of 240 requests stayed on it."""
-    with _domains() as (_, a, b), _cpu_bound_threads(4):
-        transport = FailoverTransport([Pool("api", [a, b])], POLICY)
-        served = _threads_sharing(transport, a, 12, 20)
-    assert served == Counter({a: 240}), served
-    assert [d.breaker for d in transport.state().pools["api"].domains] == ["closed", "closed"]
+    (when its last bytes came), httpx's transport had the primary ejected in 4 runs of 4,
+    on its first calls: 16 to 27 of 240 requests stayed on it."""
+    with _domains() as (_, a, b), _cpu_bound_threads(4), _front_end(front_end, a, b) as (get, breakers):
+        served = _threads_sharing(get, a, 12, 20)
+        assert served == Counter({a: 240}), served
+        assert breakers() == ["closed", "closed"]
 
 
 @pytest.mark.alone  # as above
 def test_a_slow_domain_is_still_ejected_by_a_dozen_threads_beside_cpu_bound_ones() -> None:
     """The same load, the primary's answers 0.3 s late: the twelve first calls, all in
     flight at once, find it slow, and the rest go to the backup."""
-    with _domains(primary_held=0.3) as (_, a, b), _cpu_bound_threads(4):
-        transport = FailoverTransport([Pool("api", [a, b])], POLICY)
-        served = _threads_sharing(transport, a, 12, 5)
-    assert served[a] <= 12 and served[b] >= 48, served
-    assert transport.state().pools["api"].domains[0].breaker == "open"
+    with _domains(primary_held=0.3) as (_, a, b), _cpu_bound_threads(4), _front_end("httpx", a, b) as (get, breakers):
+        served = _threads_sharing(get, a, 12, 5)
+        assert served[a] <= 12 and served[b] >= 48, served
+        assert breakers()[0] == "open"
 
 
 @pytest.mark.alone  # its first calls open connections: on a machine loaded by other tests, slow on its own time
