@@ -768,9 +768,9 @@ class Exchange(Lane, RequestPlan):
     def reads(self, response: Response) -> int:
         """:meth:`Lane.reads`; and in a pool with ``SlowCalls``, for the only attempt in
         flight, what the kernel will be asked about: its socket, and how many requests its
-        connection carried (to tell a new one, and one that carried another since). The kernel is asked once the
-        answer is in, while the connection is still the attempt's, and only if the call
-        looks slow by then: as the loop closes a body it read (:meth:`_body_closed`,
+        connection carried (to tell a new one, and one that carried another since). The
+        kernel is asked once the answer is in, while the connection is still the
+        attempt's, and only if the call looks slow by then: as the loop closes a body it read (:meth:`_body_closed`,
         through ``_lib.BodyEnd``: httpcore's connection goes back to its pool as its stream
         closes, urllib3's as its last byte is read, with no request on it yet), else at
         :meth:`on_response`. A hedged request's attempts are not told apart here: they are

@@ -21,9 +21,9 @@ A cut attempt's phase (:func:`cut_phase`) is read from the frames its cancellati
 through in httpcore: an async attempt cut by its guard rather than by httpx's own timeout
 then still names the phase as httpx would have (a connect sent nothing).
 
-The kernel's clock (:func:`told`): how long ago
-the connection under a response last sent and received data, its round trip and whether
-it sent a segment again, from Linux's ``TCP_INFO``. What a call's duration holds before
+The kernel's clock (:func:`told`): how long ago the connection under a response last sent
+and received data, its round trip and whether it sent a segment again, from Linux's
+``TCP_INFO``. What a call's duration holds before
 its request left (but its connection's set-up round trips) and after its answer came is
 the client's own delay (a thread waiting for the GIL, a loop running late), which the
 slow-call rule leaves out (``RequestPlan._judged``).
@@ -49,8 +49,9 @@ if TYPE_CHECKING:
     from ._values import Attempt
 
 __all__ = [
-    "ANNOUNCED", "SETUP_ROUNDS", "Told", "async_resolving_transport", "carried", "connection", "cut_announced", "cut_attempt",
-    "cut_phase", "cut_request", "cuttable", "extra_socket", "resolving_transport", "socket_of", "told", "watch",
+    "ANNOUNCED", "SETUP_ROUNDS", "Told", "async_resolving_transport", "carried", "connection", "cut_announced",
+    "cut_attempt", "cut_phase", "cut_request", "cuttable", "extra_socket", "resolving_transport", "socket_of",
+    "told", "watch",
 ]  # fmt: skip
 
 # httpx's defaults for ``HTTPTransport()`` (``httpx._config.DEFAULT_LIMITS``), which
