@@ -1,10 +1,10 @@
 """Slow-call verdicts leave out the client's own delays where they can be told, and calls
 in flight count only on a slow answer's evidence.
 
-- How long a call's request waited in the client before it left, on a kept-alive
-  connection, and how long its answer then sat unread: the kernel's word
-  (``_sockets.told``, ``Attempt.waited``), for a thread kept from
-  the GIL.
+- How long a call's request waited in the client before it left (on a new connection,
+  all but its set-up's round trips), and how long its answer then sat unread: the
+  kernel's word (``_sockets.told``, ``Attempt.waited``), for threads kept from the GIL,
+  through httpx's transport and the requests adapter.
 - Calls in flight count as slow only when a slow call ends (``SlowCallWindow.add``), for
   event loops in many threads.
 
