@@ -77,6 +77,8 @@ def _cpu_bound_threads(count: int) -> Iterator[None]:
 
 
 FrontEnd = Literal["httpx", "requests"]
+# (ids of their own: a test id ending in "[httpx]" is one of the httpx/httpx2 halves, which CI counts)
+FRONT_ENDS: list[FrontEnd] = ["httpx", "requests"]
 Get = Callable[[str], str]  # a GET of a URL, and the domain that answered it
 
 
@@ -112,7 +114,7 @@ def _served(get: Get, url: str, count: int) -> Counter[str]:
     return served
 
 
-@pytest.mark.parametrize("front_end", ["httpx", "requests"])
+@pytest.mark.parametrize("front_end", FRONT_ENDS, ids=["httpx-transport", "requests-adapter"])
 def test_threads_kept_from_the_gil_never_eject_a_healthy_domain(front_end: FrontEnd) -> None:
     """Eight CPU-bound threads beside a sync client: its 2 ms calls take a tenth of a second
     and more, waiting for the GIL before their requests left and after their answers
@@ -177,7 +179,7 @@ def test_the_adapters_own_delays_are_the_clients(late: str, monkeypatch: pytest.
         assert breakers() == ["closed", "closed"]
 
 
-@pytest.mark.parametrize("front_end", ["httpx", "requests"])
+@pytest.mark.parametrize("front_end", FRONT_ENDS, ids=["httpx-transport", "requests-adapter"])
 def test_a_slow_domain_is_still_ejected_from_threads_kept_from_the_gil(front_end: FrontEnd) -> None:
     """The kernel's clock does not excuse the domain: its answers come 0.3 s late, and
     traffic moves to the backup once ``minimum_calls`` calls were slow, CPU-bound threads
@@ -232,7 +234,7 @@ def _threads_sharing(get: Get, url: str, threads: int, each: int) -> Counter[str
 
 
 @pytest.mark.alone  # four CPU-bound threads and twelve sending ones: the machine's whole time
-@pytest.mark.parametrize("front_end", ["httpx", "requests"])
+@pytest.mark.parametrize("front_end", FRONT_ENDS, ids=["httpx-transport", "requests-adapter"])
 def test_a_dozen_threads_opening_connections_beside_cpu_bound_ones_keep_a_healthy_domain(front_end: FrontEnd) -> None:
     """Twelve threads share one front-end and start together beside four CPU-bound ones,
     on 2 cores: each opens its connection, and its calls take a tenth of a second and
