@@ -773,13 +773,13 @@ class Exchange(Lane, RequestPlan):
         attempt's, and only if the call looks slow by then: as the loop closes a body it read (:meth:`_body_closed`,
         through ``_lib.BodyEnd``: httpcore's connection goes back to its pool as its stream
         closes, urllib3's as its last byte is read, with no request on it yet), else at
-        :meth:`on_response`. A hedged request's attempts are not told apart here: they are
-        judged without it."""
+        :meth:`on_response`. Of a hedged request's attempts, the one whose head this is
+        (:func:`_heading`)."""
         limit = Lane.reads(self, response)
-        if self.core.slow_calls is not None and len(self.flying) == 1 and self._state.clock is _monotonic:
+        if self.core.slow_calls is not None and self._state.clock is _monotonic:
             sock = extra_socket(response)
-            if sock is not None:
-                attempt = self.flying[0]
+            attempt = None if sock is None else _heading(self.flying, response)
+            if attempt is not None:
                 attempt.sock = sock
                 attempt.connection = conn = connection(response)
                 attempt.carried = carried(conn)
@@ -1051,6 +1051,18 @@ class Exchange(Lane, RequestPlan):
                 self.trace.attempt_abandoned(attempt.span)
             self.trace.events(events)
         self._end(semconv.OUTCOME_FAILURE, None, None, semconv.ERROR_CANCELLED)
+
+
+def _heading(flying: list[Attempt], response: Response) -> Attempt | None:
+    """The attempt in flight whose answer's head ``response`` is: the one a sync loop gave
+    it to (``Attempt.response``: a hedged request's attempts each come in a thread of
+    their own), else the only one (an async loop's); None when that is not known (an async
+    race's). Taken from a copy: another thread's race may land an attempt meanwhile."""
+    for attempt in flying:
+        if attempt.response is response:
+            return attempt
+    only = flying[:]
+    return only[0] if len(only) == 1 and only[0].response is None else None
 
 
 def _deliver(

@@ -91,6 +91,7 @@ DONE = Stop(reason=semconv.STOP_DONE)
 
 # ``failover.reason`` of a breaker transition that slow calls caused.
 _SLOW = semconv.BREAKER_REASON_SLOW_CALLS
+_WON = semconv.HEDGE_WON
 _DROPPED = OutcomeKind.DROPPED
 # The most times one request is sent again after drops (each resend after the first one
 # met a kept-alive connection: the pool had that many stale ones).
@@ -710,7 +711,8 @@ class RequestPlan:
         after it was handed to the network, so bytes may have left). Its domain's
         breaker counts nothing (a probe's lease is released), but the time it ran
         enters its domain's latency window (a lower bound of its answer's), and a call
-        already slower than the slow-call threshold counts as a slow call."""
+        already slower than the slow-call threshold counts as a slow call, unless the
+        winner was sent no later (:meth:`_outrun`)."""
         attempt = self._land(attempt)
         attempt.outcome = _CUT[sent]
         attempt.duration = elapsed
@@ -727,11 +729,24 @@ class RequestPlan:
                 core.latency[attempt.domain].add(elapsed)
             if core.slow_calls is not None:
                 judged = self._judged(elapsed)
-                if core.slow_calls[attempt.domain].is_slow(judged):
+                if core.slow_calls[attempt.domain].is_slow(judged) and not self._outrun(attempt):
                     self._slow_call(attempt, now, judged, events)
                 else:
                     core.slow_calls[attempt.domain].forget(attempt)
         return tuple(events)
+
+    def _outrun(self, attempt: Attempt) -> bool:
+        """Was ``attempt``, cut, beaten by an attempt sent no later than it? Then it had less
+        time than the winner took, and its time is no evidence against its domain: the
+        winner's answer, no faster, is judged on its own. Most often the client's own delays
+        made both calls long (a hedge beaten by the attempt it hedged, threads waiting for
+        the GIL: twelve threads beside four CPU-bound ones, hedging after 20 ms, ejected a
+        healthy backup in 3 runs of 3 on cut hedges alone). A loser sent before the winner
+        still counts: a slow domain's attempts are beaten by their hedges."""
+        for record in reversed(self.records):
+            if record.race == _WON:
+                return record.sent_at <= attempt.sent_at
+        return False  # no winner (cut for an error of the caller's stack): judged on its time
 
     def abandon(self, now: float) -> tuple[Event, ...]:
         """The attempts in flight ended without an outcome (cancelled, or an error that

@@ -24,10 +24,12 @@ from pytest_failover import (
     Pool,
     SlowCalls,
 )
+from pytest_failover._breaker import BreakerState
 from pytest_failover._exchange import Exchange
 from pytest_failover._values import Attempt, Stop
 
 from .garbage import left_for_the_collector
+from .races import first_and_hedge
 from .servers import LoopbackServer
 from .test_telemetry import Otel, otel
 
@@ -550,6 +552,48 @@ def test_an_answer_in_time_counts_no_call_in_flight() -> None:
     assert window.counts == (0, 0)  # (cleared by the verdict)
 
 
+@pytest.mark.parametrize("winner", ["first", "hedge"])
+def test_a_cut_loser_counts_as_slow_only_if_it_was_sent_before_the_winner(winner: str) -> None:
+    """A loser cut past the threshold is a slow call when it had longer than the winner
+    took: a slow primary beaten by its hedge. A hedge beaten by the attempt it hedged had
+    less time than that attempt took, which is judged on its own: under a client held up
+    (threads waiting for the GIL) its time was the client's, and five of them ejected a
+    healthy backup."""
+    from pytest_failover._classify import Outcome, OutcomeKind
+    from pytest_failover._core import FailoverCore
+    from pytest_failover._values import RequestOptions, SlowCall
+
+    core = FailoverCore(
+        [Pool("api", ["https://a.example", "https://b.example"])],
+        Policy(
+            hedging=Hedging(delay=0.09, max_ratio=1.0),
+            slow_calls=SlowCalls(threshold=0.1, rate=0.5, minimum_calls=5, window=30.0),
+            sticky=False,
+        ),
+    )
+    pool = core.pools["api"]
+    a, b = pool.order
+    windows = pool.slow_calls
+    assert windows is not None
+    slow: Counter[str] = Counter()  # the slow calls the cuts counted, by domain
+    now = 0.0
+    for _ in range(5):
+        plan = core.begin(pool, "GET", httpx.Headers(), RequestOptions(), True, None, now)
+        first = plan.next(now)
+        hedge = plan.hedge(now + 0.09)
+        assert isinstance(first, Attempt) and isinstance(hedge, Attempt) and hedge.domain is b
+        won, cut = (first, hedge) if winner == "first" else (hedge, first)
+        end = now + (0.3 if winner == "first" else 0.12)  # the cut one past the threshold either way
+        plan.record(Outcome(kind=OutcomeKind.SUCCESS, status=200), end, end - won.sent_at, won)
+        slow[cut.domain.url] += sum(isinstance(event, SlowCall) for event in plan.cancel(cut, end, end - cut.sent_at))
+        now += 1.0
+    if winner == "first":  # each hedge had 0.21 s of its first attempt's 0.3: no evidence against b
+        assert slow == Counter() and windows[b].counts == (0, 0)
+        assert pool.breakers[b].state is BreakerState.CLOSED
+    else:  # the primary, cut after 0.12 s, lost to hedges that answered in 0.03: slow, and ejected
+        assert slow == Counter({a.url: 5}) and pool.breakers[a].state is BreakerState.OPEN
+
+
 def test_the_adaptive_delay_does_not_sink_when_hedges_win() -> None:
     """A primary attempt cut because its hedge won enters the latency window with the
     time it ran: the window keeps seeing the slow answers, not only those that beat
@@ -593,15 +637,7 @@ def test_a_hedge_cut_before_it_reached_the_network_is_not_reported_sent() -> Non
         httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})),
     )
     for on_wire in (False, True):
-        exchange = transport._begin(httpx.Request("GET", "http://a.test/x"))
-        assert isinstance(exchange, Exchange)  # a hedging pool's request: no lane
-        first = exchange.next_step()
-        assert isinstance(first, Attempt)
-        winner = exchange.prepare(first)
-        exchange.core.throttle.earn()  # type: ignore[union-attr]  # the pool hedges: it has a throttle
-        hedge = exchange.hedge_now()
-        assert hedge is not None
-        loser = exchange.prepare(hedge)
+        exchange, winner, loser = first_and_hedge(transport, "http://a.test/x")
         loser.sending = on_wire
         exchange.on_response(winner, httpx.Response(200, json={"ok": True}))
         exchange.cut(loser)

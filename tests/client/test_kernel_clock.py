@@ -4,7 +4,8 @@ in flight count only on a slow answer's evidence.
 - How long a call's request waited in the client before it left (on a new connection,
   all but its set-up's round trips), and how long its answer then sat unread: the
   kernel's word (``_sockets.told``, ``Attempt.waited``), for threads kept from the GIL,
-  through httpx's transport and the requests adapter.
+  through httpx's transport and the requests adapter, and for each attempt of a hedged
+  request; a hedge cut after the attempt it hedged answered is no evidence at all.
 - Calls in flight count as slow only when a slow call ends (``SlowCallWindow.add``), for
   event loops in many threads.
 
@@ -29,13 +30,24 @@ import requests
 from urllib3.connection import HTTPConnection
 
 from benchmarks._simulated import Simulated, simulated
-from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool, SlowCalls
+from pytest_failover import (
+    AsyncFailoverTransport,
+    FailoverTransport,
+    Hedging,
+    Policy,
+    Pool,
+    SlowCalls,
+)
+from pytest_failover._breaker import Breaker
+from pytest_failover._exchange import _heading
 from pytest_failover._sockets import Told, carried, connection, extra_socket, told
+from pytest_failover._values import Attempt
 from pytest_failover.integrations import _urllib3
 from pytest_failover.integrations._urllib3 import pool_classes
 from pytest_failover.integrations.requests import FailoverAdapter
 
 from .load import in_threads, loops_in_threads
+from .races import first_and_hedge
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "TCP_INFO"), reason="the kernel's clock is Linux's TCP_INFO")
 
@@ -250,6 +262,33 @@ def test_a_dozen_threads_opening_connections_beside_cpu_bound_ones_keep_a_health
 
 
 @pytest.mark.alone  # as above
+def test_a_dozen_threads_hedging_beside_cpu_bound_ones_keep_both_domains() -> None:
+    """The same load, hedged after 20 ms: many calls go over that, their hedges go to the
+    backup, and lose and win there in times that are mostly the client's. The backup was
+    ejected in 3 runs of 3 by hedges cut past the threshold after the attempt they hedged
+    had answered (``RequestPlan._outrun``). The attempts of a hedged request are judged on
+    the kernel's word, each on its own socket (``_exchange._heading``): without it, a run's
+    four winning hedges were judged slow at 0.8 to 2 s each, and the primary's calls with a
+    hedge in flight had it ejected in 1 run of 3."""
+    policy = Policy(
+        slow_calls=SlowCalls(threshold=0.1, rate=0.5, minimum_calls=5, window=30.0),
+        hedging=Hedging(delay=0.02),
+        breaker_cooldown=30.0,
+        sticky=False,
+    )
+    with _domains() as (_, a, b), _cpu_bound_threads(4):
+        failover = FailoverTransport([Pool("api", [a, b])], policy)
+        with httpx.Client(transport=failover) as client:
+            served = _threads_sharing(lambda url: client.get(url).extensions["failover"].domain, a, 12, 20)
+        assert sum(served.values()) == 240, served  # whichever answered first
+        assert _breakers(failover) == ["closed", "closed"]
+        windows = failover._state.core.pools["api"].slow_calls
+        assert windows is not None
+        backup = windows[failover._state.core.pools["api"].order[1]]
+        assert backup.counts[1] == 0, backup.counts  # none of its calls, won or cut, was slow
+
+
+@pytest.mark.alone  # as above
 def test_a_slow_domain_is_still_ejected_by_a_dozen_threads_beside_cpu_bound_ones() -> None:
     """The same load, the primary's answers 0.3 s late: the twelve first calls, all in
     flight at once, find it slow, and the rest go to the backup."""
@@ -360,6 +399,49 @@ def test_no_socket_no_word() -> None:
     with _domains() as (_, a, _b), httpx.Client() as client:
         response = client.get(a + "/v1/ping", headers={"Connection": "close"})
         assert told(extra_socket(response), 1, time.monotonic()) is None
+
+
+def test_a_head_is_told_to_the_attempt_it_came_for() -> None:
+    """Of the attempts in flight, the one a sync loop gave the head to (each hedge comes in
+    a thread of its own); an async loop's only one; none when an async race has several."""
+    breaker = Breaker(threshold=1, cooldown=1.0)
+    domain = Pool("api", ["https://a.example"]).domains[0]
+    first, hedge = (Attempt(n, domain, breaker, 0.0, 1.0, 0.0) for n in (1, 2))
+    head, other = httpx.Response(200), httpx.Response(200)
+    assert _heading([first, hedge], head) is None  # an async race's: not known
+    assert _heading([first], head) is first  # an async loop's only attempt
+    hedge.response = head
+    assert _heading([first, hedge], head) is hedge
+    first.response = other
+    assert _heading([first], head) is None  # its own head came already: not this one's
+
+
+def test_a_hedged_requests_attempts_are_each_told_their_own_socket() -> None:
+    """A sync loop's hedge and the attempt it hedged each hold their own head as it comes
+    (``SyncLoop._send``): the exchange asks the kernel about that one's socket, which it
+    did for no attempt while two were in flight."""
+    policy = Policy(hedging=Hedging(delay=0.01, max_ratio=1.0), slow_calls=POLICY.slow_calls, sticky=False)
+    transport = FailoverTransport([Pool("api", ["http://a.test", "http://b.test"])], policy, httpx.MockTransport(_ok))
+    exchange, first, hedge = first_and_hedge(transport, "http://a.test/x")
+    sock = _Socket(sent_ms=120, received_ms=100, rtt_us=2000, retransmits=0)
+    head = httpx.Response(200, content=b"{}", extensions={"network_stream": _Stream(sock)})
+    hedge.response = head
+    exchange.reads(head)
+    assert hedge.sock is sock and first.sock is None
+
+
+def _ok(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, content=b"{}")
+
+
+class _Stream:
+    """A ``network_stream`` over ``sock``."""
+
+    def __init__(self, sock: object) -> None:
+        self.sock = sock
+
+    def get_extra_info(self, name: str) -> object:
+        return self.sock if name == "socket" else None
 
 
 class _Socket:
