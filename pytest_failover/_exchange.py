@@ -773,8 +773,7 @@ class Exchange(Lane, RequestPlan):
         attempt's, and only if the call looks slow by then: as the loop closes a body it read (:meth:`_body_closed`,
         through ``_lib.BodyEnd``: httpcore's connection goes back to its pool as its stream
         closes, urllib3's as its last byte is read, with no request on it yet), else at
-        :meth:`on_response`. Of a hedged request's attempts, the one whose head this is
-        (:func:`_heading`)."""
+        :meth:`on_response`. Of a hedged request's attempts, each on its own (:func:`_heading`)."""
         limit = Lane.reads(self, response)
         if self.core.slow_calls is not None and self._state.clock is _monotonic:
             sock = extra_socket(response)
@@ -1054,15 +1053,14 @@ class Exchange(Lane, RequestPlan):
 
 
 def _heading(flying: list[Attempt], response: Response) -> Attempt | None:
-    """The attempt in flight whose answer's head ``response`` is: the one a sync loop gave
-    it to (``Attempt.response``: a hedged request's attempts each come in a thread of
-    their own), else the only one (an async loop's); None when that is not known (an async
-    race's). Taken from a copy: another thread's race may land an attempt meanwhile."""
+    """The attempt in flight whose answer's head ``response`` is: the one the loop gave it
+    to (``Attempt.response``; each attempt of a hedged request comes in a thread or a task
+    of its own); None if none holds it (gone from the list: another thread's race cut it
+    meanwhile)."""
     for attempt in flying:
         if attempt.response is response:
             return attempt
-    only = flying[:]
-    return only[0] if len(only) == 1 and only[0].response is None else None
+    return None
 
 
 def _deliver(

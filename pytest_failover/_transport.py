@@ -583,7 +583,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         response: Any = None
         try:
             with async_limit(attempt.timeout + self._grace):
-                response = await self._transport.handle_async_request(attempt.request)
+                response = attempt.response = await self._transport.handle_async_request(attempt.request)
                 limit = exchange.reads(response)
                 if limit is WHOLE:  # its length declared: no count
                     chunks: list[bytes] = []

@@ -162,7 +162,7 @@ class Attempt:
     duration = 0.0
     race: str | None = None
     head_came = False  # its answer's head came, and the body's read then failed (set by the loop)
-    response: Any = None  # a sync attempt's answer, once its headers came (the watchdog cuts its socket)
+    response: Any = None  # its answer, once its headers came (a sync one's: the watchdog cuts its socket)
     # Did it go out on a new connection (True) or a kept-alive one (False)? None: not known.
     # Asked only of the resend of a dropped request (``Exchange.prepare``), whose inner
     # transport tells it through httpx's ``trace`` extension (httpcore's events).
