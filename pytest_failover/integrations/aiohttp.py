@@ -272,7 +272,7 @@ class _HandlerIO(httpx.AsyncBaseTransport):
         # caller's first use then runs them, if any)
         raw = response._raw_headers
         encoded = "Content-Encoding" in response._headers
-        if encoded and _decompresses(native):  # aiohttp decoded the body: its bytes are plain
+        if encoded and _decompresses(native, handler):  # aiohttp decoded the body: its bytes are plain
             raw = tuple((k, v) for k, v in raw if k.lower() != b"content-encoding")
             encoded = False
         if not encoded:
@@ -471,10 +471,36 @@ def _session_closed(session: aiohttp.ClientSession | None, exc: Exception) -> No
         raise aiohttp.ClientConnectionError("Session is closed") from exc
 
 
-def _decompresses(request: ClientRequest) -> bool:
-    """Does aiohttp decode the body of ``request``'s answer (its session's ``auto_decompress``)?"""
+def _decompresses(request: ClientRequest, handler: ClientHandlerType) -> bool:
+    """Does aiohttp decode the body of ``request``'s answer? What its ``auto_decompress`` is
+    for this request (:func:`_asked`), else its session's."""
+    asked = _asked(handler, "auto_decompress")
+    if isinstance(asked, bool):
+        return asked
     session = request.session
     return session.auto_decompress if session is not None else True
+
+
+def _asked(handler: ClientHandlerType, name: str) -> object:
+    """The value of ``name`` that the request ``handler`` sends was made with: a
+    ``ClientSession.request`` argument, which aiohttp keeps nowhere a middleware can read
+    (not on the ``ClientRequest``, and its C parser keeps ``auto_decompress`` to itself)
+    but in its sending closure (``_connect_and_send_request``, in aiohttp 3.12 to 3.14), as
+    the session's own value when the call gave none. Reached through the closures of the
+    middlewares after this one (``build_client_middlewares``: ``next_h``), 16 at most;
+    None when not found (another aiohttp): the caller falls back to the session's."""
+    for _ in range(16):
+        code = getattr(handler, "__code__", None)
+        cells = getattr(handler, "__closure__", None)
+        if code is None or cells is None:
+            return None
+        names: tuple[str, ...] = code.co_freevars
+        if name in names:
+            return cells[names.index(name)].cell_contents
+        if "next_h" not in names:
+            return None
+        handler = cells[names.index("next_h")].cell_contents
+    return None
 
 
 def _held(response: ClientResponse) -> bytes | None:
