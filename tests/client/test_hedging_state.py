@@ -15,7 +15,9 @@ duration less the longer of how late the client's own event loop ran (a rule set
 a rule sets what share of each call). A verdict needs at least half the window's calls
 slow, and the machine bounds both: the calls that ended slow on their domain's time
 since the window was last cleared, each with the calls in flight it may have counted,
-are at least two and at least half the calls that surely count in it.
+are at least two and at least half the calls that surely count in it. A loser cut off
+counts as a slow call exactly when it ran past the threshold on its domain's time and was
+sent before the winner (a race rule makes such cuts common).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from pytest_failover._values import (
     BreakerEvent,
     HedgeThrottled,
     RequestOptions,
+    SlowCall,
     Stop,
     Wait,
 )
@@ -164,7 +167,10 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 50))
     def hedge(self, pick: int) -> None:
         flying = [p for p in self.plans if self.flights[p]]
-        plan = flying[pick % len(flying)]
+        self._hedge(flying[pick % len(flying)])
+
+    def _hedge(self, plan: RequestPlan) -> None:
+        """``plan`` hedges now, if it may."""
         standings = {d: self.pool.standing(d, self.now) for d in self.pool.order}
         in_flight = {a.domain for a in self.flights[plan].values()}
         decision = plan.hedge(self.now)
@@ -192,7 +198,25 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
         flying = [p for p in self.plans if self.flights[p]]
         plan = flying[pick % len(flying)]
         numbers = sorted(self.flights[plan])
-        attempt = self.flights[plan].pop(numbers[which % len(numbers)])
+        self._report(plan, numbers[which % len(numbers)], result, duration)
+
+    @precondition(lambda self: any(len(self.flights[p]) == 1 for p in self.plans))
+    @rule(pick=st.integers(0, 50), gap=st.sampled_from([0.01, 0.3]), first_wins=st.booleans())
+    def race(self, pick: int, gap: float, first_wins: bool) -> None:
+        """A request with one attempt in flight hedges once the delay passed (if it may), and
+        ``gap`` later one of the two answers: the other is cut, as long as it ran (the
+        other rules rarely come in this order)."""
+        alone = [p for p in self.plans if len(self.flights[p]) == 1]
+        plan = alone[pick % len(alone)]
+        self.tick(0.06)  # past the hedge delay (0.05)
+        self._hedge(plan)
+        self.tick(gap)
+        numbers = sorted(self.flights[plan])
+        self._report(plan, numbers[0 if first_wins else -1], "ok", gap)
+
+    def _report(self, plan: RequestPlan, number: int, result: str, duration: float) -> None:
+        """The attempt ``number`` of ``plan`` ended with ``result``, after ``duration``."""
+        attempt = self.flights[plan].pop(number)
         others = bool(self.flights[plan])  # attempts of the request still in flight
         attempt.waited = duration * self.sat  # as the exchange reads it (for a call that looks slow)
         url = attempt.domain.url
@@ -212,14 +236,31 @@ class HedgedRequestsOnOnePool(RuleBasedStateMachine):
             assert attempt.outcome.kind is OutcomeKind.FAILURE
         if plan.done:  # the winner: the transports cut the others off
             assert plan.records[-1].race in (None, "won")
+            won_sent = attempt.sent_at if attempt.race == "won" else None
             for loser in list(self.flights[plan].values()):
-                self._events(plan.cancel(loser, self.now, elapsed=0.01))
+                self._cut(plan, loser, won_sent)
                 self.ended += 1
                 assert plan.records[-1].race == "cancelled"
             self.flights[plan].clear()
             self._finish(plan)
         elif attempt.raced:
             assert plan.records[-1].race == "lost"
+
+    def _cut(self, plan: RequestPlan, loser: Attempt, won_sent: float | None) -> None:
+        """Cut ``loser`` off, as long as it ran. It counts in its domain's window, as a slow
+        call, only when slow on its domain's time (no kernel's word: only the loop's
+        lateness is left out) and sent before the winner (sent at ``won_sent``; None: no
+        winner raced it), which it had longer than: one sent no earlier is no evidence."""
+        elapsed = self.now - loser.sent_at
+        slow = elapsed - min(elapsed, self.late) >= THRESHOLD and (won_sent is None or loser.sent_at < won_sent)
+        if slow:
+            url = loser.domain.url
+            there = [a for f in self.flights.values() for a in f.values() if a.domain == loser.domain and a is not loser]
+            self.slow_ends.setdefault(url, []).append(1 + sum(self.now - a.sent_at >= THRESHOLD for a in there))
+            self.ended_sent.setdefault(url, []).append(loser.sent_at)
+        events = plan.cancel(loser, self.now, elapsed)
+        assert any(isinstance(event, SlowCall) for event in events) == slow, (elapsed, loser.sent_at, won_sent)
+        self._events(events)
 
     @precondition(lambda self: bool(self.plans))
     @rule(pick=st.integers(0, 50))
