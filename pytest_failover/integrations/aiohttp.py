@@ -495,11 +495,14 @@ def _asked(handler: ClientHandlerType, name: str) -> object:
         if code is None or cells is None:
             return None
         names: tuple[str, ...] = code.co_freevars
-        if name in names:
-            return cells[names.index(name)].cell_contents
-        if "next_h" not in names:
+        try:
+            if name in names:
+                return cells[names.index(name)].cell_contents
+            if "next_h" not in names:
+                return None
+            handler = cells[names.index("next_h")].cell_contents
+        except ValueError:  # a cell not filled yet: not the closure meant
             return None
-        handler = cells[names.index("next_h")].cell_contents
     return None
 
 

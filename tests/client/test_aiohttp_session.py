@@ -848,3 +848,31 @@ def test_the_httpx_transport_files_a_cookie_the_backup_sets_under_the_url_asked_
 
     asyncio.run(run())
     assert [r.headers.get("cookie") for r in primary_down.requests(HOSTS[1])] == [None, "session=backup"]
+
+
+def test_a_handler_that_keeps_no_auto_decompress_leaves_the_sessions() -> None:
+    """Where the sending closure is not aiohttp's (another aiohttp, a handler of a test's
+    own), nothing is read from it: the session's value stands."""
+    from pytest_failover.integrations.aiohttp import _asked
+
+    async def plain(request: aiohttp.ClientRequest) -> aiohttp.ClientResponse:
+        raise AssertionError("never sent")
+
+    def unfilled() -> ClientHandlerType:
+        async def send(request: aiohttp.ClientRequest) -> aiohttp.ClientResponse:
+            raise AssertionError(auto_decompress)  # noqa: F821  # never sent: only its closure, emptied below, is read
+
+        auto_decompress = True
+        del auto_decompress  # its cell emptied
+        return send
+
+    def chained(handler: ClientHandlerType) -> ClientHandlerType:
+        async def wrapped(request: aiohttp.ClientRequest) -> aiohttp.ClientResponse:
+            return await next_h(request)
+
+        next_h = handler
+        return wrapped
+
+    assert _asked(plain, "auto_decompress") is None
+    assert _asked(unfilled(), "auto_decompress") is None
+    assert _asked(chained(plain), "auto_decompress") is None
