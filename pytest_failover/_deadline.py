@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from ._looplag import LagMeter
     from ._values import Attempt
 
-__all__ = ["GRACE", "async_limit", "cancel_unshielded", "watchdog", "when_unshielded"]
+__all__ = ["GRACE", "arm", "async_limit", "call_at", "cancel_unshielded", "disarm", "watchdog", "when_unshielded"]
 
 logger = logging.getLogger("pytest_failover")
 
@@ -525,3 +525,8 @@ class _Watchdog:
 
 
 watchdog = _Watchdog()
+# Its methods as the request path calls them, bound once: CPython 3.11 compiles
+# ``watchdog.arm(...)``, on a name imported from another module, as a module's attribute
+# look-up (``LOAD_ATTR``, never specialised for a method), which makes a bound method at
+# every call; a name bound here is one global's look-up.
+arm, call_at, disarm = watchdog.arm, watchdog.call_at, watchdog.disarm

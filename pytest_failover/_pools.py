@@ -106,6 +106,22 @@ _LOWERED = operator.itemgetter(1)  # of a (name, lowercased name, value) triple 
 class PoolCore:
     """The shared, mutable state of one pool: breakers, budget, serving domain."""
 
+    # Slots: its 41 fields are more than the 30 an instance shares its class's dict keys for
+    # on CPython 3.11, past which each instance has a dict of its own. A look-up the
+    # interpreter specialised for one instance's dict misses on the next: with two pools or
+    # transports in a process, ``core.first_attempt``, ``self.choose`` and ``core.idempotent``
+    # went back and forth between their specialised and general forms, a bound method made at
+    # each general one. A slot's look-up is specialised for the class, whatever the instance.
+    # (``__weakref__``: a fork's child renews its lock, ``_fork.renew_locks``)
+    __slots__ = (
+        "__weakref__", "_affinity_urls", "_members", "affinity", "app_check", "breakers", "budget",
+        "disabled", "first_timeout", "hedging", "idempotent_methods", "lane_hedges", "latency", "lease",
+        "lock", "max_attempts", "max_hedges", "name", "named", "order", "orders", "outcomes", "plain",
+        "policy", "pool", "position", "random", "read_limit", "reading", "resends", "serving",
+        "serving_since", "slow_calls", "stale_limit", "steers", "successes", "table", "throttle",
+        "time_orders", "wall_clock", "weights",
+    )  # fmt: skip
+
     def __init__(self, pool: Pool, policy: Policy, *, region: str | None) -> None:
         self.pool = pool
         self.name = pool.name

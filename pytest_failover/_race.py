@@ -49,7 +49,16 @@ from contextvars import copy_context
 from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
-from ._deadline import GRACE, _task_of, cancel_unshielded, watch_here, watchdog, when_unshielded
+from ._deadline import (
+    GRACE,
+    _task_of,
+    call_at,
+    cancel_unshielded,
+    disarm,
+    watch_here,
+    watchdog,
+    when_unshielded,
+)
 from ._exchange import Exchange
 from ._fork import renew_in_child
 from ._sockets import cut_request, cuttable
@@ -536,7 +545,7 @@ class ThreadRace:
         exception), a lane's request is given up here (an exchange's loop gives up its own)."""
         # Due ``delay`` from now, as it goes out; run in the caller's context (its spans
         # and baggage), which the hedges' threads copy.
-        ticket = watchdog.call_at(time.monotonic() + delay, partial(copy_context().run, self._due, send, lane, flight))
+        ticket = call_at(time.monotonic() + delay, partial(copy_context().run, self._due, send, lane, flight))
         try:
             flight.sending = True  # from here on it is sent, even if cut first (see _async_sent)
             response = send(lane, flight)
@@ -550,12 +559,12 @@ class ThreadRace:
                 (self._adopt(lane) if hedges is None else hedges.exchange).give_up()
             raise
         # (_met's test, written out: its frame cost a hedgeable request 9 opcodes)
-        return (self._join(send, lane, flight) if watchdog.disarm(ticket) else None), response, None
+        return (self._join(send, lane, flight) if disarm(ticket) else None), response, None
 
     def _met(self, ticket: int, send: Send, lane: Lane, flight: Attempt) -> _Hedges | None:
         """The race of ``flight`` if its first hedge fell due (the watchdog took the
         ticket's action), else None (the ticket is disarmed)."""
-        return self._join(send, lane, flight) if watchdog.disarm(ticket) else None
+        return self._join(send, lane, flight) if disarm(ticket) else None
 
     def _due(self, send: Send, lane: Lane, first: Attempt) -> None:
         """The first hedge of a request is due (in the watchdog's thread, in the caller's context)."""
@@ -722,7 +731,7 @@ class _Hedges:
             return  # nothing to hedge (the plan may have a retry in flight by now)
         wait = self.race.wait()
         if wait is not None:
-            self.timer.append(watchdog.call_at(time.monotonic() + wait, self.due))
+            self.timer.append(call_at(time.monotonic() + wait, self.due))
 
     def send_hedge(self) -> None:  # on a thread of the pool
         race, exchange, inner = self.race, self.exchange, self.inner
@@ -784,7 +793,7 @@ class _Hedges:
         race, exchange = self.race, self.exchange
         with self.lock:
             for ticket in self.timer:
-                watchdog.disarm(ticket)
+                disarm(ticket)
             self.timer.clear()
             if flight in race.flying and not exchange.done:
                 superseded = race.arrived(flight, response, error)
@@ -799,7 +808,7 @@ class _Hedges:
                 if race.over or late:
                     losers = race.cut_losers()
                     for ticket in self.timer:
-                        watchdog.disarm(ticket)
+                        disarm(ticket)
                     break
                 event = threading.Event()
                 self.waiting[:] = [event]

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar, cast
 
 from ._classify import LIBRARIES
-from ._deadline import GRACE, async_limit, watchdog
+from ._deadline import GRACE, arm, async_limit, disarm
 from ._exchange import (
     WHOLE,
     AsyncExchange,
@@ -366,7 +366,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
         # capped at the attempt's time: the watchdog finds no socket to cut there. Its
         # answer, once its head came, is ``attempt.response`` (what the handlers close);
         # ``cut``, set by the disarm whatever happens, says the watchdog shut its socket.
-        ticket = watchdog.arm(attempt.sent_at + attempt.timeout, attempt)
+        ticket = arm(attempt.sent_at + attempt.timeout, attempt)
         try:
             try:
                 response: Any = self._transport.handle_request(attempt.request)
@@ -377,7 +377,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 elif limit:
                     counted = self._read(exchange, response, limit)
             finally:
-                cut = watchdog.disarm(ticket)
+                cut = disarm(ticket)
             if cut:  # and yet an answer: the client took the cut for its end (http.client, for a head)
                 raise self._lib.module.ReadError("the watchdog cut this attempt at its time")
             # A body read in memory is closed once disarmed: closing hands its connection
