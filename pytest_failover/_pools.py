@@ -101,6 +101,7 @@ Orders = tuple[Members, Members, str | None]
 
 _IDEMPOTENCY_KEY = b"idempotency-key"
 _LOWERED = operator.itemgetter(1)  # of a (name, lowercased name, value) triple of ``Headers._list``
+_HEALTHY = Standing.HEALTHY  # the standing of most domains at most requests
 
 
 class PoolCore:
@@ -216,7 +217,14 @@ class PoolCore:
         """The first attempt of a request that walks ``members`` (its first order) at
         ``now``, its start: the choice (:meth:`choose`), taken at once with the pool's first
         timeout, unless it is a probe, which needs the lock (None: the request's plan decides
-        under it). Read without the lock (``RequestPlan.first`` says why that is sound)."""
+        under it). Read without the lock (``RequestPlan.first`` says why that is sound).
+
+        The first member, enabled and healthy (most requests'), is what the choice's walk
+        would answer at once: taken without the walk."""
+        _, domain, breaker = members[0]
+        disabled = self.disabled
+        if breaker.standing(now, self.policy.sticky) is _HEALTHY and not (disabled and domain in disabled):
+            return Attempt(1, domain, breaker, 0.0, self.first_timeout, now)
         choice = self.choose(now, (), members, True)
         if choice is None or choice[2]:
             return None

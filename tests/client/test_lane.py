@@ -23,6 +23,7 @@ from pytest_failover import FailoverResult, Hedging, Policy, Pool
 from pytest_failover._plan import RequestPlan
 from pytest_failover._pool import Domain
 from pytest_failover._transport import _state_of
+from pytest_failover.control import ControlDocument
 
 from .frontends import Harness
 from .servers import closed_port
@@ -78,6 +79,25 @@ def test_a_request_the_pool_serves_its_domain_for_builds_no_plan(
         assert result.attempts[0].duration >= 0.0
     assert plans == ["GET"], "a request the lane answered built a plan"
     assert a.total == 5 and b.total == 0
+
+
+def test_the_lane_sends_nothing_to_a_domain_the_control_document_disables(
+    make_client: Any, servers: Servers, plans: list[str]
+) -> None:
+    """The lane takes a request's first attempt to the first domain only while it is
+    enabled: once the control document disables the primary the pool serves, requests go
+    to the backup (one plan moves the pool there; the lane takes the rest), and the
+    primary gets none."""
+    a, b = servers["a"], servers["b"]
+    client = make_client([Pool("api", [a.url(), b.url()])], fast())
+    client.request("GET", f"{a.url()}/warm")  # the pool serves the primary, in the lane from now on
+    client.transport.apply_control(ControlDocument.create(version=1, pools={"api": [a.url()]}, expires_in=60))
+    for _ in range(3):
+        response = client.request("GET", f"{a.url()}/x")
+        assert response.status_code == 200
+        assert [(r.number, r.domain) for r in info(response).attempts] == [(1, b.url())]
+    assert a.total == 1 and b.total == 3
+    assert len(plans) == 2, "the lane did not take the requests the backup serves"
 
 
 def test_a_failure_in_the_lane_hands_the_attempt_to_the_plan(
