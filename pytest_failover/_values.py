@@ -7,9 +7,7 @@ style): a decision is a value the transports carry out, never a side effect.
 from __future__ import annotations
 
 import enum
-import itertools
 import math
-import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -191,24 +189,23 @@ class Attempt:
         self.sent_at = sent_at
 
     def report(self) -> AttemptRecord:
-        """What the result or the error keeps of this attempt, once it ended."""
-        return new_tuple(AttemptRecord, _REPORTED(self))
+        """What the result or the error keeps of this attempt, once it ended. Its fields
+        read one by one: an ``operator.attrgetter`` of them, dotted names and all, took
+        twice as long (300 against 200 ns, timeit), and every request reports its attempts."""
+        outcome = self.outcome
+        return new_tuple(
+            AttemptRecord,
+            (self.number, self.domain.url, outcome.error_type, outcome.status, self.duration, outcome.sent,
+             self.hedge, self.race),
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"<Attempt {self.number} on {self.domain} in {self.delay:.3f} s{' (probe)' if self.probe else ''}>"
 
 
-# An attempt's fields that its AttemptRecord keeps, in the record's order.
-_REPORTED = operator.attrgetter(
-    "number", "domain.url", "outcome.error_type", "outcome.status", "duration", "outcome.sent", "hedge", "race"
-)
-
-
 def reports(attempts: Iterable[Attempt]) -> tuple[AttemptRecord, ...]:
-    """``attempt.report()`` of each of ``attempts``, at C level (``map`` of ``attrgetter``):
-    every request reports its attempts, and a Python call per attempt cost 23 of the
-    library's 1,185 opcodes a happy-path request (``python -m benchmarks opcodes``)."""
-    return tuple(map(new_tuple, itertools.repeat(AttemptRecord), map(_REPORTED, attempts)))
+    """``attempt.report()`` of each of ``attempts``."""
+    return tuple(map(Attempt.report, attempts))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
