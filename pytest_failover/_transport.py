@@ -174,28 +174,28 @@ class _FailoverBase:
         is None in it), or None when it passes through. ``routed``: its route and options,
         when the front-end worked them out already (the requests and aiohttp front-ends
         route their native request first, to pass it through as it is)."""
+        state = self._state
         if routed is None:
             extensions = request.extensions  # no options, as most requests have: no call
             options = RequestOptions.from_extensions(extensions) if "failover" in extensions else DEFAULT_OPTIONS
-            route = self._state.core.route(request.url, options)
+            route = state.core.route(request.url, options)
             if route is None:
                 return None
         else:
             route, options = routed
         pool_core, pinned, origin = route
-        state = self._state
+        lib = self._lib  # (a class's attribute: a full look-up at each read on 3.11, so read once)
         if (
             (pool_core.plain or (self._lane_hedges and pool_core.lane_hedges))
             and options is DEFAULT_OPTIONS
-            and isinstance(request.stream, self._lib.ByteStream)
+            and isinstance(request.stream, lib.ByteStream)
         ):
             resendable = pool_core.idempotent(request.method, request.headers)
             # (a TracedLane while telemetry records: it does what the exchange would)
-            lane = (Lane if state.telemetry.silent() else TracedLane)(
-                state, self._lib, request, pool_core, origin, state.clock(), resendable
-            )
+            lane = (Lane if state.telemetry.silent() else TracedLane)()
+            lane.start(state, lib, request, pool_core, origin, state.clock(), resendable)
             return lane if lane.attempt is not None or lane.racing is not None else self._exchange.adopting(lane)
-        return self._exchange(state, self._lib, request, pool_core, pinned, origin, options)
+        return self._exchange(state, lib, request, pool_core, pinned, origin, options)
 
     def _handed(self, lane: Lane, attempt: Attempt, response: Any, error: BaseException | None) -> Exchange:
         """The exchange that takes ``lane``'s request over once its first attempt ended

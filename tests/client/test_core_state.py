@@ -172,7 +172,7 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         assert not attempt.probe
         assert attempt.number == 1 and attempt.delay == 0.0
         twin = _started_by_a_plan(self.pool, method, self.now, attempt)
-        if self._hedgeable(method):  # as Lane.__init__ notes a racing attempt
+        if self._hedgeable(method):  # as Lane.start notes a racing attempt
             with self.pool.lock:
                 RequestPlan.noted(self.pool, attempt, True)
             self.hedgeable_started += 1
