@@ -249,7 +249,7 @@ class Lane:
 
     A lane is made in two steps, ``Lane()`` and :meth:`start`: a class with no
     ``__init__`` is made in C alone, where a call of one with an ``__init__`` runs it from
-    C (a frame the interpreter cannot run inline, and a tuple of its arguments): 900
+    C (a frame the interpreter cannot run inline, and a tuple of its arguments): 1,200
     instructions a request more (callgrind).
     """
 
