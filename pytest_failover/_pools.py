@@ -111,8 +111,8 @@ class PoolCore:
     # on CPython 3.11, past which each instance has a dict of its own. A look-up the
     # interpreter specialised for one instance's dict misses on the next: with two pools or
     # transports in a process, ``core.first_attempt``, ``self.choose`` and ``core.idempotent``
-    # went back and forth between their specialised and general forms, a bound method made at
-    # each general one. A slot's look-up is specialised for the class, whatever the instance.
+    # went back and forth between their specialised and general forms (a full look-up each
+    # general one). A slot's look-up is specialised for the class, whatever the instance.
     # (``__weakref__``: a fork's child renews its lock, ``_fork.renew_locks``)
     __slots__ = (
         "__weakref__", "_affinity_urls", "_members", "affinity", "app_check", "breakers", "budget",
