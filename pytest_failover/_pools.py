@@ -71,7 +71,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from . import _steering
-from ._breaker import Breaker, BreakerState, Standing
+from ._breaker import _HEALTHY, Breaker, BreakerState, Standing
 from ._budget import TokenBucket
 from ._classify import outcome_table, success_table
 from ._fork import renew_locks
@@ -101,7 +101,6 @@ Orders = tuple[Members, Members, str | None]
 
 _IDEMPOTENCY_KEY = b"idempotency-key"
 _LOWERED = operator.itemgetter(1)  # of a (name, lowercased name, value) triple of ``Headers._list``
-_HEALTHY = Standing.HEALTHY  # the standing of most domains at most requests
 
 
 class PoolCore:
