@@ -178,7 +178,9 @@ def test_the_meter_reads_how_late_the_loop_ran_within_a_span() -> None:
         on_time = _looplag.lateness(0.1)
         watch = watch_here()
         assert watch is not None and watch.lag is not None
-        assert len(watch.lag.fired) <= 2  # (a loaded machine's may run a millisecond late)
+        # only the late are kept (a loaded machine's may run a millisecond late: a count of
+        # them would be a guess at the machine's load)
+        assert all(by >= _looplag.NOTABLE for _, by in watch.lag.fired)
         _block(0.2)  # blocked: the timer due meanwhile runs late
         overdue = _looplag.lateness(0.5)  # the timer still waits: the loop is late now
         await asyncio.sleep(0.3)
