@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
     parser.add_argument("--seconds", type=float, help="override each benchmark's time bound")
     parser.add_argument("--profile", action="store_true", help="add cProfile listings of our variants")
+    parser.add_argument("--against", metavar="REF",
+                        help="also run the package as it was at commit REF beside this tree's, paired "
+                             "round by round (happy_path's in-process table)")
     parser.add_argument("--output", type=Path, help="also write the Markdown report to this file")
     parser.add_argument("--processes", type=int, default=1, metavar="N",
                         help="run each benchmark in N fresh processes, one after the other, and add "
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
     names = args.names or list(BENCHMARKS)
-    opts = Options(long=args.long, rounds=args.rounds, seconds=args.seconds, profile=args.profile)
+    opts = Options(long=args.long, rounds=args.rounds, seconds=args.seconds, profile=args.profile, against=args.against)
     meta = h.machine()
     meta["command"] = "python -m benchmarks " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     meta["started"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
@@ -89,7 +92,7 @@ def _in_processes(name: str, args: argparse.Namespace, count: int) -> h.Report:
     run's report, and before them the paired ratios of each variant across the runs."""
     started = time.monotonic()
     command = [sys.executable, "-m", "benchmarks", name]
-    for flag, value in (("--rounds", args.rounds), ("--seconds", args.seconds)):
+    for flag, value in (("--rounds", args.rounds), ("--seconds", args.seconds), ("--against", args.against)):
         if value is not None:
             command += [flag, str(value)]
     for flag, on in (("--long", args.long), ("--profile", args.profile)):
@@ -104,6 +107,14 @@ def _in_processes(name: str, args: argparse.Namespace, count: int) -> h.Report:
     table = across([run["data"] for run in runs])
     if table is not None:
         report.tables.append(table)
+        shares = [run["data"]["against"] for run in runs if "against" in run["data"]]
+        if shares:  # --against: what this tree adds to a request, as a share of what the other adds
+            each = [share["added_share"] for share in shares]
+            table.notes.append(
+                f"Against {shares[0]['commit']}: this tree adds **{statistics.median(each):.2f}** of what that "
+                f"tree adds to a request in process, the median over the processes "
+                f"({', '.join(f'{x:.2f}' for x in each)})."
+            )
     report.extra += [f"\n#### {name}, process {i + 1} of {count}\n\n{run['markdown']}" for i, run in enumerate(runs)]
     report.data = {"processes": [run["data"] for run in runs]}
     report.seconds = time.monotonic() - started

@@ -11,6 +11,7 @@ class Options:
     rounds: int | None = None
     seconds: float | None = None
     profile: bool = False
+    against: str | None = None  # a commit whose package runs beside this tree's (benchmarks._against)
 
     def pick(self, short: int, long: int) -> int:
         return long if self.long else short

@@ -217,6 +217,8 @@ def run(opts: Options) -> h.Report:
     if profile_text:
         report.extra.append(profile_text)
     data["in_process"] = inproc_data
+    if "against" in inproc_data:  # (where ``--processes`` looks for it, in any benchmark)
+        data["against"] = inproc_data["against"]
     report.data = data
     report.seconds = time.monotonic() - started
     return report
@@ -243,6 +245,14 @@ def _in_process(pf: Any, opts: Options, make_sdk: Any, retry_transport: Any, ins
         pool = pf.Pool("bench", ["http://127.0.0.1:9", "http://127.0.0.1:10"])
         clients["FailoverTransport, no SDK"] = httpx.Client(
             transport=pf.FailoverTransport([pool], transport=_InProcess()))
+    theirs = commit = None
+    if pf is not None and opts.against is not None:  # the package at another commit, beside this one
+        from benchmarks._against import commit_of, staged
+
+        old, commit = staged(opts.against), commit_of(opts.against)
+        theirs = f"FailoverTransport at {commit}, no SDK"
+        clients[theirs] = httpx.Client(transport=old.FailoverTransport(
+            [old.Pool("bench", ["http://127.0.0.1:9", "http://127.0.0.1:10"])], transport=_InProcess()))
     sdk = make_sdk()
     sdks.append(sdk)
     otel = httpx.Client(transport=_InProcess())
@@ -303,6 +313,15 @@ def _in_process(pf: Any, opts: Options, make_sdk: Any, retry_transport: Any, ins
                            f"{wst.median * 1e6:.1f} µs",
                            f"{span_rate[name]:.2f}" if name in span_rate else "0 (no SDK)"])
         data[name] = {"cpu_median_s": st.median, "added_s": added.median, "wall_median_s": wst.median}
+    if theirs is not None:  # what this tree adds to a request, as a share of what the other adds
+        ours_added, theirs_added = data["FailoverTransport, no SDK"]["added_s"], data[theirs]["added_s"]
+        share = ours_added / theirs_added
+        table.notes.append(
+            f"Against {commit} (`--against {opts.against}`), in the same rounds: this tree's FailoverTransport adds "
+            f"**{share:.2f}** of what that tree's adds to a request ({ours_added * 1e6:+.1f} µs against "
+            f"{theirs_added * 1e6:+.1f} µs of CPU, each the median of its per-round differences from bare)."
+        )
+        data["against"] = {"commit": commit, "added_share": share}
     table.notes.append(
         f"{len(bare_cpu)} interleaved rounds of 50 GETs per variant. Every client here also pays httpx.Client's own "
         "per-request work; the inner transport builds an httpx.Response and nothing else. The SDK rows end each "

@@ -33,9 +33,11 @@ def test_across_says_nothing_for_a_benchmark_without_paired_ratios() -> None:
 
 
 def test_the_happy_path_runs_in_two_processes() -> None:
-    """End to end, tiny: two child processes, each a whole (short) happy-path run."""
+    """End to end, tiny: two child processes, each a whole (short) happy-path run, each with
+    the package as it was at HEAD beside this tree's (``--against``, passed on to both)."""
     output = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "happy_path", "--processes", "2", "--rounds", "2", "--seconds", "2"],
+        [sys.executable, "-m", "benchmarks", "happy_path", "--processes", "2", "--rounds", "2", "--seconds", "2",
+         "--against", "HEAD"],
         cwd=h.ROOT, capture_output=True, text=True, check=True, timeout=300,
     ).stdout
     assert "### Across 2 processes" in output
@@ -44,3 +46,7 @@ def test_the_happy_path_runs_in_two_processes() -> None:
     assert len(saved["data"]["processes"]) == 2
     line = next(row for row in output.splitlines() if row.startswith("| FailoverTransport, no SDK |"))
     assert line.count("x, ") == 1  # one ratio per process in the "each process" cell
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=h.ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert output.count(f"| FailoverTransport at {head}, no SDK |") == 2  # in each process's in-process table
+    assert f"Against {head}: this tree adds **" in output  # and their median, across the two
