@@ -22,6 +22,7 @@ the end of each round, so the export work is charged to whoever produced it.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -315,7 +316,7 @@ def _in_process(pf: Any, opts: Options, make_sdk: Any, retry_transport: Any, ins
         data[name] = {"cpu_median_s": st.median, "added_s": added.median, "wall_median_s": wst.median}
     if theirs is not None:  # what this tree adds to a request, as a share of what the other adds
         ours_added, theirs_added = data["FailoverTransport, no SDK"]["added_s"], data[theirs]["added_s"]
-        share = ours_added / theirs_added
+        share = ours_added / theirs_added if theirs_added > 0 else math.nan  # (nan: that tree added nothing)
         table.notes.append(
             f"Against {commit} (`--against {opts.against}`), in the same rounds: this tree's FailoverTransport adds "
             f"**{share:.2f}** of what that tree's adds to a request ({ours_added * 1e6:+.1f} µs against "

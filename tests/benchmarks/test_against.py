@@ -59,7 +59,7 @@ def test_happy_path_puts_the_other_tree_beside_this_one_and_says_what_share_it_a
     from benchmarks._otel import make_sdk
 
     table, data = happy_path._in_process(  # the in-process table alone, made tiny
-        pytest_failover, Options(rounds=3, seconds=30.0, against="HEAD"), make_sdk, RetryTransport,
+        pytest_failover, Options(rounds=10, seconds=30.0, against="HEAD"), make_sdk, RetryTransport,
         HTTPXClientInstrumentor,
     )
     theirs = f"FailoverTransport at {_head()}, no SDK"
