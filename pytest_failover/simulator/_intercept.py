@@ -34,6 +34,7 @@ import ssl
 import sys
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -84,6 +85,8 @@ _saved_aiohttp: list[Any] = []
 _bundle_dir: tempfile.TemporaryDirectory[str] | None = None
 _bundles: dict[tuple[str | bytes | None, ...], str] = {}
 _aiohttp_contexts: dict[str, ssl.SSLContext] = {}
+# The test CAs loaded into each TLS context of urllib's installed opener (``_trust_urllib``).
+_urllib_loaded: weakref.WeakKeyDictionary[ssl.SSLContext, set[bytes]] = weakref.WeakKeyDictionary()
 
 
 def allocate_address() -> str:
@@ -317,6 +320,30 @@ def _trust(routers: tuple[Router, ...]) -> None:
             ctx.set_alpn_protocols(["http/1.1"])  # as aiohttp's own
             _aiohttp_contexts[path] = ctx
         setattr(connector, _AIOHTTP_CONTEXT, _aiohttp_contexts[path])
+    _trust_urllib(routers)
+
+
+def _trust_urllib(routers: tuple[Router, ...]) -> None:
+    """Add the CAs of ``routers`` to the TLS contexts of urllib's installed opener.
+
+    ``urlopen()`` keeps the opener it builds at its first call, and since Python 3.12 that
+    opener's ``HTTPSHandler`` makes its context then, with the trust store of that moment: a
+    test that calls ``urlopen()`` before fake domains are up (or under another ``FakeDomains``,
+    with its own CA) would leave every later one untrusted. An opener the caller installed
+    is treated alike. A CA is added, never swapped in: the context keeps the caller's own
+    settings, and (a context cannot drop a CA) the test CA stays trusted there afterwards, a
+    CA whose key never left this process."""
+    request = sys.modules.get("urllib.request")
+    opener = getattr(request, "_opener", None)
+    for handler in getattr(opener, "handlers", ()):
+        context = getattr(handler, "_context", None)  # (None: a context per connection, before 3.12)
+        if not isinstance(context, ssl.SSLContext):
+            continue
+        loaded = _urllib_loaded.setdefault(context, set())
+        for router in routers:
+            if router.ca_pem not in loaded:
+                context.load_verify_locations(cadata=router.ca_pem.decode("ascii"))
+                loaded.add(router.ca_pem)
 
 
 def _untrust() -> None:

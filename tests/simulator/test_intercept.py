@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import os
 import socket
 import ssl
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,33 @@ def test_aiohttp_trusts_the_ca_with_its_import_time_context(fd: FakeDomains) -> 
             return response.status
 
     assert asyncio.run(get()) == 200
+
+
+@pytest.fixture
+def opener_built_before() -> Iterator[urllib.request.OpenerDirector]:
+    """The opener ``urlopen()`` keeps once it ran, as Python 3.12 and later build it: its
+    HTTPS context made at the first call, here before any fake domain was up."""
+    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ssl.create_default_context()))
+    urllib.request.install_opener(opener)
+    yield opener
+    urllib.request.install_opener(None)  # urlopen() builds its own again
+
+
+def test_urllib_trusts_each_ca_with_the_opener_it_kept(
+    servers: FakeDomains, opener_built_before: urllib.request.OpenerDirector
+) -> None:
+    """A test of a later ``FakeDomains`` (another CA) after one of the session's, both through
+    the opener ``urlopen()`` kept: each CA is trusted there in turn."""
+    servers.add("api.example.com")
+    try:
+        with servers.intercept(), urllib.request.urlopen("https://api.example.com/", timeout=5) as first:
+            assert first.status == 200
+    finally:
+        servers.reset()
+    with FakeDomains() as other:
+        other.add("other.example.net")
+        with urllib.request.urlopen("https://other.example.net/", timeout=5) as second:
+            assert json.loads(second.read())["domain"] == "other.example.net"
 
 
 def test_two_fake_domain_sets_can_intercept_at_once(fd: FakeDomains) -> None:
