@@ -16,7 +16,8 @@ Trust: while at least one ``FakeDomains`` intercepts, ``SSL_CERT_FILE`` and
 ``REQUESTS_CA_BUNDLE`` point at a bundle holding certifi's roots (or the
 previous ``SSL_CERT_FILE``) plus every active test CA, and aiohttp's
 import-time default context is swapped for one built from that bundle. All of
-it is undone when the last one stops.
+it is undone when the last one stops. The contexts of the opener urllib's
+``urlopen()`` keeps get each test CA added instead (``_trust_urllib``).
 
 Hooks are installed once, reference-counted, and protected by one lock; the
 hot path reads an immutable tuple of active routers.
