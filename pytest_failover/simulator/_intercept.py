@@ -35,7 +35,6 @@ import ssl
 import sys
 import tempfile
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -86,8 +85,6 @@ _saved_aiohttp: list[Any] = []
 _bundle_dir: tempfile.TemporaryDirectory[str] | None = None
 _bundles: dict[tuple[str | bytes | None, ...], str] = {}
 _aiohttp_contexts: dict[str, ssl.SSLContext] = {}
-# The test CAs loaded into each TLS context of urllib's installed opener (``_trust_urllib``).
-_urllib_loaded: weakref.WeakKeyDictionary[ssl.SSLContext, set[bytes]] = weakref.WeakKeyDictionary()
 
 
 def allocate_address() -> str:
@@ -338,13 +335,9 @@ def _trust_urllib(routers: tuple[Router, ...]) -> None:
     opener = getattr(request, "_opener", None)
     for handler in getattr(opener, "handlers", ()):
         context = getattr(handler, "_context", None)  # (None: a context per connection, before 3.12)
-        if not isinstance(context, ssl.SSLContext):
-            continue
-        loaded = _urllib_loaded.setdefault(context, set())
-        for router in routers:
-            if router.ca_pem not in loaded:
+        if isinstance(context, ssl.SSLContext):
+            for router in routers:  # (a CA the context holds already is skipped: the ssl module ignores it)
                 context.load_verify_locations(cadata=router.ca_pem.decode("ascii"))
-                loaded.add(router.ca_pem)
 
 
 def _untrust() -> None:
