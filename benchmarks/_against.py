@@ -9,16 +9,20 @@ read the same on any machine.
 
 The old tree is taken with ``git archive`` into a temporary directory and imported under a name
 of its own, ``pytest_failover_at_<commit>``: its own absolute imports of ``pytest_failover`` are
-renamed with it, so each tree imports only itself. Nothing of either tree is shared but the
+renamed with it, so each tree imports only itself. The directory stays while the process runs
+(the old tree may import a module late, and a traceback reads its sources) and goes when it
+exits, or at once if the tree fails to import. Nothing of either tree is shared but the
 process; the old one is driven through its public names only (``Pool``, ``FailoverTransport``),
 as any other client would be.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import io
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -52,6 +56,7 @@ def staged(ref: str) -> ModuleType:
         return sys.modules[name]
     archive = subprocess.run(["git", "archive", "--format=tar", commit, PACKAGE], cwd=ROOT, capture_output=True, check=True)
     where = Path(tempfile.mkdtemp(prefix="failover-against-"))
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(where, filter="data")
     package = (where / PACKAGE).rename(where / name)
@@ -60,5 +65,8 @@ def staged(ref: str) -> ModuleType:
     sys.path.insert(0, str(where))
     try:
         return importlib.import_module(name)
+    except BaseException:
+        shutil.rmtree(where, ignore_errors=True)
+        raise
     finally:
         sys.path.remove(str(where))

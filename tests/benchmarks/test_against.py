@@ -52,6 +52,18 @@ def test_the_staged_tree_imports_only_itself_and_serves_a_request() -> None:
     assert len(staged_modules) > 10 and all(Path(m.__file__ or "").is_relative_to(where) for m in staged_modules)
 
 
+def test_the_staged_copy_goes_when_the_process_exits() -> None:
+    """No copy of an old tree is left in the temporary directory once its process ended."""
+    script = (
+        "from benchmarks import _against; from pathlib import Path; "
+        "print(Path(_against.staged('HEAD').__file__).parent.parent)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
+                          timeout=120)
+    where = Path(done.stdout.strip())
+    assert where.name.startswith("failover-against-") and not where.exists()
+
+
 def test_happy_path_puts_the_other_tree_beside_this_one_and_says_what_share_it_adds() -> None:
     from httpx_retries import RetryTransport
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
