@@ -521,13 +521,16 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
         exchange, response, error = await async_race(
             self._send, lane, attempt, lane.core.hedge_delay(attempt.domain), self._exchange.adopting
         )
-        # (no ``del error`` as in SyncLoop._raced: a coroutine's frame, done, keeps no link to
-        # its caller's, so the error's traceback does not hold this frame)
-        if exchange is not None:  # the race decided; its exchange goes on
-            return await self._run(exchange, response)
-        if response is not None and lane.ends(attempt, response, False):  # (error is None)
-            return response  # type: ignore[return-value]  # the library's Response: Resp (no cast() call)
-        return await self._run(self._handed(lane, attempt, response, error), response)
+        try:
+            if exchange is not None:  # the race decided; its exchange goes on
+                return await self._run(exchange, response)
+            if response is not None and lane.ends(attempt, response, False):  # (error is None)
+                return response  # type: ignore[return-value]  # the library's Response: Resp (no cast() call)
+            return await self._run(self._handed(lane, attempt, response, error), response)
+        finally:
+            # Its traceback holds async_race's frame, which holds this one on Python 3.12 and
+            # 3.13 (a coroutine's frame, done, keeps its caller's: CPython issue 100964).
+            del error
 
     async def _run(self, exchange: Exchange, response: Any = None) -> Resp:
         """The failover loop of one request (:meth:`SyncLoop._run`, with awaits)."""
