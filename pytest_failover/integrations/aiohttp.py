@@ -256,7 +256,10 @@ class _HandlerIO(httpx.AsyncBaseTransport):
             if error is None:
                 raise
             _session_closed(native.session, exc)
-            raise error from exc
+            try:
+                raise error from exc
+            finally:
+                del error  # its traceback holds this frame: kept, a cycle with each failed attempt
         except TimeoutError as exc:
             _caller_out_of_time(native._timer, exc)
             raise

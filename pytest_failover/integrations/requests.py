@@ -358,7 +358,10 @@ class _AdapterIO(httpx.BaseTransport):
             error = _httpx_error(exc, request)
             if error is None:
                 raise
-            raise error from exc
+            try:
+                raise error from exc
+            finally:
+                del error  # its traceback holds this frame: kept, a cycle with each failed attempt
         except OSError as exc:  # what it does not wrap: its own check of verify= and cert= paths
             raise _SetUp(exc) from exc
         finally:

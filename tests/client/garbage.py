@@ -92,12 +92,17 @@ def _library_s(o: object) -> bool:
 
 def _held_by_the_library(garbage: list[object], kinds: tuple[type, ...]) -> list[object]:
     """The objects of ``kinds`` in ``garbage`` that are on a cycle, or reachable from an
-    object of the library's that is on one."""
+    object of the library's that is on one: one of its objects, or one of its frames
+    through what the frame holds."""
     ids = {id(o) for o in garbage}
 
     def reachable(start: object) -> set[int]:
+        # A frame's caller is not what it holds: from a frame, the walk starts at its locals
+        # (a frame called between two of a client's, as a wrapper's, sits on the client's
+        # cycle by its callers alone).
+        back = getattr(start, "f_back", None)
         seen: set[int] = set()
-        todo = [r for r in gc.get_referents(start) if id(r) in ids]
+        todo = [r for r in gc.get_referents(start) if id(r) in ids and r is not back]
         while todo:
             o = todo.pop()
             if id(o) not in seen:

@@ -876,3 +876,26 @@ def test_a_handler_that_keeps_no_auto_decompress_leaves_the_sessions() -> None:
     assert _asked(plain, "auto_decompress") is None
     assert _asked(unfilled(), "auto_decompress") is None
     assert _asked(chained(plain), "auto_decompress") is None
+
+
+def test_a_request_that_fails_leaves_no_reference_cycle_of_the_middlewares() -> None:
+    """Every domain refused: the caller gets ``AllDomainsFailed``, and refcounting frees the
+    request's lane and exchange. The httpx error the inner transport raised for each
+    attempt, kept in a local of the frame its traceback holds, was a cycle with that frame,
+    and through it with the request's, in an outage for every request (aiohttp leaves its
+    own connect error on a cycle, as without failover: not counted)."""
+    from pytest_failover._exchange import Exchange, Lane
+
+    from .garbage import left_for_the_collector
+
+    dead = [f"http://127.0.0.1:{closed_port()}" for _ in range(2)]
+    middleware = FailoverMiddleware([Pool("api", dead)], fast(breaker_threshold=10**6, retry_budget=None))
+
+    async def main() -> None:
+        async with _session(middleware) as session:
+            for _ in range(3):
+                with pytest.raises(AllDomainsFailed):
+                    async with session.get(dead[0] + "/x"):
+                        pass
+
+    assert left_for_the_collector(lambda: asyncio.run(main()), (Exchange, Lane)) == []

@@ -561,3 +561,27 @@ def test_the_proxy_managers_make_announcing_connections_but_a_socks_one() -> Non
     assert http.pool_classes_by_scheme["http"].__name__ == "AnnouncingHTTPConnectionPool"
     assert socks.pool_classes_by_scheme == SOCKSProxyManager.pool_classes_by_scheme
     adapter.close()
+
+
+def test_a_request_that_fails_leaves_no_reference_cycle_of_the_adapters() -> None:
+    """Every domain refused: the caller gets ``AllDomainsFailed``, and refcounting frees the
+    request's lane and exchange. The httpx error the inner transport raised for each
+    attempt, kept in a local of the frame its traceback holds, was a cycle with that frame,
+    and through it with the request's, in an outage for every request (urllib3 leaves its
+    own connect error on a cycle, as without failover: not counted)."""
+    from pytest_failover._exchange import Exchange, Lane
+
+    from .garbage import left_for_the_collector
+
+    dead = [f"http://127.0.0.1:{closed_port()}" for _ in range(2)]
+    session = requests.Session()
+    session.mount("http://", FailoverAdapter([Pool("api", dead)], fast(breaker_threshold=10**6, retry_budget=None)))
+
+    def run() -> None:
+        for _ in range(3):
+            with pytest.raises(AllDomainsFailed):
+                session.get(dead[0] + "/x")
+
+    left = left_for_the_collector(run, (Exchange, Lane))
+    session.close()
+    assert left == []
