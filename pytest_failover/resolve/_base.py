@@ -21,7 +21,7 @@ import ipaddress
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import Protocol, Self, TypeAlias
 
 from .. import semconv
 
@@ -63,6 +63,19 @@ class ResolveError(Exception):
         super().__init__(message)
         self.host = host
         self.source = source
+
+    def again(self) -> Self:
+        """A new error that says what this one says: its class, message, attributes and
+        cause. What a cache raises for an error it keeps: one object raised again and again
+        keeps the traceback of every raise (each adds its frames to those before), and every
+        frame it holds with what their locals hold, for as long as the cache keeps it."""
+        twin = type(self).__new__(type(self), *self.args)  # (no __init__: its fields are copied)
+        twin.__dict__.update(self.__dict__)
+        if "__notes__" in self.__dict__:
+            twin.__notes__ = list(self.__notes__)
+        twin.__cause__ = self.__cause__
+        twin.__suppress_context__ = self.__suppress_context__
+        return twin
 
 
 class ResolveTimeout(ResolveError):

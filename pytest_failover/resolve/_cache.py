@@ -112,7 +112,7 @@ class _Table:
             return None
         if entry.error is not None and now < entry.error_until:
             self._entries.move_to_end(host)
-            return entry.error
+            return entry.error.again()  # (the kept one is never raised: see ResolveError.again)
         answer = entry.answer
         if answer is not None and now < entry.fresh_until:
             self._entries.move_to_end(host)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import traceback
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -146,6 +147,43 @@ def test_no_address_is_cached_briefly(ask: Ask, cache: CachingResolver, inner: S
     clock.now += 5
     inner.set("gone.test", "127.0.0.5")
     assert ask(cache, "gone.test").addresses == ("127.0.0.5",)
+
+
+@pytest.mark.parametrize("error", [NoAddresses, ResolveTimeout, BadAnswer])
+def test_an_error_held_is_a_new_one_at_each_look_up(ask: Ask, cache: CachingResolver, inner: Scripted, error: type[ResolveError]) -> None:
+    """Each look-up of a name whose error the cache holds raises an error of its own that
+    says the same: the held one, raised again and again, kept every raise's traceback (each
+    adds its frames to those before, and the frames hold what their locals hold) for as
+    long as it was held: in an outage, one traceback longer at every request."""
+    inner.fail("gone.test", error)
+    with pytest.raises(error) as first:
+        ask(cache, "gone.test")
+    raised: list[ResolveError] = []
+    for _ in range(5):
+        with pytest.raises(error) as again:
+            ask(cache, "gone.test")
+        raised.append(again.value)
+    assert inner.asked == ["gone.test"]
+    assert len({id(e) for e in [first.value, *raised]}) == 6
+    assert {(type(e), str(e), e.host, e.source) for e in raised} == {(error, f"scripted {error.__name__}", "gone.test", semconv.RESOLVE_SOURCE_DOH)}
+    depths = {len(list(traceback.walk_tb(e.__traceback__))) for e in raised}
+    assert len(depths) == 1, depths  # no raise carries the ones before
+
+
+def test_again_is_the_same_error_with_no_traceback() -> None:
+    """``ResolveError.again``: the class, message, every attribute and the cause, and no
+    traceback of its own; its notes are its own list."""
+    try:
+        raise ForbiddenAddress("10.0.0.1 is not allowed", host="a.test", source="doh", address="10.0.0.1") from OSError("x")
+    except ForbiddenAddress as exc:
+        held = exc
+    held.add_note("held")
+    twin = held.again()
+    assert type(twin) is ForbiddenAddress and twin is not held
+    assert (str(twin), twin.host, twin.source, twin.address) == ("10.0.0.1 is not allowed", "a.test", "doh", "10.0.0.1")
+    assert twin.__cause__ is held.__cause__ and twin.__suppress_context__ and twin.__traceback__ is None
+    twin.add_note("raised")
+    assert held.__notes__ == ["held"] and twin.__notes__ == ["held", "raised"]
 
 
 @pytest.mark.parametrize("error", [ResolveTimeout, ResolverUnavailable, BadAnswer, ForbiddenAddress])
