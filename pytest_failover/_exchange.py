@@ -1041,6 +1041,9 @@ class Exchange(Lane, RequestPlan):
         """The loop was left by an exception: release a probe (:meth:`abandon`), end the
         spans. After ``finish()`` (which may itself raise the request's error) there is
         nothing to do."""
+        # The last attempt's error is no longer the request's: the frames its traceback
+        # holds hold this exchange (a cycle, when the request raises another error).
+        self.error = None
         if self._finished:
             return
         decided = self._decided  # an attempt answer() decided is released as one in flight

@@ -275,7 +275,7 @@ class _AsyncHedges:
         self.race.adopt(first)
         self._task = task  # the request's, sending ``first``
         self._loop = task.get_loop()
-        self.tasks: dict[Attempt, asyncio.Task[Arrival]] = {}  # the hedges'
+        self.tasks: dict[Attempt, asyncio.Task[None]] = {}  # the hedges'
         self.sending = True  # the request's task is inside the first attempt's send
         self.interrupted = False  # ... and a hedge that won cancelled it there
         self._handle: asyncio.TimerHandle | None = None
@@ -325,16 +325,22 @@ class _AsyncHedges:
         for task in self.tasks.values():
             cancel_unshielded(task)
 
-    async def _hedge(self, hedge: Attempt) -> Arrival:
+    async def _hedge(self, hedge: Attempt) -> None:
+        """A hedge's task. It returns nothing: its arrival is the race's, and a task keeps
+        its result (an error, and through its traceback the frames that hold this race)."""
         arrival = await _async_sent(self._send, self.exchange, hedge)
         race = self.race
-        if hedge in race.flying:  # not cut off meanwhile
-            await _arrive(race, arrival)
-            if race.exchange.done:
-                when_unshielded(self._task, self._interrupt, self._sending_still)
-        elif arrival[1] is not None:  # cut off while it ended (its task's cancel came late): nobody wants it
-            await arrival[1].aclose()
-        return arrival
+        try:
+            if hedge in race.flying:  # not cut off meanwhile
+                await _arrive(race, arrival)
+                if race.exchange.done:
+                    when_unshielded(self._task, self._interrupt, self._sending_still)
+            elif arrival[1] is not None:  # cut off while it ended (its task's cancel came late): nobody wants it
+                await arrival[1].aclose()
+        finally:
+            # Its error's traceback holds _async_sent's frame, which holds this one on
+            # Python 3.12 and 3.13 (a coroutine's frame, done, keeps its caller's).
+            del arrival
 
     def _sending_still(self) -> bool:
         """Is the first attempt still on the wire, not interrupted yet?"""
@@ -375,9 +381,13 @@ async def _async_settled(race: Race) -> Response | None:
     failure = race.unanswered
     if failure is None:
         return race.answer
+    race.failure = None  # raised now: kept, by the race or a local, a cycle (see _settled)
     if race.answer is not None:
         await race.answer.aclose()
-    raise failure
+    try:
+        raise failure
+    finally:
+        del failure
 
 
 async def _close_held(race: Race) -> None:
@@ -836,9 +846,16 @@ def _settled(race: Race) -> Response | None:
     failure = race.unanswered
     if failure is None:
         return race.answer
+    # Raised now, and neither the race nor this frame keeps it: its traceback holds the
+    # frames it passes, this one and those holding the race, a cycle with the request's
+    # race and exchange.
+    race.failure = None
     if race.answer is not None:
         race.answer.close()
-    raise failure
+    try:
+        raise failure
+    finally:
+        del failure
 
 
 def _close_result(future: concurrent.futures.Future[Response]) -> None:

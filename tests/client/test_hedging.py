@@ -957,3 +957,38 @@ def test_a_hedge_ending_with_an_error_of_the_callers_own_never_fails_an_answered
             run()
     assert time.monotonic() - started < 8.0  # not the attempt's 10 s (the sync race waited it out; a 2-core CI may be slow)
     assert reported == []
+
+
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_a_race_that_raises_a_hedges_error_of_the_callers_own_leaves_no_reference_cycle(
+    side: str, servers: dict[str, LoopbackServer]
+) -> None:
+    """The request raises the hedge's error of the caller's own stack (its first attempt
+    failed): refcounting frees its race and exchange. The error, kept by the race and in a
+    local of the frame that raised it (its traceback holds that frame), was a cycle."""
+    from pytest_failover._exchange import Exchange
+    from pytest_failover._race import Race
+
+    from .garbage import left_for_the_collector
+
+    a, b = servers["a"], servers["b"]
+
+    def run_sync() -> None:
+        with httpx.Client(transport=FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), _RefusingB(b.port))) as client:
+            warm(client, a.url(), 1)
+            a.set(delay=0.3, reset=True)  # b's hedge ends first
+            with pytest.raises(ValueError, match="refuses b"):
+                client.get(a.url() + "/x")
+            a.set()
+
+    async def main() -> None:
+        transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), _AsyncRefusingB(b.port))
+        async with httpx.AsyncClient(transport=transport) as client:
+            await client.get(a.url(), extensions={"failover": {"hedge": False}})
+            a.set(delay=0.3, reset=True)
+            with pytest.raises(ValueError, match="refuses b"):
+                await client.get(a.url() + "/x")
+            a.set()
+
+    run = run_sync if side == "sync" else lambda: asyncio.run(main())
+    assert left_for_the_collector(run, (Exchange, Race)) == []
