@@ -634,11 +634,13 @@ class ThreadRace:
                 done, _ = concurrent.futures.wait(futures, timeout=wait, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
                     flight = futures.pop(future)
-                    try:
-                        response: Response | None = future.result()
-                        error: BaseException | None = None
-                    except Exception as exc:  # a transport error, or the caller's stack's (Race.arrived)
-                        response, error = None, exc
+                    # A transport error, or the caller's stack's (Race.arrived): read, not
+                    # raised, as a raise here would add this frame to its traceback, a cycle
+                    # with the race through the future and this frame's locals.
+                    error = future.exception()
+                    if error is not None and not isinstance(error, Exception):
+                        raise error
+                    response: Response | None = None if error is not None else future.result()
                     superseded = race.arrived(flight, response, error)
                     if superseded is not None:
                         superseded.close()

@@ -23,7 +23,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3 import Timeout
 
-from pytest_failover import ExponentialBackoff, Pool, faults
+from pytest_failover import ExponentialBackoff, Hedging, Pool, faults
 from pytest_failover._values import AttemptRecord
 from pytest_failover.integrations.requests import (
     AllDomainsFailed,
@@ -583,5 +583,30 @@ def test_a_request_that_fails_leaves_no_reference_cycle_of_the_adapters() -> Non
                 session.get(dead[0] + "/x")
 
     left = left_for_the_collector(run, (Exchange, Lane))
+    session.close()
+    assert left == []
+
+
+def test_a_hedged_request_whose_first_attempt_fails_leaves_no_reference_cycle(servers: Servers) -> None:
+    """The adapter's race sends from its threads (its sockets cannot be cut from here) and
+    reads each attempt's end from its future: the first attempt's refusal, raised again in
+    the waiting frame, held that frame through its traceback, and with it the race and the
+    exchange, a cycle for every hedgeable request that failed over."""
+    from pytest_failover._exchange import Exchange
+    from pytest_failover._race import Race
+
+    from .garbage import left_for_the_collector
+
+    a = servers["a"]
+    dead = f"http://127.0.0.1:{closed_port()}"
+    session = requests.Session()
+    policy = fast(hedging=Hedging(delay=1.0), sticky=False, breaker_threshold=100)
+    session.mount("http://", FailoverAdapter([Pool("api", [dead, a.url()])], policy))
+
+    def run() -> None:
+        for _ in range(3):
+            assert session.get(dead + "/x").headers["X-Served-By"] == "a"
+
+    left = left_for_the_collector(run, (Exchange, Race))
     session.close()
     assert left == []
