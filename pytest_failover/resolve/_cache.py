@@ -244,9 +244,14 @@ class CachingResolver:
             if leads:
                 return self._lead(name, flight, self.inner.resolve)
             try:
-                outcome = flight.result(timeout=self._wait)
+                # The leader's error is read, not raised (as result() would): each waiter
+                # raises its own, as a look-up of a held error does (ResolveError.again).
+                error = flight.exception(timeout=self._wait)
             except concurrent.futures.TimeoutError:
                 raise self._waited_too_long(name) from None
+            if error is not None:
+                raise error.again() if isinstance(error, ResolveError) else error
+            outcome = flight.result()
             if isinstance(outcome, Answer):
                 return outcome
         raise self._waited_too_long(name)

@@ -273,6 +273,36 @@ def test_concurrent_threads_make_one_query(cache: CachingResolver, inner: Script
     assert [r.addresses for r in results] == [("127.0.0.5",)] * 12
 
 
+def test_threads_waiting_on_a_failed_query_each_raise_an_error_of_their_own(cache: CachingResolver, inner: Scripted) -> None:
+    """A dozen threads line up behind one query that fails: each raises an error of its own
+    that says the same, its traceback its own thread's. One object raised in every thread
+    took each thread's frames into the traceback the others raised."""
+    inner.fail("a.test", ResolverUnavailable)
+    inner.gate = threading.Event()
+    raised: list[ResolveError] = []
+
+    def look_up() -> None:
+        try:
+            cache.resolve("a.test")
+        except ResolveError as exc:
+            raised.append(exc)
+
+    threads = [threading.Thread(target=look_up) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    threading.Event().wait(0.2)  # the threads line up behind the first one's query
+    inner.gate.set()
+    for thread in threads:
+        thread.join(10.0)
+    assert inner.asked == ["a.test"] and len(raised) == 12
+    assert {(type(e), str(e), e.host) for e in raised} == {(ResolverUnavailable, "scripted ResolverUnavailable", "a.test")}
+    waiters = [e for e in raised if e is not inner.outcomes["a.test"]]  # (the first thread raises the resolver's own)
+    assert len(waiters) == 11 and len({id(e) for e in waiters}) == 11
+    for error in waiters:
+        frames = [frame.f_code.co_name for frame, _ in traceback.walk_tb(error.__traceback__)]
+        assert frames == ["look_up", "resolve"], frames  # its own thread's, raised once
+
+
 async def test_a_cancelled_leader_hands_over(inner: Scripted, clock: Clock) -> None:
     """When the task making the query is cancelled, a waiting task makes it instead."""
     cache = CachingResolver(inner, clock=clock)
