@@ -257,18 +257,24 @@ def test_bad_bounds_are_refused(inner: Scripted, option: str, value: float) -> N
         CachingResolver(inner, **{option: value})  # type: ignore[arg-type]  # floats and ints alike
 
 
-def test_concurrent_threads_make_one_query(cache: CachingResolver, inner: Scripted) -> None:
-    """A dozen threads missing one name at once make one query and all get its answer."""
-    inner.set("a.test", "127.0.0.5")
+def _line_up(inner: Scripted, look_up: Callable[[], None]) -> None:
+    """Run ``look_up`` in a dozen threads that line up behind the first one's query, held
+    until they have (``inner.gate``), and wait for them."""
     inner.gate = threading.Event()
-    results: list[Answer] = []
-    threads = [threading.Thread(target=lambda: results.append(cache.resolve("a.test"))) for _ in range(12)]
+    threads = [threading.Thread(target=look_up) for _ in range(12)]
     for thread in threads:
         thread.start()
-    threading.Event().wait(0.2)  # the threads line up behind the first one's query
+    threading.Event().wait(0.2)
     inner.gate.set()
     for thread in threads:
         thread.join(10.0)
+
+
+def test_concurrent_threads_make_one_query(cache: CachingResolver, inner: Scripted) -> None:
+    """A dozen threads missing one name at once make one query and all get its answer."""
+    inner.set("a.test", "127.0.0.5")
+    results: list[Answer] = []
+    _line_up(inner, lambda: results.append(cache.resolve("a.test")))
     assert inner.asked == ["a.test"]
     assert [r.addresses for r in results] == [("127.0.0.5",)] * 12
 
@@ -278,7 +284,6 @@ def test_threads_waiting_on_a_failed_query_each_raise_an_error_of_their_own(cach
     that says the same, its traceback its own thread's. One object raised in every thread
     took each thread's frames into the traceback the others raised."""
     inner.fail("a.test", ResolverUnavailable)
-    inner.gate = threading.Event()
     raised: list[ResolveError] = []
 
     def look_up() -> None:
@@ -287,13 +292,7 @@ def test_threads_waiting_on_a_failed_query_each_raise_an_error_of_their_own(cach
         except ResolveError as exc:
             raised.append(exc)
 
-    threads = [threading.Thread(target=look_up) for _ in range(12)]
-    for thread in threads:
-        thread.start()
-    threading.Event().wait(0.2)  # the threads line up behind the first one's query
-    inner.gate.set()
-    for thread in threads:
-        thread.join(10.0)
+    _line_up(inner, look_up)
     assert inner.asked == ["a.test"] and len(raised) == 12
     assert {(type(e), str(e), e.host) for e in raised} == {(ResolverUnavailable, "scripted ResolverUnavailable", "a.test")}
     waiters = [e for e in raised if e is not inner.outcomes["a.test"]]  # (the first thread raises the resolver's own)
