@@ -267,9 +267,16 @@ class CachingResolver:
                 return await self._alead(name, flight)
             try:
                 # a waiter cancelled must not cancel the flight the others wait for
-                outcome = await wait_future(flight, self._wait)
+                outcome: Answer | _Handover | ResolveError = await wait_future(flight, self._wait)
             except TimeoutError:
                 raise self._waited_too_long(name) from None
+            except ResolveError as leaders:  # each waiter raises its own, as resolve()'s do
+                outcome = leaders.again()
+            if isinstance(outcome, ResolveError):
+                try:
+                    raise outcome
+                finally:
+                    del outcome  # its traceback holds this frame
             if isinstance(outcome, Answer):
                 return outcome
         raise self._waited_too_long(name)

@@ -302,6 +302,21 @@ def test_threads_waiting_on_a_failed_query_each_raise_an_error_of_their_own(cach
         assert frames == ["look_up", "resolve"], frames  # its own thread's, raised once
 
 
+async def test_tasks_waiting_on_a_failed_query_each_raise_an_error_of_their_own(inner: Scripted, clock: Clock) -> None:
+    """As threads do (above): a dozen tasks behind one query that fails each raise an error
+    of their own that says the same."""
+    cache = CachingResolver(inner, clock=clock)
+    inner.fail("a.test", ResolverUnavailable)
+    inner.gate = threading.Event()
+    tasks = [asyncio.create_task(cache.aresolve("a.test")) for _ in range(12)]
+    await asyncio.sleep(0.1)  # they line up behind the first one's query
+    inner.gate.set()
+    raised = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10.0)
+    assert inner.asked == ["a.test"]
+    assert {(type(e), str(e)) for e in raised} == {(ResolverUnavailable, "scripted ResolverUnavailable")}
+    assert len({id(e) for e in raised}) == 12
+
+
 async def test_a_cancelled_leader_hands_over(inner: Scripted, clock: Clock) -> None:
     """When the task making the query is cancelled, a waiting task makes it instead."""
     cache = CachingResolver(inner, clock=clock)
