@@ -86,7 +86,7 @@ class DemoAgent:
 
     def backup_cert_expires_soon(self) -> None:
         """The demo timeline's +20 s step, now."""
-        soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=5)
+        soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=5)
         self.domains.add(BACKUP, _handler, cert_not_after=soon)
 
 

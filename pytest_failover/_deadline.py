@@ -15,8 +15,8 @@ An attempt's time is therefore bounded from outside:
   loop's heap and cancelled, the heap's Python ``__lt__``) against 81 of the watch's.
   Every frame the aiohttp middleware adds to a request: 2,215 -> 1,750 opcodes;
   instructions a request (callgrind, mock network): aiohttp middleware 368k -> 340k,
-  httpx async 1,908k -> 1,878k. Under trio, or on Python 3.10 (no ``Task.uncancel``),
-  anyio's cancel scope (:class:`_Scope`).
+  httpx async 1,908k -> 1,878k. Under trio, or outside a task, anyio's cancel scope
+  (:class:`_Scope`).
 - sync: a blocked ``recv`` cannot be cancelled from its own thread. One watchdog
   thread per process keeps the armed deadlines; when one passes, it shuts
   down the socket of that attempt (``socket.shutdown`` is safe from another
@@ -80,7 +80,7 @@ GRACE = 0.02
 
 def async_limit(seconds: float) -> AbstractContextManager[object]:
     """A context manager that cancels its body after ``seconds`` and raises ``TimeoutError``:
-    the running asyncio loop's :class:`_LoopWatch`, else (trio, Python 3.10) anyio's
+    the running asyncio loop's :class:`_LoopWatch`, else (trio, or outside a task) anyio's
     cancel scope (:class:`_Scope`). A plain ``with``: nothing awaits between the body's end
     and the disarm. Either way the ``TimeoutError``'s cause is the cancellation that cut the
     body, whose frames say where it landed (``_sockets.cut_phase``)."""
@@ -89,7 +89,7 @@ def async_limit(seconds: float) -> AbstractContextManager[object]:
         return _Scope(seconds)
     loop = watch.loop
     task = _task_of(loop)
-    if task is None:  # not in a task (Python 3.10: always)
+    if task is None:  # not in a task
         return _Scope(seconds)
     # Armed here, slot by slot: an ``__init__`` would run from C, a frame the interpreter
     # cannot run inline as it does this function's.
@@ -142,18 +142,15 @@ def _watch_of(loop: asyncio.AbstractEventLoop) -> _LoopWatch:
 
 
 # The running asyncio loop (None: none, as under trio) and its running task (None: not in
-# a task; always None before Python 3.11, which has no ``Task.uncancel``: anyio's limit
-# then), both C calls: Python 3.11's ``asyncio.current_task`` is a Python function (13
-# opcodes, a frame of its own) over the dict its C tasks keep current.
+# a task: anyio's limit then), both C calls: Python 3.11's ``asyncio.current_task`` is a
+# Python function (13 opcodes, a frame of its own) over the dict its C tasks keep current.
 _running_loop: Callable[[], asyncio.AbstractEventLoop | None] = asyncio._get_running_loop
 _thread = threading.get_ident
 _task_of: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None]
 if sys.version_info >= (3, 12):
     _task_of = asyncio.current_task  # C
-elif sys.version_info >= (3, 11):
-    _task_of = asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]  # asyncio.current_task's own dict, untyped
 else:
-    _task_of = lambda loop: None  # noqa: E731  # a constant answer: nothing to name
+    _task_of = asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]  # asyncio.current_task's own dict, untyped
 
 
 class _Limit:
@@ -185,7 +182,7 @@ class _Limit:
 
 
 class _Scope:
-    """anyio's ``fail_after`` (trio; asyncio on Python 3.10), keeping the cancellation that
+    """anyio's ``fail_after`` (trio; asyncio outside a task), keeping the cancellation that
     cut the body as its ``TimeoutError``'s cause, as ``asyncio.timeout`` and :class:`_Limit`
     do. ``fail_after`` raises its ``TimeoutError`` after its scope swallowed the
     cancellation, which leaves nothing to tell where the cut landed."""

@@ -189,7 +189,7 @@ async def async_race(
     lane's request is given up here (an exchange's loop gives up its own)."""
     watch = watch_here()  # asyncio's running loop's (without a system call)
     task = None if watch is None else _task_of(watch.loop)
-    if watch is None or task is None:  # no asyncio loop (trio), or Python 3.10 (no Task.uncancel): anyio's race
+    if watch is None or task is None:  # no asyncio loop (trio), or not in a task: anyio's race
         exchange = lane if isinstance(lane, Exchange) else _adopted(lane, adopt)
         try:
             return exchange, await anyio_race(send, exchange, flight), None

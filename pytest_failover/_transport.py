@@ -46,7 +46,9 @@ from ._state import AsyncTransportOptions, State, TransportOptions, spelt_out
 from ._values import DEFAULT_OPTIONS, Attempt, RequestOptions, Stop, Wait
 
 if TYPE_CHECKING:
-    from typing_extensions import Self, Unpack
+    from typing import Self
+
+    from typing_extensions import Unpack
 
     from ._core import Route
     from ._lib import HTTPLib

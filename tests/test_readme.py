@@ -11,17 +11,14 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from conftest import IN_CI
 from failover_agent.slo import ALERT_NAME
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the agent extra brings tomli there
-    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -40,6 +37,22 @@ def _anchors(page: Path) -> set[str]:
         anchors.add(re.sub(r"[ -]+", "-", plain))
     return anchors
 
+
+
+def test_ci_runs_the_oldest_python_the_package_declares() -> None:
+    """The floor of ``requires-python`` is the Python the README names and the one CI runs the
+    suite on: a floor no run tests is a promise nobody keeps (3.10 was declared while the
+    resolvers and the agent did not import there)."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
+    floor = re.fullmatch(r">=\s*3\.(\d+)", declared)
+    assert floor is not None, f"requires-python: {declared!r} is not a plain floor"
+    minor = int(floor.group(1))
+    assert f"`python3` (3.{minor} or newer)" in README.read_text(encoding="utf-8")
+    if IN_CI:
+        assert sys.version_info[:2] == (3, minor), (
+            f"CI runs Python {sys.version.split()[0]}, the package declares {declared}: run CI on 3.{minor}, or "
+            "raise the floor"
+        )
 
 def test_readme_is_a_front_page_of_at_most_15_kb() -> None:
     """The README stays small: the reference lives in docs/."""

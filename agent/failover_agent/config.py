@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import ssl
-import sys
+import tomllib
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -45,11 +45,6 @@ from .maintenance import cron_trigger
 if TYPE_CHECKING:
     from pytest_failover.resolve import Resolver
 from .slo import BURN_ALERTS, FASTEST_RATE, LONGEST_WINDOW
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 __all__ = [
     "AgentConfig",

@@ -38,6 +38,7 @@ import logging
 import os
 import tempfile
 import time
+import tomllib
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,11 +60,6 @@ from pytest_failover.control import (
 from .config import ControlConfig, PoolConfig
 from .listener import Response, json_response
 from .state import AgentState
-
-try:  # tomllib on 3.11+, tomli before
-    import tomllib
-except ImportError:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[no-redef]  # the same API under the backport's name
 
 __all__ = ["ControlWriter", "Override", "apply_rules", "decide_disabled", "document_response", "load_override",
            "signing_key"]

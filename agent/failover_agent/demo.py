@@ -154,7 +154,7 @@ def _free(listen: str) -> str:
 async def _timeline(fd: FakeDomains, reporter: Reporter) -> None:
     from pytest_failover import faults
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     actions: dict[str, Callable[[], object]] = {
         "heal": lambda: fd.heal(),
         "dns_down": lambda: fd.fail(PRIMARY, faults.dns_nxdomain()),
@@ -172,7 +172,7 @@ async def _timeline(fd: FakeDomains, reporter: Reporter) -> None:
             if delay > 0:
                 await asyncio.sleep(delay)
             if action == "cert_expiring":
-                now = datetime.datetime.now(datetime.timezone.utc)
+                now = datetime.datetime.now(datetime.UTC)
             actions[action]()
             reporter.event(f"[bold magenta]TIMELINE +{at:.0f}s[/bold magenta]: {text}"
                            if isinstance(reporter, LiveReporter) else f"TIMELINE +{at:.0f}s: {text}")

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from .durations import seconds
@@ -110,7 +110,7 @@ def occurrence(config: MaintenanceConfig, domains: frozenset[str], index: int, n
     length = seconds(config.duration, "maintenance.duration")
     # The earliest start after now - length: under way if it is not after now (a start at exactly
     # now - length has ended: ranges are half-open, so look one microsecond on, at most twice).
-    after = datetime.fromtimestamp(now - length, timezone.utc)
+    after = datetime.fromtimestamp(now - length, UTC)
     for _ in range(2):
         fire = trigger.get_next_fire_time(None, after)
         if fire is None:

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
@@ -107,7 +107,7 @@ class Agent:
         self._scheduler = AsyncIOScheduler(
             event_loop=asyncio.get_running_loop(),
             job_defaults={"max_instances": 1, "coalesce": True},
-            timezone=timezone.utc,
+            timezone=UTC,
         )
         self._scheduler.add_listener(self._on_skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
         self._scheduler.start()
@@ -123,13 +123,13 @@ class Agent:
 
     def _add_jobs(self, runtime: Runtime) -> None:
         assert self._scheduler is not None
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         for group in runtime.groups:
             first = now + timedelta(seconds=group.offset)
             self._groups[group.id] = group
             self._scheduler.add_job(
                 self._fire,
-                IntervalTrigger(seconds=group.interval, start_date=first, timezone=timezone.utc),
+                IntervalTrigger(seconds=group.interval, start_date=first, timezone=UTC),
                 args=(group,),
                 id=group.id,
                 name=group.id,

@@ -35,7 +35,7 @@ async def wait_future(future: concurrent.futures.Future[T], timeout: float | Non
     if _asyncio():
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
-        except asyncio.TimeoutError:  # not the builtin before Python 3.11
+        except TimeoutError:  # one of its own, without the chain of the wait asyncio cancelled
             raise TimeoutError from None
     import anyio.to_thread  # httpx's own dependency
 

@@ -76,7 +76,7 @@ class Certificates:
     def _make(
         self, host: str, kind: Certificate, not_after: datetime.datetime | None
     ) -> ssl.SSLContext:
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         match kind:
             case Certificate.GOOD:
                 cert = self.ca.issue_cert(host, not_after=not_after)

@@ -13,7 +13,7 @@ from failover_agent.checks.domain import DomainProber
 from failover_agent.config import ProbeConfig
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @asynccontextmanager

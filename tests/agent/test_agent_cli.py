@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import click
@@ -20,11 +21,6 @@ from failover_agent.cli import main
 from failover_agent.listener import Listener
 
 from pytest_failover import __version__
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - the agent extra installs tomli there
-    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 HINT = "pip install 'pytest-failover[agent]'"

@@ -123,7 +123,7 @@ async def test_readiness_flags_expiring_certificate_and_cors_mismatch(
     """A backup whose certificate expires in 3 days and whose CORS answer differs from the
     primary's is not ready, nor one whose health field differs; an identical backup is."""
     fd = fake_domains
-    soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=3)
+    soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=3)
     fd.add("api.example.com", cors_handler())
     fd.add("api2.example.com", cors_handler(origin="https://other.example.com"), cert_not_after=soon)
     fd.add("api-eu.example.com", cors_handler())

@@ -3,7 +3,7 @@ check, a slow check delays no other, a crashing check never kills its job."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -94,7 +94,7 @@ async def test_a_missed_job_run_counts_an_overrun_of_each_of_its_checks(
     async with running(cfg) as agent:
         before = agent.state.overruns
         agent._on_skipped(JobExecutionEvent(EVENT_JOB_MISSED, "api every 60 s", "default",
-                                            datetime.now(timezone.utc)))
+                                            datetime.now(UTC)))
         assert agent.state.overruns == before + 3
         s = await scrape(agent)
         origin = {"url_scheme": "https", "server_port": "443"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Set
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ CONTROL = '[control]\nsigning_key_file = "control.key"\n'  # drain needs it; par
 
 
 def _utc(text: str) -> float:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
 def _config(text: str) -> AgentConfig:

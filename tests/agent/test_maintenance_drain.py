@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -35,7 +35,7 @@ async def test_a_client_drains_off_the_domain_before_the_window_and_returns_afte
     start = math.ceil(time.time()) + 4
     end = start + 3
     window = {"pool": "api", "domains": [PRIMARY], "drain": "2s", "reason": "drain test",
-              "start": datetime.fromtimestamp(start, timezone.utc), "end": datetime.fromtimestamp(end, timezone.utc)}
+              "start": datetime.fromtimestamp(start, UTC), "end": datetime.fromtimestamp(end, UTC)}
     cfg = config(fd, tmp_path, [PRIMARY, BACKUP], policy={"sticky": False}, maintenance=[window])
     async with running(cfg) as agent:
         assert agent.address is not None

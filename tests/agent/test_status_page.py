@@ -143,7 +143,7 @@ async def test_figures_say_what_they_cover_in_utc(demo: DemoAgent, browser: WebD
     control = _text(browser, "#control")
     made = re.match(r"^Version of (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) UTC \((\d+)\), signed ", control)
     assert made is not None, control
-    shown = datetime.datetime.strptime(made[1], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=datetime.timezone.utc)
+    shown = datetime.datetime.strptime(made[1], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=datetime.UTC)
     assert shown.timestamp() == pytest.approx(int(made[2]) / 1000)
 
 
@@ -176,7 +176,7 @@ async def test_a_maintenance_window_shows_a_banner_and_is_not_downtime(browser: 
     """A window on the primary starts 3 s into the run: the banner announces it, then says it is under
     way; the primary fails its probes in it, yet its badge reads MAINTENANCE, its newest bars are
     maintenance bars (none red) and its 1 h uptime stays 100.0 %; a screenshot of it is taken."""
-    start = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3)
+    start = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=3)
     window = {"pool": "api", "domains": [f"https://{PRIMARY}"], "reason": "database upgrade",
               "start": start, "end": start + datetime.timedelta(minutes=30)}
     async with demo_agent(maintenance=[window]) as demo:
@@ -212,7 +212,7 @@ async def test_the_history_and_its_maintenance_bars_survive_a_restart(browser: W
     with no window configured: the page shows the earlier results, the window's as maintenance bars
     (none red), and the 1 h uptime still leaves them out (100.0 %); a screenshot of it is taken."""
     history = tmp_path / "history.sqlite"
-    start = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3)
+    start = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=3)
     end = start + datetime.timedelta(seconds=4)
     window = {"pool": "api", "domains": [f"https://{PRIMARY}"], "reason": "database upgrade", "start": start,
               "end": end}

@@ -11,11 +11,11 @@ import inspect
 import subprocess
 import sys
 import textwrap
+from typing import assert_type
 
 import httpx
 import httpx2
 import pytest
-from typing_extensions import assert_type
 
 import pytest_failover
 from pytest_failover import Pool

@@ -33,15 +33,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import click
 import click.testing
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the agent extra brings tomli there
-    import tomli as tomllib
 
 from ._markdown import ROOT
 

@@ -25,15 +25,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the agent extra brings tomli there
-    import tomli as tomllib
 
 import pytest
 import yaml

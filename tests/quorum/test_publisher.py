@@ -8,7 +8,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -184,8 +184,8 @@ def _disabled_at(publisher: QuorumPublisher, times: list[int]) -> list[tuple[fro
 
 def _window(**extra: Any) -> dict[str, Any]:
     """Maintenance of A over [T0 + 600, T0 + 1200) with a 5 minute drain."""
-    return {"pool": "api", "domains": [A], "start": datetime.fromtimestamp(T0 + 600, timezone.utc),
-            "end": datetime.fromtimestamp(T0 + 1200, timezone.utc), "drain": "5m", **extra}
+    return {"pool": "api", "domains": [A], "start": datetime.fromtimestamp(T0 + 600, UTC),
+            "end": datetime.fromtimestamp(T0 + 1200, UTC), "drain": "5m", **extra}
 
 
 def test_a_configured_window_drains_its_domain_through_the_quorum_document(tmp_path: Path) -> None:

@@ -269,10 +269,10 @@ def test_the_library_needs_only_opentelemetry_api() -> None:
     }
 
 
-def test_python_3_10_or_newer_is_enough() -> None:
-    """Set-up: 'with only `python3` (3.10 or newer) and `make`'."""
+def test_python_3_11_or_newer_is_enough() -> None:
+    """Set-up: 'with only `python3` (3.11 or newer) and `make`'."""
     requires = importlib.metadata.metadata("pytest-failover")["Requires-Python"]
-    assert requires.replace(" ", "") == ">=3.10"
+    assert requires.replace(" ", "") == ">=3.11"
 
 
 def test_the_names_the_readme_uses_can_be_imported() -> None:

@@ -398,7 +398,7 @@ def _peer_certificate(fd: FakeDomains, host: str) -> dict[str, Any]:
 
 
 def test_cert_not_after_serves_a_certificate_that_expires_soon(fd: FakeDomains) -> None:
-    soon = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + datetime.timedelta(
+    soon = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(
         days=3
     )
     fd.add("api.example.com", cert_not_after=soon)

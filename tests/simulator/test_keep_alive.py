@@ -151,7 +151,7 @@ def test_a_new_certificate_date_drops_the_pooled_connection(
     site: FakeDomains, client: httpx.Client
 ) -> None:
     port = get(client)[1]
-    expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=3)
+    expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=3)
     site.add(HOST, cert_not_after=expires)
     status, new_port = get(client)
     assert (status, new_port != port) == (200, True)
