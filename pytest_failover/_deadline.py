@@ -224,11 +224,14 @@ class _LoopWatch:
 
     Only the loop holds the watch (its timer, and the attempts' frames through their
     limits); the registry holds it weakly, so a closed loop, with whatever was left
-    armed on it, leaves nothing behind. A watch whose timer found nothing armed is
-    dropped, and the loop's next attempt makes a new one.
+    armed on it, leaves nothing behind. The watch holds its timer weakly too: the
+    timer's callback holds the watch, and a loop closed with the timer set (its heap
+    cleared) would otherwise leave the two, and the loop through the watch, to the
+    cyclic collector. A watch whose timer found nothing armed is dropped, and the
+    loop's next attempt makes a new one.
     """
 
-    __slots__ = ("__weakref__", "_handle", "armed", "lag", "loop", "running", "wakes_at")
+    __slots__ = ("__weakref__", "_handle", "_lag", "armed", "loop", "running", "wakes_at")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -236,17 +239,29 @@ class _LoopWatch:
         # loop; another's (uvloop's) never says, and is asked for each time
         self.running: Any = loop if isinstance(loop, asyncio.BaseEventLoop) else _Untold
         self.armed: set[_Limit] = set()
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: Callable[[], asyncio.TimerHandle | None] | None = None  # (see _weakly)
         self.wakes_at = math.inf  # when the timer fires (inf: no timer)
-        self.lag: LagMeter | None = None  # how late the loop runs, while slow-call verdicts ask (``_looplag``)
+        self._lag: weakref.ref[LagMeter] | None = None  # (see lag)
         _watches[loop] = weakref.ref(self)
+
+    @property
+    def lag(self) -> LagMeter | None:
+        """How late the loop runs, while slow-call verdicts ask (``_looplag``). Held weakly:
+        the meter's timer holds it while it runs, and it holds this watch then (a loop
+        closed with both timers set leaves neither to the cyclic collector)."""
+        return None if self._lag is None else self._lag()
+
+    @lag.setter
+    def lag(self, meter: LagMeter | None) -> None:
+        self._lag = None if meter is None else weakref.ref(meter)
 
     def wake(self, at: float) -> None:
         """Look at ``at`` (the loop's time) instead of when the timer fires now."""
-        if self._handle is not None:
-            self._handle.cancel()
+        handle = None if self._handle is None else self._handle()
+        if handle is not None:
+            handle.cancel()
         self.wakes_at = at
-        self._handle = self.loop.call_at(at, self._fire)
+        self._handle = _weakly(self.loop.call_at(at, self._fire))
 
     def _fire(self) -> None:
         self._handle = None
@@ -269,6 +284,16 @@ class _LoopWatch:
             self.wake(max(earliest, due + _RECHECK) if held else earliest)
         else:
             self.wakes_at = math.inf  # nothing armed: the watch may go
+
+
+def _weakly(handle: asyncio.TimerHandle) -> Callable[[], asyncio.TimerHandle | None]:
+    """A weak reference to ``handle`` (the loop's heap holds it while it is set), or, for a
+    loop whose handles take none, a strong one: that loop's watch is left to the cyclic
+    collector when the loop closes with its timer set, as it was on every loop before."""
+    try:
+        return weakref.ref(handle)
+    except TypeError:
+        return lambda: handle
 
 
 # An attempt past its time in a section anyio shields (see :func:`_shielded`) is cut once

@@ -76,17 +76,18 @@ def lateness(span: float) -> float:
 class LagMeter:
     """One loop's lateness: a timer every :data:`INTERVAL`, and how late each one ran."""
 
-    __slots__ = ("_asked_at", "_due", "_handle", "_loop", "_watch", "fired")
+    __slots__ = ("__weakref__", "_asked_at", "_due", "_loop", "_watch", "fired")
 
     def __init__(self, watch: _LoopWatch) -> None:
-        self._watch = watch  # the loop's deadline watch, which holds this meter (and is held by it while it runs)
+        # the loop's deadline watch, held while the meter runs (its timer holds the meter,
+        # and the watch holds it only weakly: ``_LoopWatch.lag``)
+        self._watch = watch
         loop: asyncio.AbstractEventLoop = watch.loop
         self._loop = loop
         # (when a timer ran, how late), oldest first, of those that ran NOTABLE late: a
         # blocked loop's first timer ran late by as long as it was blocked
         self.fired: collections.deque[tuple[float, float]] = collections.deque(maxlen=int(KEEP / INTERVAL))
         self._asked_at = self._due = loop.time()
-        self._handle: asyncio.TimerHandle | None = None
         self._arm()
 
     def asked(self) -> None:
@@ -95,14 +96,13 @@ class LagMeter:
 
     def _arm(self) -> None:
         self._due += INTERVAL
-        self._handle = self._loop.call_at(self._due, self._fire)
+        self._loop.call_at(self._due, self._fire)
 
     def _fire(self) -> None:
         now = self._loop.time()
         if now - self._due >= NOTABLE:
             self.fired.append((now, now - self._due))
         if now - self._asked_at > IDLE:  # nobody asks: stop (the next question starts afresh)
-            self._handle = None
             if self._watch.lag is self:
                 self._watch.lag = None
             return

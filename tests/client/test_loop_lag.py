@@ -23,7 +23,7 @@ from pytest_failover import (
     SlowCalls,
     _looplag,
 )
-from pytest_failover._deadline import watch_here
+from pytest_failover._deadline import _LoopWatch, async_limit, watch_here
 from pytest_failover.integrations.aiohttp import FailoverMiddleware
 
 from .load import loops_in_threads
@@ -240,6 +240,29 @@ def test_the_meter_stops_when_nobody_asks(monkeypatch: pytest.MonkeyPatch) -> No
 
     running, stopped = asyncio.run(run())
     assert running and stopped
+
+
+def test_a_loop_closed_while_its_meter_runs_goes_without_the_collector() -> None:
+    """A loop closed while its lateness is measured (the meter's timer set, and the deadline
+    watch's) goes with its meter and its watch once nothing else holds them: each timer
+    holds its own, the meter holds the watch, and the watch holds the meter only weakly,
+    so the three make no cycle for the cyclic collector to find."""
+    from .garbage import left_for_the_collector
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+
+        async def measured() -> None:
+            _looplag.measure()
+            with async_limit(30.0):
+                await asyncio.sleep(0)
+            watch = watch_here()
+            assert watch is not None and watch.lag is not None  # both timers are set
+
+        loop.run_until_complete(measured())
+        loop.close()
+
+    assert left_for_the_collector(run, (_looplag.LagMeter, _LoopWatch, asyncio.AbstractEventLoop)) == []
 
 
 def test_a_loop_still_blocked_is_late_for_the_whole_span_and_no_more() -> None:

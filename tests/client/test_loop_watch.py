@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import socket
 import threading
 import time
@@ -466,6 +467,27 @@ def test_a_closed_loop_leaves_nothing_behind() -> None:
     assert gone() is None, "the closed loop is still alive"
     assert watch() is None
     assert len([m for m in destroyed if "pending" in m["message"]]) == 1  # asyncio's own warning
+
+
+def test_a_loop_closed_with_its_watch_timer_set_goes_without_the_collector() -> None:
+    """A loop closed while its watch's timer is still set (at its last attempt's time, the
+    attempt long answered) goes with its watch once nothing else holds them: the watch holds
+    its timer weakly (the loop's heap holds it), so the timer, whose callback holds the
+    watch, makes no cycle with it for the cyclic collector to find."""
+    from .garbage import left_for_the_collector
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+
+        async def answered() -> None:
+            with async_limit(30.0):
+                await asyncio.sleep(0)
+            assert _watch().wakes_at < math.inf  # the timer is still set: it moves only earlier
+
+        loop.run_until_complete(answered())
+        loop.close()
+
+    assert left_for_the_collector(run, (_LoopWatch, asyncio.AbstractEventLoop)) == []
 
 
 class _Unkind:

@@ -27,7 +27,11 @@ from pytest_failover._deadline import _Limit, _LoopWatch, async_limit
 
 
 class _Handle:
-    """A timer of :class:`_Loop`: ``cancel()`` as asyncio's."""
+    """A timer of :class:`_Loop`: ``cancel()`` as asyncio's. It takes no weak reference, as
+    some loops' timers (the watch then holds it strongly: ``_deadline._weakly``); asyncio's
+    and uvloop's, which do, are the other tests'."""
+
+    __slots__ = ("callback", "cancelled", "when")
 
     def __init__(self, when: float, callback: Callable[[], object]) -> None:
         self.when = when
