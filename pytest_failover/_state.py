@@ -45,6 +45,7 @@ from ._pools import PoolCore
 from ._snapshot import TransportState
 from ._stale import StaleCache
 from ._sticky import StickyFile
+from ._suggest import did_you_mean
 from ._telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -135,7 +136,8 @@ def spelt_out(options: type[Mapping[str, Any]]) -> Callable[[Init], Init]:
     """Decorate an ``__init__(self, ..., **options: Unpack[options])``: its signature
     shows each of ``options`` as a keyword-only parameter (type and default), ahead of
     the constructor's own keyword-only ones, and a keyword that neither names is refused
-    with the ``TypeError`` Python raises for a named parameter."""
+    with the ``TypeError`` Python raises for a named parameter, naming the class built (not
+    the base that holds the ``__init__``) and the closest keyword it takes."""
     spelt = [
         inspect.Parameter(
             name,
@@ -157,7 +159,11 @@ def spelt_out(options: type[Mapping[str, Any]]) -> Callable[[Init], Init]:
         def checked(*args: Any, **kwargs: Any) -> None:
             for name in kwargs:
                 if name not in named:
-                    raise TypeError(f"{init.__qualname__}() got an unexpected keyword argument {name!r}")
+                    close = did_you_mean(name, named)
+                    raise TypeError(
+                        f"{type(args[0]).__qualname__}.__init__() got an unexpected keyword argument {name!r}"
+                        + (f"; did you mean {close!r}?" if close else "")
+                    )
             init(*args, **kwargs)
 
         checked.__signature__ = signature.replace(parameters=[*positional, *spelt, *keywords])  # type: ignore[attr-defined]  # read by inspect.signature

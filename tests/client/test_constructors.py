@@ -60,9 +60,13 @@ def test_each_constructor_shows_every_keyword_with_its_type_and_default(cls: typ
 
 @pytest.mark.parametrize("cls", list(SIGNATURES), ids=lambda cls: cls.__name__)
 def test_a_keyword_a_constructor_does_not_name_is_a_type_error(cls: type[Any]) -> None:
-    """A misspelt option is refused as Python refuses it for a named parameter."""
-    with pytest.raises(TypeError, match=r"__init__\(\) got an unexpected keyword argument 'regoin'"):
+    """A misspelt option is refused as Python refuses it for a named parameter, in the name
+    of the class built, with the option it may have meant."""
+    message = rf"^{cls.__name__}\.__init__\(\) got an unexpected keyword argument 'regoin'; did you mean 'region'\?$"
+    with pytest.raises(TypeError, match=message):
         cls([POOL], regoin="eu")
+    with pytest.raises(TypeError, match=rf"^{cls.__name__}\.__init__\(\) got an unexpected keyword argument 'zzz'$"):
+        cls([POOL], zzz=1)
 
 
 def test_mypy_refuses_what_a_constructor_does_not_take() -> None:
