@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import semconv
+from ._suggest import did_you_mean
 
 if TYPE_CHECKING:
     from ._breaker import Breaker, BreakerState
@@ -300,9 +301,11 @@ class RequestOptions:
             raise TypeError('extensions["failover"] must be a dict such as {"enabled": False}')
         unknown = sorted(set(raw) - _OPTION_TYPES.keys())
         if unknown:
+            close = did_you_mean(unknown[0], _OPTION_TYPES) if len(unknown) == 1 else None
             raise ValueError(
                 f'extensions["failover"]: unknown option(s) {unknown}; '
-                "expected enabled, domain, pool, idempotent, affinity, order or hedge"
+                + (f"did you mean {close!r}? " if close else "")
+                + "expected enabled, domain, pool, idempotent, affinity, order or hedge"
             )
         for key, kind in _OPTION_TYPES.items():
             if key in raw and not isinstance(raw[key], kind):

@@ -281,7 +281,9 @@ def test_a_named_order_beats_the_time_window() -> None:
     [
         ({"affinity": 42}, TypeError, r'\["affinity"\] must be a str'),
         ({"order": ["wechat"]}, TypeError, r'\["order"\] must be a str'),
-        ({"orders": "wechat"}, ValueError, "unknown option.*affinity, order or hedge"),
+        ({"orders": "wechat"}, ValueError, r"unknown option\(s\) \['orders'\]; did you mean 'order'\? expected .*affinity, order or hedge$"),
+        ({"orders": "a", "pinned": "b"}, ValueError, r"unknown option\(s\) \['orders', 'pinned'\]; expected enabled"),
+        ({"zzz": 1}, ValueError, r"unknown option\(s\) \['zzz'\]; expected enabled"),
     ],
 )
 def test_steering_options_are_validated(raw: dict[str, object], error: type[Exception], message: str) -> None:
