@@ -30,6 +30,14 @@ pytest_plugins = ["pytester"]
 
 IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
+
+@pytest.fixture(scope="session")
+def in_ci() -> bool:
+    """Is this CI's run (``CI`` set), where a skip fails the run? For a test that asks more
+    of CI than of a workstation (tests import nothing from this file: pytester copies it)."""
+    return IN_CI
+
+
 ALONE = (
     "alone: times several processes against a bound with little slack; `make pytest` runs "
     "these after the rest, by themselves (beside another test worker, a fleet of 4 processes "

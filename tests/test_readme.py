@@ -17,7 +17,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import IN_CI
 from failover_agent.slo import ALERT_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +38,7 @@ def _anchors(page: Path) -> set[str]:
 
 
 
-def test_ci_runs_the_oldest_python_the_package_declares() -> None:
+def test_ci_runs_the_oldest_python_the_package_declares(in_ci: bool) -> None:
     """The floor of ``requires-python`` is the Python the README names and the one CI runs the
     suite on: a floor no run tests is a promise nobody keeps (3.10 was declared while the
     resolvers and the agent did not import there)."""
@@ -48,7 +47,7 @@ def test_ci_runs_the_oldest_python_the_package_declares() -> None:
     assert floor is not None, f"requires-python: {declared!r} is not a plain floor"
     minor = int(floor.group(1))
     assert f"`python3` (3.{minor} or newer)" in README.read_text(encoding="utf-8")
-    if IN_CI:
+    if in_ci:
         assert sys.version_info[:2] == (3, minor), (
             f"CI runs Python {sys.version.split()[0]}, the package declares {declared}: run CI on 3.{minor}, or "
             "raise the floor"
