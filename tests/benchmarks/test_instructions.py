@@ -16,7 +16,10 @@ import pytest
 
 from benchmarks import instructions, opcodes
 
-MEASURED_ON = (3, 11)
+# The CPythons on which the ceilings below were checked: each is a comparison with bare httpx
+# on the same interpreter, which held on each (session 30, 20 and 60 requests, instructions
+# and objects a request: 3.11.7 -26.8k and -42, 3.12.1 -29.9k and -31, 3.13.0 -27.8k and -35).
+MEASURED_ON = {(3, 11), (3, 12), (3, 13)}
 # httpx sync added 70k to 73k to bare httpx's 1,415k (1.05x) when the benchmark was added;
 # since the transport hands a body it read whole over as its content (``Lane.read_whole``),
 # sparing the client's second read, it runs 20k fewer than bare httpx (0.986x, 20 and 60
@@ -29,8 +32,8 @@ OBJECTS_ADDED_CEILING = 0
 
 
 def test_a_happy_path_request_adds_instructions_under_the_ceiling() -> None:
-    if (sys.implementation.name, sys.version_info[:2]) != ("cpython", MEASURED_ON):
-        pytest.skip(f"the ceiling was measured on CPython {MEASURED_ON}")
+    if sys.implementation.name != "cpython" or sys.version_info[:2] not in MEASURED_ON:
+        pytest.skip(f"the ceiling was checked on CPython {sorted(MEASURED_ON)} only")
     if shutil.which("valgrind") is None:  # a skip fails CI's run (tests/conftest.py), which installs it
         pytest.skip("needs valgrind: apt-get install valgrind")
     (pair,) = instructions.measure({opcodes.HTTPX_SYNC: opcodes.BARE_HTTPX}, few=20, many=60)
