@@ -77,9 +77,13 @@ class Endpoint:
     def requests(
         self, method: str, url: httpx.URL, headers: dict[str, str], content: bytes | None
     ) -> Iterator[httpx.Request]:
-        """``url``'s request, once per bootstrap address (or once, by name)."""
+        """``url``'s request, once per bootstrap address (or once, by name). Each carries
+        the endpoint's timeout itself: a client applies its own default only to a request
+        it builds (and, from httpx 0.28, to one it is given), so on httpx 0.27 a query to
+        a server that never answers waited for ever."""
+        timeout = {"timeout": httpx.Timeout(self.timeout).as_dict()}
         if not self.bootstrap:
-            yield httpx.Request(method, url, headers=headers, content=content)
+            yield httpx.Request(method, url, headers=headers, content=content, extensions=timeout)
             return
         host = url.netloc.decode("ascii")
         for address in self.bootstrap:
@@ -88,7 +92,7 @@ class Endpoint:
                 url.copy_with(host=address),
                 headers={**headers, "Host": host},
                 content=content,
-                extensions={"sni_hostname": self.name},
+                extensions={**timeout, "sni_hostname": self.name},
             )
 
     def send(

@@ -143,7 +143,6 @@ AIOHTTP: dict[type[aiohttp.ClientError], Target] = {
     aiohttp.SocketTimeoutError: httpx.ReadTimeout,
     aiohttp.ServerFingerprintMismatch: httpx.ConnectError,
     aiohttp.ClientPayloadError: httpx.RemoteProtocolError,
-    aiohttp.UploadAbortedError: None,
     aiohttp.InvalidURL: None,
     aiohttp.InvalidUrlClientError: None,
     aiohttp.InvalidUrlRedirectClientError: None,
@@ -151,6 +150,8 @@ AIOHTTP: dict[type[aiohttp.ClientError], Target] = {
     aiohttp.NonHttpUrlRedirectClientError: None,
     aiohttp.NonHttpUrlClientError: None,
 }
+if hasattr(aiohttp, "UploadAbortedError"):  # new in aiohttp 3.14.4 (the floor is 3.14.0)
+    AIOHTTP[aiohttp.UploadAbortedError] = None
 
 # An aiohttp.ClientResponseError by what it was raised from: an answer aiohttp's parser
 # failed on (each parser error class), or an error status raised for (nothing).

@@ -149,6 +149,18 @@ def test_spare_bits_in_the_signature_are_refused() -> None:
     assert "spare bits" in rejected(head + b"." + sig[:-1] + spare, "malformed")
 
 
+@pytest.mark.parametrize("key", [HMAC_KEY, ED_KEY], ids=["HS256", "EdDSA"])
+def test_a_document_just_under_the_limit_signs_and_verifies(key: Any) -> None:
+    """A document of nearly ``MAX_DOCUMENT_BYTES`` is a document like any other, whichever
+    joserfc is installed (before 1.7 joserfc refused a payload over 8,000 bytes of its own,
+    and such a document was refused as malformed)."""
+    pools = {f"pool-{i:04d}": {"disabled": [f"https://d{i}.example.com"]} for i in range(900)}
+    doc = ControlDocument.from_claims(claims(pools=pools))
+    raw = sign_document(doc, key)
+    assert 8_000 * 4 / 3 < len(raw) <= MAX_DOCUMENT_BYTES  # (base64 makes a payload a third longer)
+    assert verify_document(raw, key.public() if key is ED_KEY else key, now=NOW) == doc
+
+
 def test_too_large() -> None:
     """Anything over MAX_DOCUMENT_BYTES is refused before it is read."""
     assert "bytes" in rejected(b"a" * (MAX_DOCUMENT_BYTES + 1), "too_large")

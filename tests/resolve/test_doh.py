@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import anyio
+import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -98,6 +99,18 @@ def test_a_name_that_does_not_answer_times_out(ask: Ask, doh: DoH, make_doh: Mak
             ask(make_doh(timeout=0.3), "api.example.com")
     finally:
         doh[0].forget()  # let the held answers go
+
+
+@pytest.mark.parametrize("bootstrap", [None, ["127.0.0.1", "127.0.0.2"]])
+def test_every_query_carries_the_resolvers_timeout(bootstrap: list[str] | None) -> None:
+    """Each request a resolver sends holds its own timeout: a client applies its default only
+    to a request it builds (httpx from 0.28 to one it is given too), so on httpx 0.27 a
+    query to a server that never answered waited for ever."""
+    resolver = DoHResolver("https://dns.example/dns-query", bootstrap=bootstrap, timeout=1.5)
+    requests = list(resolver.endpoint.requests("GET", httpx.URL("https://dns.example/dns-query"), {}, None))
+    assert len(requests) == (1 if bootstrap is None else 2)
+    for request in requests:
+        assert request.extensions["timeout"] == httpx.Timeout(1.5).as_dict()
 
 
 def test_a_server_that_is_down_is_unavailable(ask: Ask, fd: FakeDomainsFixture, doh: DoH, make_doh: MakeDoH) -> None:
