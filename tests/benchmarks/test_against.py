@@ -3,6 +3,7 @@ same rounds (``benchmarks._against``). No timing is asserted."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,8 @@ def test_happy_path_puts_the_other_tree_beside_this_one_and_says_what_share_it_a
         HTTPXClientInstrumentor,
     )
     theirs = f"FailoverTransport at {_head()}, no SDK"
-    assert data["against"]["commit"] == _head() and data["against"]["added_share"] > 0
+    # A share of two wall times from 10 rounds: a number, of either sign on a loaded machine
+    # (CI once read -0.56 here); what it is worth is the benchmark's to say, not a test's.
+    assert data["against"]["commit"] == _head() and math.isfinite(data["against"]["added_share"])
     assert any(row[0] == theirs for row in table.rows)
     assert any(note.startswith(f"Against {_head()} (`--against HEAD`)") for note in table.notes)
