@@ -164,6 +164,11 @@ class Breaker:
     def __init__(self, *, threshold: int, cooldown: float) -> None:
         self.threshold = threshold
         self.cooldown = cooldown
+        self.forget()
+
+    def forget(self) -> None:
+        """Closed, as built: no failure counted, no suspicion, no probe in flight (what a
+        test that starts afresh sees: ``State.forget``). Its pool's lock is held."""
         self.state = BreakerState.CLOSED
         self.failures = 0  # consecutive, in CLOSED
         self.open_until = 0.0

@@ -183,6 +183,13 @@ class Dialer:
         # (aiohttp's), in order, and how they were found: see :meth:`landed`
         self._offered: dict[str, tuple[list[str], str]] = {}
 
+    def forget(self) -> None:
+        """No address failed lately, none offered (``State.forget``); the resolvers keep
+        their own caches."""
+        with self._lock:
+            self._bad.clear()
+            self._offered.clear()
+
     def order(self, host: str, addresses: Iterable[str]) -> list[str]:
         """``addresses`` in the order to try them: the resolver's, the addresses that
         failed lately last (the one to be forgiven first, first)."""

@@ -152,7 +152,6 @@ class PoolCore:
         # deadline, capped by the per-attempt timeout (``RequestPlan._timeout`` at the start).
         cap = policy.attempt_timeout
         self.first_timeout = policy.deadline if cap is None or cap > policy.deadline else cap
-        self.budget = TokenBucket(policy.retry_budget) if policy.retry_budget else None
         # How much of a 2xx body a request reads before its outcome is known: for the
         # app-error check, and so that a re-sendable request whose connection breaks
         # mid-body fails over; and for the stale cache (GET only).
@@ -182,13 +181,8 @@ class PoolCore:
         # (for an adaptive hedge delay) and slow calls. None: not configured, no cost.
         hedging = policy.hedging
         self.hedging = hedging
-        self.throttle = HedgeThrottle(hedging) if hedging is not None else None
         self.max_hedges = hedging.max_extra if hedging is not None else 0  # hedges per request
-        self.latency = (
-            {d: LatencyWindow() for d in pool.domains} if hedging is not None and hedging.delay is None else None
-        )
         slow_calls = policy.slow_calls
-        self.slow_calls = {d: SlowCallWindow(slow_calls) for d in pool.domains} if slow_calls is not None else None
         # May a request with no options take the fast lane (``_exchange.Lane``): does the
         # pool's choice alone decide its first attempt, and a success at it move nothing
         # but the breaker's count and the budget? Not on a table, steered, hedged, or
@@ -199,8 +193,7 @@ class PoolCore:
         # a hedgeable one with its first hedge armed (``SyncLoop._raced``, ``AsyncLoop._raced``).
         self.lane_hedges = self.table is None and not self.steers and hedging is not None and slow_calls is None
         self.disabled: frozenset[Domain] = frozenset()
-        self.serving: Domain | None = None
-        self.serving_since = -math.inf  # when ``serving`` last changed (monotonic seconds)
+        self._learn_afresh()
         self.lock = threading.Lock()
         renew_locks(self, "lock")
         # Shared health (``pytest_failover.shared``): the fleet's probe lease, asked
@@ -211,6 +204,29 @@ class PoolCore:
         # draws and jitter; the time windows of ``time_orders``.
         self.random: Callable[[], float] = random.random
         self.wall_clock: Callable[[], float] = time.time
+
+    def _learn_afresh(self) -> None:
+        """What the pool learns from its traffic, as built: the domain serving it, the
+        retry budget (full), and for slow domains the hedge throttle, each domain's latency
+        (for an adaptive hedge delay) and slow calls (None: not configured, no cost)."""
+        policy, domains = self.policy, self.pool.domains
+        self.serving: Domain | None = None
+        self.serving_since = -math.inf  # when ``serving`` last changed (monotonic seconds)
+        self.budget = TokenBucket(policy.retry_budget) if policy.retry_budget else None
+        hedging, slow_calls = policy.hedging, policy.slow_calls
+        self.throttle = HedgeThrottle(hedging) if hedging is not None else None
+        self.latency = {d: LatencyWindow() for d in domains} if hedging is not None and hedging.delay is None else None
+        self.slow_calls = {d: SlowCallWindow(slow_calls) for d in domains} if slow_calls is not None else None
+
+    def forget(self) -> None:
+        """Forget what traffic taught the pool (``State.forget``): every breaker closed,
+        the primary serving, the budget full, no latency or slow call counted. What it was
+        told stays: its control document's disabled domains, its shared health's lease.
+        A request in flight meanwhile ends on the state it finds."""
+        with self.lock:
+            for breaker in self.breakers.values():
+                breaker.forget()
+            self._learn_afresh()
 
     def first_attempt(self, now: float, members: Members) -> Attempt | None:
         """The first attempt of a request that walks ``members`` (its first order) at

@@ -343,6 +343,13 @@ class StaleCache:
         with self._lock:
             return self._total_bytes
 
+    def clear(self) -> None:
+        """Hold nothing, as built (``State.forget``)."""
+        with self._lock:
+            self._entries.clear()
+            self._variants.clear()
+            self._total_bytes = 0
+
     # -- keys --------------------------------------------------------------
 
     def _digest(self, parts: list[bytes]) -> bytes:

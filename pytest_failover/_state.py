@@ -36,6 +36,7 @@ import inspect
 import logging
 import random as _random
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, ForwardRef, TypedDict, TypeVar, cast
 
@@ -67,6 +68,7 @@ __all__ = [
     "MiddlewareOptions",
     "State",
     "TransportOptions",
+    "forget_everywhere",
     "spelt_out",
 ]
 
@@ -178,7 +180,7 @@ class State:
     Built once, by the first front-end; every field is read-only afterwards (the
     objects it holds keep their own locks)."""
 
-    __slots__ = ("clock", "core", "dialer", "fallback", "shared", "stale", "sticky", "telemetry")
+    __slots__ = ("__weakref__", "clock", "core", "dialer", "fallback", "shared", "stale", "sticky", "telemetry")
 
     def __init__(
         self,
@@ -198,13 +200,33 @@ class State:
         self.clock = clock = options["clock"]
         meter_provider = options["meter_provider"]
         self.telemetry = Telemetry(options["tracer_provider"], meter_provider)
-        self.telemetry.initial_breaker_states((name, pc.pool.domains) for name, pc in self.core.pools.items())
+        self._breakers_closed()
         self.stale = StaleCache()
         self.dialer = self._dialer()
         self.sticky: Mapping[str, StickyFile] = self._restore_sticky()
         self.shared = shared = options["shared"]
         if shared is not None:
             shared.bind(self.core, clock=clock, telemetry=self.telemetry, meter_provider=meter_provider)
+        ref = weakref.ref(self, _gone)
+        _LIVE[id(ref)] = ref
+
+    def forget(self) -> None:
+        """Forget what traffic taught this state, as a test that starts afresh needs (the
+        pytest plugin calls :func:`forget_everywhere` before each test): every pool's
+        breakers, serving domain, retry budget and slow-domain counts as built
+        (``PoolCore.forget``), the stale cache empty, no address held bad. What it was
+        told stays: the configuration, the control document, the telemetry providers, the
+        sticky files on disk, and shared health's word (the fleet's, as news from outside)."""
+        for pool_core in self.core.pools.values():
+            pool_core.forget()
+        self.stale.clear()
+        if self.dialer is not None:
+            self.dialer.forget()
+        self._breakers_closed()
+
+    def _breakers_closed(self) -> None:
+        """Every domain's breaker gauge says closed (as built, or forgotten)."""
+        self.telemetry.initial_breaker_states((name, pc.pool.domains) for name, pc in self.core.pools.items())
 
     def _dialer(self) -> Dialer | None:
         """The resolving state of the pools that have a resolver (``Policy.resolver``),
@@ -273,3 +295,25 @@ class State:
         self.core.apply_control(doc)
         if self.shared is not None:
             self.shared.control_applied(doc.version)
+
+
+# Every State alive, held weakly (the id of the reference -> the reference), for
+# :func:`forget_everywhere`. A dict read whole by ``list()`` in C, as ``_fork``'s
+# registry is: no lock, and a thread building a transport meanwhile changes nothing being read.
+_LIVE: dict[int, weakref.ref[State]] = {}
+
+
+def _gone(ref: weakref.ref[State]) -> None:
+    _LIVE.pop(id(ref), None)
+
+
+def forget_everywhere() -> int:
+    """:meth:`State.forget` of every front-end's state in the process (one per transport
+    or ``sharing`` group): how many. The pytest plugin's ``failover_fresh_state``."""
+    forgotten = 0
+    for ref in list(_LIVE.values()):
+        state = ref()
+        if state is not None:
+            state.forget()
+            forgotten += 1
+    return forgotten

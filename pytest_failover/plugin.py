@@ -10,6 +10,8 @@ Face of the plugin:
 * fixture ``fake_domains``  -> :class:`pytest_failover._plugin_domains.FakeDomainsFixture`
 * marker ``@pytest.mark.outage(host, fault, /, *args, **kwargs)``
 * fixture ``failover_telemetry`` -> :class:`pytest_failover.telemetry_capture.FailoverTelemetry`
+* ini ``failover_fresh_state`` (true by default): each test starts with the failover
+  clients' learned state forgotten (``_failover_fresh_state``)
 * options ``--failover-block-unknown-hosts`` (ini ``failover_block_unknown_hosts``)
   and ``--failover-otlp-endpoint`` (ini ``failover_otlp_endpoint``; ``none``: off). With
   neither, an ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`` in the environment turns the session
@@ -18,6 +20,7 @@ Face of the plugin:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +58,12 @@ _OTLP_HELP = (
     "Without it, OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT turns the export on; 'none' turns it off."
 )
 
+_FRESH_HELP = (
+    "before each test, forget what every failover client in the process learned from earlier "
+    "tests (breakers, the domain serving each pool, retry budgets, slow-call counts, stale copies), "
+    "so that no test's result depends on the tests before it; false keeps that state."
+)
+
 _SESSION_DOMAINS_KEY = pytest.StashKey["SessionDomains"]()
 _TEST_DOMAINS_KEY = pytest.StashKey["FakeDomainsFixture"]()
 
@@ -78,6 +87,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("failover_block_unknown_hosts", _BLOCK_HELP, type="bool", default=False)
     parser.addini("failover_otlp_endpoint", _OTLP_HELP, type="string", default="")
+    parser.addini("failover_fresh_state", _FRESH_HELP, type="bool", default=True)
 
 
 def _block_unknown_hosts(config: pytest.Config) -> bool:
@@ -192,6 +202,17 @@ def _failover_outage_marker(request: pytest.FixtureRequest) -> None:
     outages = parse_outage_markers(request.node)
     domains: FakeDomainsFixture = request.getfixturevalue("fake_domains")
     domains.schedule_outages(outages)
+
+
+@pytest.fixture(autouse=True)
+def _failover_fresh_state(request: pytest.FixtureRequest) -> None:
+    """Each test starts with what the failover clients learned before forgotten
+    (``State.forget``), so a session-wide client that failed over in one test serves the
+    next from its primary, breakers closed. Free in a run that built no client: their
+    module is not even imported then."""
+    states = sys.modules.get("pytest_failover._state")
+    if states is not None and request.config.getini("failover_fresh_state"):
+        states.forget_everywhere()
 
 
 @pytest.hookimpl(wrapper=True)
