@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ._pool import Domain, Pool
     from ._snapshot import DomainState, PoolState, TransportState
     from ._steering import TimeOrder
+    from ._testing import is_testing, set_testing
     from ._values import AttemptRecord
     from .control import ControlDocument, ControlError, ControlPoller
 
@@ -68,6 +69,8 @@ __all__ = [
     "TimeOrder",
     "TransportState",
     "error_type_of",
+    "is_testing",
+    "set_testing",
 ]
 
 __version__ = "0.1.0"
@@ -97,6 +100,8 @@ _WHERE = {
     "AsyncFailoverTransport": "._httpx",
     "FailoverResult": "._exchange",
     "FailoverTransport": "._httpx",
+    "is_testing": "._testing",
+    "set_testing": "._testing",
 }
 
 

@@ -66,6 +66,7 @@ from ._looplag import measure
 from ._policy import ExponentialBackoff, Policy
 from ._pool import Domain
 from ._pools import Choice, Members, PoolCore
+from ._testing import MODE as _TESTING
 from ._values import (
     Attempt,
     BreakerEvent,
@@ -456,11 +457,11 @@ class RequestPlan:
     def _in_time(self, choice: Choice, delay: float, now: float) -> tuple[Choice, float, float] | Stop:
         """``choice``, sent after ``delay``, with the time it may take; a stop when the
         deadline leaves it less than :data:`MIN_ATTEMPT_TIME` (a socket's timeout must
-        be positive)."""
+        be positive). In testing mode (``_testing``) it is sent at once, decided alike."""
         timeout = self._timeout(now + delay)
         if timeout < MIN_ATTEMPT_TIME:
             return Stop(reason=semconv.STOP_DEADLINE)
-        return choice, delay, timeout
+        return choice, 0.0 if _TESTING.skip_waits else delay, timeout
 
     def _wait_for_probe(self, now: float, *, besides: Sequence[Domain]) -> Wait | None:
         """Wait, if time allows, for another request's probe of a domain not in

@@ -12,6 +12,8 @@ Face of the plugin:
 * fixture ``failover_telemetry`` -> :class:`pytest_failover.telemetry_capture.FailoverTelemetry`
 * ini ``failover_fresh_state`` (true by default): each test starts with the failover
   clients' learned state forgotten (``_failover_fresh_state``)
+* ini ``failover_testing`` (false by default): testing mode for the run, no wait before a
+  retry (:func:`pytest_failover.set_testing`)
 * options ``--failover-block-unknown-hosts`` (ini ``failover_block_unknown_hosts``)
   and ``--failover-otlp-endpoint`` (ini ``failover_otlp_endpoint``; ``none``: off). With
   neither, an ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`` in the environment turns the session
@@ -20,6 +22,7 @@ Face of the plugin:
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -64,7 +67,13 @@ _FRESH_HELP = (
     "so that no test's result depends on the tests before it; false keeps that state."
 )
 
+_TESTING_HELP = (
+    "testing mode for the run (pytest_failover.set_testing): every failover client retries at "
+    "once, without the backoff's or Retry-After's wait, each retry decided as if it had waited."
+)
+
 _SESSION_DOMAINS_KEY = pytest.StashKey["SessionDomains"]()
+_RESTORE_TESTING_KEY = pytest.StashKey[contextlib.AbstractContextManager[None]]()
 _TEST_DOMAINS_KEY = pytest.StashKey["FakeDomainsFixture"]()
 
 
@@ -88,6 +97,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("failover_block_unknown_hosts", _BLOCK_HELP, type="bool", default=False)
     parser.addini("failover_otlp_endpoint", _OTLP_HELP, type="string", default="")
     parser.addini("failover_fresh_state", _FRESH_HELP, type="bool", default=True)
+    parser.addini("failover_testing", _TESTING_HELP, type="bool", default=False)
 
 
 def _block_unknown_hosts(config: pytest.Config) -> bool:
@@ -107,6 +117,12 @@ def _otlp_endpoint(config: pytest.Config) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", OUTAGE_MARKER_HELP)
     _register_session_trace(config)
+    if config.getini("failover_testing"):
+        from ._testing import set_testing
+
+        restore = set_testing(True)
+        restore.__enter__()  # left at pytest_unconfigure: the mode the run found comes back
+        config.stash[_RESTORE_TESTING_KEY] = restore
     if _block_unknown_hosts(config):
         from ._plugin_block import UnknownHostBlocker
 
@@ -144,6 +160,10 @@ def _register_session_trace(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    restore = config.stash.get(_RESTORE_TESTING_KEY, None)
+    if restore is not None:
+        restore.__exit__(None, None, None)
+        del config.stash[_RESTORE_TESTING_KEY]
     session_domains = config.stash.get(_SESSION_DOMAINS_KEY, None)
     if session_domains is not None:
         session_domains.close()

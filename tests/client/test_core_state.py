@@ -111,6 +111,7 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
             )
         self.core = FailoverCore([pool], policy, random=lambda: 0.5)
         self.pool = self.core.pools["api"]
+        self.as_built = _pool_facts(FailoverCore([pool], policy, random=lambda: 0.5).pools["api"])
         self.breaker_state = {d: BreakerState.CLOSED for d in self.pool.order}
 
     def _events(self, events: tuple[object, ...]) -> None:
@@ -402,6 +403,17 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
         if self.in_flight.pop(id(plan), None) is not None:
             self.attempts_sent -= 1  # it never reported: it counts as not sent
         self._events(plan.abandon(self.now))
+
+    @precondition(lambda self: not self.plans and not self.lanes)
+    @rule()
+    def forget(self) -> None:
+        """Between two tests, nothing in flight, what the pool learned is forgotten
+        (``PoolCore.forget``, the pytest plugin's ``failover_fresh_state``): it is as built,
+        and the requests after it keep every promise below."""
+        self.pool.forget()
+        assert _pool_facts(self.pool) == self.as_built
+        self.breaker_state = {d: BreakerState.CLOSED for d in self.pool.order}
+        self.hedgeable_started = 0
 
     @rule(seconds=st.sampled_from([0.0, 0.01, 0.3, 1.0, 2.5]))
     def tick(self, seconds: float) -> None:

@@ -38,6 +38,8 @@ def test_exported_names_are_exactly_the_intended_ones() -> None:
         "TimeOrder",
         "TransportState",
         "error_type_of",
+        "is_testing",
+        "set_testing",
     ]
     for name in pytest_failover.__all__:
         assert getattr(pytest_failover, name).__module__.startswith("pytest_failover.")

@@ -1,6 +1,8 @@
-"""Each test of a downstream suite starts with what the failover clients learned in earlier
-tests forgotten (ini ``failover_fresh_state``, true by default): a session-wide client that
-failed over in one test serves the next from its primary, whatever ran before."""
+"""What the plugin does to the failover clients of a downstream suite between its tests:
+each test starts with what they learned in earlier tests forgotten (ini
+``failover_fresh_state``, true by default), so a session-wide client that failed over in one
+test serves the next from its primary; and a run may put them in testing mode (ini
+``failover_testing``), retrying without the waits."""
 
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ def test_2_a_healthy_pool_is_served_by_its_primary(fake_domains, client, transpo
     assert served_by(client).domain == PRIMARY
 
 
-def test_3_the_primary_answers_then_both_fail(fake_domains, client):
+def test_3_the_primary_answers(fake_domains, client):
     fake_domains.add("api.example.com")
     fake_domains.add("api2.example.com")
     assert served_by(client).domain == PRIMARY  # a copy the stale cache keeps
@@ -61,7 +63,6 @@ def test_3_the_primary_answers_then_both_fail(fake_domains, client):
 def test_4_no_stale_copy_of_an_earlier_test(client):
     result = served_by(client)
     assert result.outcome == "failure" and not result.stale
-
 """
 
 
@@ -85,7 +86,7 @@ def test_without_fresh_state_the_earlier_tests_leak(downstream: pytest.Pytester)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines_random([
         "FAILED *test_2_a_healthy_pool_is_served_by_its_primary - AssertionError: assert (?'open', 'closed'? == *",  # (fnmatch: ? for [ and ])
-        "FAILED *test_3_the_primary_answers_then_both_fail - AssertionError: assert 'https://api2.example.com' *",
+        "FAILED *test_3_the_primary_answers - AssertionError: assert 'https://api2.example.com' *",
         "FAILED *test_4_no_stale_copy_of_an_earlier_test - AssertionError: assert ('stale' == 'failure'*",
     ])
 
@@ -103,3 +104,46 @@ def test_two():
     assert "pytest_failover._state" not in sys.modules
 """)
     downstream.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=2)
+
+
+TESTING_SUITE = """
+import time
+
+import httpx
+import pytest_failover
+from pytest_failover import FailoverTransport, Pool
+
+
+def test_retries_go_at_once(fake_domains, fake_domains_ssl_context, monkeypatch):
+    for host in ("api.example.com", "api2.example.com"):
+        fake_domains.add(host)
+        fake_domains.fail(host, "status", 503, headers={"Retry-After": "5"})
+    slept = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    inner = httpx.HTTPTransport(verify=fake_domains_ssl_context)
+    pool = Pool("api", ["https://api.example.com", "https://api2.example.com"])
+    with httpx.Client(transport=FailoverTransport([pool], transport=inner)) as client:
+        result = client.get("https://api.example.com/v1/rooms").extensions["failover"]
+    assert [a.status for a in result.attempts] == [503, 503, 503]
+    assert slept == []
+    assert pytest_failover.is_testing()
+"""
+
+
+def test_the_ini_turns_testing_mode_on_for_the_run(downstream: pytest.Pytester) -> None:
+    """``failover_testing = true``: a pool whose domains both answer 503 with ``Retry-After:
+    5`` gets its three attempts without a wait; without it the third waits the 5 s."""
+    downstream.makepyfile(test_testing_suite=TESTING_SUITE)
+    downstream.runpytest_subprocess("-p", "no:randomly", "-o", "failover_testing=true").assert_outcomes(passed=1)
+    result = downstream.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["E * assert ?5.0? == ??"])  # it slept Retry-After's 5 s (fnmatch: ? for [ and ])
+
+
+def test_the_run_gives_back_the_mode_it_found(downstream: pytest.Pytester) -> None:
+    """Testing mode set for a run is off again when the run ends (an in-process run here)."""
+    import pytest_failover
+
+    downstream.makepyfile(test_on="import pytest_failover\n\ndef test_on():\n    assert pytest_failover.is_testing()\n")
+    downstream.runpytest_inprocess("-p", "no:randomly", "-o", "failover_testing=true").assert_outcomes(passed=1)
+    assert not pytest_failover.is_testing()
