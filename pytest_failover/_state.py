@@ -180,7 +180,9 @@ class State:
     Built once, by the first front-end; every field is read-only afterwards (the
     objects it holds keep their own locks)."""
 
-    __slots__ = ("__weakref__", "clock", "core", "dialer", "fallback", "shared", "stale", "sticky", "telemetry")
+    __slots__ = (
+        "__weakref__", "_restored", "clock", "core", "dialer", "fallback", "shared", "stale", "sticky", "telemetry",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -214,11 +216,16 @@ class State:
         """Forget what traffic taught this state, as a test that starts afresh needs (the
         pytest plugin calls :func:`forget_everywhere` before each test): every pool's
         breakers, serving domain, retry budget and slow-domain counts as built
-        (``PoolCore.forget``), the stale cache empty, no address held bad. What it was
-        told stays: the configuration, the control document, the telemetry providers, the
-        sticky files on disk, and shared health's word (the fleet's, as news from outside)."""
+        (``PoolCore.forget``; a pool resumed from its sticky file when built resumes there
+        again), the stale cache empty, no address held bad. What it was told stays: the
+        configuration, the control document, the telemetry providers, the sticky files on
+        disk. The fleet's word heard through shared health goes with the rest: Redis keeps
+        it, and its next message says it again."""
+        now = self.clock()
         for pool_core in self.core.pools.values():
             pool_core.forget()
+        for pool_core, domain in self._restored:
+            pool_core.restore_serving(domain, now)
         self.stale.clear()
         if self.dialer is not None:
             self.dialer.forget()
@@ -258,6 +265,7 @@ class State:
             if path is not None:
                 sticky[name] = files.setdefault(path, StickyFile(path))
         loaded = {path: f.load() for path, f in files.items()}
+        self._restored: tuple[tuple[PoolCore, Domain], ...] = ()
         now = self.clock()
         for name, file in sticky.items():
             url = loaded[file.path].get(name)
@@ -272,6 +280,7 @@ class State:
                 logger.warning("sticky file %s: %r is not a domain of pool %r; ignored", file.path, url, name)
                 continue
             pool_core.restore_serving(domain, now)
+            self._restored += ((pool_core, domain),)  # what State.forget resumes on again
         return sticky
 
     def persist_sticky(self, pool_core: PoolCore, *, wait: bool) -> None:

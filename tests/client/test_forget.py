@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import threading
 import time
+from pathlib import Path
 
 import httpx
 from opentelemetry.sdk.metrics import MeterProvider
@@ -248,3 +250,30 @@ def test_no_address_is_held_bad_any_more() -> None:
     assert dialer.order("localhost", ["127.0.0.1", "::1"]) == ["::1", "127.0.0.1"]
     forget_everywhere()
     assert dialer.bad("localhost") == [] and dialer.order("localhost", ["127.0.0.1", "::1"]) == ["127.0.0.1", "::1"]
+
+
+def test_a_pool_resumed_from_its_sticky_file_resumes_there_again(tmp_path: Path) -> None:
+    """Built from a sticky file that says the backup served, the pool starts there, its
+    primary suspect for a cooldown; after traffic moved it back to the primary (its file
+    says so now), a forget leaves it as built: on the backup again, whatever the file says
+    since (a session-wide client built before the first test keeps what it was built with)."""
+    path = tmp_path / "sticky.json"
+    path.write_text(json.dumps({"version": 1, "pools": {"api": BACKUP}}))
+    now = [100.0]
+    transport = FailoverTransport(
+        [Pool("api", [PRIMARY, BACKUP])],
+        fast(sticky_path=str(path), breaker_cooldown=30.0),
+        transport=httpx.MockTransport(Domains().answer),
+        clock=lambda: now[0],
+    )
+    as_built = transport.state()
+    assert as_built.pools["api"].sticky == BACKUP
+    with httpx.Client(transport=transport) as client:
+        now[0] += 31.0  # the cooldown is over: the next request fails back to the primary
+        assert client.get(PRIMARY + "/x").extensions["failover"].domain == PRIMARY
+    assert transport.state().pools["api"].sticky == PRIMARY
+    assert json.loads(path.read_text())["pools"]["api"] == PRIMARY
+    forget_everywhere()
+    assert transport.state() == as_built
+    with httpx.Client(transport=transport) as client:
+        assert client.get(PRIMARY + "/x").extensions["failover"].domain == BACKUP
