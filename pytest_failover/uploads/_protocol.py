@@ -153,7 +153,11 @@ class UploadPlan:
         self._last_failure = None
 
     def interrupted(self) -> None:
-        """``upload()`` stopped: the next call asks where the upload stands first."""
+        """``upload()`` stopped: the next call asks where the upload stands first. The last
+        failed chunk's error goes (the error that stopped it holds it as its cause, if it
+        is the cause): its traceback holds the frames that drove this plan, and this plan
+        would hold them in a cycle."""
+        self._last_failure = None
         if self.url is not None:
             self._resume = True
 
@@ -288,7 +292,7 @@ class UploadPlan:
         if offset == step.offset:  # nothing taken: as a failed chunk
             return self._chunk_failed(None, f"{status}, no byte stored", domain=domain, pool=pool)
         stored, self.offset = offset - step.offset, offset
-        self._failures = 0
+        self._failures, self._last_failure = 0, None
         return Answer(stored=stored, domain=domain, pool=pool)
 
     def _chunk_failed(
@@ -306,7 +310,10 @@ class UploadPlan:
                 f"upload {self.url}: {self._failures} chunks in a row failed at offset "
                 f"{self.offset} (the last: {reason})",
             )
-            raise error from (exc or self._last_failure)
+            try:
+                raise error from (exc or self._last_failure)
+            finally:  # the error's traceback holds this frame: no local may hold the error
+                del error
         return Answer(domain=domain, pool=pool)
 
     def _error(self, kind: type[TusError], message: str, *, status: int | None = None) -> TusError:

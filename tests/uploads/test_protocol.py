@@ -293,3 +293,61 @@ def test_a_file_that_changes_during_the_upload_is_an_error(tmp_path: Path) -> No
     with pytest.raises(ValueError, match="holds 10 bytes now, not the 100"):
         upload.upload()
     assert seen == []
+
+
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_a_failed_chunk_leaves_nothing_to_the_cyclic_collector(side: str) -> None:
+    """An upload whose chunk failed with a transport error (kept as the cause of a later
+    ``UploadFailedError``) and then went on, one whose chunks kept failing, and one whose
+    ``HEAD`` failed too: the uploads, their plans and the errors are freed by reference
+    counting alone, in sync and in async."""
+    from client.garbage import left_for_the_collector  # tests/client: a package on the rootdir path
+
+    from pytest_failover.uploads._protocol import UploadPlan
+
+    hit: list[bool] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response | None:
+        if request.method == "PATCH" and request.headers["Upload-Offset"] == "100" and not hit:
+            hit.append(True)
+            raise httpx.ReadError("reset", request=request)
+        return None
+
+    def refusing(methods: tuple[str, ...]) -> Interceptor:
+        def intercept(request: httpx.Request) -> httpx.Response | None:
+            if request.method in methods:
+                raise httpx.ConnectError("refused", request=request)
+            return None
+
+        return intercept
+
+    cases: list[tuple[Interceptor, bool]] = [
+        (flaky, True), (refusing(("PATCH",)), False), (refusing(("PATCH", "HEAD")), False),
+    ]
+    data = os.urandom(300)
+
+    def run_sync() -> None:
+        hit.clear()
+        for intercept, succeeds in cases:
+            client, _ = _client(TusStorage(), intercept)
+            upload = TusUpload(client, URL, data, chunk_size=100, retries=1)
+            if succeeds:
+                assert upload.upload()
+            else:
+                with pytest.raises(UploadFailedError):
+                    upload.upload()
+
+    async def run_async() -> None:
+        hit.clear()
+        for intercept, succeeds in cases:
+            mock, _ = transport(TusServer(TusStorage()), intercept)
+            async with httpx.AsyncClient(transport=mock) as client:
+                upload = AsyncTusUpload(client, URL, data, chunk_size=100, retries=1)
+                if succeeds:
+                    assert await upload.upload()
+                else:
+                    with pytest.raises(UploadFailedError):
+                        await upload.upload()
+
+    run = run_sync if side == "sync" else lambda: asyncio.run(run_async())
+    assert left_for_the_collector(run, (TusUpload, AsyncTusUpload, UploadPlan, BaseException)) == []
