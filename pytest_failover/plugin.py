@@ -74,6 +74,7 @@ _TESTING_HELP = (
 
 _SESSION_DOMAINS_KEY = pytest.StashKey["SessionDomains"]()
 _RESTORE_TESTING_KEY = pytest.StashKey[contextlib.AbstractContextManager[None]]()
+_FRESH_STATE_KEY = pytest.StashKey[bool]()
 _TEST_DOMAINS_KEY = pytest.StashKey["FakeDomainsFixture"]()
 
 
@@ -104,7 +105,17 @@ def _block_unknown_hosts(config: pytest.Config) -> bool:
     flag = config.getoption("failover_block_unknown_hosts")
     if flag is not None:
         return bool(flag)
-    return bool(config.getini("failover_block_unknown_hosts"))
+    return _ini_flag(config, "failover_block_unknown_hosts")
+
+
+def _ini_flag(config: pytest.Config, name: str) -> bool:
+    """The ini option ``name``, a flag: a usage error naming it when it is neither true
+    nor false (pytest's own error names only the value: a ValueError before pytest 9, a
+    UsageError since)."""
+    try:
+        return bool(config.getini(name))
+    except (ValueError, pytest.UsageError) as exc:
+        raise pytest.UsageError(f"ini option {name}: {exc} (expected true or false)") from None
 
 
 def _otlp_endpoint(config: pytest.Config) -> str | None:
@@ -117,7 +128,8 @@ def _otlp_endpoint(config: pytest.Config) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", OUTAGE_MARKER_HELP)
     _register_session_trace(config)
-    if config.getini("failover_testing"):
+    config.stash[_FRESH_STATE_KEY] = _ini_flag(config, "failover_fresh_state")
+    if _ini_flag(config, "failover_testing"):
         from ._testing import set_testing
 
         restore = set_testing(True)
@@ -231,7 +243,7 @@ def _failover_fresh_state(request: pytest.FixtureRequest) -> None:
     next from its primary, breakers closed. Free in a run that built no client: their
     module is not even imported then."""
     states = sys.modules.get("pytest_failover._state")
-    if states is not None and request.config.getini("failover_fresh_state"):
+    if states is not None and request.config.stash.get(_FRESH_STATE_KEY, True):
         states.forget_everywhere()
 
 

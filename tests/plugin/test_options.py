@@ -184,3 +184,13 @@ def test_otlp_endpoint_with_unknown_scheme_is_a_usage_error(downstream: pytest.P
     result.stderr.fnmatch_lines(
         ["*--failover-otlp-endpoint='localhost:4318': expected http://host:4318 (OTLP/HTTP) or grpc://host:4317 (OTLP/gRPC)*"]
     )
+
+
+@pytest.mark.parametrize("name", ["failover_fresh_state", "failover_testing", "failover_block_unknown_hosts"])
+def test_a_flag_that_is_neither_true_nor_false_is_a_usage_error_naming_it(downstream: pytest.Pytester, name: str) -> None:
+    """The run stops at start-up with the option's name (pytest's own error names only the
+    value), whether or not a test would have read it."""
+    downstream.makepyfile("def test_nothing(): pass")
+    result = downstream.runpytest("-o", f"{name}=maybe")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: ini option {name}: invalid truth value 'maybe' (expected true or false)"])
