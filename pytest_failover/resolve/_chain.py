@@ -33,7 +33,10 @@ class ChainResolver:
                 return resolver.resolve(name)
             except ResolveError as exc:
                 errors.append(exc)
-        raise _failed(name, errors)
+        try:
+            raise _failed(name, errors)
+        finally:  # each error's traceback holds this frame: no local may hold them
+            del errors
 
     async def aresolve(self, host: str) -> Answer:
         name = normalize_host(host)
@@ -43,7 +46,10 @@ class ChainResolver:
                 return await resolver.aresolve(name)
             except ResolveError as exc:
                 errors.append(exc)
-        raise _failed(name, errors)
+        try:
+            raise _failed(name, errors)
+        finally:  # each error's traceback holds this frame: no local may hold them
+            del errors
 
     def close(self) -> None:
         for resolver in self.resolvers:

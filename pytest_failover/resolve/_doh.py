@@ -92,15 +92,17 @@ class DoHResolver:
     def __repr__(self) -> str:
         return f"DoHResolver({self.endpoint!r})"
 
+    # The exchanges' errors are returned, not raised, and handed on without a local that
+    # holds them: each one's traceback holds the frame that made the exchange, and a frame
+    # holding the errors would keep them, and the frames above, for the cyclic collector.
+
     def resolve(self, host: str) -> Answer:
         name = normalize_host(host)
-        outcomes = [self._exchange(name, rdtype) for rdtype in ("AAAA", "A")]
-        return combine(name, outcomes, self.allow)
+        return answered(combine(name, [self._exchange(name, rdtype) for rdtype in ("AAAA", "A")], self.allow))
 
     async def aresolve(self, host: str) -> Answer:
         name = normalize_host(host)
-        outcomes = await both(self._aexchange(name, "AAAA"), self._aexchange(name, "A"))
-        return combine(name, outcomes, self.allow)
+        return answered(combine(name, await both(self._aexchange(name, "AAAA"), self._aexchange(name, "A")), self.allow))
 
     def close(self) -> None:
         self.endpoint.close()
@@ -186,14 +188,15 @@ def parse_reply(dns: Any, name: str, query: Any, reply: Reply) -> tuple[list[str
     return [rdata.address for rdata in chain.answer], int(chain.minimum_ttl)
 
 
-def combine(name: str, outcomes: Sequence[Outcome], allow: AddressFilter | None) -> Answer:
-    """One answer from the AAAA and A exchanges (the rules of the module docstring)."""
+def combine(name: str, outcomes: Sequence[Outcome], allow: AddressFilter | None) -> Answer | ResolveError:
+    """One answer from the AAAA and A exchanges (the rules of the module docstring), or
+    the error to raise (:func:`answered` raises it)."""
     addresses: list[str] = []
     ttls: list[int] = []
     errors: list[ResolveError] = []
     for outcome in outcomes:
         if isinstance(outcome, BadAnswer):
-            raise outcome
+            return outcome
         if isinstance(outcome, ResolveError):
             errors.append(outcome)
         elif outcome[0]:
@@ -203,5 +206,16 @@ def combine(name: str, outcomes: Sequence[Outcome], allow: AddressFilter | None)
         return make_answer(name, addresses, min(ttls), source=SOURCE, allow=allow)
     for error in errors:
         if not isinstance(error, NoAddresses):
-            raise error
-    raise NoAddresses(f"DoH server has no A or AAAA record for {name!r}", host=name, source=SOURCE)
+            return error
+    return NoAddresses(f"DoH server has no A or AAAA record for {name!r}", host=name, source=SOURCE)
+
+
+def answered(found: Answer | ResolveError) -> Answer:
+    """``found``, an answer; or raise it, an error, with no local of this frame (which its
+    traceback holds) holding it."""
+    if isinstance(found, ResolveError):
+        try:
+            raise found
+        finally:
+            del found
+    return found

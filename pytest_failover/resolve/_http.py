@@ -107,7 +107,10 @@ class Endpoint:
             except httpx.HTTPError as exc:
                 error = self._next_address(exc, host)
         assert error is not None  # requests() yields at least one
-        raise self._map_error(error, host) from error
+        try:
+            raise self._map_error(error, host) from error
+        finally:  # its traceback holds this frame: no local may hold it (a cycle for the collector)
+            del error
 
     async def asend(
         self, method: str, url: httpx.URL, headers: dict[str, str], content: bytes | None, *, host: str
@@ -120,7 +123,10 @@ class Endpoint:
             except httpx.HTTPError as exc:
                 error = self._next_address(exc, host)
         assert error is not None  # requests() yields at least one
-        raise self._map_error(error, host) from error
+        try:
+            raise self._map_error(error, host) from error
+        finally:  # its traceback holds this frame: no local may hold it (a cycle for the collector)
+            del error
 
     def _next_address(self, exc: httpx.HTTPError, host: str) -> httpx.HTTPError:
         """A connect failure lets the next bootstrap address be tried; anything else is final."""

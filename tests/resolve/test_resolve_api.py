@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -79,3 +80,39 @@ def test_an_answer_checks_itself(field: str, value: object) -> None:
     fields[field] = value
     with pytest.raises(ValueError, match=field.rstrip("es") if field == "addresses" else field):
         Answer(**fields)  # type: ignore[arg-type]  # deliberately wrong values
+
+
+@pytest.mark.parametrize("side", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["doh", "httpdns", "chain"])
+def test_a_failed_lookup_leaves_nothing_to_the_cyclic_collector(kind: str, side: str) -> None:
+    """A resolver whose endpoint refuses raises its error with no frame of its own holding
+    it (nor the errors it came from): the errors, the endpoint's and the chain's, are freed
+    by reference counting alone. Each kept in a local of a frame its traceback holds was a
+    cycle: about eight objects for the collector at every failed lookup."""
+    from client.garbage import left_for_the_collector  # tests/client: a package on the rootdir path
+    from client.servers import closed_port
+
+    from pytest_failover.resolve import ChainResolver, DoHResolver, HTTPDNSResolver, ResolveError
+
+    refusing = f"http://127.0.0.1:{closed_port()}"
+    doh = DoHResolver(refusing + "/dns-query", timeout=1.0)
+    httpdns = HTTPDNSResolver(refusing + "/d?host={host}", timeout=1.0)
+    resolvers: dict[str, DoHResolver | HTTPDNSResolver | ChainResolver] = {
+        "doh": doh, "httpdns": httpdns, "chain": ChainResolver([doh, httpdns]),
+    }
+    resolver = resolvers[kind]
+
+    def run_sync() -> None:
+        for _ in range(3):
+            with pytest.raises(ResolveError):
+                resolver.resolve("api.example.com")
+
+    async def run_async() -> None:
+        for _ in range(3):
+            with pytest.raises(ResolveError):
+                await resolver.aresolve("api.example.com")
+        await resolver.aclose()
+
+    run = run_sync if side == "sync" else lambda: asyncio.run(run_async())
+    assert left_for_the_collector(run, (type(resolver), BaseException)) == []
+    resolver.close()
