@@ -132,13 +132,13 @@ class _Table:
         self._put(host, _Entry(kept, now + ttl, now + ttl + b.serve_stale))
         return kept
 
-    def fail(self, host: str, error: ResolveError, now: float) -> Answer:
-        """The resolver raised ``error``: a stale answer to serve, else ``error`` is raised."""
+    def fail(self, host: str, error: ResolveError, now: float) -> Answer | ResolveError:
+        """The resolver raised ``error``: a stale answer to serve, else ``error``, to raise."""
         b = self.bounds
         entry = self._entries.get(host)
         if isinstance(error, NoAddresses):
             self._put(host, _Entry(error=error, error_until=now + b.negative_ttl))
-            raise error
+            return error
         if entry is not None and entry.answer is not None and now < entry.stale_until:
             entry.held_until = min(now + b.stale_ttl, entry.stale_until)
             self._entries.move_to_end(host)
@@ -146,7 +146,7 @@ class _Table:
                 entry.answer, ttl=entry.held_until - now, source=semconv.RESOLVE_SOURCE_STALE
             )
         self._put(host, _Entry(error=error, error_until=now + b.negative_ttl))
-        raise error
+        return error
 
     def forget(self, host: str | None) -> None:
         if host is None:
@@ -234,52 +234,66 @@ class CachingResolver:
 
     # -- resolving
 
+    # A leader's error is set on its flight, and its traceback holds the frames it came up
+    # through: none of them may hold the flight (or the error) once it is raised, or both
+    # would wait for the cyclic collector. So the leader's outcome is settled without a raise
+    # (``_settle`` takes the flight from ``_flights`` itself), raised by ``_answer`` alone,
+    # and ``resolve`` lets go of the flight ``_begin`` gave it on its way out.
+
     def resolve(self, host: str) -> Answer:
         name = normalize_host(host)
-        for _ in range(HANDOVERS):
-            cached, flight, leads = self._begin(name)
-            if cached is not None:
-                return cached
-            assert flight is not None
-            if leads:
-                return self._lead(name, flight, self.inner.resolve)
-            try:
-                # The leader's error is read, not raised (as result() would): each waiter
-                # raises its own, as a look-up of a held error does (ResolveError.again).
-                error = flight.exception(timeout=self._wait)
-            except concurrent.futures.TimeoutError:
-                raise self._waited_too_long(name) from None
-            if error is not None:
-                raise error.again() if isinstance(error, ResolveError) else error
-            outcome = flight.result()
-            if isinstance(outcome, Answer):
-                return outcome
-        raise self._waited_too_long(name)
+        flight: _Flight | None = None
+        try:
+            for _ in range(HANDOVERS):
+                cached, flight, leads = self._begin(name)
+                if cached is not None:
+                    return cached
+                assert flight is not None
+                if leads:
+                    return self._lead(name, self.inner.resolve)
+                try:
+                    # The leader's error is read, not raised (as result() would): each waiter
+                    # raises its own, as a look-up of a held error does (ResolveError.again).
+                    error = flight.exception(timeout=self._wait)
+                except concurrent.futures.TimeoutError:
+                    raise self._waited_too_long(name) from None
+                if error is not None:
+                    raise error.again() if isinstance(error, ResolveError) else error
+                outcome = flight.result()
+                if isinstance(outcome, Answer):
+                    return outcome
+            raise self._waited_too_long(name)
+        finally:
+            flight = None  # (see above)
 
     async def aresolve(self, host: str) -> Answer:
         name = normalize_host(host)
-        for _ in range(HANDOVERS):
-            cached, flight, leads = self._begin(name)
-            if cached is not None:
-                return cached
-            assert flight is not None
-            if leads:
-                return await self._alead(name, flight)
-            try:
-                # a waiter cancelled must not cancel the flight the others wait for
-                outcome: Answer | _Handover | ResolveError = await wait_future(flight, self._wait)
-            except TimeoutError:
-                raise self._waited_too_long(name) from None
-            except ResolveError as leaders:  # each waiter raises its own, as resolve()'s do
-                outcome = leaders.again()
-            if isinstance(outcome, ResolveError):
+        flight: _Flight | None = None
+        try:
+            for _ in range(HANDOVERS):
+                cached, flight, leads = self._begin(name)
+                if cached is not None:
+                    return cached
+                assert flight is not None
+                if leads:
+                    return await self._alead(name)
                 try:
-                    raise outcome
-                finally:
-                    del outcome  # its traceback holds this frame
-            if isinstance(outcome, Answer):
-                return outcome
-        raise self._waited_too_long(name)
+                    # a waiter cancelled must not cancel the flight the others wait for
+                    outcome: Answer | _Handover | ResolveError = await wait_future(flight, self._wait)
+                except TimeoutError:
+                    raise self._waited_too_long(name) from None
+                except ResolveError as leaders:  # each waiter raises its own, as resolve()'s do
+                    outcome = leaders.again()
+                if isinstance(outcome, ResolveError):
+                    try:
+                        raise outcome
+                    finally:
+                        del outcome  # its traceback holds this frame
+                if isinstance(outcome, Answer):
+                    return outcome
+            raise self._waited_too_long(name)
+        finally:
+            flight = None  # (see resolve)
 
     def close(self) -> None:
         self.inner.close()
@@ -294,7 +308,10 @@ class CachingResolver:
         with self._lock:
             cached = self._table.lookup(name, self._clock())
             if isinstance(cached, ResolveError):
-                raise cached
+                try:
+                    raise cached
+                finally:
+                    del cached  # its traceback holds this frame
             if cached is not None:
                 return cached, None, False
             flight = self._flights.get(name)
@@ -303,50 +320,64 @@ class CachingResolver:
             flight = self._flights[name] = concurrent.futures.Future()
             return None, flight, True
 
-    def _lead(self, name: str, flight: _Flight, ask: Callable[[str], Answer]) -> Answer:
+    def _lead(self, name: str, ask: Callable[[str], Answer]) -> Answer:
         try:
             answer = ask(name)
         except BaseException as exc:
-            return self._settle_error(name, flight, exc)
-        return self._settle(name, flight, answer)
+            return _answer(self._settle_error(name, exc))
+        return _answer(self._settle(name, answer))
 
-    async def _alead(self, name: str, flight: _Flight) -> Answer:
+    async def _alead(self, name: str) -> Answer:
         try:
             answer = await self.inner.aresolve(name)
         except BaseException as exc:
-            return self._settle_error(name, flight, exc)
-        return self._settle(name, flight, answer)
+            return _answer(self._settle_error(name, exc))
+        return _answer(self._settle(name, answer))
 
-    def _settle_error(self, name: str, flight: _Flight, exc: BaseException) -> Answer:
+    def _settle_error(self, name: str, exc: BaseException) -> Answer | BaseException:
         """The leader's resolver raised: a ``ResolveError`` is the outcome (maybe a stale
-        answer); a bug is passed on to the waiters; a cancellation hands over to them."""
+        answer); a bug is passed on to the waiters; a cancellation hands over to them. The
+        leader raises what comes back, if an error (``_answer``)."""
         if isinstance(exc, ResolveError):
-            return self._settle(name, flight, exc)
+            return self._settle(name, exc)
         with self._lock:
-            self._flights.pop(name, None)
-        if isinstance(exc, Exception):
-            flight.set_exception(exc)
-        else:
-            flight.set_result(_HANDOVER)
-        raise exc
-
-    def _settle(self, name: str, flight: _Flight, outcome: Answer | ResolveError) -> Answer:
-        """Store the leader's outcome and hand it to the waiters (an error is raised)."""
-        with self._lock:
-            self._flights.pop(name, None)
-            now = self._clock()
-            try:
-                if isinstance(outcome, Answer):
-                    answer = self._table.store(name, outcome, now)
-                else:
-                    answer = self._table.fail(name, outcome, now)
-            except ResolveError as exc:
+            flight = self._flights.pop(name, None)
+        if flight is not None:  # (None in a fork's child: the flight was the parent's)
+            if isinstance(exc, Exception):
                 flight.set_exception(exc)
-                raise
-        flight.set_result(answer)
-        return answer
+            else:
+                flight.set_result(_HANDOVER)
+        return exc
+
+    def _settle(self, name: str, outcome: Answer | ResolveError) -> Answer | ResolveError:
+        """Store the leader's outcome and hand it to the waiters of its flight (the one
+        ``_begin`` made for it): the answer, or the error for the leader to raise."""
+        with self._lock:
+            flight = self._flights.pop(name, None)
+            now = self._clock()
+            if isinstance(outcome, Answer):
+                settled: Answer | ResolveError = self._table.store(name, outcome, now)
+            else:
+                settled = self._table.fail(name, outcome, now)
+        if flight is not None:  # (as in _settle_error)
+            if isinstance(settled, ResolveError):
+                flight.set_exception(settled)
+            else:
+                flight.set_result(settled)
+        return settled
 
     def _waited_too_long(self, name: str) -> ResolveTimeout:
         return ResolveTimeout(
             f"waited {self._wait} s for another caller's lookup of {name!r}", host=name
         )
+
+
+def _answer(settled: Answer | BaseException) -> Answer:
+    """The leader's answer, or raise its error with no frame of the leader's holding it or
+    its flight (``CachingResolver.resolve``)."""
+    if isinstance(settled, BaseException):
+        try:
+            raise settled
+        finally:
+            del settled
+    return settled

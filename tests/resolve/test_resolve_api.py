@@ -83,34 +83,48 @@ def test_an_answer_checks_itself(field: str, value: object) -> None:
 
 
 @pytest.mark.parametrize("side", ["sync", "async"])
-@pytest.mark.parametrize("kind", ["doh", "httpdns", "chain"])
+@pytest.mark.parametrize("kind", ["doh", "httpdns", "chain", "caching"])
 def test_a_failed_lookup_leaves_nothing_to_the_cyclic_collector(kind: str, side: str) -> None:
     """A resolver whose endpoint refuses raises its error with no frame of its own holding
     it (nor the errors it came from): the errors, the endpoint's and the chain's, are freed
     by reference counting alone. Each kept in a local of a frame its traceback holds was a
-    cycle: about eight objects for the collector at every failed lookup."""
+    cycle: about eight objects for the collector at every failed lookup. A cache's leader
+    sets its error on its flight, and none of its frames holds the flight; a look-up that
+    finds the error cached raises a twin no frame holds either."""
     from client.garbage import left_for_the_collector  # tests/client: a package on the rootdir path
     from client.servers import closed_port
 
-    from pytest_failover.resolve import ChainResolver, DoHResolver, HTTPDNSResolver, ResolveError
+    from pytest_failover.resolve import (
+        CachingResolver,
+        ChainResolver,
+        DoHResolver,
+        HTTPDNSResolver,
+        ResolveError,
+    )
 
     refusing = f"http://127.0.0.1:{closed_port()}"
     doh = DoHResolver(refusing + "/dns-query", timeout=1.0)
     httpdns = HTTPDNSResolver(refusing + "/d?host={host}", timeout=1.0)
-    resolvers: dict[str, DoHResolver | HTTPDNSResolver | ChainResolver] = {
-        "doh": doh, "httpdns": httpdns, "chain": ChainResolver([doh, httpdns]),
+    resolvers: dict[str, DoHResolver | HTTPDNSResolver | ChainResolver | CachingResolver] = {
+        "doh": doh, "httpdns": httpdns, "chain": ChainResolver([doh, httpdns]), "caching": CachingResolver(doh),
     }
     resolver = resolvers[kind]
 
     def run_sync() -> None:
         for _ in range(3):
-            with pytest.raises(ResolveError):
-                resolver.resolve("api.example.com")
+            if isinstance(resolver, CachingResolver):
+                resolver.forget()  # a lookup of its own, then the error it keeps
+            for _ in range(2):
+                with pytest.raises(ResolveError):
+                    resolver.resolve("api.example.com")
 
     async def run_async() -> None:
         for _ in range(3):
-            with pytest.raises(ResolveError):
-                await resolver.aresolve("api.example.com")
+            if isinstance(resolver, CachingResolver):
+                resolver.forget()
+            for _ in range(2):
+                with pytest.raises(ResolveError):
+                    await resolver.aresolve("api.example.com")
         await resolver.aclose()
 
     run = run_sync if side == "sync" else lambda: asyncio.run(run_async())
