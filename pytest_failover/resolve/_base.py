@@ -38,6 +38,7 @@ __all__ = [
     "ResolveTimeout",
     "Resolver",
     "ResolverUnavailable",
+    "answered",
     "check_ttl",
     "interleave",
     "make_answer",
@@ -262,3 +263,16 @@ def make_answer(
     if not checked:
         raise NoAddresses(f"{_WHO.get(source, source)} has no address for {host!r}", host=host, source=source)
     return Answer(host=host, addresses=interleave(checked), ttl=seconds, source=source)
+
+
+def answered(found: Answer | BaseException) -> Answer:
+    """``found``, an answer; or raise it, an error, with no local of this frame (which its
+    traceback holds) holding it. A resolver hands a settled error here rather than raise it
+    where a local holds it: the error's traceback would hold that frame, the frame the error,
+    and both would wait for the cyclic collector."""
+    if isinstance(found, BaseException):
+        try:
+            raise found
+        finally:
+            del found
+    return found

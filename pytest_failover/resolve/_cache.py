@@ -49,7 +49,15 @@ from dataclasses import dataclass, replace
 from .. import semconv
 from .._fork import renew_in_child
 from ._aio import wait_future
-from ._base import Answer, NoAddresses, ResolveError, Resolver, ResolveTimeout, normalize_host
+from ._base import (
+    Answer,
+    NoAddresses,
+    ResolveError,
+    Resolver,
+    ResolveTimeout,
+    answered,
+    normalize_host,
+)
 
 __all__ = ["CachingResolver"]
 
@@ -237,7 +245,7 @@ class CachingResolver:
     # A leader's error is set on its flight, and its traceback holds the frames it came up
     # through: none of them may hold the flight (or the error) once it is raised, or both
     # would wait for the cyclic collector. So the leader's outcome is settled without a raise
-    # (``_settle`` takes the flight from ``_flights`` itself), raised by ``_answer`` alone,
+    # (``_settle`` takes the flight from ``_flights`` itself), raised by ``answered`` alone,
     # and ``resolve`` lets go of the flight ``_begin`` gave it on its way out.
 
     def resolve(self, host: str) -> Answer:
@@ -250,7 +258,7 @@ class CachingResolver:
                     return cached
                 assert flight is not None
                 if leads:
-                    return self._lead(name, self.inner.resolve)
+                    return self._lead(name)
                 try:
                     # The leader's error is read, not raised (as result() would): each waiter
                     # raises its own, as a look-up of a held error does (ResolveError.again).
@@ -320,24 +328,24 @@ class CachingResolver:
             flight = self._flights[name] = concurrent.futures.Future()
             return None, flight, True
 
-    def _lead(self, name: str, ask: Callable[[str], Answer]) -> Answer:
+    def _lead(self, name: str) -> Answer:
         try:
-            answer = ask(name)
+            answer = self.inner.resolve(name)
         except BaseException as exc:
-            return _answer(self._settle_error(name, exc))
-        return _answer(self._settle(name, answer))
+            return answered(self._settle_error(name, exc))
+        return answered(self._settle(name, answer))
 
     async def _alead(self, name: str) -> Answer:
         try:
             answer = await self.inner.aresolve(name)
         except BaseException as exc:
-            return _answer(self._settle_error(name, exc))
-        return _answer(self._settle(name, answer))
+            return answered(self._settle_error(name, exc))
+        return answered(self._settle(name, answer))
 
     def _settle_error(self, name: str, exc: BaseException) -> Answer | BaseException:
         """The leader's resolver raised: a ``ResolveError`` is the outcome (maybe a stale
         answer); a bug is passed on to the waiters; a cancellation hands over to them. The
-        leader raises what comes back, if an error (``_answer``)."""
+        leader raises what comes back, if an error (``answered``)."""
         if isinstance(exc, ResolveError):
             return self._settle(name, exc)
         with self._lock:
@@ -371,13 +379,3 @@ class CachingResolver:
             f"waited {self._wait} s for another caller's lookup of {name!r}", host=name
         )
 
-
-def _answer(settled: Answer | BaseException) -> Answer:
-    """The leader's answer, or raise its error with no frame of the leader's holding it or
-    its flight (``CachingResolver.resolve``)."""
-    if isinstance(settled, BaseException):
-        try:
-            raise settled
-        finally:
-            del settled
-    return settled

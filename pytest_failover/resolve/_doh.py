@@ -27,6 +27,7 @@ from ._base import (
     NoAddresses,
     ResolveError,
     ResolverUnavailable,
+    answered,
     make_answer,
     normalize_host,
 )
@@ -209,13 +210,3 @@ def combine(name: str, outcomes: Sequence[Outcome], allow: AddressFilter | None)
             return error
     return NoAddresses(f"DoH server has no A or AAAA record for {name!r}", host=name, source=SOURCE)
 
-
-def answered(found: Answer | ResolveError) -> Answer:
-    """``found``, an answer; or raise it, an error, with no local of this frame (which its
-    traceback holds) holding it."""
-    if isinstance(found, ResolveError):
-        try:
-            raise found
-        finally:
-            del found
-    return found
