@@ -135,7 +135,10 @@ class Race:
         An attempt that ended with an error of the caller's own stack (not its library's
         ``TransportError``: an inner transport's or middleware's bug or refusal) says
         nothing about its domain: it is cut, as a loser is, and the error is kept
-        (:attr:`unanswered`). A hedge never fails a request another attempt answers."""
+        (:attr:`unanswered`). A hedge never fails a request another attempt answers. In a
+        thread or a task of the race's own, that is any exception but the task's
+        cancellation; in the caller's, only an ``Exception``: any other is the caller
+        leaving the race (``_Hedges.left``, ``_AsyncHedges.left``)."""
         self.flying.remove(flight)
         foreign = error is not None and not isinstance(error, self.exchange.lib.TransportError)
         if self.exchange.done or foreign:
@@ -207,16 +210,16 @@ async def async_race(
         response, error = None, exc
     except asyncio.CancelledError:
         if not (held and held[0].interrupted) or task.uncancel() > 0:
-            _left(held, lane, adopt)
+            await _left(held, lane, adopt)
             raise  # cancelled from outside: the transport abandons the request
         response = error = None  # a hedge won (and was reported); this attempt is cut
     except Exception as exc:
         if not held:  # no race: an unhedged attempt's error, which ends the request
-            _left(held, lane, adopt)
+            await _left(held, lane, adopt)
             raise
         response, error = None, exc  # the caller's own stack's, in a race: it decides (Race.arrived)
     except BaseException:
-        _left(held, lane, adopt)
+        await _left(held, lane, adopt)
         raise
     finally:
         timer.cancel()
@@ -237,13 +240,14 @@ async def async_race(
         del error  # its traceback holds this frame (see _sent)
 
 
-def _left(held: list[_AsyncHedges], lane: Lane, adopt: Callable[[Lane], Exchange] | None) -> None:
-    """The caller left while its attempt was on the wire: the hedges are cancelled, and a
-    lane's request is given up (its exchange built to give it up, when no hedge fell due)."""
+async def _left(held: list[_AsyncHedges], lane: Lane, adopt: Callable[[Lane], Exchange] | None) -> None:
+    """The caller left while its attempt was on the wire: its race is left
+    (:meth:`_AsyncHedges.left`), or a lane's request is given up (its exchange built to
+    give it up, when no hedge fell due)."""
     if held:
-        held[0].cancel()
-    if not isinstance(lane, Exchange):
-        (held[0].exchange if held else _adopted(lane, adopt)).give_up()
+        await held[0].left()
+    elif not isinstance(lane, Exchange):
+        _adopted(lane, adopt).give_up()
 
 
 def _adopted(lane: Lane, adopt: Callable[[Lane], Exchange] | None) -> Exchange:
@@ -367,12 +371,21 @@ class _AsyncHedges:
                 await asyncio.wait([self.tasks[f] for f in race.flying], return_when=asyncio.FIRST_COMPLETED)
             race.cut_losers()
         except BaseException:
-            self.cancel()  # first: no hedge arrives with an answer meanwhile
-            await _close_held(race)
+            await self.left()
             raise
         finally:
             self.cancel()
         return await _async_settled(race)
+
+    async def left(self) -> None:
+        """The caller left the race (cancelled, or an exception of its own task's): the
+        hedges are cancelled and the request given up first, so a hedge that answers
+        meanwhile closes its own answer (``Race.arrived``); then the answer the race held (a
+        hedge's retryable one, its body unread) is closed: dropped, it kept its connection
+        busy in the inner pool for good."""
+        self.cancel()
+        self.exchange.give_up()
+        await _close_held(self.race)
 
 
 async def _async_settled(race: Race) -> Response | None:
@@ -409,10 +422,14 @@ async def _arrive(race: Race, arrival: Arrival) -> None:
         await superseded.aclose()
 
 
-async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Attempt) -> Arrival:
+async def _async_sent(
+    send: AsyncSend, exchange: Exchange, flight: Attempt, cancelled: type[BaseException] = asyncio.CancelledError
+) -> Arrival:
     """Send ``flight``: it, with its response or the error it ended with (its library's
     transport error, or one of the caller's own stack, which :meth:`Race.arrived` keeps
-    apart: a race's task never ends with an error nobody reads).
+    apart: a race's task never ends with an error nobody reads). Raised instead: its task's
+    ``cancelled`` (its event loop's), and what the event loop itself lets out of a task
+    (``KeyboardInterrupt``, ``SystemExit``).
 
     It is marked as sending first (``Attempt.sending``: a cut then reports it sent, as
     bytes may have left): nothing awaits between here and the inner transport's call, so
@@ -420,7 +437,9 @@ async def _async_sent(send: AsyncSend, exchange: Exchange, flight: Attempt) -> A
     try:
         flight.sending = True
         return flight, await send(exchange, flight), None
-    except Exception as exc:
+    except (cancelled, KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
         return flight, None, exc
 
 
@@ -437,8 +456,10 @@ async def anyio_race(send: AsyncSend, exchange: Exchange, first: Attempt) -> Res
     arrived: list[Arrival] = []
     came = anyio.Event()
 
+    cancelled = anyio.get_cancelled_exc_class()
+
     async def run(flight: Attempt) -> None:
-        arrived.append(await _async_sent(send, exchange, flight))
+        arrived.append(await _async_sent(send, exchange, flight, cancelled))
         came.set()
 
     try:
@@ -565,8 +586,10 @@ class ThreadRace:
             hedges = self._met(ticket, send, lane, flight)  # met, so the watchdog's side frees it
             if hedges is not None and isinstance(exc, Exception):  # the caller's own stack's, in a race
                 return hedges, None, exc  # it decides (Race.arrived)
-            if not isinstance(lane, Exchange):  # nobody else holds the exchange of a lane's request
-                (self._adopt(lane) if hedges is None else hedges.exchange).give_up()
+            if hedges is not None:  # the caller left a race: whatever a hedge answered is closed
+                hedges.left()
+            elif not isinstance(lane, Exchange):  # nobody else holds the exchange of a lane's request
+                self._adopt(lane).give_up()
             raise
         # (_met's test, written out: its frame cost a hedgeable request 9 opcodes)
         return (self._join(send, lane, flight) if disarm(ticket) else None), response, None
@@ -634,12 +657,11 @@ class ThreadRace:
                 done, _ = concurrent.futures.wait(futures, timeout=wait, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
                     flight = futures.pop(future)
-                    # A transport error, or the caller's stack's (Race.arrived): read, not
-                    # raised, as a raise here would add this frame to its traceback, a cycle
-                    # with the race through the future and this frame's locals.
+                    # A transport error, or the caller's stack's, any exception of the
+                    # attempt's thread (Race.arrived): read, not raised, as a raise here
+                    # would add this frame to its traceback, a cycle with the race through
+                    # the future and this frame's locals.
                     error = future.exception()
-                    if error is not None and not isinstance(error, Exception):
-                        raise error
                     response: Response | None = None if error is not None else future.result()
                     superseded = race.arrived(flight, response, error)
                     if superseded is not None:
@@ -762,8 +784,8 @@ class _Hedges:
                 return
             try:
                 response, error = _sent(self.send, exchange, hedge)
-            except Exception as exc:  # the caller's own stack's: the race keeps it (Race.arrived)
-                response, error = None, exc
+            except BaseException as exc:  # the caller's own stack's, in a thread of the race's
+                response, error = None, exc  # the race keeps it (Race.arrived)
             with self.lock:
                 wanted = hedge in race.flying  # else it was cut off meanwhile: nobody wants it
                 superseded = race.arrived(hedge, response, error) if wanted else response
@@ -790,14 +812,23 @@ class _Hedges:
         try:
             return self._finish(flight, response, error)
         except BaseException:  # the caller left (a KeyboardInterrupt in a wait for the hedges)
-            with self.lock:
-                # Given up under the race's lock: a hedge that answers later closes its own
-                # answer (``Race.arrived``), and the one the race held is closed here.
-                self.exchange.give_up()
-                answer, self.race.answer = self.race.answer, None
-            if answer is not None:
-                answer.close()
+            self.left()
             raise
+
+    def left(self) -> None:
+        """The caller left the race (an exception of its own thread's, while its attempt
+        was on the wire or as it waited for the hedges): the request is given up under the
+        race's lock, so a hedge that answers later closes its own answer (``Race.arrived``),
+        and the answer the race held (a hedge's retryable one, its body unread) is closed
+        here: dropped, it kept its connection busy in the inner pool for good."""
+        with self.lock:
+            for ticket in self.timer:
+                disarm(ticket)
+            self.timer.clear()
+            self.exchange.give_up()
+            answer, self.race.answer = self.race.answer, None
+        if answer is not None:
+            answer.close()
 
     def _finish(
         self, flight: Attempt, response: Response | None, error: BaseException | None

@@ -404,6 +404,12 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
                 attempt.head_came = True
                 attempt.response.close()
             raise exchange.stray(attempt, exc) from exc
+        except BaseException:  # the caller's own stack's (a stream that refuses its body): the
+            # answer is closed now. Dropped unclosed, one whose body was never read kept its
+            # connection busy in httpcore's pool for good (the async loop's rule too)
+            if attempt.response is not None:
+                attempt.response.close()
+            raise
         finally:
             if token is not None:
                 leave(token)

@@ -7,6 +7,7 @@ import gc
 import threading
 import time
 from collections import Counter
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -31,6 +32,7 @@ from pytest_failover._values import Attempt, Stop
 from .garbage import left_for_the_collector
 from .races import first_and_hedge
 from .servers import LoopbackServer
+from .test_abandoned import busy
 from .test_telemetry import Otel, otel
 
 __all__ = ["otel"]
@@ -863,19 +865,64 @@ def test_an_async_hedge_runs_in_its_own_requests_context() -> None:
     assert hedges == [("/first", "first"), ("/second", "second")]
 
 
-class _RefusingB(httpx.HTTPTransport):
-    """httpx's own transport (its sockets can be cut: the cutting race), except that it
-    refuses requests to ``port`` with an error of its own: the caller's stack, not the
-    network (a middleware's refusal, a bug)."""
+class Refused(BaseException):
+    """Not an ``Exception``: raised the way a ``KeyboardInterrupt`` is, from the middle of a
+    response's body."""
 
-    def __init__(self, port: int) -> None:
+
+class _Refusing(httpx.HTTPTransport):
+    """httpx's own transport (its sockets can be cut: the cutting race), except that its
+    requests to ``port`` fail with an error of the caller's own stack, not the network's (a
+    middleware's refusal, a bug): a ``ValueError`` before the request goes out, or
+    :class:`Refused` after the first chunk of its answer's body."""
+
+    def __init__(self, port: int, how: str = "raises") -> None:
         super().__init__()
-        self.port = port
+        self.port, self.how = port, how
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.port == self.port:
+        if request.url.port != self.port or not self.how:  # (how="": let everything through)
+            return super().handle_request(request)
+        if self.how == "raises":
             raise ValueError("the inner transport refuses b")
-        return super().handle_request(request)
+        response = super().handle_request(request)
+        response.stream = _RefusedMidBody(response.stream, self.how)
+        return response
+
+
+class _RefusedMidBody(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A body refused after its first chunk, or at once ("refused at the body": as it is
+    asked for, before the connection's own stream is read at all, so that nothing but a
+    close hands the connection back)."""
+
+    def __init__(self, stream: Any, how: str) -> None:
+        self._stream, self._at_once = stream, how == "refused at the body"
+
+    def __iter__(self) -> Iterator[bytes]:
+        if self._at_once:
+            raise Refused("b's body is refused")
+        return self._chunks()
+
+    def _chunks(self) -> Iterator[bytes]:
+        for chunk in self._stream:
+            yield chunk
+            raise Refused("b's body is refused")
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._at_once:
+            raise Refused("b's body is refused")
+        return self._achunks()
+
+    async def _achunks(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+            raise Refused("b's body is refused")
+
+    def close(self) -> None:
+        self._stream.close()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
 
 class _Wrapping(httpx.BaseTransport):
@@ -891,49 +938,68 @@ class _Wrapping(httpx.BaseTransport):
         self.inner.close()
 
 
-class _AsyncRefusingB(httpx.AsyncHTTPTransport):
+class _AsyncRefusing(httpx.AsyncHTTPTransport):
     """The same, async."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, how: str = "raises") -> None:
         super().__init__()
-        self.port = port
+        self.port, self.how = port, how
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.port == self.port:
+        if request.url.port != self.port or not self.how:
+            return await super().handle_async_request(request)
+        if self.how == "raises":
             raise ValueError("the inner transport refuses b")
-        return await super().handle_async_request(request)
+        response = await super().handle_async_request(request)
+        response.stream = _RefusedMidBody(response.stream, self.how)
+        return response
 
 
+REFUSALS = {
+    "raises": (ValueError, "refuses b"),
+    "refused mid-body": (Refused, "body is refused"),
+    "refused at the body": (Refused, "body is refused"),
+}
+
+
+@pytest.mark.parametrize("how", list(REFUSALS))
 @pytest.mark.parametrize("backend", ["asyncio", "trio", "threads", "threads, pooled"])
 @pytest.mark.parametrize("first", ["answers", "fails", "answers 503"])
 def test_a_hedge_ending_with_an_error_of_the_callers_own_never_fails_an_answered_request(
-    backend: str, first: str, servers: dict[str, LoopbackServer]
+    backend: str, first: str, how: str, servers: dict[str, LoopbackServer]
 ) -> None:
     """A hedge that ends with an error of the caller's own stack (not a transport error:
-    it says nothing about its domain) is out of the race, cut, and the request is the
-    first attempt's when it answers; when it fails (an error, or a 503 that would move
-    the request to the hedge's domain), the request raises that error, as it does
-    unhedged, at once (no loop spinning on the ended hedge, no wait for the attempts'
-    time), and no task is left with an error nobody read."""
+    it says nothing about its domain; an ``Exception`` or not, as its thread or task is the
+    race's) is out of the race, cut, and the request is the first attempt's when it
+    answers; when it fails (an error, or a 503 that would move the request to the hedge's
+    domain), the request raises that error, as it does unhedged, at once (no loop spinning
+    on the ended hedge, no wait for the attempts' time), and no task is left with an error
+    nobody read. The hedge's connection is back in the inner pool as the request ends,
+    with no help from the cyclic collector (the error's traceback holds its body's
+    iterator)."""
     a, b = servers["a"], servers["b"]
     reported: list[dict[str, Any]] = []
+    held: list[Any] = []
 
     def set_up() -> None:
         a.set(delay=0.3, reset=first == "fails", status=503 if first == "answers 503" else 200)  # b's ends first
 
     def sync() -> httpx.Response:
-        inner: httpx.BaseTransport = _RefusingB(b.port)
-        if backend.endswith("pooled"):
-            inner = _Wrapping(inner)
+        refusing = _Refusing(b.port, how)
+        inner: httpx.BaseTransport = _Wrapping(refusing) if backend.endswith("pooled") else refusing
         with httpx.Client(transport=FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), inner)) as client:
             warm(client, a.url(), 1)
             set_up()
-            return client.get(a.url() + "/x")
+            try:
+                return client.get(a.url() + "/x")
+            finally:
+                held.extend(busy(refusing))
 
     async def main() -> httpx.Response:
         if backend == "asyncio":
             asyncio.get_running_loop().set_exception_handler(lambda _, context: reported.append(context))
-        transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), _AsyncRefusingB(b.port))
+        inner = _AsyncRefusing(b.port, how)
+        transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), inner)
         async with httpx.AsyncClient(transport=transport) as client:
             await client.get(a.url(), extensions={"failover": {"hedge": False}})
             set_up()
@@ -941,22 +1007,77 @@ def test_a_hedge_ending_with_an_error_of_the_callers_own_never_fails_an_answered
                 with anyio.fail_after(5):  # bounded: the old race spun until the caller's own time
                     return await client.get(a.url() + "/x")
             finally:
+                held.extend(busy(inner))
                 gc.collect()  # a task's error nobody read is reported as the task goes
 
     def run() -> httpx.Response:
         return sync() if backend.startswith("threads") else anyio.run(main, backend=backend.split(",")[0])
 
     started = time.monotonic()
-    if first == "answers":
-        response = run()
-        assert response.status_code == 200 and response.headers["X-Served-By"] == "a"
-        races = {r.domain: (r.race, r.error_type) for r in result_of(response).attempts}
-        assert races == {a.url(): ("won", None), b.url(): ("cancelled", "cancelled")}
-    else:
-        with pytest.raises(ValueError, match="refuses b"):
-            run()
+    gc.disable()  # (nothing may wait for the collector)
+    try:
+        if first == "answers":
+            response = run()
+            assert response.status_code == 200 and response.headers["X-Served-By"] == "a"
+            races = {r.domain: (r.race, r.error_type) for r in result_of(response).attempts}
+            assert races == {a.url(): ("won", None), b.url(): ("cancelled", "cancelled")}
+        else:
+            error, message = REFUSALS[how]
+            with pytest.raises(error, match=message):
+                run()
+    finally:
+        gc.enable()
     assert time.monotonic() - started < 8.0  # not the attempt's 10 s (the sync race waited it out; a 2-core CI may be slow)
     assert reported == []
+    assert held == [], "held by the inner pool once the request ended"
+
+
+@pytest.mark.parametrize("backend", ["threads", "asyncio"])
+def test_a_caller_that_leaves_a_race_closes_the_answer_a_hedge_gave(
+    backend: str, servers: dict[str, LoopbackServer]
+) -> None:
+    """The caller leaves its request (an error that is no ``Exception``, from the body of its
+    own attempt, as a ``KeyboardInterrupt`` would) after a hedge answered 503, a retryable
+    answer the race holds, its body unread: that answer is closed as the caller leaves, its
+    connection back in the inner pool, with no help from the cyclic collector. (Dropped
+    unclosed, its connection stayed busy for good: httpcore's pool lets go of a request only
+    as its response closes.)"""
+    a, b = servers["a"], servers["b"]
+    held: list[Any] = []
+
+    def sync() -> None:
+        inner = _Refusing(a.port, "")
+        with httpx.Client(transport=FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), inner)) as client:
+            warm(client, a.url(), 1)
+            inner.how = "refused mid-body"
+            a.set(delay=0.3)
+            b.set(status=503)  # the hedge's answer, long before a's
+            try:
+                client.get(a.url() + "/x")
+            finally:
+                held.extend(busy(inner))
+
+    async def main() -> None:
+        inner = _AsyncRefusing(a.port, "")
+        transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), inner)
+        async with httpx.AsyncClient(transport=transport) as client:
+            await client.get(a.url(), extensions={"failover": {"hedge": False}})
+            inner.how = "refused mid-body"
+            a.set(delay=0.3)
+            b.set(status=503)
+            try:
+                await client.get(a.url() + "/x")
+            finally:
+                held.extend(busy(inner))
+
+    gc.disable()  # (nothing may wait for the collector)
+    try:
+        with pytest.raises(Refused):
+            sync() if backend == "threads" else asyncio.run(main())
+    finally:
+        gc.enable()
+    assert b.of_path("/x") == 1, "the hedge went out"
+    assert held == [], "held by the inner pool once the caller left"
 
 
 @pytest.mark.parametrize("side", ["sync", "async"])
@@ -974,7 +1095,7 @@ def test_a_race_that_raises_a_hedges_error_of_the_callers_own_leaves_no_referenc
     a, b = servers["a"], servers["b"]
 
     def run_sync() -> None:
-        with httpx.Client(transport=FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), _RefusingB(b.port))) as client:
+        with httpx.Client(transport=FailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), _Refusing(b.port))) as client:
             warm(client, a.url(), 1)
             a.set(delay=0.3, reset=True)  # b's hedge ends first
             with pytest.raises(ValueError, match="refuses b"):
@@ -982,7 +1103,7 @@ def test_a_race_that_raises_a_hedges_error_of_the_callers_own_leaves_no_referenc
             a.set()
 
     async def main() -> None:
-        transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), _AsyncRefusingB(b.port))
+        transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], hedged(0.05), _AsyncRefusing(b.port))
         async with httpx.AsyncClient(transport=transport) as client:
             await client.get(a.url(), extensions={"failover": {"hedge": False}})
             a.set(delay=0.3, reset=True)
