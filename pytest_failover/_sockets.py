@@ -158,8 +158,10 @@ class Told(NamedTuple):
     """What the kernel says of a call's connection once its answer is in (:func:`told`), on
     the caller's clock (the kernel's: ``time.monotonic``)."""
 
-    left_at: float | None  # when its request's last byte left, a tick early (None: not known)
-    came_at: float  # when its answer's last bytes came, a tick late (never before they did)
+    # (the kernel's count of ticks truncates at both of its ends: each is off by up to
+    # two :data:`_TICK`, on its own side)
+    left_at: float | None  # when its request's last byte left, never after (None: not known)
+    came_at: float  # when its answer's last bytes came, never before
     setup: float | None  # of the time before the request left, the most that was the domain's
 
 
