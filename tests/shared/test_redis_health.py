@@ -151,6 +151,32 @@ def test_one_probe_per_cooldown_and_the_fleet_fails_back_on_its_answer(make: Cal
         assert cb.get(f"{A}/x").text == A
 
 
+def test_a_process_that_starts_afresh_hears_the_fleets_next_word(make: Callable[..., FailoverTransport]) -> None:
+    """A process that forgets what traffic taught it (``State.forget``: the pytest plugin's
+    fresh state before each test) forgets the fleet's word with the rest: the primary that
+    another process opened is closed here, and tried again, though Redis still holds the
+    opening. The other process keeps its own state, and its next word, an opening of the
+    primary once its probe fails, is heard here as before."""
+    domains = Domains()
+    a, b = make(domains), make(domains)
+    connected(a, b)
+    domains.down.add(A)
+    with httpx.Client(transport=a) as ca, httpx.Client(transport=b) as cb:
+        for _ in range(2):
+            ca.get(f"{A}/x")
+        wait_for(lambda: standing(b, A) is not Standing.HEALTHY, "B heard the opening")
+        b._state.forget()
+        assert b.state().pools["api"].domain(A).breaker == "closed"
+        assert standing(a, A) is not Standing.HEALTHY, "the other process's own state stays"
+        hits = domains.hits[A]
+        assert cb.get(f"{A}/x").text == B and domains.hits[A] == hits + 1, "B tried the primary again"
+        since = time.monotonic()
+        wait_for(lambda: standing(a, A) is Standing.DUE, "A's probe due", 2)
+        assert ca.get(f"{A}/x").text == B  # its probe fails: the primary opens again
+        wait_for(lambda: heard_opened(b, A, since), "B heard the fleet's next word")
+        assert b.state().pools["api"].domain(A).breaker == "open"
+
+
 def opening_published(url: str, prefix: str, domain: str) -> None:
     """Wait until an opening of ``domain`` (pool ``api``) reached Redis: its key, set in the
     same pipeline as its message (so that a child leaves only once it told the fleet)."""
