@@ -27,7 +27,7 @@ from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 
 from .servers import LoopbackServer, closed_port
 from .test_concurrency import POLICY as FLAPPING_POLICY
-from .test_concurrency import check, flapping  # noqa: F401  # flapping: a fixture this module's test uses
+from .test_concurrency import Flapping, check, flapping  # noqa: F401  # flapping: a fixture this module's test uses
 from .test_transport import fast
 
 Servers = dict[str, LoopbackServer]
@@ -568,14 +568,14 @@ def test_a_websocket_to_a_pool_domain_fails_over_like_any_request() -> None:
 
 
 def test_300_tasks_share_one_session_while_the_primary_flaps(
-    flapping: tuple[LoopbackServer, LoopbackServer],  # noqa: F811  # the fixture imported above
+    flapping: Flapping,  # noqa: F811  # the fixture imported above
 ) -> None:
     """300 tasks share one session (a GET, then a POST without an idempotency key, each)
     while the primary cycles healthy, 503, reset and cut mid-body: every GET is answered
     (the backup stays healthy) unless the retry budget said no, a POST fails only as
     ``AllDomainsFailed`` and is never sent twice, and the attempts the caller sees are
     those the servers saw."""
-    a, b = flapping
+    a, b, _ = flapping
     middleware = FailoverMiddleware([Pool("api", [a.url(), b.url()])], FLAPPING_POLICY)
     records: list[AttemptRecord] = []
     posts: Counter[str] = Counter()

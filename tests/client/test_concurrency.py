@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -36,13 +36,22 @@ POLICY = Policy(
 )
 
 
+# The two servers, and the function that heals a (the flipping stops, a healthy).
+Flapping = tuple[LoopbackServer, LoopbackServer, Callable[[], None]]
+
+
 @pytest.fixture
-def flapping(servers: dict[str, LoopbackServer]) -> Iterator[tuple[LoopbackServer, LoopbackServer]]:
+def flapping(servers: dict[str, LoopbackServer]) -> Iterator[Flapping]:
     """Server a cycles healthy -> 503 -> reset -> cut mid-body; b stays healthy; bounded in
     time. A POST's body cut mid-way is read inside the transport (a declared length): its
     failure is the attempt's, raised as ``FailoverError``, and the POST is never sent again."""
     a, b = servers["a"], servers["b"]
     stop = threading.Event()
+
+    def heal() -> None:
+        stop.set()
+        thread.join()
+        a.set()
 
     def flip() -> None:
         states: list[dict[str, object]] = [{}, {"status": 503}, {"reset": True}, {"truncate": True}]
@@ -54,9 +63,8 @@ def flapping(servers: dict[str, LoopbackServer]) -> Iterator[tuple[LoopbackServe
 
     thread = threading.Thread(target=flip, daemon=True)
     thread.start()
-    yield a, b
-    stop.set()
-    thread.join()
+    yield a, b, heal
+    heal()
 
 
 def check(records: list[AttemptRecord], posts: Counter[str], a: LoopbackServer, b: LoopbackServer) -> None:
@@ -69,8 +77,8 @@ def check(records: list[AttemptRecord], posts: Counter[str], a: LoopbackServer, 
     assert set(seen) <= set(posts)
 
 
-def test_500_tasks_share_one_async_transport(flapping: tuple[LoopbackServer, LoopbackServer]) -> None:
-    a, b = flapping
+def test_500_tasks_share_one_async_transport(flapping: Flapping) -> None:
+    a, b, _ = flapping
     transport = AsyncFailoverTransport([Pool("api", [a.url(), b.url()])], POLICY, ShardedTransport(10))
     records: list[AttemptRecord] = []
     posts: Counter[str] = Counter()
@@ -103,8 +111,8 @@ def test_500_tasks_share_one_async_transport(flapping: tuple[LoopbackServer, Loo
     assert completed == 1000 and records
 
 
-def test_16_threads_share_one_sync_transport(flapping: tuple[LoopbackServer, LoopbackServer]) -> None:
-    a, b = flapping
+def test_16_threads_share_one_sync_transport(flapping: Flapping) -> None:
+    a, b, _ = flapping
     transport = FailoverTransport([Pool("api", [a.url(), b.url()])], POLICY)
     client = httpx.Client(transport=transport, timeout=30)
     records: list[AttemptRecord] = []

@@ -10,10 +10,12 @@ import io
 import os
 import pickle
 import threading
+import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +37,9 @@ from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 from .servers import LoopbackServer, closed_port
 from .test_concurrency import (
     POLICY,
+    Flapping,
     check,
-    flapping,  # noqa: F401  # the fixture, registered here for usefixtures
+    flapping,  # noqa: F401  # the fixture this module's test uses
 )
 from .test_transport import fast
 
@@ -252,22 +255,32 @@ def test_a_cookie_the_backup_sets_is_filed_under_the_host_the_session_asked_for(
         assert session.get("http://api.example.com/me", timeout=10).json() == {"host": "api.example.com", "cookie": "sid=api2.example.com"}
 
 
-@pytest.mark.usefixtures("flapping")
-def test_12_threads_share_one_session_while_the_primary_flaps(servers: Servers) -> None:
+@pytest.mark.parametrize("variant", ["plain", "hedging"])
+def test_12_threads_share_one_session_while_the_primary_flaps(
+    flapping: Flapping,  # noqa: F811  # the fixture imported above
+    variant: str,
+) -> None:
     """Twelve threads share one session and adapter while the primary cycles through
     healthy, 503, reset and a body cut short (the backup stays up): every GET is answered
     200; a POST without an idempotency key is answered (200, or the primary's 503, which is
     not re-sent) or fails with the adapter's ``AllDomainsFailed`` / ``CircuitOpenError``
     (never any other error), and no POST reaches the servers twice; every attempt sent is
-    one a server saw."""
-    a, b = servers["a"], servers["b"]
+    one a server saw. Hedged GETs race from the adapter's own threads (requests' sockets
+    cannot be cut: the pooled race).
+
+    Once the primary heals: the next request is answered and both breakers close within a
+    few cooldowns, no hedge's thread is busy, and urllib3's pools have every connection
+    back (a response nobody closed keeps its connection out of the pool for good)."""
+    a, b, heal = flapping
     records: list[AttemptRecord] = []
     posts: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     answered: Counter[tuple[str, int]] = Counter()  # (method, status): answers
     lock = threading.Lock()
     session = requests.Session()
-    session.mount("http://", FailoverAdapter([Pool("api", [a.url(), b.url()])], POLICY))
+    hedging = Hedging(delay=0.005, max_ratio=1.0) if variant == "hedging" else None
+    adapter = FailoverAdapter([Pool("api", [a.url(), b.url()])], replace(POLICY, hedging=hedging))
+    session.mount("http://", adapter)
 
     def worker(n: int) -> None:  # any error but the adapter's two is a bug: map raises it
         for i in range(10):
@@ -285,12 +298,29 @@ def test_12_threads_share_one_session_while_the_primary_flaps(servers: Servers) 
                 answered[method, response.status_code] += 1
                 records.extend(response.failover.attempts)  # type: ignore[attr-defined]  # the adapter sets it
 
-    with session, ThreadPoolExecutor(12) as threads:
-        list(threads.map(worker, range(12), timeout=60))
-    assert failed["GET"] == 0 and {method for method, status in answered if status != 200} <= {"POST"}, (answered, failed)
-    assert {status for _, status in answered} <= {200, 503}  # a POST's 503 is its answer: not re-sent
-    check(records, posts, a, b)
-    assert len(records) >= 120
+    with session:
+        with ThreadPoolExecutor(12) as threads:
+            list(threads.map(worker, range(12), timeout=60))
+        assert failed["GET"] == 0 and {method for method, status in answered if status != 200} <= {"POST"}, (answered, failed)
+        assert {status for _, status in answered} <= {200, 503}  # a POST's 503 is its answer: not re-sent
+        check(records, posts, a, b)
+        assert len(records) >= 120
+        heal()
+        for _ in range(40):  # (a cooldown apart: a breaker lets one request through once it is over)
+            time.sleep(2 * POLICY.breaker_cooldown)
+            assert session.get(a.url() + "/orders", timeout=30).status_code == 200
+            if all(d.breaker == "closed" for d in adapter.state().pools["api"].domains):
+                break
+        assert [d.breaker for d in adapter.state().pools["api"].domains] == ["closed", "closed"]
+        hedgers = adapter._transport._hedgers  # (the adapter's httpx transport inside)
+        deadline = time.monotonic() + 5.0  # a hedge that lost ends once its answer came
+        while hedgers is not None and hedgers._busy and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert hedgers is None or hedgers._busy == 0, "a hedge's thread still busy"
+        # (urllib3's RecentlyUsedContainer refuses iteration; keys() is a copy, under its lock)
+        pools = [adapter.poolmanager.pools[key] for key in adapter.poolmanager.pools.keys()]  # noqa: SIM118
+        out = {pool.port: pool.pool.maxsize - pool.pool.qsize() for pool in pools}
+        assert set(out) == {a.port, b.port} and set(out.values()) == {0}, f"connections out of their pools: {out}"
 
 
 def test_a_wrapped_adapters_pool_limits_hold_inside_the_pools_and_close_is_idempotent(servers: Servers) -> None:
