@@ -171,8 +171,9 @@ def told(sock: Any, carried: int, now: float, *, moved_on: bool = False) -> Told
     when it cannot tell (:func:`_word_of`), or no answer's byte came since the request left.
 
     Once the connection carried another request since (``moved_on``: its count went up),
-    the answer's end is taken as that one's departure, which comes after it (HTTP/1.x sends
-    a request only once the answer before is in), and when the request left is not known.
+    the answer's end is taken as that one's departure (a tick late, as every ``came_at``),
+    which comes after it (HTTP/1.x sends a request only once the answer before is in), and
+    when the request left is not known.
 
     ``setup``: none on a connection that carried an earlier request (kept alive: no connect
     or handshake in that time); :data:`SETUP_ROUNDS` round trips on a new one (its connect
@@ -187,7 +188,7 @@ def told(sock: Any, carried: int, now: float, *, moved_on: bool = False) -> Told
         return None
     last_left = now - word.sent
     if moved_on:
-        return Told(None, last_left, None)
+        return Told(None, min(last_left + _TICK, now), None)
     if word.received > word.sent:  # nothing came since it left: not its answer
         return None
     came_at = now - word.received + _TICK
