@@ -124,6 +124,13 @@ def test_an_opening_reaches_the_other_process_before_it_fails(make: Callable[...
     assert b.state().pools["api"].domain(A).breaker == "open"
 
 
+def opens_the_primary(client: httpx.Client, other: FailoverTransport) -> None:
+    """``client``'s transport opens the dead primary (two failures), and ``other`` hears it."""
+    for _ in range(2):
+        client.get(f"{A}/x")
+    wait_for(lambda: standing(other, A) is not Standing.HEALTHY, "the other heard the opening")
+
+
 def test_one_probe_per_cooldown_and_the_fleet_fails_back_on_its_answer(make: Callable[..., FailoverTransport]) -> None:
     """When the primary is due in both, one takes the fleet's lease and probes; the other
     keeps to the backup (no second probe) until the probe's answer closes the primary in both."""
@@ -132,9 +139,7 @@ def test_one_probe_per_cooldown_and_the_fleet_fails_back_on_its_answer(make: Cal
     connected(a, b)
     domains.down.add(A)
     with httpx.Client(transport=a) as ca, httpx.Client(transport=b) as cb:
-        for _ in range(2):
-            ca.get(f"{A}/x")
-        wait_for(lambda: standing(b, A) is not Standing.HEALTHY, "B heard the opening")
+        opens_the_primary(ca, b)
         domains.down.clear()  # the primary recovers, but answers A's probe only when let go
         domains.gate = threading.Event()
         wait_for(lambda: standing(a, A) is Standing.DUE and standing(b, A) is Standing.DUE, "due in both", 2)
@@ -162,9 +167,7 @@ def test_a_process_that_starts_afresh_hears_the_fleets_next_word(make: Callable[
     connected(a, b)
     domains.down.add(A)
     with httpx.Client(transport=a) as ca, httpx.Client(transport=b) as cb:
-        for _ in range(2):
-            ca.get(f"{A}/x")
-        wait_for(lambda: standing(b, A) is not Standing.HEALTHY, "B heard the opening")
+        opens_the_primary(ca, b)
         b._state.forget()
         assert b.state().pools["api"].domain(A).breaker == "closed"
         assert standing(a, A) is not Standing.HEALTHY, "the other process's own state stays"
