@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import ssl
+import threading
+import time
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -13,7 +15,7 @@ import trustme
 from pytest_failover import Policy, Pool
 
 from .frontends import KINDS, Harness
-from .servers import LoopbackServer, running
+from .servers import Flapping, LoopbackServer, running
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +41,33 @@ def servers(_servers: dict[str, LoopbackServer]) -> dict[str, LoopbackServer]:
         server.set()
         server.reset_records()
     return _servers
+
+
+@pytest.fixture
+def flapping(servers: dict[str, LoopbackServer]) -> Iterator[Flapping]:
+    """Server a cycles healthy -> 503 -> reset -> cut mid-body; b stays healthy; bounded in
+    time. A POST's body cut mid-way is read inside the transport (a declared length): its
+    failure is the attempt's, raised as ``FailoverError``, and the POST is never sent again."""
+    a, b = servers["a"], servers["b"]
+    stop = threading.Event()
+
+    def heal() -> None:
+        stop.set()
+        thread.join()
+        a.set()
+
+    def flip() -> None:
+        states: list[dict[str, object]] = [{}, {"status": 503}, {"reset": True}, {"truncate": True}]
+        i = 0
+        deadline = time.monotonic() + 60
+        while not stop.wait(0.01) and time.monotonic() < deadline:
+            i += 1
+            a.set(**states[i % len(states)])
+
+    thread = threading.Thread(target=flip, daemon=True)
+    thread.start()
+    yield a, b, heal
+    heal()
 
 
 @pytest.fixture(params=KINDS)

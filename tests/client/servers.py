@@ -15,7 +15,7 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -185,6 +185,11 @@ class LoopbackServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
+
+
+# Two servers, a flipping and b healthy, and the function that heals a (the flipping stops,
+# a healthy): conftest's ``flapping`` fixture.
+Flapping = tuple[LoopbackServer, LoopbackServer, Callable[[], None]]
 
 
 @contextmanager

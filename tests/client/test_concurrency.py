@@ -6,10 +6,8 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 
 import httpx
-import pytest
 
 from benchmarks.scenarios._clients import ShardedTransport  # httpcore#1035: see its docstring
 from pytest_failover import (
@@ -25,7 +23,7 @@ from pytest_failover import (
 from pytest_failover._values import AttemptRecord
 
 from .load import alongside
-from .servers import LoopbackServer
+from .servers import Flapping, LoopbackServer
 
 POLICY = Policy(
     schedule=ExponentialBackoff(base=0.001, cap=0.005, max_attempts=3),
@@ -34,37 +32,6 @@ POLICY = Policy(
     breaker_threshold=3,
     breaker_cooldown=0.02,
 )
-
-
-# The two servers, and the function that heals a (the flipping stops, a healthy).
-Flapping = tuple[LoopbackServer, LoopbackServer, Callable[[], None]]
-
-
-@pytest.fixture
-def flapping(servers: dict[str, LoopbackServer]) -> Iterator[Flapping]:
-    """Server a cycles healthy -> 503 -> reset -> cut mid-body; b stays healthy; bounded in
-    time. A POST's body cut mid-way is read inside the transport (a declared length): its
-    failure is the attempt's, raised as ``FailoverError``, and the POST is never sent again."""
-    a, b = servers["a"], servers["b"]
-    stop = threading.Event()
-
-    def heal() -> None:
-        stop.set()
-        thread.join()
-        a.set()
-
-    def flip() -> None:
-        states: list[dict[str, object]] = [{}, {"status": 503}, {"reset": True}, {"truncate": True}]
-        i = 0
-        deadline = time.monotonic() + 60
-        while not stop.wait(0.01) and time.monotonic() < deadline:
-            i += 1
-            a.set(**states[i % len(states)])
-
-    thread = threading.Thread(target=flip, daemon=True)
-    thread.start()
-    yield a, b, heal
-    heal()
 
 
 def check(records: list[AttemptRecord], posts: Counter[str], a: LoopbackServer, b: LoopbackServer) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -501,6 +502,6 @@ def _answered_by_a_plan(
 
 
 ManyRequestsOnOnePool.TestCase.settings = settings(
-    max_examples=200, stateful_step_count=60, deadline=None
+    max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", 200)), stateful_step_count=60, deadline=None
 )
 TestManyRequestsOnOnePool = ManyRequestsOnOnePool.TestCase

@@ -34,13 +34,8 @@ from pytest_failover.integrations.requests import (
 )
 from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 
-from .servers import LoopbackServer, closed_port
-from .test_concurrency import (
-    POLICY,
-    Flapping,
-    check,
-    flapping,  # noqa: F401  # the fixture this module's test uses
-)
+from .servers import Flapping, LoopbackServer, closed_port
+from .test_concurrency import POLICY, check
 from .test_transport import fast
 
 Servers = dict[str, LoopbackServer]
@@ -257,7 +252,7 @@ def test_a_cookie_the_backup_sets_is_filed_under_the_host_the_session_asked_for(
 
 @pytest.mark.parametrize("variant", ["plain", "hedging"])
 def test_12_threads_share_one_session_while_the_primary_flaps(
-    flapping: Flapping,  # noqa: F811  # the fixture imported above
+    flapping: Flapping,
     variant: str,
 ) -> None:
     """Twelve threads share one session and adapter while the primary cycles through
