@@ -25,9 +25,9 @@ from pytest_failover.integrations.aiohttp import AllDomainsFailed, FailoverMiddl
 from pytest_failover.semconv import ERROR_REMOTE_PROTOCOL
 from pytest_failover.simulator import FakeDomains, RecordedRequest, Response
 
-from .servers import LoopbackServer, closed_port
+from .servers import Flapping, LoopbackServer, closed_port
 from .test_concurrency import POLICY as FLAPPING_POLICY
-from .test_concurrency import Flapping, check, flapping  # noqa: F401  # flapping: a fixture this module's test uses
+from .test_concurrency import check
 from .test_transport import fast
 
 Servers = dict[str, LoopbackServer]
@@ -568,7 +568,7 @@ def test_a_websocket_to_a_pool_domain_fails_over_like_any_request() -> None:
 
 
 def test_300_tasks_share_one_session_while_the_primary_flaps(
-    flapping: Flapping,  # noqa: F811  # the fixture imported above
+    flapping: Flapping,
 ) -> None:
     """300 tasks share one session (a GET, then a POST without an idempotency key, each)
     while the primary cycles healthy, 503, reset and cut mid-body: every GET is answered
