@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -332,10 +332,9 @@ class Policy:
         return self.schedule.max_attempts
 
     @classmethod
-    def agora(cls, **overrides: object) -> Policy:
+    def agora(cls, **overrides: Any) -> Policy:
         """The seed schedule: primary; primary after 1 s; backup after 3 s;
-        region 1 after 6 s; region 2 after 10 s; 10 s per attempt, 20 s overall."""
+        region 1 after 6 s; region 2 after 10 s; 10 s per attempt, 20 s overall.
+        ``overrides``: any other field's value, as ``Policy(...)`` takes it."""
         table = ScheduleTable([Step(0, 0), Step(1, 0), Step(3, 1), Step(6, 2), Step(10, 3)])
-        values: dict[str, object] = {"schedule": table, "attempt_timeout": 10.0, "deadline": 20.0}
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
+        return replace(cls(schedule=table, attempt_timeout=10.0, deadline=20.0), **overrides)

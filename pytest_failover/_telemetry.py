@@ -105,7 +105,7 @@ try:
     from opentelemetry import trace as _trace_globals
     from opentelemetry.metrics import _internal as _metrics_globals
 except ImportError:  # pragma: no cover - then the public (slower) check is used
-    _trace_globals = _metrics_globals = None  # type: ignore[assignment]
+    _trace_globals = _metrics_globals = None  # type: ignore[assignment]  # modules, or None without them
 
 
 _GLOBALS_READABLE = hasattr(_trace_globals, "_TRACER_PROVIDER") and hasattr(
@@ -324,7 +324,7 @@ class Telemetry:
                 _trace_globals._TRACER_PROVIDER is not None
                 or _metrics_globals._METER_PROVIDER is not None
             )
-        else:  # pragma: no cover
+        else:  # pragma: no cover - an API without the private globals (see _GLOBALS_READABLE)
             installed = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
         if installed:
             self._active = True

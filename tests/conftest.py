@@ -18,7 +18,7 @@ import os
 from collections.abc import Generator
 
 import httpcore  # noqa: F401  (see below)
-import httpcore2  # noqa: F401
+import httpcore2  # noqa: F401  (as httpcore, below)
 import pytest
 
 # Imported here, before any test: a pytester run in this process puts sys.modules back as it

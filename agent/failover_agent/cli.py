@@ -238,5 +238,5 @@ main.add_command(control)
 main.add_command(maintenance)
 
 
-if __name__ == "__main__":  # pragma: no cover
+if __name__ == "__main__":  # pragma: no cover - run as a script
     main()

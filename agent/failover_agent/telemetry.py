@@ -591,9 +591,9 @@ class LabelledMeterProvider(metrics_api.MeterProvider):
         meter = self._inner.get_meter(name, version, schema_url, attributes)
         # _LabelledMeter is a Meter by delegation (__getattr__), not by inheritance
         if attributes:  # a meter with attributes is its own scope: not shared
-            return _LabelledMeter(meter, self._extra, self._dropped)  # type: ignore[return-value]
+            return _LabelledMeter(meter, self._extra, self._dropped)  # type: ignore[return-value]  # a Meter by delegation
         key = (name, version, schema_url)
         known = self._meters.get(key)
         if known is None or known[0] is not meter:  # the SDK's meters are shared by scope too
             known = self._meters[key] = (meter, _LabelledMeter(meter, self._extra, self._dropped))
-        return known[1]  # type: ignore[return-value]
+        return known[1]  # type: ignore[return-value]  # a Meter by delegation (above)

@@ -192,7 +192,7 @@ async def _asgi(
             sent_request = True
             return {"type": "http.request", "body": request.body, "more_body": False}
         await never.wait()  # the whole body was delivered; nothing more comes
-        return {"type": "http.disconnect"}  # pragma: no cover
+        return {"type": "http.disconnect"}  # pragma: no cover - the wait above never ends
 
     async def send(message: Mapping[str, Any]) -> None:
         nonlocal status, headers

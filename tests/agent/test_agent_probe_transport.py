@@ -35,7 +35,7 @@ def client(fd: FakeDomains, *, attempt_timeout: float = 1.0) -> httpx.AsyncClien
     return httpx.AsyncClient(transport=transport, trust_env=False)
 
 
-async def test_answers_pass_through_with_status_headers_and_body(fake_domains: FakeDomains) -> None:  # noqa: F811
+async def test_answers_pass_through_with_status_headers_and_body(fake_domains: FakeDomains) -> None:  # noqa: F811  # the fixture imported above
     fd = fake_domains
     fd.add("api.example.com", lambda request: Response(status=200, body=b'{"status": "ok"}',
                                                        headers={"X-Served": "primary"}))
@@ -52,7 +52,7 @@ async def test_answers_pass_through_with_status_headers_and_body(fake_domains: F
     assert headers["x-probe"] == "yes" and headers["host"] == "api.example.com"
 
 
-async def test_faults_become_the_same_error_types_and_fail_over(fake_domains: FakeDomains) -> None:  # noqa: F811
+async def test_faults_become_the_same_error_types_and_fail_over(fake_domains: FakeDomains) -> None:  # noqa: F811  # the fixture imported above
     fd = fake_domains
     fd.add("api.example.com", lambda request: {"status": "ok"})
     fd.add("api2.example.com", lambda request: {"status": "backup"})

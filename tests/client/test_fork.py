@@ -80,11 +80,11 @@ def test_a_sync_attempt_in_a_forks_child_is_cut_at_its_deadline(trickler: str, f
     its deadline all the same, by a watchdog of its own (the parent's thread is not there)."""
     if front == "httpx":
         client = httpx.Client(transport=FailoverTransport([Pool("api", [trickler])], POLICY))
-        call: Callable[[], object] = lambda: client.get(trickler + "/slow")  # noqa: E731
+        call: Callable[[], object] = lambda: client.get(trickler + "/slow")  # noqa: E731  # one name, two kinds of call
     else:
         session = requests.Session()
         session.mount("http://", FailoverAdapter([Pool("api", [trickler])], POLICY))
-        call = lambda: session.get(trickler + "/slow", timeout=5.0)  # noqa: E731
+        call = lambda: session.get(trickler + "/slow", timeout=5.0)  # noqa: E731  # (as above)
     parent = _timed(call)  # the watchdog's thread runs from here
     assert parent.startswith("read_timeout"), parent
     said = in_child(lambda: _timed(call))
@@ -103,7 +103,7 @@ def test_a_hedge_in_a_forks_child_goes_out_and_wins(slow_primary: tuple[str, str
     with contextlib.ExitStack() as closing:  # (its kept-alive connections: the servers stop at once)
         if front == "httpx":
             client = closing.enter_context(httpx.Client(transport=FailoverTransport([pool], policy)))
-            get: Callable[[str], FailoverResult] = lambda path: client.get(primary + path).extensions["failover"]  # noqa: E731
+            get: Callable[[str], FailoverResult] = lambda path: client.get(primary + path).extensions["failover"]  # noqa: E731  # one name, two kinds of call
         else:
             session = closing.enter_context(requests.Session())
             session.mount("http://", FailoverAdapter([pool], policy))
