@@ -34,7 +34,6 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 
-from benchmarks.scenarios._clients import ShardedTransport  # httpcore#1035: see its docstring
 from pytest_failover import AsyncFailoverTransport, FailoverTransport, Hedging, Pool
 from pytest_failover.integrations.aiohttp import FailoverMiddleware
 from pytest_failover.integrations.requests import FailoverAdapter
@@ -45,12 +44,18 @@ from .test_concurrency import POLICY as CONCURRENCY
 ROUND = 1200  # requests a round
 THREADS, TASKS = 12, 100
 SWING = 800  # objects of one type the bounded tables may add between two counts (512 URLs at most)
-FILES = 60  # open files two counts may differ by: kept-alive connections, both of their ends
-THREADS_ADDED = 4  # threads that may start after the warm-up: the watchdog's, a hedge's
+# Open files two counts may differ by: each client here keeps at most 20 connections alive
+# (httpx's pool, urllib3's 10 a host, the aiohttp connector's limit), both of their ends in
+# this process, and a few being closed.
+FILES = 2 * 20 + 20
 
 # The concurrency tests' policy, with hedging and the stale cache on (and telemetry
 # recording, below): the paths that keep the most.
-POLICY = replace(CONCURRENCY, hedging=Hedging(delay=0.003), stale_on_failure=True)
+HEDGING = Hedging(delay=0.003)
+POLICY = replace(CONCURRENCY, hedging=HEDGING, stale_on_failure=True)
+# Threads that may start after the warm-up: hedges' (a pool of them, started as needed),
+# and the library's own (the deadline watchdog, the sticky-file writer).
+THREADS_ADDED = HEDGING.threads + 2
 
 Send = Callable[[int], Any]  # request number -> its body (sync); or a coroutine of it (async)
 
@@ -138,7 +143,7 @@ def _httpx(a: str, b: str) -> tuple[Load, Callable[[], None]]:
 
 def _httpx_async(a: str, b: str) -> tuple[Load, Callable[[], None]]:
     loop = asyncio.new_event_loop()
-    transport = AsyncFailoverTransport([Pool("api", [a, b])], POLICY, ShardedTransport(4), **_providers())
+    transport = AsyncFailoverTransport([Pool("api", [a, b])], POLICY, **_providers())
     client = httpx.AsyncClient(transport=transport, timeout=30)
 
     async def send(k: int) -> bytes:
