@@ -20,7 +20,9 @@ Kinds, each injecting a 503 and a connection failure into one GET:
 - ``respx`` (``respx_mock``): routes answering ``httpx.Response(503)`` / raising
   ``httpx.ConnectError``; no socket;
 - ``pytest-httpx`` (``httpx_mock``): ``add_response(status_code=503)`` /
-  ``add_exception(httpx.ConnectError)``; no socket;
+  ``add_exception(httpx.ConnectError)``; no socket. Only where it is installed: it pins
+  httpx to 0.28, so the development tools leave it out, and the suite runs on the httpx a
+  user installs (``pip install pytest-httpx`` in a venv of its own adds its rows);
 - a real server started per test (``http.server.ThreadingHTTPServer`` in a thread,
   plain HTTP): answering 503, or stopped before the request (refused);
 - an empty test: pytest's own per-test cost, for reference.
@@ -28,6 +30,7 @@ Kinds, each injecting a 503 and a connection failure into one GET:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import statistics
@@ -187,7 +190,16 @@ LABELS = {
 }
 
 
-def _source(iterations: int) -> str:
+# The kinds that need a plugin which may be missing: the plugin's module.
+_NEEDS = {"pytest_httpx_503": "pytest_httpx", "pytest_httpx_connect_error": "pytest_httpx"}
+
+
+def _kinds() -> list[str]:
+    """The kinds this environment can run (see the module's doc on pytest-httpx)."""
+    return [k for k in TESTS if k not in _NEEDS or importlib.util.find_spec(_NEEDS[k]) is not None]
+
+
+def _source(iterations: int, kinds: list[str]) -> str:
     head = textwrap.dedent('''
         import http.server
 
@@ -207,7 +219,6 @@ def _source(iterations: int) -> str:
     ''')
     body = []
     for i in range(iterations):
-        kinds = list(TESTS)
         shift = i % len(kinds)  # rotate the order inside each iteration
         for kind in kinds[shift:] + kinds[:shift]:
             body.append(TESTS[kind].format(i=i))
@@ -222,7 +233,8 @@ def run(opts: Options) -> h.Report:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "conftest.py").write_text(CONFTEST)
-        (root / "test_bench_per_test.py").write_text(_source(iterations))
+        kinds = _kinds()
+        (root / "test_bench_per_test.py").write_text(_source(iterations, kinds))
         out = root / "durations.json"
         env = dict(os.environ, BENCH_PER_TEST_OUT=str(out))
         done = subprocess.run(
@@ -260,7 +272,7 @@ def run(opts: Options) -> h.Report:
          "paired vs respx"],
     )
     data: dict[str, Any] = {"iterations": iterations, "warmup": warmup, "pytest_summary": done.stdout.strip().splitlines()[-1]}
-    for kind in TESTS:
+    for kind in kinds:
         st = h.Stats.of(per_kind[kind])
         tool, fault = LABELS[kind]
         table.rows.append([tool, fault, f"**{h.ms(st.median)}**", f"{h.ms(st.p25)} - {h.ms(st.p75)}",
@@ -281,6 +293,8 @@ def run(opts: Options) -> h.Report:
         "Paired vs respx: the median over iterations of (this test / the respx 503 test of the "
         "same iteration); tests of one iteration run back to back, so load drift cancels."
     )
+    if missing := sorted({_NEEDS[k] for k in TESTS if k not in kinds}):
+        table.notes.append(f"Not installed, so not run: {', '.join(missing)} (pip install pytest-httpx).")
     table.notes.append(f"pytest: {data['pytest_summary']}")
     report.tables.append(table)
     report.data = data
