@@ -1,0 +1,46 @@
+"""CI's run at the dependency floors (``.ci/floors.py``) pins what ``pyproject.toml`` declares."""
+
+from __future__ import annotations
+
+import importlib.util
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _floors() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ci_floors", ROOT / ".ci" / "floors.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_floor_of_the_extras_is_pinned_and_the_sdk_pins_the_api() -> None:
+    """Every ``>=`` of the library's extras is pinned at its floor (one with a ceiling too),
+    the SDK's among them, and the test tools keep their specs from the dev extra."""
+    floors = _floors()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins = floors.constraints(project)
+    assert {"httpx==0.27", "httpx2==2.12", "urllib3==2.0.2", "aiohttp==3.14", "apscheduler==3.11"} <= set(pins)
+    assert "opentelemetry-sdk==1.45" in pins
+    assert len(floors.tools(project)) == len(floors.TOOLS)
+
+
+def test_two_floors_for_one_name_stop_the_run() -> None:
+    floors = _floors()
+    extras: dict[str, list[str]] = {extra: [] for extra in floors.EXTRAS}
+    extras["httpx"], extras["aiohttp"] = ["httpx>=0.27"], ["httpx>=0.28"]
+    project = {"optional-dependencies": extras}
+    with pytest.raises(SystemExit, match=r"two floors for httpx: 0\.27 and 0\.28"):
+        floors.constraints(project)
+
+
+def test_a_tool_the_dev_extra_no_longer_lists_stops_the_run() -> None:
+    floors = _floors()
+    with pytest.raises(SystemExit, match="no longer lists"):
+        floors.tools({"optional-dependencies": {"dev": ["pytest>=8"]}})
