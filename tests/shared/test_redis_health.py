@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -124,22 +125,30 @@ def test_an_opening_reaches_the_other_process_before_it_fails(make: Callable[...
     assert b.state().pools["api"].domain(A).breaker == "open"
 
 
-def opens_the_primary(client: httpx.Client, other: FailoverTransport) -> None:
-    """``client``'s transport opens the dead primary (two failures), and ``other`` hears it."""
-    for _ in range(2):
-        client.get(f"{A}/x")
-    wait_for(lambda: standing(other, A) is not Standing.HEALTHY, "the other heard the opening")
+# The two processes below, once the first opened the primary: the domains, the two
+# transports and a client over each.
+Opened = tuple[Domains, FailoverTransport, FailoverTransport, httpx.Client, httpx.Client]
 
 
-def test_one_probe_per_cooldown_and_the_fleet_fails_back_on_its_answer(make: Callable[..., FailoverTransport]) -> None:
-    """When the primary is due in both, one takes the fleet's lease and probes; the other
-    keeps to the backup (no second probe) until the probe's answer closes the primary in both."""
+@contextmanager
+def primary_opened(make: Callable[..., FailoverTransport]) -> Iterator[Opened]:
+    """Two processes on one fleet, the primary dead: the first opens it (two failures), and
+    the second has heard it."""
     domains = Domains()
     a, b = make(domains), make(domains)
     connected(a, b)
     domains.down.add(A)
     with httpx.Client(transport=a) as ca, httpx.Client(transport=b) as cb:
-        opens_the_primary(ca, b)
+        for _ in range(2):
+            ca.get(f"{A}/x")
+        wait_for(lambda: standing(b, A) is not Standing.HEALTHY, "the other heard the opening")
+        yield domains, a, b, ca, cb
+
+
+def test_one_probe_per_cooldown_and_the_fleet_fails_back_on_its_answer(make: Callable[..., FailoverTransport]) -> None:
+    """When the primary is due in both, one takes the fleet's lease and probes; the other
+    keeps to the backup (no second probe) until the probe's answer closes the primary in both."""
+    with primary_opened(make) as (domains, a, b, ca, cb):
         domains.down.clear()  # the primary recovers, but answers A's probe only when let go
         domains.gate = threading.Event()
         wait_for(lambda: standing(a, A) is Standing.DUE and standing(b, A) is Standing.DUE, "due in both", 2)
@@ -162,12 +171,7 @@ def test_a_process_that_starts_afresh_hears_the_fleets_next_word(make: Callable[
     another process opened is closed here, and tried again, though Redis still holds the
     opening. The other process keeps its own state, and its next word, an opening of the
     primary once its probe fails, is heard here as before."""
-    domains = Domains()
-    a, b = make(domains), make(domains)
-    connected(a, b)
-    domains.down.add(A)
-    with httpx.Client(transport=a) as ca, httpx.Client(transport=b) as cb:
-        opens_the_primary(ca, b)
+    with primary_opened(make) as (domains, a, b, ca, cb):
         b._state.forget()
         assert b.state().pools["api"].domain(A).breaker == "closed"
         assert standing(a, A) is not Standing.HEALTHY, "the other process's own state stays"
