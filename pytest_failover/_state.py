@@ -35,6 +35,7 @@ import functools
 import inspect
 import logging
 import random as _random
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -181,7 +182,8 @@ class State:
     objects it holds keep their own locks)."""
 
     __slots__ = (
-        "__weakref__", "_restored", "clock", "core", "dialer", "fallback", "shared", "stale", "sticky", "telemetry",
+        "__weakref__", "_front_ends", "_lock", "_restored", "clock", "core", "dialer", "fallback", "shared", "stale",
+        "sticky", "telemetry",
     )  # fmt: skip
 
     def __init__(
@@ -202,7 +204,9 @@ class State:
         self.clock = clock = options["clock"]
         meter_provider = options["meter_provider"]
         self.telemetry = Telemetry(options["tracer_provider"], meter_provider)
-        self._breakers_closed()
+        self.telemetry.watch(self.core)
+        self._lock = threading.Lock()
+        self._front_ends: weakref.WeakSet[object] = weakref.WeakSet()
         self.stale = StaleCache()
         self.dialer = self._dialer()
         self.sticky: Mapping[str, StickyFile] = self._restore_sticky()
@@ -211,6 +215,26 @@ class State:
             shared.bind(self.core, clock=clock, telemetry=self.telemetry, meter_provider=meter_provider)
         ref = weakref.ref(self, _gone)
         _LIVE[id(ref)] = ref
+
+    def join(self, front_end: object) -> None:
+        """``front_end`` serves from this state (the front-end that built it, and each one
+        that shares it): until the last of them is closed (or garbage-collected unclosed),
+        the breaker gauge reports the state's domains and its shared health stays open."""
+        with self._lock:
+            self._front_ends.add(front_end)
+
+    def leave(self, front_end: object) -> bool:
+        """``front_end`` is closed: True if it was the last, and then its domains leave the
+        breaker gauge (the caller closes the shared health, if any). Leaving twice, or
+        without joining, is False."""
+        with self._lock:
+            if front_end not in self._front_ends:
+                return False
+            self._front_ends.discard(front_end)
+            if self._front_ends:
+                return False
+        self.telemetry.unwatch()
+        return True
 
     def forget(self) -> None:
         """Forget what traffic taught this state, as a test that starts afresh needs (the
@@ -229,11 +253,6 @@ class State:
         self.stale.clear()
         if self.dialer is not None:
             self.dialer.forget()
-        self._breakers_closed()
-
-    def _breakers_closed(self) -> None:
-        """Every domain's breaker gauge says closed (as built, or forgotten)."""
-        self.telemetry.initial_breaker_states((name, pc.pool.domains) for name, pc in self.core.pools.items())
 
     def _dialer(self) -> Dialer | None:
         """The resolving state of the pools that have a resolver (``Policy.resolver``),

@@ -20,8 +20,10 @@ not speed.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from opentelemetry import context, metrics, propagate, trace
@@ -33,10 +35,10 @@ from opentelemetry import context, metrics, propagate, trace
 # each attempt is one CLIENT span and one duration data point: ours.
 from opentelemetry.context import _SUPPRESS_HTTP_INSTRUMENTATION_KEY as SUPPRESS_HTTP_KEY
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as SUPPRESS_KEY
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import __version__
-from ._breaker import BreakerState
 from ._values import BreakerEvent, BudgetRejected, Event, HedgeThrottled, SlowCall, Switch
 from .semconv import (
     BAD_OUTCOMES,
@@ -118,6 +120,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
 
+    from ._core import FailoverCore
     from ._lib import URL, Request
     from ._pool import Domain
     from ._values import Attempt
@@ -203,7 +206,9 @@ class Telemetry:
             or meter_provider is not None
             or any(name in os.environ for name in _PROVIDER_ENV)
         )
-        self._pools: list[tuple[str, tuple[Domain, ...]]] = []
+        self.meter_provider = meter_provider  # (None: the global one, whenever it is set)
+        self._core: FailoverCore | None = None  # whose breakers the gauge reports (:meth:`watch`)
+        self._last: dict[tuple[str, str], Observation] | None = None  # (see :meth:`unwatch`)
         # (pool, method) -> domain URL -> its labels. Filled lazily, by any thread:
         # setdefault keeps the first of two racing builds (they are equal). A method is one
         # of the few ``KNOWN_HTTP_METHODS`` or ``_OTHER``, so this stays small.
@@ -240,8 +245,15 @@ class Telemetry:
             unit=UNIT_TRANSITION,
             description="Circuit breaker state changes.",
         )
-        self.breaker_state = meter.create_gauge(
+        # Observed at each collection (:func:`_breaker_states`), not set at each transition.
+        # A gauge set only when its value changes goes unreported once a collection passes
+        # without a change, in every SDK before 1.45 (opentelemetry-python #4512) and under
+        # delta temporality in all: a dashboard's series and an alert's condition ended a
+        # scrape after the breaker opened. Its one callback is the meter's first creator's:
+        # the SDK hands later creators that instrument and drops their callbacks.
+        self.breaker_state = meter.create_observable_gauge(
             FAILOVER_BREAKER_STATE,
+            callbacks=[partial(_breaker_states, meter_provider)],
             unit=UNIT_NONE,
             description="Circuit breaker state: 0 closed, 1 half-open, 2 open.",
         )
@@ -270,13 +282,34 @@ class Telemetry:
             description="Resolutions of a pool's host that gave no address.",
         )
 
-    def initial_breaker_states(self, pools: Iterable[tuple[str, Iterable[Domain]]]) -> None:
-        self._pools = [(pool, tuple(domains)) for pool, domains in pools]
-        if not self._active:
-            return  # recorded once real providers appear
-        for pool, domains in self._pools:
-            for domain in domains:
-                self.breaker_state.set(BreakerState.CLOSED.gauge, _domain_labels(pool, domain))
+    def watch(self, core: FailoverCore) -> None:
+        """Report the breakers of ``core``'s pools on the ``failover.breaker.state`` gauge,
+        at every collection from now on, for as long as this telemetry lives."""
+        self._core = core
+        ref = weakref.ref(self, _unwatched)
+        _WATCHED[id(ref)] = ref
+
+    def unwatch(self) -> None:
+        """The last front-end of the state closed: its domains' series end with the states
+        they have now, reported at the next collection only (a test reads its gauge after
+        its client closed; an exporter sends the last reading), then no more."""
+        last: dict[tuple[str, str], Observation] = {}
+        self.breaker_states(last)
+        self._last = last
+        self._core = None
+
+    def breaker_states(self, into: dict[tuple[str, str], Observation]) -> None:
+        """Each watched domain's breaker state now, into ``into`` by pool and domain URL
+        (or, once unwatched, the states it ended with, once)."""
+        core = self._core
+        if core is None:
+            last, self._last = self._last, None
+            if last:
+                into.update(last)
+            return
+        for name, pool_core in tuple(core.pools.items()):
+            for domain, breaker in tuple(pool_core.breakers.items()):
+                into[name, domain.url] = Observation(breaker.state.gauge, _domain_labels(name, domain))
 
     def domains(self, pool: str, method: str) -> dict[str, _Labels]:
         """The labels built so far for requests of ``pool`` and ``method``, by domain URL
@@ -328,8 +361,36 @@ class Telemetry:
             installed = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
         if installed:
             self._active = True
-            self.initial_breaker_states(self._pools)
         return self._active
+
+
+# Every telemetry that watches a core (:meth:`Telemetry.watch`), oldest first: a dict read
+# whole by ``list()`` in C, as ``_state``'s registry is, so a collection in an exporter's
+# thread reads it while another thread builds a transport, with no lock.
+_WATCHED: dict[int, weakref.ref[Telemetry]] = {}
+
+
+def _unwatched(ref: weakref.ref[Telemetry]) -> None:
+    _WATCHED.pop(id(ref), None)
+
+
+def _breaker_states(provider: MeterProvider | None, options: CallbackOptions) -> list[Observation]:
+    """The ``failover.breaker.state`` gauge's reading at one collection: every domain's
+    breaker now, of every live transport (each ``sharing`` group once) whose meter provider
+    is ``provider``'s (None: the global one, read now, as the SDK's proxy meters do). The
+    callback of the first transport to create the gauge on a meter reports them all. Two
+    transports that name one domain of one pool alike (two states, where ``sharing`` would
+    give them one) make one series: the newer one's."""
+    mine = provider if provider is not None else metrics.get_meter_provider()
+    found: dict[tuple[str, str], Observation] = {}
+    for ref in list(_WATCHED.values()):
+        telemetry = ref()
+        if telemetry is None:
+            continue
+        theirs = telemetry.meter_provider
+        if (theirs if theirs is not None else metrics.get_meter_provider()) is mine:
+            telemetry.breaker_states(found)
+    return list(found.values())
 
 
 class RequestTrace:
@@ -452,7 +513,6 @@ class RequestTrace:
                 if event.reason is not None:
                     change[FAILOVER_REASON] = event.reason
                 t.transitions.add(1, {**labels.domain, **change})
-                t.breaker_state.set(event.after.gauge, dict(labels.domain))
                 self._span.add_event(
                     EVENT_BREAKER_TRANSITION, {FAILOVER_DOMAIN: event.domain.url, **change}
                 )

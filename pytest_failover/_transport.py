@@ -118,8 +118,7 @@ class _FailoverBase:
                     + (" (its tasks need an event loop; RedisHealth serves every front-end)" if kind else "")
                 )
         self._state = State(pools, policy, **options)
-        if shared is not None:
-            shared.acquire(self)  # closed when the last front-end using it is
+        self._state.join(self)  # (its shared health is closed when the last front-end is)
 
     def state(self) -> TransportState:
         """A snapshot of every pool: breakers, enabled domains, serving domain, budget;
@@ -168,8 +167,7 @@ class _FailoverBase:
                 "sync; give the first front-end a sync fallback (async front-ends take one too)"
             )
         self._state = state
-        if shared is not None:
-            shared.acquire(self)
+        state.join(self)
 
     def _begin(self, request: Any, routed: Routed | None = None) -> Lane | None:
         """The lane or the exchange of ``request`` (an exchange is a lane: ``lane.attempt``
@@ -438,7 +436,7 @@ class SyncLoop(_FailoverBase, Generic[Req, Resp, Inner]):
             self._hedgers.close()
         self._transport.close()
         shared = self._state.shared
-        if shared is not None and shared.release(self):  # the last of its front-ends
+        if self._state.leave(self) and shared is not None:  # the last of its front-ends
             shared.close()
 
 
@@ -665,7 +663,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
             for sticky in set(state.sticky.values()):
                 await anyio.to_thread.run_sync(sticky.flush)
         await self._transport.aclose()
-        if state.shared is not None and state.shared.release(self):  # the last of its front-ends
+        if state.leave(self) and state.shared is not None:  # the last of its front-ends
             await state.shared.aclose()
 
 

@@ -21,7 +21,6 @@ import secrets
 import socket
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -105,8 +104,6 @@ class Fleet:
         self._held: dict[tuple[str, str], str] = {}
         self._said_once = False
         self._next_sweep = -math.inf
-        # the front-ends serving from this binding (the one built with it and its sharers)
-        self._users: weakref.WeakSet[object] = weakref.WeakSet()
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -137,22 +134,6 @@ class Fleet:
             for domain in pool_core.order:
                 self._targets[(pool_core.name, domain.url)] = (pool_core, domain)
             pool_core.lease = functools.partial(self.lease, pool_core)
-
-    def acquire(self, user: object) -> None:
-        """``user``, a front-end, serves from this binding (the transport built with it,
-        and every front-end that shares its state): the binding stays open until the
-        last of them is closed (or garbage-collected unclosed)."""
-        with self._state_lock:
-            self._users.add(user)
-
-    def release(self, user: object) -> bool:
-        """``user`` is closed: True if it was the last user, and the caller then closes
-        the binding. Releasing a user twice, or one never acquired, is False."""
-        with self._state_lock:
-            if user not in self._users:
-                return False
-            self._users.discard(user)
-            return not self._users
 
     def post(self, commands: list[Command]) -> None:
         """Hand commands to the shell's publisher (the shells replace this)."""
@@ -419,14 +400,14 @@ class Fleet:
             self.fleet_control_version = version
 
     def _note(self, pool_core: PoolCore, domain: Domain, transition: BreakerTransition | None) -> None:
-        """A remote word moved a breaker: the same metrics as a local transition."""
+        """A remote word moved a breaker: the same transition count as a local one (the
+        breaker-state gauge reads the breaker itself)."""
         telemetry = self._telemetry
         if transition is None or telemetry is None:
             return
         attrs = {semconv.FAILOVER_POOL: pool_core.name, semconv.FAILOVER_DOMAIN: domain.url, semconv.SERVER_ADDRESS: domain.host}
         change = {semconv.FAILOVER_BREAKER_FROM: transition.before.value, semconv.FAILOVER_BREAKER_TO: transition.after.value}
         telemetry.transitions.add(1, {**attrs, **change})
-        telemetry.breaker_state.set(transition.after.gauge, attrs)
 
     def _ignore(self, what: str) -> None:
         self.ignored += 1

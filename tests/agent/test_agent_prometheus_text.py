@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 
+import httpx
 import pytest
 from failover_agent.checks.readiness import CertInfo, ReadinessResult
 from failover_agent.checks.result import ProbeResult
@@ -27,7 +28,7 @@ from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pytest_failover import Domain
+from pytest_failover import Domain, FailoverTransport, Policy, Pool
 from pytest_failover._telemetry import Telemetry as ClientTelemetry
 
 Series = tuple[str, frozenset[tuple[str, str]]]
@@ -324,11 +325,19 @@ def test_the_agent_keeps_its_gauges_out_of_the_sdk_unless_another_reader_needs_t
     assert "failover.probe.success" in names and "failover.probe.phase.duration" in names
 
 
+def _primary_refuses(request: httpx.Request) -> httpx.Response:
+    """An in-process answer: the primaries (``eu``, ``us``) refuse, their backups answer."""
+    if "-2." not in request.url.host:
+        raise httpx.ConnectError("refused", request=request)
+    return httpx.Response(200, request=request)
+
+
 @pytest.mark.parametrize("scope_info", [False, True])
 def test_the_client_s_metrics_skip_the_sdk_for_metrics_alone_and_render_as_it_would(scope_info: bool) -> None:
     """With /metrics alone, the failover client's counters and gauges are kept without the SDK,
     histograms still go through it (its views drop two, keep the resolver's); /metrics shows
-    the very series and values the SDK's path (another reader present) gives."""
+    the very series and values the SDK's path (another reader present) gives. The breaker
+    gauge is observed: each transport's domains, read as the page is rendered."""
     alone = Telemetry(location="lab", prometheus_scope_info=scope_info)
     extra = InMemoryMetricReader()
     both = Telemetry(location="lab", prometheus_scope_info=scope_info, metric_readers=[extra])
@@ -336,8 +345,6 @@ def test_the_client_s_metrics_skip_the_sdk_for_metrics_alone_and_render_as_it_wo
     assert not isinstance(both.client_meter_provider, ClientMeterProvider)
     attempt: dict[str, str | int] = {"failover.pool": "api", "server.address": "api.example.com",
                                      "server.port": 443, "failover.attempt.result": "success"}
-    breaker: dict[str, str | int] = {"failover.pool": "api", "failover.domain": "https://api.example.com",
-                                     "server.port": 443}
     texts = []
     for telemetry in (alone, both):
         client = ClientTelemetry(meter_provider=telemetry.client_meter_provider)
@@ -346,21 +353,34 @@ def test_the_client_s_metrics_skip_the_sdk_for_metrics_alone_and_render_as_it_wo
         again.attempts.add(2, dict(reversed(list(attempt.items()))))  # the same series, keys in another order
         client.attempts.add(-1, attempt)  # a counter never goes down: dropped, as the SDK drops it
         client.requests.add(1, {"failover.pool": "api", "failover.outcome": "success"})
-        client.breaker_state.set(0, breaker)
-        again.breaker_state.set(2, breaker)
+        transports = [  # two pools' transports, each with a primary that refuses
+            FailoverTransport([Pool(name, [f"https://{name}.example.com", f"https://{name}-2.example.com"])],
+                              Policy(breaker_threshold=1), transport=httpx.MockTransport(_primary_refuses),
+                              meter_provider=telemetry.client_meter_provider)
+            for name in ("eu", "us")
+        ]
+        httpx.Client(transport=transports[0]).get("https://eu.example.com/")  # its primary's breaker opens
         assert isinstance(client.attempt_duration, NoOpHistogram)  # dropped: the SDK keeps nothing of it
         client.attempt_duration.record(0.2, {"failover.pool": "api"})
         client.resolve_duration.record(0.01, {"failover.pool": "api"})  # kept, through the SDK
         assert telemetry.prometheus is not None
         texts.append(telemetry.prometheus.render().decode())
+        for transport in transports:
+            transport.close()
+        assert "failover_breaker_state{" in telemetry.prometheus.render().decode()  # closed: the last reading,
+        assert "failover_breaker_state{" not in telemetry.prometheus.render().decode()  # once
     data = extra.get_metrics_data()
     alone.shutdown()
     both.shutdown()
     series = [{k: v for k, v in _series(text).items() if k[0] != "target_info"} for text in texts]
     assert series[0] == series[1]
-    attempts = {labels: v for (name, labels), v in series[0].items() if name == "failover_attempts_total"}
+    attempts = {labels: v for (name, labels), v in series[0].items()
+                if name == "failover_attempts_total" and ("failover_pool", "api") in labels}
     assert list(attempts.values()) == [3]
-    assert [v for (name, _), v in series[0].items() if name == "failover_breaker_state"] == [2]
+    breakers = {(dict(labels)["failover_domain"]): v for (name, labels), v in series[0].items()
+                if name == "failover_breaker_state"}
+    assert breakers == {"https://eu.example.com": 2, "https://eu-2.example.com": 0,
+                        "https://us.example.com": 0, "https://us-2.example.com": 0}
     assert any(name.startswith("failover_resolve_duration_seconds_bucket") for name, _ in series[0])
     assert not any(name.startswith("http_client_request_duration") for name, _ in series[0])
     assert texts[0].count("# TYPE failover_attempts_total counter") == 1

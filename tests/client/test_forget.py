@@ -231,12 +231,13 @@ def test_the_breaker_gauges_say_closed_again() -> None:
         }
 
     domains.down = True
-    with httpx.Client(transport=transport) as client:
-        client.get(PRIMARY + "/x")
+    client = httpx.Client(transport=transport)
+    client.get(PRIMARY + "/x")
     assert read("failover.breaker.state") == {PRIMARY: 2, BACKUP: 0}
     forget_everywhere()
     assert read("failover.breaker.state") == {PRIMARY: 0, BACKUP: 0}
     assert read("failover.breaker.transitions") == {PRIMARY: 1}  # the opening, and nothing since
+    client.close()
 
 
 def test_no_address_is_held_bad_any_more() -> None:

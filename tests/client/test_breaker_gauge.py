@@ -1,0 +1,132 @@
+"""``failover.breaker.state``: every domain's breaker, read at each collection.
+
+A gauge set only at a transition goes unreported once a collection passes without one:
+under delta temporality in every SDK, and under cumulative temporality (Prometheus) in every
+SDK before 1.45 (opentelemetry-python #4512). A dashboard's series and an alert on an open
+breaker then ended one scrape after the breaker opened. The gauge is observed instead, and
+these tests read it as exporters do, with both temporalities.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import httpx
+import pytest
+from opentelemetry.sdk.metrics import (
+    Counter,
+    Histogram,
+    MeterProvider,
+    ObservableCounter,
+    ObservableGauge,
+    ObservableUpDownCounter,
+    UpDownCounter,
+)
+from opentelemetry.sdk.metrics import _Gauge as SyncGauge  # the SDK exports it only privately
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    InMemoryMetricReader,
+    NumberDataPoint,
+)
+
+from pytest_failover import FailoverTransport, Policy, Pool
+
+PRIMARY, BACKUP = "http://127.0.0.1:1", "http://127.0.0.2:1"  # answered in process: nothing is dialled
+# Every kind of instrument delta, whichever kind the gauge is.
+_DELTA: dict[type, AggregationTemporality] = dict.fromkeys(
+    (Counter, UpDownCounter, Histogram, SyncGauge, ObservableCounter, ObservableUpDownCounter, ObservableGauge),
+    AggregationTemporality.DELTA,
+)
+
+
+def _primary_refuses(request: httpx.Request) -> httpx.Response:
+    if request.url.host == "127.0.0.1":
+        raise httpx.ConnectError("refused", request=request)
+    return httpx.Response(200, request=request)
+
+
+def _transport(provider: MeterProvider, pool: str = "api") -> FailoverTransport:
+    return FailoverTransport(
+        [Pool(pool, [PRIMARY, BACKUP])],
+        Policy(breaker_threshold=1, breaker_cooldown=60.0),
+        transport=httpx.MockTransport(_primary_refuses),
+        meter_provider=provider,
+    )
+
+
+def _states(reader: InMemoryMetricReader) -> dict[tuple[str, str], float]:
+    """One collection's breaker states, by pool and domain."""
+    data = reader.get_metrics_data()
+    return {
+        (str(attributes["failover.pool"]), str(attributes["failover.domain"])): point.value
+        for rm in (data.resource_metrics if data else [])
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "failover.breaker.state"
+        for point in metric.data.data_points
+        if isinstance(point, NumberDataPoint) and (attributes := point.attributes or {})
+    }
+
+
+@pytest.fixture(params=["cumulative", "delta"])
+def reader(request: pytest.FixtureRequest) -> InMemoryMetricReader:
+    return InMemoryMetricReader(preferred_temporality=_DELTA if request.param == "delta" else None)
+
+
+def test_every_collection_reads_every_domain_s_breaker(reader: InMemoryMetricReader) -> None:
+    transport = _transport(MeterProvider(metric_readers=[reader]))
+    assert _states(reader) == {("api", PRIMARY): 0, ("api", BACKUP): 0}  # as built: closed
+    client = httpx.Client(transport=transport)
+    assert client.get(PRIMARY + "/x").extensions["failover"].domain == BACKUP
+    for _ in range(3):  # the collection after the opening, and every one after it
+        assert _states(reader) == {("api", PRIMARY): 2, ("api", BACKUP): 0}
+    client.close()
+
+
+def test_every_transport_on_a_provider_is_read(reader: InMemoryMetricReader) -> None:
+    """The SDK keeps the callbacks of a gauge's first creator only, and hands later creators
+    that instrument: the one callback reads every transport (a sharer's state once)."""
+    provider = MeterProvider(metric_readers=[reader])
+    first, second = _transport(provider, "api"), _transport(provider, "eu")
+    sharer = FailoverTransport.sharing(second, httpx.MockTransport(_primary_refuses))
+    httpx.Client(transport=sharer).get(PRIMARY + "/x")  # the eu pool's primary opens
+    expected = {("api", PRIMARY): 0, ("api", BACKUP): 0, ("eu", PRIMARY): 2, ("eu", BACKUP): 0}
+    assert _states(reader) == expected
+    assert _states(reader) == expected
+    for transport in (first, second, sharer):
+        transport.close()
+
+
+def test_a_closed_state_s_series_end_with_their_last_reading(reader: InMemoryMetricReader) -> None:
+    """Read while any front-end of the state is open; once the last closes, its states are
+    read once more (a test reads the gauge after its client closed; an exporter sends the last
+    reading), then never."""
+    transport = _transport(MeterProvider(metric_readers=[reader]))
+    sharer = FailoverTransport.sharing(transport, httpx.MockTransport(_primary_refuses))
+    httpx.Client(transport=transport).get(PRIMARY + "/x")
+    opened = {("api", PRIMARY): 2, ("api", BACKUP): 0}
+    transport.close()
+    assert _states(reader) == opened  # the sharer still serves from the state
+    assert _states(reader) == opened
+    sharer.close()
+    sharer.close()  # (closing twice changes nothing)
+    assert _states(reader) == opened  # the last reading
+    assert _states(reader) == {}
+
+
+def test_a_transport_dropped_unclosed_leaves_the_gauge(reader: InMemoryMetricReader) -> None:
+    transport = _transport(MeterProvider(metric_readers=[reader]))
+    assert len(_states(reader)) == 2
+    del transport
+    gc.collect()
+    assert _states(reader) == {}
+
+
+def test_each_provider_reads_its_own_transports() -> None:
+    ours, theirs = InMemoryMetricReader(), InMemoryMetricReader()
+    first = _transport(MeterProvider(metric_readers=[ours]), "api")
+    second = _transport(MeterProvider(metric_readers=[theirs]), "eu")
+    assert set(_states(ours)) == {("api", PRIMARY), ("api", BACKUP)}
+    assert set(_states(theirs)) == {("eu", PRIMARY), ("eu", BACKUP)}
+    first.close()
+    second.close()
