@@ -204,7 +204,6 @@ class State:
         self.clock = clock = options["clock"]
         meter_provider = options["meter_provider"]
         self.telemetry = Telemetry(options["tracer_provider"], meter_provider)
-        self.telemetry.watch(self.core)
         self._lock = threading.Lock()
         self._front_ends: weakref.WeakSet[object] = weakref.WeakSet()
         self.stale = StaleCache()
@@ -221,6 +220,8 @@ class State:
         that shares it): until the last of them is closed (or garbage-collected unclosed),
         the breaker gauge reports the state's domains and its shared health stays open."""
         with self._lock:
+            if not self._front_ends:  # the first (or the first again, after the last left)
+                self.telemetry.watch(self.core)
             self._front_ends.add(front_end)
 
     def leave(self, front_end: object) -> bool:

@@ -209,6 +209,7 @@ class Telemetry:
         self.meter_provider = meter_provider  # (None: the global one, whenever it is set)
         self._core: FailoverCore | None = None  # whose breakers the gauge reports (:meth:`watch`)
         self._last: dict[tuple[str, str], Observation] | None = None  # (see :meth:`unwatch`)
+        self._watched: weakref.ref[Telemetry] | None = None  # its entry in ``_WATCHED``
         # (pool, method) -> domain URL -> its labels. Filled lazily, by any thread:
         # setdefault keeps the first of two racing builds (they are equal). A method is one
         # of the few ``KNOWN_HTTP_METHODS`` or ``_OTHER``, so this stays small.
@@ -284,10 +285,12 @@ class Telemetry:
 
     def watch(self, core: FailoverCore) -> None:
         """Report the breakers of ``core``'s pools on the ``failover.breaker.state`` gauge,
-        at every collection from now on, for as long as this telemetry lives."""
+        at every collection from now on (until :meth:`unwatch`), for as long as this
+        telemetry lives."""
         self._core = core
-        ref = weakref.ref(self, _unwatched)
-        _WATCHED[id(ref)] = ref
+        if self._watched is None:
+            self._watched = ref = weakref.ref(self, _unwatched)
+            _WATCHED[id(ref)] = ref
 
     def unwatch(self) -> None:
         """The last front-end of the state closed: its domains' series end with the states

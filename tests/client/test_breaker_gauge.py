@@ -130,3 +130,14 @@ def test_each_provider_reads_its_own_transports() -> None:
     assert set(_states(theirs)) == {("eu", PRIMARY), ("eu", BACKUP)}
     first.close()
     second.close()
+
+
+def test_a_front_end_sharing_a_closed_state_reports_it_again(reader: InMemoryMetricReader) -> None:
+    transport = _transport(MeterProvider(metric_readers=[reader]))
+    transport.close()
+    assert len(_states(reader)) == 2  # the last reading
+    assert _states(reader) == {}
+    sharer = FailoverTransport.sharing(transport, httpx.MockTransport(_primary_refuses))
+    assert _states(reader) == {("api", PRIMARY): 0, ("api", BACKUP): 0}
+    assert _states(reader) == {("api", PRIMARY): 0, ("api", BACKUP): 0}
+    sharer.close()
