@@ -3,10 +3,18 @@ run the tests that lean on those dependencies' APIs.
 
 ``pyproject.toml`` is the one home of every floor: each ``name>=X`` of the library's extras
 becomes the pip constraint ``name==X``. The package's own dependencies, the OpenTelemetry
-API and semantic conventions, are not pinned: the SDK's floor (the simulator's, 1.45) pins
-them itself, above the API's own floor (1.33), which the library alone needs, and one
-install cannot hold both. The test tools come from the ``dev`` extra, each with its spec
-there, at their newest (the rest of ``dev`` needs newer httpx and httpx2 than the floors).
+API and semantic conventions, are not pinned there: the SDK's floor (the agent's and the
+simulator's, 1.45) pins them itself, above the API's own floor (1.33), which the library
+alone needs, and one install cannot hold both. The test tools come from the ``dev`` extra,
+each with its spec there, at their newest (the rest of ``dev`` needs newer httpx and httpx2
+than the floors).
+
+So a second run, in ``.venv-otel-floor``, holds the library's own floors: the OpenTelemetry
+API and semantic conventions at theirs, under an application's SDK and OTLP exporter of the
+API's release (an application that pinned its OpenTelemetry then), with the client's extras
+at their newest, and runs the tests that read the client's spans and metrics
+(:data:`OTEL_TESTS`). The simulator's other dependencies come with their specs; the agent,
+whose Prometheus exporter needs the newer SDK, is left out.
 
 Run by ``.ci/run`` after ``make test``: ``python3 .ci/floors.py`` builds ``.venv-floors``
 (kept between runs, rebuilt when ``pyproject.toml`` changes) and runs the tests with ``CI``
@@ -41,6 +49,19 @@ TESTS = (
     "tests/control",
     "tests/shared",
 )
+OTEL_VENV = ROOT / ".venv-otel-floor"
+OTEL_EXTRAS = ("control", "httpx", "httpx2", "requests", "aiohttp", "resolve", "redis")
+OTEL_TESTS = (
+    "tests/client/test_telemetry.py",
+    "tests/client/test_breaker_gauge.py",
+    "tests/client/test_steering_telemetry.py",
+    "tests/client/test_lane.py",
+    "tests/client/test_forget.py",
+    "tests/client/test_sharing.py",
+    "tests/resolve/test_metrics.py",
+    "tests/plugin/test_telemetry_fixture.py",
+)
+_OTEL = "opentelemetry-"
 _FLOOR = re.compile(r"^([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*>=\s*([^,;\s]+)(\s*,\s*<[^,;\s]+)?$")
 _NAME = re.compile(r"^([A-Za-z0-9_.-]+(?:\[[^\]]*\])?)")
 
@@ -66,6 +87,27 @@ def constraints(project: dict[str, object]) -> list[str]:
     return [f"{name}=={floor}" for name, floor in sorted(pins.items())]
 
 
+def otel_floor(project: dict[str, object]) -> list[str]:
+    """The pins and requirements of :data:`OTEL_VENV` besides the package: the package's own
+    dependencies at their floors, the SDK and the OTLP exporter of the API's release, and the
+    simulator's other dependencies with their specs."""
+    dependencies = project["dependencies"]
+    extras = project["optional-dependencies"]
+    assert isinstance(dependencies, list) and isinstance(extras, dict)
+    pins = {}
+    for spec in dependencies:
+        found = _FLOOR.match(spec.split("#")[0].strip())
+        if found is None:
+            raise SystemExit(f"pyproject.toml: the dependency {spec!r} has no floor")
+        pins[_canonical(found.group(1))] = found.group(3)
+    api = pins.get(f"{_OTEL}api")
+    if api is None:
+        raise SystemExit("pyproject.toml: the package no longer depends on opentelemetry-api: update .ci/floors.py")
+    release = [f"{_OTEL}sdk=={api}", f"{_OTEL}exporter-otlp-proto-http=={api}"]
+    others = [spec.split("#")[0].strip() for spec in extras["simulator"] if not spec.startswith(_OTEL)]
+    return [f"{name}=={floor}" for name, floor in sorted(pins.items())] + release + others
+
+
 def tools(project: dict[str, object]) -> list[str]:
     """:data:`TOOLS`, each with its spec from the ``dev`` extra."""
     extras = project["optional-dependencies"]
@@ -81,27 +123,38 @@ def tools(project: dict[str, object]) -> list[str]:
     return [specs[tool] for tool in TOOLS]
 
 
-def main() -> int:
-    pyproject = (ROOT / "pyproject.toml").read_bytes()
-    project = tomllib.loads(pyproject.decode())["project"]
-    python = VENV / "bin" / "python"
-    stamp = VENV / ".installed"
-    digest = hashlib.sha256(pyproject + Path(__file__).read_bytes()).hexdigest()
+def run(venv: Path, pins: list[str], requirements: list[str], tests: tuple[str, ...], digest: str) -> int:
+    """Build ``venv`` (unless its stamp says it holds ``digest``'s install) with ``pins`` as
+    constraints and ``requirements`` installed, then run ``tests`` in it."""
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
     if not (stamp.exists() and stamp.read_text() == digest):
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-        pinned = VENV / "constraints.txt"
-        pinned.write_text("\n".join(constraints(project)) + "\n")
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        pinned = venv / "constraints.txt"
+        pinned.write_text("\n".join(pins) + "\n")
         subprocess.run(
             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(pinned),
-             "-e", f"{ROOT}[{','.join(EXTRAS)}]", *tools(project)],
+             *requirements],
             check=True,
         )  # fmt: skip
         stamp.write_text(digest)
     subprocess.run([str(python), "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"], check=True,
-                   stdout=(VENV / "installed.txt").open("w"))  # fmt: skip
+                   stdout=(venv / "installed.txt").open("w"))  # fmt: skip
     env = {**os.environ, "CI": "true"}
-    command = [str(python), "-m", "pytest", "-n", "2", "-q", "-m", "not alone", "-p", "no:cacheprovider", *TESTS]
+    command = [str(python), "-m", "pytest", "-n", "2", "-q", "-m", "not alone", "-p", "no:cacheprovider", *tests]
     return subprocess.run(command, cwd=ROOT, env=env).returncode
+
+
+def main() -> int:
+    pyproject = (ROOT / "pyproject.toml").read_bytes()
+    project = tomllib.loads(pyproject.decode())["project"]
+    digest = hashlib.sha256(pyproject + Path(__file__).read_bytes()).hexdigest()
+    tested = tools(project)
+    floors = run(VENV, constraints(project), ["-e", f"{ROOT}[{','.join(EXTRAS)}]", *tested], TESTS, digest)
+    pins = otel_floor(project)
+    package = f"{ROOT}[{','.join(OTEL_EXTRAS)}]"
+    otel = run(OTEL_VENV, pins, ["-e", package, *pins, *tested], OTEL_TESTS, digest)
+    return floors or otel
 
 
 if __name__ == "__main__":

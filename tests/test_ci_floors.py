@@ -44,3 +44,22 @@ def test_a_tool_the_dev_extra_no_longer_lists_stops_the_run() -> None:
     floors = _floors()
     with pytest.raises(SystemExit, match="no longer lists"):
         floors.tools({"optional-dependencies": {"dev": ["pytest>=8"]}})
+
+
+def test_the_otel_floor_run_pins_the_package_s_own_floors_and_the_api_s_release() -> None:
+    """The second run: the API and semantic conventions at the package's floors, the SDK and
+    the OTLP exporter of that API's release, the simulator's other dependencies as specified."""
+    floors = _floors()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins = floors.otel_floor(project)
+    assert {"opentelemetry-api==1.33", "opentelemetry-semantic-conventions==0.54b0", "opentelemetry-sdk==1.33",
+            "opentelemetry-exporter-otlp-proto-http==1.33", "trustme>=1.2", "h11>=0.16"} == set(pins)
+    assert not set(floors.OTEL_EXTRAS) & {"agent", "simulator"}  # (their SDK floors are 1.45)
+    assert all((ROOT / test).exists() for test in floors.OTEL_TESTS)
+
+
+def test_a_package_dependency_with_no_floor_stops_the_otel_run() -> None:
+    floors = _floors()
+    project = {"dependencies": ["opentelemetry-api"], "optional-dependencies": {"simulator": []}}
+    with pytest.raises(SystemExit, match="has no floor"):
+        floors.otel_floor(project)
