@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from opentelemetry import context, metrics, propagate, trace
 
@@ -117,7 +117,7 @@ _PROVIDER_ENV = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.metrics import Meter, MeterProvider, ObservableGauge
     from opentelemetry.trace import Span, TracerProvider
 
     from ._core import FailoverCore
@@ -125,9 +125,59 @@ if TYPE_CHECKING:
     from ._pool import Domain
     from ._values import Attempt
 
-__all__ = ["RequestTrace", "Telemetry", "redact_url"]
+__all__ = ["Readings", "RequestTrace", "Telemetry", "redact_url"]
 
 _VERSION = __version__  # the scope version: the package's
+
+_Owner = TypeVar("_Owner")
+Series = dict[Hashable, Observation]
+"""A gauge's reading at one collection, by series (what names it)."""
+
+
+class Readings(Generic[_Owner]):
+    """The live objects an observable gauge reads, whatever meter provider each was built
+    with: the breakers of every transport, the shared health of each.
+
+    A gauge set at each change goes unreported once a collection passes without one, in every
+    SDK before 1.45 (opentelemetry-python #4512) and under delta temporality in all: a
+    dashboard's series and an alert's condition ended a scrape after the change. So these
+    gauges are observed. The SDK keeps the callbacks of a gauge's first creator on a meter and
+    hands later creators that instrument, dropping theirs: the callback :meth:`gauge` gives
+    reads every live object on its own provider (None: the global one, read at the
+    collection, as the API's proxy meters do). ``read(owner, series)`` writes an owner's
+    observations into the reading; owners are read oldest first, so of two that name one
+    series, the newer one's stays (``read`` may merge instead)."""
+
+    def __init__(self, read: Callable[[_Owner, Series], None]) -> None:
+        self._read = read
+        # owner's id -> (a weak reference to it, its meter provider), oldest first: a dict read
+        # whole by ``list()`` in C (as ``_state``'s registry is), so a collection in an
+        # exporter's thread reads it while another thread builds a transport, with no lock
+        self._live: dict[int, tuple[weakref.ref[_Owner], MeterProvider | None]] = {}
+
+    def gauge(self, meter: Meter, provider: MeterProvider | None, name: str, unit: str, description: str) -> ObservableGauge:
+        """The gauge ``name`` of ``meter`` (from ``provider``), reading these objects."""
+        return meter.create_observable_gauge(
+            name, callbacks=[partial(self._observe, provider)], unit=unit, description=description
+        )
+
+    def add(self, owner: _Owner, provider: MeterProvider | None) -> None:
+        """Read ``owner`` from now on, for as long as it lives (once: add it once)."""
+        ref = weakref.ref(owner, self._gone)
+        self._live[id(ref)] = (ref, provider)
+
+    def _gone(self, ref: weakref.ref[Any]) -> None:
+        self._live.pop(id(ref), None)
+
+    def _observe(self, provider: MeterProvider | None, options: CallbackOptions) -> list[Observation]:
+        mine = provider if provider is not None else metrics.get_meter_provider()
+        series: Series = {}
+        for ref, theirs in list(self._live.values()):
+            owner = ref()
+            if owner is not None and (theirs if theirs is not None else metrics.get_meter_provider()) is mine:
+                self._read(owner, series)
+        return list(series.values())
+
 
 def redact_url(url: URL) -> str:
     """``scheme://host[:port]/path``: no credentials, no query, no fragment."""
@@ -208,8 +258,8 @@ class Telemetry:
         )
         self.meter_provider = meter_provider  # (None: the global one, whenever it is set)
         self._core: FailoverCore | None = None  # whose breakers the gauge reports (:meth:`watch`)
-        self._last: dict[tuple[str, str], Observation] | None = None  # (see :meth:`unwatch`)
-        self._watched: weakref.ref[Telemetry] | None = None  # its entry in ``_WATCHED``
+        self._last: Series | None = None  # (see :meth:`unwatch`)
+        self._watched = False  # in ``_BREAKERS`` (:meth:`watch`)
         # (pool, method) -> domain URL -> its labels. Filled lazily, by any thread:
         # setdefault keeps the first of two racing builds (they are equal). A method is one
         # of the few ``KNOWN_HTTP_METHODS`` or ``_OTHER``, so this stays small.
@@ -246,17 +296,12 @@ class Telemetry:
             unit=UNIT_TRANSITION,
             description="Circuit breaker state changes.",
         )
-        # Observed at each collection (:func:`_breaker_states`), not set at each transition.
-        # A gauge set only when its value changes goes unreported once a collection passes
-        # without a change, in every SDK before 1.45 (opentelemetry-python #4512) and under
-        # delta temporality in all: a dashboard's series and an alert's condition ended a
-        # scrape after the breaker opened. Its one callback is the meter's first creator's:
-        # the SDK hands later creators that instrument and drops their callbacks.
-        self.breaker_state = meter.create_observable_gauge(
+        self.breaker_state = _BREAKERS.gauge(  # observed at each collection (see Readings)
+            meter,
+            meter_provider,
             FAILOVER_BREAKER_STATE,
-            callbacks=[partial(_breaker_states, meter_provider)],
-            unit=UNIT_NONE,
-            description="Circuit breaker state: 0 closed, 1 half-open, 2 open.",
+            UNIT_NONE,
+            "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
         )
         self.budget_rejections = meter.create_counter(
             FAILOVER_RETRY_BUDGET_REJECTIONS,
@@ -288,22 +333,24 @@ class Telemetry:
         at every collection from now on (until :meth:`unwatch`), for as long as this
         telemetry lives."""
         self._core = core
-        if self._watched is None:
-            self._watched = ref = weakref.ref(self, _unwatched)
-            _WATCHED[id(ref)] = ref
+        if not self._watched:
+            self._watched = True
+            _BREAKERS.add(self, self.meter_provider)
 
     def unwatch(self) -> None:
         """The last front-end of the state closed: its domains' series end with the states
         they have now, reported at the next collection only (a test reads its gauge after
         its client closed; an exporter sends the last reading), then no more."""
-        last: dict[tuple[str, str], Observation] = {}
+        last: Series = {}
         self.breaker_states(last)
         self._last = last
         self._core = None
 
-    def breaker_states(self, into: dict[tuple[str, str], Observation]) -> None:
+    def breaker_states(self, into: Series) -> None:
         """Each watched domain's breaker state now, into ``into`` by pool and domain URL
-        (or, once unwatched, the states it ended with, once)."""
+        (or, once unwatched, the states it ended with, once). Two transports that name one
+        domain of one pool alike (two states, where ``sharing`` would give them one) make one
+        series: the newer one's."""
         core = self._core
         if core is None:
             last, self._last = self._last, None
@@ -367,33 +414,9 @@ class Telemetry:
         return self._active
 
 
-# Every telemetry that watches a core (:meth:`Telemetry.watch`), oldest first: a dict read
-# whole by ``list()`` in C, as ``_state``'s registry is, so a collection in an exporter's
-# thread reads it while another thread builds a transport, with no lock.
-_WATCHED: dict[int, weakref.ref[Telemetry]] = {}
 
-
-def _unwatched(ref: weakref.ref[Telemetry]) -> None:
-    _WATCHED.pop(id(ref), None)
-
-
-def _breaker_states(provider: MeterProvider | None, options: CallbackOptions) -> list[Observation]:
-    """The ``failover.breaker.state`` gauge's reading at one collection: every domain's
-    breaker now, of every live transport (each ``sharing`` group once) whose meter provider
-    is ``provider``'s (None: the global one, read now, as the SDK's proxy meters do). The
-    callback of the first transport to create the gauge on a meter reports them all. Two
-    transports that name one domain of one pool alike (two states, where ``sharing`` would
-    give them one) make one series: the newer one's."""
-    mine = provider if provider is not None else metrics.get_meter_provider()
-    found: dict[tuple[str, str], Observation] = {}
-    for ref in list(_WATCHED.values()):
-        telemetry = ref()
-        if telemetry is None:
-            continue
-        theirs = telemetry.meter_provider
-        if (theirs if theirs is not None else metrics.get_meter_provider()) is mine:
-            telemetry.breaker_states(found)
-    return list(found.values())
+# Every transport's breakers (each state's, while a front-end of it is open).
+_BREAKERS: Readings[Telemetry] = Readings(Telemetry.breaker_states)
 
 
 class RequestTrace:

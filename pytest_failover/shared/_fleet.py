@@ -25,11 +25,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics
+from opentelemetry.metrics import Observation
 
 from .. import __version__, semconv
 from .._breaker import BreakerState, BreakerTransition
 from .._fork import renew_locks
 from .._snapshot import SharedState
+from .._telemetry import Readings, Series
 from .._values import BreakerEvent, Event, Switch
 from . import _wire
 from ._wire import Keys, Word
@@ -97,7 +99,6 @@ class Fleet:
         self._clock: Callable[[], float] = time.monotonic
         self._wall: Callable[[], float] = time.time
         self._telemetry: Telemetry | None = None
-        self._gauge: Any = None
         # (pool name, domain URL) -> (its pool, the domain): everything a word may name
         self._targets: dict[tuple[str, str], tuple[PoolCore, Domain]] = {}
         # fleet leases this process holds: (pool name, domain URL) -> key
@@ -124,12 +125,14 @@ class Fleet:
         meter = metrics.get_meter(
             semconv.SHARED_SCOPE, __version__, meter_provider=meter_provider, schema_url=semconv.SCHEMA_URL
         )
-        self._gauge = meter.create_gauge(
+        _SHARED.gauge(  # observed at each collection (see Readings)
+            meter,
+            meter_provider,
             semconv.FAILOVER_SHARED_STATE,
-            unit=semconv.UNIT_NONE,
-            description="Shared health: 1 connected to Redis, 0 local-only.",
+            semconv.UNIT_NONE,
+            "Shared health: 1 connected to Redis, 0 local-only.",
         )
-        self._gauge.set(semconv.SHARED_GAUGE[self.state])
+        _SHARED.add(self, meter_provider)
         for pool_core in core.pools.values():
             for domain in pool_core.order:
                 self._targets[(pool_core.name, domain.url)] = (pool_core, domain)
@@ -352,8 +355,6 @@ class Fleet:
             if self.state == state or self.state == CLOSED:
                 return False
             self.state, self.since = state, time.time()
-            if self._gauge is not None:
-                self._gauge.set(semconv.SHARED_GAUGE.get(state, 0))
         if state != _CONNECTED:
             self._forget_remote(holding)
         return True
@@ -415,6 +416,21 @@ class Fleet:
 
     def _pools(self) -> Iterable[PoolCore]:
         return () if self._core is None else tuple(self._core.pools.values())
+
+
+def _shared_state(fleet: Fleet, series: Series) -> None:
+    """``failover.shared.state``'s one series: 1 while every open shared health on the
+    provider is connected, 0 while any is local-only; a closed one says nothing."""
+    value = semconv.SHARED_GAUGE.get(fleet.state)
+    if value is None:  # closed
+        return
+    held = series.get(())
+    if held is None or value < held.value:
+        series[()] = Observation(value)
+
+
+# Every transport's shared health (its ``Fleet``), while it lives.
+_SHARED: Readings[Fleet] = Readings(_shared_state)
 
 
 def _text(raw: bytes | str) -> str:

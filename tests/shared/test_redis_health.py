@@ -17,8 +17,14 @@ import pytest
 from client.forking import (
     in_child,  # tests/client: a package on the rootdir path, as tests/shared is
 )
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
+from client.servers import closed_port
+from opentelemetry.sdk.metrics import MeterProvider, ObservableGauge
+from opentelemetry.sdk.metrics import _Gauge as SyncGauge  # the SDK exports it only privately
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    InMemoryMetricReader,
+    NumberDataPoint,
+)
 
 from benchmarks._redis_server import RedisServer
 from pytest_failover import AsyncFailoverTransport, FailoverTransport, Policy, Pool, semconv
@@ -339,10 +345,15 @@ def test_redis_killed_mid_run_loses_nothing_and_comes_back(
 
 
 def gauge(reader: InMemoryMetricReader) -> int:
+    [value] = gauge_points(reader)
+    return value
+
+
+def gauge_points(reader: InMemoryMetricReader) -> list[int]:
     data = reader.get_metrics_data()
     assert data is not None
-    points = [
-        point.value
+    return [
+        int(point.value)
         for resource in data.resource_metrics
         for scope in resource.scope_metrics
         if scope.scope.name == semconv.SHARED_SCOPE
@@ -351,8 +362,23 @@ def gauge(reader: InMemoryMetricReader) -> int:
         for point in metric.data.data_points
         if isinstance(point, NumberDataPoint)
     ]
-    assert len(points) == 1
-    return int(points[0])
+
+
+def test_the_gauge_is_read_at_every_collection_until_shared_health_closes(redis_server: RedisServer, prefix: str) -> None:
+    """Observed, not set at each change: a gauge set at each change goes unreported once a
+    collection passes without one (delta temporality, or a cumulative one before SDK 1.45)."""
+    delta: dict[type, AggregationTemporality] = {ObservableGauge: AggregationTemporality.DELTA,
+                                                 SyncGauge: AggregationTemporality.DELTA}
+    reader = InMemoryMetricReader(preferred_temporality=delta)
+    health = RedisHealth(redis_server.url, prefix=prefix)
+    t = FailoverTransport([Pool("api", [A, B])], POLICY, Domains().sync(), shared=health,
+                          meter_provider=MeterProvider([reader]))  # fmt: skip
+    try:
+        connected(t)
+        assert [gauge(reader) for _ in range(3)] == [1, 1, 1]
+    finally:
+        t.close()
+    assert gauge_points(reader) == []  # closed: no value
 
 
 def test_a_slow_redis_costs_one_bounded_wait_then_local_only(tmp_path: Path, prefix: str) -> None:
@@ -514,3 +540,23 @@ def test_an_httpx2_transport_shares_health_with_an_httpx_one(
         assert domains.hits[A] == before
     finally:
         second.close()
+
+
+def test_the_gauge_says_local_only_while_any_shared_health_is(redis_server: RedisServer, prefix: str) -> None:
+    """One series for the process: 0 while any of its transports' shared health is
+    local-only, whichever was built first."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider([reader])
+    down = FailoverTransport([Pool("eu", [A, B])], POLICY, Domains().sync(), meter_provider=provider,
+                             shared=RedisHealth(f"redis://127.0.0.1:{closed_port()}", prefix=prefix))  # fmt: skip
+    up = FailoverTransport([Pool("api", [A, B])], POLICY, Domains().sync(), meter_provider=provider,
+                           shared=RedisHealth(redis_server.url, prefix=prefix))  # fmt: skip
+    try:
+        connected(up)
+        assert down.state().shared.state == "disconnected"  # type: ignore[union-attr]  # configured
+        assert gauge(reader) == 0
+        down.close()
+        assert gauge(reader) == 1
+    finally:
+        up.close()
+        down.close()
