@@ -1,6 +1,6 @@
 """A client lives as long as its process: what it keeps stays flat under load.
 
-Each front-end's client takes three rounds of :data:`ROUND` requests, from a dozen threads
+Each front-end's client (httpx2's too: the same request path on its own library) takes three rounds of :data:`ROUND` requests, from a dozen threads
 or a hundred tasks, while the primary flaps (conftest's ``flapping``). Every request is new
 in every way a table could be keyed by: its URL (a query of its own), and its headers'
 values. After the first round (the warm-up: connections opened, hedging threads started,
@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 import httpx
+import httpx2
 import pytest
 import requests
 from opentelemetry.sdk.metrics import MeterProvider
@@ -35,6 +36,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 
 from pytest_failover import AsyncFailoverTransport, FailoverTransport, Hedging, Pool
+from pytest_failover import httpx2 as on_httpx2
 from pytest_failover.integrations.aiohttp import FailoverMiddleware
 from pytest_failover.integrations.requests import FailoverAdapter
 
@@ -141,6 +143,17 @@ def _httpx(a: str, b: str) -> tuple[Load, Callable[[], None]]:
     return Load(send, (httpx.TransportError,), None), client.close
 
 
+def _httpx2(a: str, b: str) -> tuple[Load, Callable[[], None]]:
+    transport = on_httpx2.FailoverTransport([Pool("api", [a, b])], POLICY, **_providers())
+    client = httpx2.Client(transport=transport, timeout=30)
+
+    def send(k: int) -> bytes:
+        method, url, body, headers = _request(k, a)
+        return client.request(method, url, content=body, headers=headers).content
+
+    return Load(send, (httpx2.TransportError,), None), client.close
+
+
 def _httpx_async(a: str, b: str) -> tuple[Load, Callable[[], None]]:
     loop = asyncio.new_event_loop()
     transport = AsyncFailoverTransport([Pool("api", [a, b])], POLICY, **_providers())
@@ -192,6 +205,7 @@ def _aiohttp(a: str, b: str) -> tuple[Load, Callable[[], None]]:
 CLIENTS: dict[str, Callable[[str, str], tuple[Load, Callable[[], None]]]] = {
     "httpx": _httpx,
     "httpx-async": _httpx_async,
+    "httpx2": _httpx2,
     "requests": _requests,
     "aiohttp": _aiohttp,
 }
