@@ -221,10 +221,16 @@ class Breaker:
             return self._move(BreakerState.HALF_OPEN, now)
         return None  # a failback probe of a suspect domain: the breaker stays closed
 
+    def clean(self) -> bool:
+        """Would an ordinary success change nothing? It would while the breaker is closed
+        with no failure since the last success (a counted failure sets ``failed_at``, so
+        none is counted either). Read without the pool's lock by
+        ``RequestPlan.answered_alone``: a success that changes nothing needs none."""
+        return self.failed_at is None and self.state is _CLOSED
+
     def success(self, now: float, started: float, probe: bool) -> BreakerTransition | None:
-        if self.failed_at is None and self.state is _CLOSED and not probe:
-            self.failures = 0  # a healthy domain stays healthy: the common case, first
-            return None
+        if not probe and self.clean():
+            return None  # a healthy domain stays healthy: the common case, first
         if probe:
             self.leased = False
         elif self.state is not BreakerState.CLOSED or (

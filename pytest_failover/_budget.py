@@ -49,6 +49,10 @@ class TokenBucket:
         """A retry failed after sending bytes."""
         self.tokens = max(0.0, self.tokens - 1.0)
 
+    def full(self) -> bool:
+        """Would a refund change nothing? (As mostly: see ``RequestPlan.answered_alone``.)"""
+        return self.tokens >= self.max_tokens
+
     def refund(self) -> None:
         """An attempt succeeded."""
         if self.tokens < self.max_tokens:  # full, as it mostly is: nothing to do
