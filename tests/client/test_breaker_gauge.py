@@ -10,6 +10,8 @@ these tests read it as exporters do, with both temporalities.
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -141,3 +143,38 @@ def test_a_front_end_sharing_a_closed_state_reports_it_again(reader: InMemoryMet
     assert _states(reader) == {("api", PRIMARY): 0, ("api", BACKUP): 0}
     assert _states(reader) == {("api", PRIMARY): 0, ("api", BACKUP): 0}
     sharer.close()
+
+
+_GLOBAL_LATER = """
+import httpx
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from pytest_failover import FailoverTransport, Policy, Pool
+
+def refuses(request):
+    if request.url.host == "127.0.0.1":
+        raise httpx.ConnectError("refused", request=request)
+    return httpx.Response(200, request=request)
+
+transport = FailoverTransport([Pool("api", ["http://127.0.0.1:1", "http://127.0.0.2:1"])],
+                              Policy(breaker_threshold=1), transport=httpx.MockTransport(refuses))
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))  # after the transport
+httpx.Client(transport=transport).get("http://127.0.0.1:1/x")
+for _ in range(2):
+    data = reader.get_metrics_data()
+    print(sorted((p.attributes["failover.domain"], p.value) for rm in data.resource_metrics
+                 for sm in rm.scope_metrics for m in sm.metrics if m.name == "failover.breaker.state"
+                 for p in m.data.data_points))
+"""
+
+
+def test_a_transport_built_before_the_global_provider_is_read_through_it() -> None:
+    """An application builds its clients at import and sets up OpenTelemetry later: the
+    API's proxy meter hands the gauge over to the provider once it is set (a process of its
+    own: a global provider is set once)."""
+    ran = subprocess.run([sys.executable, "-c", _GLOBAL_LATER], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    reading = str([(PRIMARY, 2), (BACKUP, 0)])
+    assert ran.stdout.splitlines() == [reading, reading]
