@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, ForwardRef, TypedDict, TypeVar, cast
 
 from ._core import FailoverCore
+from ._fork import renew_locks
 from ._pool import Domain, Pool
 from ._pools import PoolCore
 from ._snapshot import TransportState
@@ -204,7 +205,8 @@ class State:
         self.clock = clock = options["clock"]
         meter_provider = options["meter_provider"]
         self.telemetry = Telemetry(options["tracer_provider"], meter_provider)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # (a fork's child gets a free one: _fork)
+        renew_locks(self, "_lock")
         self._front_ends: weakref.WeakSet[object] = weakref.WeakSet()
         self.stale = StaleCache()
         self.dialer = self._dialer()
