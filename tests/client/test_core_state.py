@@ -438,6 +438,13 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
             assert breaker.state is self.breaker_state.get(domain, BreakerState.CLOSED)
 
     @invariant()
+    def a_counted_failure_leaves_the_breaker_unclean(self) -> None:
+        """``Breaker.clean`` (a success that changes nothing, recorded without the lock)
+        reads ``failed_at`` alone for the failure count: every counted failure sets it."""
+        for domain, breaker in self.pool.breakers.items():
+            assert breaker.failures == 0 or breaker.failed_at is not None, f"{domain}: failures without failed_at"
+
+    @invariant()
     def the_throttle_counts_each_hedgeable_request_once(self) -> None:
         throttle = getattr(self, "pool", None) and self.pool.throttle
         if throttle:
