@@ -132,6 +132,13 @@ _VERSION = __version__  # the scope version: the package's
 _Owner = TypeVar("_Owner")
 Series = dict[Hashable, Observation]
 """A gauge's reading at one collection, by series (what names it)."""
+_EVERY_READINGS: list[Readings[Any]] = []  # each built once, at a module's import
+
+
+def observes_any() -> bool:
+    """Does an observed gauge read some object now? (The test capture collects garbage
+    first only then: a client dropped unclosed in a cycle is read until collected.)"""
+    return any(readings._live for readings in _EVERY_READINGS)
 
 
 class Readings(Generic[_Owner]):
@@ -150,6 +157,7 @@ class Readings(Generic[_Owner]):
 
     def __init__(self, read: Callable[[_Owner, Series], None]) -> None:
         self._read = read
+        _EVERY_READINGS.append(self)
         # owner's id -> (a weak reference to it, its meter provider), oldest first: a dict read
         # whole by ``list()`` in C (as ``_state``'s registry is), so a collection in an
         # exporter's thread reads it while another thread builds a transport, with no lock

@@ -15,7 +15,12 @@ installed per process, the first time a test asks for them:
   with ``meter_provider=failover_telemetry.meter_provider`` are measured;
   :attr:`FailoverTelemetry.captures_global_metrics` says which case holds.
 
-Each test sees only what was emitted between its start and its end. The
+Each test sees only what was emitted between its start and its end. The gauges
+(``failover.breaker.state``, ``failover.shared.state``) are read at each collection
+from every live client: a client an earlier test dropped without closing lives on in a
+reference cycle until the garbage collector runs, so each capture starts with a
+collection (``gc.collect()``, when a gauge reads anything) and never reads such a client; one kept open across
+tests (in a module-scoped fixture, say) is live and is read. The
 helpers read the span and metric names of the failover client (see the
 project's telemetry table): :meth:`FailoverTelemetry.requests`,
 :meth:`~FailoverTelemetry.attempts`, :meth:`~FailoverTelemetry.switches`,
@@ -25,6 +30,7 @@ project's telemetry table): :meth:`FailoverTelemetry.requests`,
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -60,6 +66,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from . import semconv
+from ._telemetry import observes_any
 from .semconv import (
     ERROR_TYPE,
     EVENT_BREAKER_TRANSITION,
@@ -248,6 +255,11 @@ def capture_for_test() -> Iterator[FailoverTelemetry]:
     """Install the in-memory exporter and reader if needed; yield a capture cleared for one test."""
     installation = _install()
     telemetry = FailoverTelemetry(installation)
+    # An earlier test's client dropped unclosed lives on in a cycle, and the observed gauges
+    # would read its breakers here until the next automatic collection: collect it now
+    # (tens of milliseconds, so only while a gauge has something to read).
+    if observes_any():
+        gc.collect()
     telemetry.clear()
     try:
         yield telemetry
