@@ -82,7 +82,8 @@ def test_without_fresh_state_the_earlier_tests_leak(downstream: pytest.Pytester)
     """``failover_fresh_state = false`` keeps what earlier tests taught the client (which is
     what the default spares a suite): the second and third tests find the primary's breaker
     open and the backup serving, and the fourth gets a stale copy an earlier test stored."""
-    result = _run(downstream, "-o", "failover_fresh_state=false")
+    # -vv: the summary's lines whole, as pytest writes them only under CI otherwise
+    result = _run(downstream, "-o", "failover_fresh_state=false", "-vv")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines_random([
         "FAILED *test_2_a_healthy_pool_is_served_by_its_primary - AssertionError: assert (?'open', 'closed'? == *",  # (fnmatch: ? for [ and ])
