@@ -152,8 +152,7 @@ class Readings(Generic[_Owner]):
     hands later creators that instrument, dropping theirs: the callback :meth:`gauge` gives
     reads every live object on its own provider (None: the global one, read at the
     collection, as the API's proxy meters do). ``read(owner, series)`` writes an owner's
-    observations into the reading; owners are read oldest first, so of two that name one
-    series, the newer one's stays (``read`` may merge instead)."""
+    observations into the reading; ``read`` merges what two owners say of one series."""
 
     def __init__(self, read: Callable[[_Owner, Series], None]) -> None:
         self._read = read
@@ -357,17 +356,18 @@ class Telemetry:
     def breaker_states(self, into: Series) -> None:
         """Each watched domain's breaker state now, into ``into`` by pool and domain URL
         (or, once unwatched, the states it ended with, once). Two transports that name one
-        domain of one pool alike (two states, where ``sharing`` would give them one) make one
-        series: the newer one's."""
+        domain of one pool alike (two states, where ``sharing`` would give them one: a sync
+        and an async client built apart, say) make one series, the worse of their states:
+        open while either's breaker is open, as an alert on it should say."""
         core = self._core
         if core is None:
             last, self._last = self._last, None
-            if last:
-                into.update(last)
+            for key, observation in (last or {}).items():
+                _worse(into, key, observation)
             return
         for name, pool_core in tuple(core.pools.items()):
             for domain, breaker in tuple(pool_core.breakers.items()):
-                into[name, domain.url] = Observation(breaker.state.gauge, _domain_labels(name, domain))
+                _worse(into, (name, domain.url), Observation(breaker.state.gauge, _domain_labels(name, domain)))
 
     def domains(self, pool: str, method: str) -> dict[str, _Labels]:
         """The labels built so far for requests of ``pool`` and ``method``, by domain URL
@@ -421,6 +421,13 @@ class Telemetry:
             self._active = True
         return self._active
 
+
+
+def _worse(into: Series, key: Hashable, observation: Observation) -> None:
+    """``observation`` into ``into[key]`` unless a worse state (a higher value) is there."""
+    held = into.get(key)
+    if held is None or held.value < observation.value:
+        into[key] = observation
 
 
 # Every transport's breakers (each state's, while a front-end of it is open).

@@ -124,6 +124,25 @@ def test_a_transport_dropped_unclosed_leaves_the_gauge(reader: InMemoryMetricRea
     assert _states(reader) == {}
 
 
+def test_two_states_that_name_one_domain_alike_report_the_worse(reader: InMemoryMetricReader) -> None:
+    """A sync and an async client built apart (no ``sharing``) with one pool's name: one
+    series for each of its domains, open while either's breaker is open, whichever was built
+    first, and whether the other's closed state is read live or in its last reading."""
+    provider = MeterProvider(metric_readers=[reader])
+    opened = {("api", PRIMARY): 2, ("api", BACKUP): 0}
+    for older_opens in (True, False):
+        older, newer = _transport(provider), _transport(provider)
+        opener, other = (older, newer) if older_opens else (newer, older)
+        httpx.Client(transport=opener).get(PRIMARY + "/x")
+        assert _states(reader) == opened
+        other.close()
+        assert _states(reader) == opened  # beside the other's last reading
+        assert _states(reader) == opened
+        opener.close()
+        assert _states(reader) == opened  # its own last reading
+        assert _states(reader) == {}
+
+
 def test_each_provider_reads_its_own_transports() -> None:
     ours, theirs = InMemoryMetricReader(), InMemoryMetricReader()
     first = _transport(MeterProvider(metric_readers=[ours]), "api")
