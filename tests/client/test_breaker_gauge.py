@@ -12,6 +12,8 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -141,6 +143,52 @@ def test_two_states_that_name_one_domain_alike_report_the_worse(reader: InMemory
         opener.close()
         assert _states(reader) == opened  # its own last reading
         assert _states(reader) == {}
+
+
+def test_collections_while_a_dozen_threads_build_use_and_drop_transports(
+    reader: InMemoryMetricReader, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An exporter's thread collects while a dozen threads each build transports on one
+    provider, open a primary's breaker, and close or drop them (a weak reference's callback
+    leaves the registry as the collection reads it): no callback fails (the SDK would log it
+    and report nothing), every collection reads whole states (both domains of a pool), open
+    primaries among them, and once all are gone, nothing."""
+    provider = MeterProvider(metric_readers=[reader])
+    done = threading.Event()
+    readings: list[dict[tuple[str, str], float]] = []
+
+    def collect() -> None:
+        for _ in range(5_000):  # bounded: the workers end long before
+            readings.append(_states(reader))
+            if done.is_set():
+                return
+
+    def work(n: int) -> None:
+        for round_ in range(20):
+            transport = _transport(provider, f"pool{n}")
+            with httpx.Client(transport=transport) as client:
+                assert client.get(PRIMARY + "/x").extensions["failover"].domain == BACKUP
+            if round_ % 2:
+                transport.close()  # (closing twice changes nothing)
+            del transport, client
+            gc.collect(0)
+
+    collector = threading.Thread(target=collect)
+    collector.start()
+    with ThreadPoolExecutor(max_workers=12) as workers:
+        list(workers.map(work, range(12)))
+    done.set()
+    collector.join(timeout=60)
+    assert not collector.is_alive()
+    assert not [record for record in caplog.records if record.name.startswith("opentelemetry")]
+    assert readings
+    for reading in readings:
+        assert {(pool, BACKUP) for pool, _ in reading} | {(pool, PRIMARY) for pool, _ in reading} == set(reading)
+        assert {value for (_, domain), value in reading.items() if domain == BACKUP} <= {0}
+        assert {value for (_, domain), value in reading.items() if domain == PRIMARY} <= {0, 2}  # (built; opened)
+    assert any(value == 2 for reading in readings for value in reading.values())
+    _states(reader)  # the last readings
+    assert _states(reader) == {}
 
 
 def test_each_provider_reads_its_own_transports() -> None:
