@@ -222,9 +222,10 @@ class State:
         that shares it): until the last of them is closed (or garbage-collected unclosed),
         the breaker gauge reports the state's domains and its shared health stays open."""
         with self._lock:
-            if not self._front_ends:  # the first (or the first again, after the last left)
-                self.telemetry.watch(self.core)
+            first = not self._front_ends  # the first (or the first again, after the last left)
             self._front_ends.add(front_end)
+            if first:
+                self.telemetry.watch(self.core, self._front_ends)
 
     def leave(self, front_end: object) -> bool:
         """``front_end`` is closed: True if it was the last, and then its domains leave the

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sized
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -265,6 +265,7 @@ class Telemetry:
         )
         self.meter_provider = meter_provider  # (None: the global one, whenever it is set)
         self._core: FailoverCore | None = None  # whose breakers the gauge reports (:meth:`watch`)
+        self._serving: Sized = ()  # its state's front-ends, while any is open (:meth:`watch`)
         self._last: Series | None = None  # (see :meth:`unwatch`)
         self._watched = False  # in ``_BREAKERS`` (:meth:`watch`)
         # (pool, method) -> domain URL -> its labels. Filled lazily, by any thread:
@@ -335,10 +336,13 @@ class Telemetry:
             description="Resolutions of a pool's host that gave no address.",
         )
 
-    def watch(self, core: FailoverCore) -> None:
+    def watch(self, core: FailoverCore, serving: Sized) -> None:
         """Report the breakers of ``core``'s pools on the ``failover.breaker.state`` gauge,
-        at every collection from now on (until :meth:`unwatch`), for as long as this
-        telemetry lives."""
+        at every collection from now on, until :meth:`unwatch` or until ``serving`` (the
+        front-ends serving from it, held weakly) is empty: the last of them was
+        garbage-collected unclosed (it leaves no last reading, and an aiohttp session never
+        closes its middleware), for as long as this telemetry lives."""
+        self._serving = serving
         self._core = core
         if not self._watched:
             self._watched = True
@@ -348,9 +352,11 @@ class Telemetry:
         """The last front-end of the state closed: its domains' series end with the states
         they have now, reported at the next collection only (a test reads its gauge after
         its client closed; an exporter sends the last reading), then no more."""
-        last: Series = {}
-        self.breaker_states(last)
-        self._last = last
+        core = self._core
+        if core is not None:
+            last: Series = {}
+            _breaker_states(core, last)
+            self._last = last
         self._core = None
 
     def breaker_states(self, into: Series) -> None:
@@ -360,14 +366,12 @@ class Telemetry:
         and an async client built apart, say) make one series, the worse of their states:
         open while either's breaker is open, as an alert on it should say."""
         core = self._core
-        if core is None:
-            last, self._last = self._last, None
-            for key, observation in (last or {}).items():
-                _worse(into, key, observation)
+        if core is not None and self._serving:
+            _breaker_states(core, into)
             return
-        for name, pool_core in tuple(core.pools.items()):
-            for domain, breaker in tuple(pool_core.breakers.items()):
-                _worse(into, (name, domain.url), Observation(breaker.state.gauge, _domain_labels(name, domain)))
+        last, self._last = self._last, None
+        for key, observation in (last or {}).items():
+            _worse(into, key, observation)
 
     def domains(self, pool: str, method: str) -> dict[str, _Labels]:
         """The labels built so far for requests of ``pool`` and ``method``, by domain URL
@@ -421,6 +425,13 @@ class Telemetry:
             self._active = True
         return self._active
 
+
+
+def _breaker_states(core: FailoverCore, into: Series) -> None:
+    """The breaker state of each domain of ``core``'s pools now, into ``into``."""
+    for name, pool_core in tuple(core.pools.items()):
+        for domain, breaker in tuple(pool_core.breakers.items()):
+            _worse(into, (name, domain.url), Observation(breaker.state.gauge, _domain_labels(name, domain)))
 
 
 def _worse(into: Series, key: Hashable, observation: Observation) -> None:

@@ -19,9 +19,9 @@ Each test sees only what was emitted between its start and its end. The gauges
 (``failover.breaker.state``, ``failover.shared.state``) are read at each collection
 from every live client: a client an earlier test dropped without closing lives on in a
 reference cycle until the garbage collector runs, so each capture starts with a
-collection (``gc.collect()``, when a gauge reads anything) and never reads such a client; one kept open across
-tests (in a module-scoped fixture, say) is live and is read. The
-helpers read the span and metric names of the failover client (see the
+collection (``gc.collect()``, when a gauge reads anything) and never reads such a
+client; one kept open across tests (in a module-scoped fixture, say) is live and is
+read. The helpers read the span and metric names of the failover client (see the
 project's telemetry table): :meth:`FailoverTelemetry.requests`,
 :meth:`~FailoverTelemetry.attempts`, :meth:`~FailoverTelemetry.switches`,
 :meth:`~FailoverTelemetry.breaker_transitions`, :attr:`~FailoverTelemetry.outcome`,

@@ -196,6 +196,26 @@ def test_collections_while_a_dozen_threads_build_use_and_drop_transports(
     assert _states(reader) == {}
 
 
+def test_a_state_whose_last_open_front_end_was_dropped_leaves_the_gauge(reader: InMemoryMetricReader) -> None:
+    """The transport that built a state is closed but still referenced; the one sharing it
+    was dropped unclosed (an aiohttp session never closes its middleware) in a reference
+    cycle. Once collected, no front-end serves from the state: its series end, though no
+    close said so."""
+    owner = _transport(MeterProvider(metric_readers=[reader]))
+    sharer = FailoverTransport.sharing(owner, httpx.MockTransport(_primary_refuses))
+    httpx.Client(transport=sharer).get(PRIMARY + "/x")
+    owner.close()
+    opened = {("api", PRIMARY): 2, ("api", BACKUP): 0}
+    assert _states(reader) == opened  # the sharer serves from it
+    cycle: list[object] = [sharer]
+    cycle.append(cycle)
+    del sharer, cycle
+    assert _states(reader) == opened  # not collected yet
+    gc.collect()
+    assert _states(reader) == {}
+    assert owner.state().pools["api"].domain(PRIMARY).breaker == "open"  # (the state lives)
+
+
 def test_each_provider_reads_its_own_transports() -> None:
     ours, theirs = InMemoryMetricReader(), InMemoryMetricReader()
     first = _transport(MeterProvider(metric_readers=[ours]), "api")
