@@ -220,7 +220,9 @@ class State:
     def join(self, front_end: object) -> None:
         """``front_end`` serves from this state (the front-end that built it, and each one
         that shares it): until the last of them is closed (or garbage-collected unclosed),
-        the breaker gauge reports the state's domains and its shared health stays open."""
+        the breaker gauge reports the state's domains; until the last is closed, its shared
+        health stays open (its threads or tasks hold it, as an unclosed client's pool holds
+        its connections)."""
         with self._lock:
             first = not self._front_ends  # the first (or the first again, after the last left)
             self._front_ends.add(front_end)
