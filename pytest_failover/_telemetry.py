@@ -344,6 +344,7 @@ class Telemetry:
         closes its middleware), for as long as this telemetry lives."""
         self._serving = serving
         self._core = core
+        self._last = None  # (read live again: a last reading still due says nothing now)
         if not self._watched:
             self._watched = True
             _BREAKERS.add(self, self.meter_provider)

@@ -10,6 +10,7 @@ these tests read it as exporters do, with both temporalities.
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import threading
@@ -17,6 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 from opentelemetry.sdk.metrics import (
     Counter,
     Histogram,
@@ -270,3 +274,87 @@ def test_a_transport_built_before_the_global_provider_is_read_through_it() -> No
     assert ran.returncode == 0, ran.stderr
     reading = str([(PRIMARY, 2), (BACKUP, 0)])
     assert ran.stdout.splitlines() == [reading, reading]
+
+
+class FrontEndsComeAndGo(RuleBasedStateMachine):
+    """Transports built, shared, closed and dropped in any order, each state with a pool of
+    its own, read by one exporter. The model: a state's series are read while one of its
+    front-ends is open and referenced; once the last of them closes, once more (the last
+    reading), unless a front-end sharing it joins first or every front-end of it is dropped
+    (the state is collected); once the last open one is dropped unclosed, never again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reader = InMemoryMetricReader()
+        self.provider = MeterProvider(metric_readers=[self.reader])
+        self.front_ends: list[tuple[int, FailoverTransport]] = []  # (its state's number, it), referenced
+        self.open: set[int] = set()  # id() of the open ones among them
+        self.last_pending: set[int] = set()  # the states whose last reading is due
+        self.states = 0
+
+    def _open_in(self, state: int) -> bool:
+        return any(n == state and id(front_end) in self.open for n, front_end in self.front_ends)
+
+    @precondition(lambda self: self.states < 3)
+    @rule()
+    def build(self) -> None:
+        transport = _transport(self.provider, f"state{self.states}")
+        self.front_ends.append((self.states, transport))
+        self.open.add(id(transport))
+        self.states += 1
+
+    @precondition(lambda self: bool(self.front_ends) and len(self.front_ends) < 8)
+    @rule(pick=st.integers(0, 7))
+    def share(self, pick: int) -> None:
+        """A front-end sharing another's state, open or closed (it joins it again)."""
+        state, other = self.front_ends[pick % len(self.front_ends)]
+        sharer = FailoverTransport.sharing(other, httpx.MockTransport(_primary_refuses))
+        self.front_ends.append((state, sharer))
+        self.open.add(id(sharer))
+        self.last_pending.discard(state)  # read live again: its last reading is moot
+
+    @precondition(lambda self: bool(self.front_ends))
+    @rule(pick=st.integers(0, 7))
+    def close(self, pick: int) -> None:
+        state, front_end = self.front_ends[pick % len(self.front_ends)]
+        was_open = id(front_end) in self.open
+        front_end.close()
+        self.open.discard(id(front_end))
+        if was_open and not self._open_in(state):
+            self.last_pending.add(state)
+
+    @precondition(lambda self: bool(self.front_ends))
+    @rule(pick=st.integers(0, 7), in_a_cycle=st.booleans())
+    def drop(self, pick: int, in_a_cycle: bool) -> None:
+        """Drop a front-end, open or closed, and collect it."""
+        state, front_end = self.front_ends.pop(pick % len(self.front_ends))
+        self.open.discard(id(front_end))
+        if in_a_cycle:
+            cycle: list[object] = [front_end]
+            cycle.append(cycle)
+            del cycle
+        del front_end
+        gc.collect(0)  # (the cycle is new; the front-end goes with it)
+        if not any(n == state for n, _ in self.front_ends):
+            self.last_pending.discard(state)  # the state itself is collected
+
+    @rule()
+    def collect(self) -> None:
+        expected = {
+            key
+            for state in range(self.states)
+            if self._open_in(state) or state in self.last_pending
+            for key in ((f"state{state}", PRIMARY), (f"state{state}", BACKUP))
+        }
+        assert set(_states(self.reader)) == expected
+        self.last_pending.clear()
+
+    def teardown(self) -> None:
+        for _, front_end in self.front_ends:
+            front_end.close()
+
+
+FrontEndsComeAndGo.TestCase.settings = settings(
+    max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", 300)), stateful_step_count=30, deadline=None
+)
+TestFrontEndsComeAndGo = FrontEndsComeAndGo.TestCase
