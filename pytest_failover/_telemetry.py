@@ -136,9 +136,14 @@ _EVERY_READINGS: list[Readings[Any]] = []  # each built once, at a module's impo
 
 
 def observes_any() -> bool:
-    """Does an observed gauge read some object now? (The test capture collects garbage
-    first only then: a client dropped unclosed in a cycle is read until collected.)"""
+    """Does an observed gauge read some object now? (A client dropped unclosed in a cycle
+    is read until collected: the test capture collects garbage first, only then.)"""
     return any(readings._live for readings in _EVERY_READINGS)
+
+
+def observed_ever() -> int:
+    """How many objects the observed gauges were given to read so far (it only grows)."""
+    return sum(readings.added for readings in _EVERY_READINGS)
 
 
 class Readings(Generic[_Owner]):
@@ -156,6 +161,7 @@ class Readings(Generic[_Owner]):
 
     def __init__(self, read: Callable[[_Owner, Series], None]) -> None:
         self._read = read
+        self.added = 0  # owners given so far (two threads' adds may count one: it still grows)
         _EVERY_READINGS.append(self)
         # owner's id -> (a weak reference to it, its meter provider), oldest first: a dict read
         # whole by ``list()`` in C (as ``_state``'s registry is), so a collection in an
@@ -172,6 +178,7 @@ class Readings(Generic[_Owner]):
         """Read ``owner`` from now on, for as long as it lives (once: add it once)."""
         ref = weakref.ref(owner, self._gone)
         self._live[id(ref)] = (ref, provider)
+        self.added += 1
 
     def _gone(self, ref: weakref.ref[Any]) -> None:
         self._live.pop(id(ref), None)

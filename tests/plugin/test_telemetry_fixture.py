@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import httpx
 import pytest
 
-from pytest_failover import ExponentialBackoff, FailoverTransport, Policy, Pool
+from pytest_failover import ExponentialBackoff, FailoverTransport, Policy, Pool, telemetry_capture
 from pytest_failover.plugin import FakeDomainsFixture
 from pytest_failover.telemetry_capture import FailoverTelemetry, MetricPoint
 
@@ -135,6 +137,21 @@ def test_each_test_sees_only_its_own_data(downstream: pytest.Pytester) -> None:
     )
     # (a process of its own, as a suite's: this one's other tests may leave clients open)
     downstream.runpytest_subprocess().assert_outcomes(passed=4)
+
+
+def test_a_client_kept_open_costs_no_collection_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's client kept open across tests: the first capture after it was built
+    collects garbage (an earlier test's client may lie in a cycle), the next ones do not."""
+    collections: list[tuple[int, ...]] = []
+    monkeypatch.setattr(telemetry_capture, "gc", SimpleNamespace(collect=lambda *args: collections.append(args)))
+    transport = FailoverTransport([api_pool()], POLICY)  # read by the gauge from now on
+    try:
+        for _ in range(3):
+            with telemetry_capture.capture_for_test():
+                pass
+    finally:
+        transport.close()
+    assert collections == [()]
 
 
 def test_coexists_with_an_installed_provider(downstream: pytest.Pytester) -> None:
