@@ -214,15 +214,17 @@ class State:
         self.shared = shared = options["shared"]
         if shared is not None:
             shared.bind(self.core, clock=clock, telemetry=self.telemetry, meter_provider=meter_provider)
+            # Every front-end garbage-collected unclosed: nothing else would stop its threads
+            # or tasks, which hold it (an exiting interpreter needs nothing stopped).
+            weakref.finalize(self, shared.abandon).atexit = False
         ref = weakref.ref(self, _gone)
         _LIVE[id(ref)] = ref
 
     def join(self, front_end: object) -> None:
         """``front_end`` serves from this state (the front-end that built it, and each one
         that shares it): until the last of them is closed (or garbage-collected unclosed),
-        the breaker gauge reports the state's domains; until the last is closed, its shared
-        health stays open (its threads or tasks hold it, as an unclosed client's pool holds
-        its connections)."""
+        the breaker gauge reports the state's domains; until then, or until the state itself
+        is garbage-collected (every front-end of it was), its shared health stays open."""
         with self._lock:
             first = not self._front_ends  # the first (or the first again, after the last left)
             self._front_ends.add(front_end)

@@ -106,6 +106,12 @@ class _RedisShell(Fleet):
         """Start the shell's own work (:class:`RedisHealth`: its threads, once bound; the
         async shell's tasks start with its transport's first request instead)."""
 
+    def abandon(self) -> None:
+        """Its state was garbage-collected, every front-end of it unclosed: stop, without
+        waiting and without taking a lock (a collection runs in any thread, which may hold
+        any lock). The threads or tasks hold the shell, so nothing else would ever stop
+        them; each closes its connections as it ends."""
+
     def bind(self, core: Any, **kwargs: Any) -> None:
         super().bind(core, **kwargs)
         renew_in_child(self, _RedisShell._forked)
@@ -249,6 +255,11 @@ class RedisHealth(_RedisShell):
                 pipe.execute()
         with self._failing(client):
             pass
+        self._stop.set()  # (close() set it already; abandon() leaves it to this thread)
+        self._close_lease_client()
+
+    def abandon(self) -> None:
+        self._queue.put(None)  # (``SimpleQueue.put`` may be called from a finalizer)
 
     @contextlib.contextmanager
     def _failing(self, *closing: Any) -> Iterator[None]:
@@ -300,14 +311,17 @@ class AsyncRedisHealth(_RedisShell):
     def close(self) -> None:
         """Stop from any thread without waiting: the tasks are cancelled in their loop
         (their connections close as they end); prefer ``aclose()`` in that loop."""
+        self.abandon()
+        self._close_lease_client()
+        self.close_state()
+
+    def abandon(self) -> None:
         tasks, self._tasks = self._tasks, []
         loop = self._loop
         for task in tasks:
             if loop is not None:
                 with contextlib.suppress(RuntimeError):  # that loop is closed: its tasks are gone
                     loop.call_soon_threadsafe(task.cancel)
-        self._close_lease_client()
-        self.close_state()
 
     async def aclose(self) -> None:
         """Cancel the tasks and close the connections (the transport's ``aclose()`` does it)."""

@@ -5,6 +5,7 @@ connections). The tests across real processes are in test_fleet_processes.py."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 from client.forking import (
     in_child,  # tests/client: a package on the rootdir path, as tests/shared is
 )
@@ -379,6 +381,66 @@ def test_the_gauge_is_read_at_every_collection_until_shared_health_closes(redis_
     finally:
         t.close()
     assert gauge_points(reader) == []  # closed: no value
+
+
+def _connections_of(health: RedisHealth | AsyncRedisHealth, url: str) -> list[str]:
+    """The names of ``health``'s connections, as Redis lists its clients."""
+    admin = redis.Redis.from_url(url)
+    try:
+        names = [str(client.get("name", "")) for client in admin.client_list()]
+    finally:
+        admin.close()
+    return [name for name in names if health.sender.replace(" ", "_") in name]
+
+
+def test_a_state_whose_front_ends_were_all_dropped_unclosed_stops_its_shared_health(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """A client built and never closed (one per job, say), dropped in a reference cycle:
+    once collected, its shared health's threads end and Redis sees none of its connections
+    (its threads held it, so nothing else would ever have stopped them)."""
+    health = RedisHealth(redis_server.url, prefix=prefix)
+    transport = FailoverTransport([Pool("api", [A, B])], POLICY, Domains().sync(), shared=health)
+    connected(transport)
+    threads = list(health._threads)
+    assert [thread.is_alive() for thread in threads] == [True, True]
+    assert _connections_of(health, redis_server.url)
+    cycle: list[object] = [transport]
+    cycle.append(cycle)
+    del transport, cycle
+    gc.collect()
+    for thread in threads:
+        thread.join(5)
+    assert [thread.is_alive() for thread in threads] == [False, False]
+    wait_for(lambda: not _connections_of(health, redis_server.url), "its connections closed")
+
+
+def test_an_async_state_whose_front_ends_were_all_dropped_unclosed_stops_its_tasks(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """The async twin: its tasks, which hold it, are cancelled in their loop, and their
+    connections close."""
+
+    async def main() -> None:
+        health = AsyncRedisHealth(redis_server.url, prefix=prefix)
+        transport = AsyncFailoverTransport([Pool("api", [A, B])], POLICY, Domains().asynchronous(), shared=health)
+        await transport.handle_async_request(httpx.Request("GET", f"{A}/x"))  # starts the tasks
+        await async_wait(lambda: health.state == "connected")
+        tasks = list(health._tasks)
+        assert [task.done() for task in tasks] == [False, False]
+        assert await asyncio.to_thread(_connections_of, health, redis_server.url)
+        cycle: list[object] = [transport]
+        cycle.append(cycle)
+        del transport, cycle
+        gc.collect()
+        await asyncio.wait(tasks, timeout=5)
+        assert [task.cancelled() for task in tasks] == [True, True]
+        deadline = time.monotonic() + 5.0
+        while await asyncio.to_thread(_connections_of, health, redis_server.url):
+            assert time.monotonic() < deadline, "its connections still open"
+            await asyncio.sleep(0.01)
+
+    asyncio.run(main())
 
 
 def test_a_slow_redis_costs_one_bounded_wait_then_local_only(tmp_path: Path, prefix: str) -> None:
