@@ -21,8 +21,8 @@ from every live client: a client an earlier test dropped without closing lives o
 reference cycle until the garbage collector runs, so a capture starts with a
 collection (``gc.collect()``, when a gauge was given a client since the last one) and
 never reads such a client; one kept open across tests (in a module-scoped fixture, say)
-is live and is read. The helpers read the span and metric names of the failover client (see the
-project's telemetry table): :meth:`FailoverTelemetry.requests`,
+is live and is read. The helpers read the span and metric names of the failover
+client (see the project's telemetry table): :meth:`FailoverTelemetry.requests`,
 :meth:`~FailoverTelemetry.attempts`, :meth:`~FailoverTelemetry.switches`,
 :meth:`~FailoverTelemetry.breaker_transitions`, :attr:`~FailoverTelemetry.outcome`,
 :meth:`~FailoverTelemetry.metric`.
