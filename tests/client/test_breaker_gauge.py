@@ -329,12 +329,18 @@ class FrontEndsComeAndGo(RuleBasedStateMachine):
         """Drop a front-end, open or closed, and collect it."""
         state, front_end = self.front_ends.pop(pick % len(self.front_ends))
         self.open.discard(id(front_end))
-        if in_a_cycle:
-            cycle: list[object] = [front_end]
-            cycle.append(cycle)
-            del cycle
-        del front_end
-        gc.collect(0)  # (the cycle is new; the front-end goes with it)
+        collecting = gc.isenabled()
+        gc.disable()  # (no automatic collection may move the cycle past the youngest generation)
+        try:
+            if in_a_cycle:
+                cycle: list[object] = [front_end]
+                cycle.append(cycle)
+                del cycle
+            del front_end
+            gc.collect(0)  # the cycle is new: the front-end goes with it
+        finally:
+            if collecting:
+                gc.enable()
         if not any(n == state for n, _ in self.front_ends):
             self.last_pending.discard(state)  # the state itself is collected
 
