@@ -84,3 +84,10 @@ def test_without_valgrind_the_error_says_what_to_install(monkeypatch: pytest.Mon
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(instructions.ValgrindMissing, match="apt-get install valgrind"):
         instructions.total_instructions(opcodes.BARE_HTTPX, 1)
+
+
+def test_a_child_that_fails_says_why() -> None:
+    if shutil.which("valgrind") is None:  # a skip fails CI's run (tests/conftest.py), which installs it
+        pytest.skip("needs valgrind: apt-get install valgrind")
+    with pytest.raises(RuntimeError, match=r"(?s)never said 'ready'.*KeyError: 'no such variant'"):
+        instructions.totals("no such variant", 2, warmup=1)
