@@ -1,7 +1,9 @@
 """Every dashboard query, evaluated by a real Prometheus that scraped a real agent.
 
-The agent runs its demo (fake domains, scripted outage: the primary's DNS fails
-8 s in). Prometheus scrapes it every second. Each panel query, with Grafana's
+The agent runs its demo (fake domains, scripted outage) with its outage brought
+forward (_demo_sooner.py): the primary's DNS fails and the backup's certificate is
+replaced by one expiring in 5 days, both 2 s in (the demo: 8 s and 20 s in), so the
+data are complete from Prometheus' first scrapes. Prometheus scrapes it every second. Each panel query, with Grafana's
 variables filled in, must parse and return at least one series; every metric a
 query names must exist under that name in what Prometheus scraped from the
 agent, so a metric renamed in the code breaks this test, not the dashboard.
@@ -29,6 +31,8 @@ from .conftest import DASHBOARDS
 
 # The agent stops by itself after this long, should the test be killed.
 AGENT_DURATION = 120.0
+# When the demo's outage starts (its DNS failure and expiring certificate; the demo: 8 s, 20 s).
+OUTAGE_AT = 2.0
 # Time for the demo's outage (switch, breaker transitions) to reach every panel.
 DATA_DEADLINE = 50.0
 
@@ -42,8 +46,8 @@ WORKLOAD_ONLY = {
 } | {f"{semconv.METRICS[semconv.HTTP_CLIENT_REQUEST_DURATION].prometheus}_bucket"}
 
 # Alerts the demo's script must make active (pending or firing) at some point:
-# the primary's DNS fails 8 s in (one location, so one failing location is enough),
-# and the backup gets a certificate expiring in 5 days 20 s in.
+# the primary's DNS fails (one location, so one failing location is enough),
+# and the backup gets a certificate expiring in 5 days.
 EXPECTED_ALERTS = {
     ("FailoverDomainDown", "api.example.com"),
     ("FailoverCertificateExpiringSoon", "api2.example.com"),
@@ -172,7 +176,7 @@ def _concrete_problems(prom: Prom) -> list[str]:
 def test_every_panel_query_returns_series_from_a_real_agent(prometheus_bin: str, tmp_path: Path) -> None:
     """Panel and variable queries of both dashboards parse and return series; alert rules evaluate cleanly."""
     with (
-        _stack.agent_demo(tmp_path, AGENT_DURATION) as agent,
+        _stack.agent_demo(tmp_path, AGENT_DURATION, OUTAGE_AT) as agent,
         _stack.client_workload() as workload,
         _stack.prometheus(
             prometheus_bin,
@@ -186,7 +190,7 @@ def test_every_panel_query_returns_series_from_a_real_agent(prometheus_bin: str,
         seen_alerts = prom.active_alerts()
         problems = _problems(prom)
         while (problems or EXPECTED_ALERTS - seen_alerts) and time.monotonic() < deadline:
-            time.sleep(1.0)
+            time.sleep(0.5)
             seen_alerts |= prom.active_alerts()
             problems = _problems(prom)
         assert not problems, f"after {DATA_DEADLINE:.0f} s of scraping:\n" + "\n".join(problems)
