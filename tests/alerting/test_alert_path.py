@@ -1,9 +1,10 @@
 """The alert path end to end: agent -> Prometheus -> Alertmanager -> webhook.
 
 A loopback HTTP server is the only domain of pool ``e2e``; ``failover-agent run`` probes it
-every 0.5 s. A real Prometheus scrapes the agent every second with the shipped rules
-(``for:`` shortened to 1 s) and sends to a real Alertmanager running the shipped
-configuration (its webhook URLs pointed at this test, its waits shortened). The test stops
+every 0.5 s. A real Prometheus scrapes the agent every 0.5 s with the shipped rules
+(``for:`` shortened to 1 s, evaluated every 0.25 s) and sends to a real Alertmanager running
+the shipped configuration (its webhook URLs pointed at this test, its waits shortened). Once
+Prometheus has stored the healthy domain and found the Alertmanager, the test stops
 the domain's server, and the webhook must receive ``FailoverPoolAllDomainsDown`` for the pool,
 routed to the ``oncall`` receiver; with the rules ``failover-agent rules`` writes for the
 pool's SLO instead, the fast-burn page.
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 from dashboards._stack import free_port, process, wait_for
 from failover_agent.slo import ALERT_NAME
@@ -33,6 +35,11 @@ from .conftest import ALERTMANAGER_CONFIG, RULES
 
 AGENT_EXE = Path(sys.executable).with_name("failover-agent")
 DEADLINE = 40.0  # seconds from the outage to the webhook call, at most
+READY_DEADLINE = 30.0  # seconds for Prometheus to store a healthy probe and find the Alertmanager
+# Prometheus' intervals: a fraction of the agent's 0.5 s probe interval for the rules, so an
+# outage reaches the webhook in a few evaluations; the same as the probes for the scrapes (a
+# scrape that times out would mark the series stale and reset the alerts' `for:`)
+SCRAPE_INTERVAL, EVALUATION_INTERVAL = "500ms", "250ms"
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):
@@ -89,9 +96,9 @@ def fast_rules(tmp_path: Path) -> Path:
 
 
 def fast_alertmanager_config(tmp_path: Path, hook: str) -> Path:
-    """The shipped configuration, its webhooks at ``hook`` and its waits at a second."""
+    """The shipped configuration, its webhooks at ``hook`` and its waits at an evaluation."""
     config = yaml.safe_load(ALERTMANAGER_CONFIG.read_text(encoding="utf-8"))
-    config["route"].update(group_wait="1s", group_interval="1s")
+    config["route"].update(group_wait=EVALUATION_INTERVAL, group_interval=EVALUATION_INTERVAL)
     for receiver in config["receivers"]:
         for webhook in receiver["webhook_configs"]:
             webhook["url"] = f"{hook}/{receiver['name']}"
@@ -116,7 +123,8 @@ class AlertPath:
 def alert_path(tmp_path: Path, prometheus_bin: str, alertmanager_bin: str, rules: Path,
                agent_extra: str = "") -> Iterator[AlertPath]:
     """The agent (its configuration plus ``agent_extra``) on one healthy domain, Prometheus with
-    ``rules``, the shipped Alertmanager configuration, a webhook; all ready, a few scrapes done."""
+    ``rules``, the shipped Alertmanager configuration, a webhook; all ready, the healthy domain
+    scraped, the Alertmanager found."""
     assert AGENT_EXE.exists(), f"{AGENT_EXE} missing: pip install -e '.[dev]'"
     received: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
     with serve(received) as hook, contextlib.ExitStack() as stack:
@@ -139,7 +147,8 @@ def alert_path(tmp_path: Path, prometheus_bin: str, alertmanager_bin: str, rules
         prom_address = f"127.0.0.1:{free_port()}"
         prom_config = tmp_path / "prometheus.yml"
         prom_config.write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "global": {"scrape_interval": SCRAPE_INTERVAL, "scrape_timeout": SCRAPE_INTERVAL,
+                       "evaluation_interval": EVALUATION_INTERVAL},
             "rule_files": [str(rules)],
             "alerting": {"alertmanagers": [{"static_configs": [{"targets": [am_address]}]}]},
             "scrape_configs": [{"job_name": "failover-agent", "static_configs": [{"targets": [agent_address]}]}],
@@ -152,8 +161,28 @@ def alert_path(tmp_path: Path, prometheus_bin: str, alertmanager_bin: str, rules
         wait_for(f"http://{agent_address}/healthz", agent, logs["agent"], timeout=30)
         wait_for(f"http://{am_address}/-/ready", am, logs["alertmanager"], timeout=30)
         wait_for(f"http://{prom_address}/-/ready", prom, logs["prometheus"], timeout=30)
-        time.sleep(2)  # a few healthy probes and scrapes first: the outage is a change
-        yield AlertPath(domain=domain, received=received, logs=logs)
+        path = AlertPath(domain=domain, received=received, logs=logs)
+        # Prometheus applies its targets and Alertmanagers some 5 s after its start: the outage
+        # comes once it stored a healthy probe (the outage is a change) and can deliver an alert
+        # (it sends a firing alert again only after a minute)
+        healthy_and_found(f"http://{prom_address}", path)
+        yield path
+
+
+def healthy_and_found(prometheus: str, path: AlertPath) -> None:
+    """Poll ``prometheus`` until it stored a successful probe of the pool and has an active
+    Alertmanager (bounded)."""
+    query = {"query": 'failover_probe_success{failover_pool="e2e"} == 1'}
+    deadline = time.monotonic() + READY_DEADLINE
+    with httpx.Client(base_url=prometheus, timeout=5, trust_env=False) as client:
+        while time.monotonic() < deadline:
+            healthy = client.get("/api/v1/query", params=query).json()["data"]["result"]
+            found = client.get("/api/v1/alertmanagers").json()["data"]["activeAlertmanagers"]
+            if healthy and found:
+                return
+            time.sleep(0.1)
+    raise AssertionError(f"no healthy probe stored or no Alertmanager found within {READY_DEADLINE} s\n"
+                         + path.tails())
 
 
 def first_firing(path: AlertPath, name: str, **labels: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -222,8 +251,8 @@ def test_a_domain_in_maintenance_pages_nobody(tmp_path: Path, prometheus_bin: st
               'reason = "e2e"\n')
     with alert_path(tmp_path, prometheus_bin, alertmanager_bin, fast_rules(tmp_path), agent_extra=window) as path:
         stop(path.domain)
-        # every alert received until the first one and for 5 s (five evaluations) more: the domain
-        # alerts are evaluated every second with `for: 1s` like the pool's, so had they fired, they
+        # every alert received until the first one and for 3 s (twelve evaluations) more: the domain
+        # alerts are evaluated every 0.25 s with `for: 1s` like the pool's, so had they fired, they
         # would be in (a window in the past makes this test fail on FailoverPoolAllDomainsDown)
         names: list[str] = []
         deadline, until = time.monotonic() + DEADLINE, None
@@ -234,6 +263,6 @@ def test_a_domain_in_maintenance_pages_nobody(tmp_path: Path, prometheus_bin: st
                 continue
             names += [alert["labels"]["alertname"] for alert in payload["alerts"] if alert["status"] == "firing"]
             if until is None and names:
-                until = time.monotonic() + 5.0
+                until = time.monotonic() + 3.0
         assert not {"FailoverPoolAllDomainsDown", "FailoverDomainDown"} & set(names), names
         assert "FailoverPoolUnavailable" in names, f"{names}\n{path.tails()}"
