@@ -12,8 +12,10 @@ def test_the_otlp_run_exports_to_its_receiver() -> None:
     every 2 s), and the agent's /metrics still answers; without OTLP nothing is counted."""
     with h.server(ports=4) as srv:
         targets = [f"127.0.0.1:{p}" for p in srv.ports]
-        on = run_agent(targets, srv, interval=1.0, seconds=5.0, settle=1.0, otlp=True)
-        off = run_agent(targets, srv, interval=1.0, seconds=2.0, settle=0.5)
+        # 4 s from ready: two exports (a post 2 s in, one 4 s in), one to spare
+        on = run_agent(targets, srv, interval=1.0, seconds=3.0, settle=1.0, otlp=True)
+        # no receiver, so no count, whatever the time: the shortest run (one loop round)
+        off = run_agent(targets, srv, interval=1.0, seconds=1.0, settle=0.0)
     assert on is not None and off is not None, "failover-agent is not installed in this environment"
     assert on["steady"]["otlp_posts"] >= 1 and on["steady"]["metrics_series"] > 0
     assert off["steady"]["otlp_posts"] is None
