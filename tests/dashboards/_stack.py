@@ -162,7 +162,9 @@ def client_workload() -> Iterator[str]:
 
     handler = type("Handler", (_MetricsHandler,), {"render": staticmethod(render)})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, name="client-workload-metrics", daemon=True)
+    # shutdown() waits for the loop's next poll: 0.05 s rather than up to 0.5 s (the default)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              name="client-workload-metrics", daemon=True)
     thread.start()
     try:
         yield f"127.0.0.1:{server.server_address[1]}"
