@@ -23,10 +23,10 @@ QUERY = 'count({job="failover-agent", __name__=~"failover_.+"}) > 10'
 
 class _Relay:
     """Accepts on a free loopback port and pipes each connection to ``target``, keeping what
-    went each way."""
+    went each way (a connection before ``target`` is set is closed unanswered)."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
+    def __init__(self) -> None:
+        self.target: tuple[str, int] | None = None
         self.sent = bytearray()  # client -> target
         self.received = bytearray()  # target -> client
         self._lock = threading.Lock()
@@ -50,6 +50,9 @@ class _Relay:
             try:
                 client, _ = self._listener.accept()
             except TimeoutError:
+                continue
+            if self.target is None:
+                client.close()
                 continue
             upstream = socket.create_connection(self.target, timeout=10)
             client.settimeout(None)
@@ -86,20 +89,22 @@ def _first_answer(received: bytes) -> tuple[dict[str, str], bytes]:
 def test_prometheus_scrapes_the_agent_gzip_compressed(prometheus_bin: str, tmp_path: Path) -> None:
     """Prometheus asks for gzip, the agent answers gzip (a tenth of the text's size or less),
     and the scraped series reach Prometheus's storage."""
-    with _stack.agent_demo(tmp_path, 90.0) as agent:
+    with _Relay().running() as relay, _stack.prometheus(
+        prometheus_bin, tmp_path, {"failover-agent": relay.address}, []
+    ) as prom, _stack.agent_demo(tmp_path, 90.0) as agent:
+        # the agent starts while Prometheus takes its some 5 s to apply its targets
         host, _, port = agent.rpartition(":")
-        with _Relay((host, int(port))).running() as relay, _stack.prometheus(
-            prometheus_bin, tmp_path, {"failover-agent": relay.address}, []
-        ) as prom:
-            deadline = time.monotonic() + RELAY_DEADLINE
-            found: list[object] = []
-            while time.monotonic() < deadline and not found:
-                answer = httpx.get(f"{prom}/api/v1/query", params={"query": QUERY},
-                                   timeout=5).json()
-                found = answer["data"]["result"] if answer["status"] == "success" else []
-                time.sleep(0.5)
-            assert found, f"Prometheus stored no series of the agent scraped through the relay ({QUERY})"
-            sent, received = relay.snapshot()
+        relay.target = (host, int(port))
+        deadline = time.monotonic() + RELAY_DEADLINE
+        found: list[object] = []
+        while time.monotonic() < deadline:
+            answer = httpx.get(f"{prom}/api/v1/query", params={"query": QUERY}, timeout=5).json()
+            found = answer["data"]["result"] if answer["status"] == "success" else []
+            if found:
+                break
+            time.sleep(0.25)
+        assert found, f"Prometheus stored no series of the agent scraped through the relay ({QUERY})"
+        sent, received = relay.snapshot()
         plain = httpx.get(f"http://{agent}/metrics", headers={"Accept-Encoding": "identity"}, timeout=10).content
     request_head = sent.partition(b"\r\n\r\n")[0].decode("latin-1").lower()
     assert "\r\naccept-encoding: gzip" in request_head, request_head
