@@ -26,14 +26,14 @@ BACKUP = "https://api2.example.com"
 async def test_a_client_drains_off_the_domain_before_the_window_and_returns_after(
     fake_domains: FakeDomains, tmp_path: Path
 ) -> None:
-    """Window [start, start + 3 s) on the primary with drain = "2s": the client's requests move to
+    """Window [start, start + 2 s) on the primary with drain = "2s": the client's requests move to
     the backup before start, the agent exports failover_maintenance_active during the window, and
     the requests come back to the primary after it ends."""
     fd = fake_domains
     fd.add("api.example.com", lambda _request: {"served_by": "primary"})
     fd.add("api2.example.com", lambda _request: {"served_by": "backup"})
     start = math.ceil(time.time()) + 4
-    end = start + 3
+    end = start + 2  # twenty of the client's polls (0.1 s) and ten control documents (0.2 s) long
     window = {"pool": "api", "domains": [PRIMARY], "drain": "2s", "reason": "drain test",
               "start": datetime.fromtimestamp(start, UTC), "end": datetime.fromtimestamp(end, UTC)}
     cfg = config(fd, tmp_path, [PRIMARY, BACKUP], policy={"sticky": False}, maintenance=[window])
