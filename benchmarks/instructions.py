@@ -55,11 +55,11 @@ from __future__ import annotations
 import gc
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -182,9 +182,11 @@ def totals(variant: str, requests: int, *, warmup: int = WARMUP, timeout: float 
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         with subprocess.Popen(command, cwd=h.ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) as child:  # fmt: skip
+            overdue = threading.Timer(timeout, child.kill)  # a child past its time ends: its reads end
+            overdue.start()
             try:
                 for word, instrument in ((_READY, "on"), (_SENT, "off")):
-                    _expect(child, word, deadline)
+                    _expect(child, word)
                     subprocess.run([control, f"--instr={instrument}", str(child.pid)], check=True,
                                    capture_output=True, timeout=max(1.0, deadline - time.monotonic()))  # fmt: skip
                     _say(child)
@@ -193,6 +195,8 @@ def totals(variant: str, requests: int, *, warmup: int = WARMUP, timeout: float 
                 child.kill()
                 _, errors = child.communicate()
                 raise RuntimeError(f"valgrind on {variant!r} failed: {exc}: {errors[-2000:]}") from exc
+            finally:
+                overdue.cancel()
         main_thread = Path(f"{out}-01")  # callgrind's file of thread 1
         profile = main_thread.read_text() if main_thread.exists() else ""
         found = _TOTALS.search(profile)
@@ -201,16 +205,14 @@ def totals(variant: str, requests: int, *, warmup: int = WARMUP, timeout: float 
     return Counts(int(found.group(1)), objects_made(profile))
 
 
-def _expect(child: subprocess.Popen[str], word: str, deadline: float) -> None:
-    """Wait (until ``deadline``) for the child to say ``word`` on a line of its own."""
+def _expect(child: subprocess.Popen[str], word: str) -> None:
+    """Wait for the child to say ``word`` on a line of its own (its other lines are passed
+    over; a child that ends, or is killed past its time, never says it)."""
     assert child.stdout is not None
-    while select.select([child.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
-        line = child.stdout.readline()
-        if not line:
-            break  # it ended
+    for line in iter(child.stdout.readline, ""):
         if line.strip() == word:
             return
-    raise RuntimeError(f"the child never said {word!r} (exit status {child.poll()})")
+    raise RuntimeError(f"the child never said {word!r} (exit status {child.wait()})")
 
 
 def _say(child: subprocess.Popen[str]) -> None:

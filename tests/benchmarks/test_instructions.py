@@ -10,6 +10,7 @@ version, and tight enough to catch a request path that does a quarter more work.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -91,3 +92,21 @@ def test_a_child_that_fails_says_why() -> None:
         pytest.skip("needs valgrind: apt-get install valgrind")
     with pytest.raises(RuntimeError, match=r"(?s)never said 'ready'.*KeyError: 'no such variant'"):
         instructions.totals("no such variant", 2, warmup=1)
+
+
+def test_the_child_is_heard_past_its_other_lines() -> None:
+    """Lines before the word, written at once with it, are passed over (a read that waited
+    for more once the word sat in the pipe's buffer hung until the child's time was out)."""
+    script = "import sys; sys.stdout.write('a warning\\nready\\n'); sys.stdout.flush(); sys.stdin.readline()"
+    with subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True) as child:  # fmt: skip
+        instructions._expect(child, "ready")
+        instructions._say(child)
+    assert child.returncode == 0
+
+
+def test_a_child_past_its_time_is_killed_and_says_so() -> None:
+    if shutil.which("valgrind") is None:  # a skip fails CI's run (tests/conftest.py), which installs it
+        pytest.skip("needs valgrind: apt-get install valgrind")
+    with pytest.raises(RuntimeError, match=r"never said 'ready' \(exit status -9\)"):
+        instructions.totals(opcodes.HTTPX_SYNC, 2, warmup=1, timeout=0.5)  # its start-up alone takes seconds
