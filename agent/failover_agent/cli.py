@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -23,6 +23,9 @@ from pytest_failover import __version__
 from .config import AgentConfig, ConfigError, _check_listen, load_config
 from .control_commands import control
 from .maintenance_commands import maintenance
+
+if TYPE_CHECKING:
+    from .demo import Step
 
 __all__ = ["LOG_LEVELS", "main"]
 
@@ -79,6 +82,16 @@ def _listen(ctx: click.Context, param: click.Parameter, value: str | None) -> st
         return _check_listen(value)
     except ValueError as exc:
         raise click.BadParameter(f"{value!r}: {exc}") from None
+
+
+def _outage_at(ctx: click.Context, param: click.Parameter, value: float | None) -> tuple[Step, ...]:
+    """The demo's timeline, its outage moved to ``value`` seconds in (None: as scripted)."""
+    from .demo import demo_timeline  # imported here: the other commands need none of the demo
+
+    try:
+        return demo_timeline(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 _LISTEN_HELP = "HOST:PORT of the listener (/metrics, /healthz, the status page); port 0: any free one."
@@ -222,16 +235,20 @@ def run(ctx: click.Context, file: Path | None, config_option: Path | None, liste
               help=_LISTEN_HELP)
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Stop after SECONDS (default: until Ctrl-C).")
+@click.option("--outage-at", "timeline", type=float, callback=_outage_at, metavar="SECONDS",
+              help="Bring the outage (the primary's DNS failure, the backup's expiring certificate) "
+                   "to SECONDS into each minute, both at once, between the timeline's first step "
+                   "and the primary's recovery (default: as scripted).")
 @_plain()
 @_log_level()
-def demo(listen: str, duration: float | None, plain: bool, log_level: str) -> None:
+def demo(listen: str, duration: float | None, timeline: tuple[Step, ...], plain: bool, log_level: str) -> None:
     """Probe fake domains with a scripted outage: failover, breakers and metrics in a minute.
 
     OTEL_EXPORTER_OTLP_ENDPOINT (and the other OTEL_* variables) send its spans and metrics
     to a collector as well."""
     from .demo import run_demo
 
-    _exit(lambda: run_demo(listen=listen, duration=duration, plain=plain, log_level=log_level))
+    _exit(lambda: run_demo(listen=listen, duration=duration, plain=plain, log_level=log_level, timeline=timeline))
 
 
 main.add_command(control)

@@ -13,6 +13,8 @@ Three fake domains of one pool run on loopback (outage simulator): the primary
     35 s  the primary recovers: breaker half-open then closed, traffic back
     50 s  the backup gets a fresh certificate
 
+``--outage-at SECONDS`` brings the 8 s and 20 s steps both to SECONDS in (:func:`demo_timeline`).
+
 The agent runs its normal code path; only the targets are fake.
 """
 
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
 
     from .runner import Agent
 
-__all__ = ["TIMELINE", "demo_config", "run_demo"]
+__all__ = ["OUTAGE", "TIMELINE", "Step", "demo_config", "demo_timeline", "run_demo"]
 
 log = logging.getLogger("failover_agent.demo")
 
@@ -52,14 +54,32 @@ BACKUP = "api2.example.com"
 REGIONAL = "api-eu.example.com"
 CYCLE = 60.0
 
-#: (seconds into the cycle, what happens, action name)
-TIMELINE: tuple[tuple[float, str, str], ...] = (
+#: a step of the timeline: (seconds into the cycle, what happens, action name)
+Step = tuple[float, str, str]
+
+#: the scripted outage, played again every CYCLE seconds
+TIMELINE: tuple[Step, ...] = (
     (0.0, "all domains healthy", "heal"),
     (8.0, f"{PRIMARY}: DNS fails (NXDOMAIN)", "dns_down"),
     (20.0, f"{BACKUP}: certificate replaced by one expiring in 5 days", "cert_expiring"),
     (35.0, f"{PRIMARY}: DNS recovers", "dns_up"),
     (50.0, f"{BACKUP}: fresh certificate installed", "cert_fresh"),
 )
+#: the outage's steps, one after the other in TIMELINE, that ``--outage-at`` moves
+OUTAGE = ("dns_down", "cert_expiring")
+
+
+def demo_timeline(outage_at: float | None = None) -> tuple[Step, ...]:
+    """:data:`TIMELINE` with its :data:`OUTAGE` steps both ``outage_at`` seconds in (None: as
+    scripted). ValueError for a time that is not between the steps around them (NaN neither)."""
+    if outage_at is None:
+        return TIMELINE
+    moved = [i for i, (_, _, action) in enumerate(TIMELINE) if action in OUTAGE]
+    after, before = TIMELINE[moved[0] - 1][0], TIMELINE[moved[-1] + 1][0]
+    if not after < outage_at < before:
+        raise ValueError(f"{outage_at:g} is not in the range {after:g}<SECONDS<{before:g}: the outage "
+                         f"comes after the timeline's {after:g} s step and before its {before:g} s step")
+    return tuple((outage_at if action in OUTAGE else at, text, action) for at, text, action in TIMELINE)
 
 
 def _handler(request: RecordedRequest) -> ResponseSpec:
@@ -151,7 +171,7 @@ def _free(listen: str) -> str:
     return f"{host}:{free}"
 
 
-async def _timeline(fd: FakeDomains, reporter: Reporter) -> None:
+async def _timeline(fd: FakeDomains, reporter: Reporter, timeline: Sequence[Step]) -> None:
     from pytest_failover import faults
 
     now = datetime.datetime.now(datetime.UTC)
@@ -167,20 +187,21 @@ async def _timeline(fd: FakeDomains, reporter: Reporter) -> None:
     start = loop.time()
     cycle = 0
     while True:
-        for at, text, action in TIMELINE:
+        for at, text, action in timeline:
             delay = start + cycle * CYCLE + at - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             if action == "cert_expiring":
                 now = datetime.datetime.now(datetime.UTC)
             actions[action]()
-            reporter.event(f"[bold magenta]TIMELINE +{at:.0f}s[/bold magenta]: {text}"
-                           if isinstance(reporter, LiveReporter) else f"TIMELINE +{at:.0f}s: {text}")
+            reporter.event(f"[bold magenta]TIMELINE +{at:g}s[/bold magenta]: {text}"
+                           if isinstance(reporter, LiveReporter) else f"TIMELINE +{at:g}s: {text}")
         cycle += 1
 
 
-def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str) -> int:
-    """Start the fake domains and the agent; return the exit code."""
+def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str,
+             timeline: Sequence[Step] = TIMELINE) -> int:
+    """Start the fake domains and the agent, then play ``timeline``; return the exit code."""
     from pytest_failover.control import generate_key, save_key
     from pytest_failover.simulator import FakeDomains
 
@@ -197,7 +218,7 @@ def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str
         key = save_key(Path(tmp) / "control.key", generate_key("HS256", kid="demo"), private=True)
         config = demo_config(key, listen, fd.ca_bundle)
         telemetry = Telemetry(location=config.location, span_exporters=[_SpanPrinter(reporter)])
-        timeline: list[asyncio.Task[None]] = []
+        tasks: list[asyncio.Task[None]] = []
 
         async def started(agent: Agent) -> None:
             assert agent.address is not None  # the demo always listens
@@ -209,14 +230,14 @@ def run_demo(*, listen: str, duration: float | None, plain: bool, log_level: str
                 f"health: {base}/healthz\n  control document (a JWS, application/jose): {base}/control.json; "
                 f"to read it: curl -s {base}/control.json | failover-agent control verify - --key {key}\n"
                 + ("  Ctrl-C to stop." if duration is None else f"  stopping after {duration:g} s."))
-            timeline.append(asyncio.get_running_loop().create_task(_timeline(fd, reporter)))
+            tasks.append(asyncio.get_running_loop().create_task(_timeline(fd, reporter, timeline)))
 
         async def main() -> int:
             try:
                 return await serve(config, config_path=None, reporter=reporter, listen=listen,
                                    duration=duration, on_started=started, telemetry=telemetry)
             finally:
-                for task in timeline:
+                for task in tasks:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from pytest_failover import Pool
 
 AGENT_EXE = Path(sys.executable).with_name("failover-agent")
-DEMO_SOONER = Path(__file__).with_name("_demo_sooner.py")
 
 
 def free_port() -> int:
@@ -72,11 +71,12 @@ def agent_demo(tmp_path: Path, duration: float, outage_at: float | None = None) 
     as it logs it. (A port picked here and handed over could be taken in between, by
     any other process: the demo then listens elsewhere, as it says, and a test waiting on
     the first port waited in vain.) ``outage_at``: its primary's DNS failure and its backup's
-    expiring certificate come that many seconds in (_demo_sooner.py), not 8 s and 20 s in."""
+    expiring certificate come that many seconds in (``--outage-at``), not 8 s and 20 s in."""
     assert AGENT_EXE.exists(), f"{AGENT_EXE} missing: pip install -e '.[dev]'"
     log = tmp_path / "agent.log"
-    command = [str(AGENT_EXE)] if outage_at is None else [sys.executable, str(DEMO_SOONER), str(outage_at)]
-    args = [*command, "demo", "--plain", "--listen", "127.0.0.1:0", "--duration", str(duration)]
+    args = [str(AGENT_EXE), "demo", "--plain", "--listen", "127.0.0.1:0", "--duration", str(duration)]
+    if outage_at is not None:
+        args += ["--outage-at", str(outage_at)]
     with process(args, log) as proc:
         address = listening(proc, log)
         wait_for(f"http://{address}/metrics", proc, log, timeout=30)

@@ -1,7 +1,7 @@
 """Every dashboard query, evaluated by a real Prometheus that scraped a real agent.
 
 The agent runs its demo (fake domains, scripted outage) with its outage brought
-forward (_demo_sooner.py): the primary's DNS fails and the backup's certificate is
+forward (``--outage-at``): the primary's DNS fails and the backup's certificate is
 replaced by one expiring in 5 days, both 1 s in (the demo: 8 s and 20 s in), so the
 data are complete from Prometheus' first scrapes. Prometheus scrapes it every second. Each panel query, with Grafana's
 variables filled in, must parse and return at least one series; every metric a
