@@ -286,7 +286,7 @@ class Lane:
         self.original_url = request.url
         self.core = core
         self.started_at = now
-        self.body_limit, self._loads, stale = core.reading[resendable, request.method == "GET"]
+        self.body_limit, self._loads, stale = core.reading[resendable][request.method == "GET"]
         if stale:
             self._stale = True
             return
@@ -641,7 +641,7 @@ class Exchange(Lane, RequestPlan):
         self._origin = origin
         self.request = request
         self.original_url = url = request.url
-        self.body_limit, self._loads, stale = core.reading[self.resendable, self.method == "GET"]
+        self.body_limit, self._loads, stale = core.reading[self.resendable][self.method == "GET"]
         self.trace = trace = state.telemetry.start(core.name, self.method, url)
         if trace is not None and self._orders[2] is not None:
             trace.steered(self._orders[2])

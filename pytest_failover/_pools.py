@@ -170,13 +170,18 @@ class PoolCore:
         # it). All of a small body, for the app-error check, the stale cache (GET only), and
         # so that a request the pool may re-send whose connection breaks mid-body fails over;
         # of any other request's, only one it reads whole (``WholeOnly``), for speed.
-        self.reading: dict[tuple[bool, bool], tuple[int, bool, bool]] = {}
+        # Indexed ``reading[resendable][get]``: two C-level indexings, where a ``(resendable,
+        # get)`` key made, hashed and compared a tuple at every request (300 instructions).
+        reading = []
         for resendable in (False, True):
+            row = []
             for get in (False, True):
                 stale = policy.stale_on_failure and get
                 counted = self.read_limit if (resendable and self.resends) or self.app_check else 0
                 limit = max(counted, self.stale_limit) if stale else counted or WholeOnly(self.read_limit)
-                self.reading[resendable, get] = (limit, stale or self.app_check, stale)
+                row.append((limit, stale or self.app_check, stale))
+            reading.append(tuple(row))
+        self.reading: tuple[tuple[tuple[int, bool, bool], ...], ...] = tuple(reading)
         # Slow domains (``_slowness.py``): the hedge throttle, each domain's latency
         # (for an adaptive hedge delay) and slow calls. None: not configured, no cost.
         hedging = policy.hedging
