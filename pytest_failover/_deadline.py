@@ -440,6 +440,11 @@ class _Watchdog:
             return ticket  # the thread looks before it is due
         if self._thread is None:
             self._start()
+        # Woken, the thread looks at once, so by ``at``: an attempt armed before it runs, due
+        # no sooner, need not wake it again. Else every arm() until then set the event (a
+        # condition's lock and notify, 2,000 instructions), and a thread that slept for good
+        # (``IDLE_AFTER``) ran late behind a burst that held the GIL: each request of it paid.
+        self._wakes_at = at
         self._wake.set()
         return ticket
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -101,6 +103,44 @@ def test_many_far_deadlines_let_the_thread_sleep(pair: tuple[socket.socket, sock
         ticket = dog.arm(time.monotonic() + 30.0, _answered(_response(pair[0])))
         assert dog.disarm(ticket) is False
     assert 1 <= dog.looks <= 0.6 / _Watchdog.MAX_SLEEP + 2
+
+
+class _CountedEvent(threading.Event):
+    """An event that counts the times it is set."""
+
+    sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+        super().set()
+
+
+def test_a_burst_wakes_a_thread_that_slept_for_good_once(pair: tuple[socket.socket, socket.socket]) -> None:
+    """Idle for ``IDLE_AFTER``, the thread sleeps until an arm() wakes it. A burst of requests
+    that holds the GIL until it runs must set the event once, not at every arm() (a
+    condition's lock and notify each time); and a deadline armed after the burst is still cut
+    on time."""
+    dog = _Watchdog()
+    dog.IDLE_AFTER = 0.05
+    wake = dog._wake = _CountedEvent()
+    far = _answered(_response(pair[0]))
+    dog.disarm(dog.arm(time.monotonic() + 30.0, far))  # the thread starts
+    started = time.monotonic()
+    while dog._wakes_at != math.inf and time.monotonic() - started < 2.0:  # it slept for good
+        time.sleep(0.01)
+    assert dog._wakes_at == math.inf
+    before = wake.sets
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)  # the thread cannot run before the burst is over
+    try:
+        for _ in range(100):
+            dog.disarm(dog.arm(time.monotonic() + 30.0, far))
+    finally:
+        sys.setswitchinterval(interval)
+    assert wake.sets - before == 1
+    ticket = dog.arm(time.monotonic() + 0.05, _answered(_response(pair[0])))
+    assert _wait_cut(pair[0], 1.0) < 0.05 + 0.1
+    assert dog.disarm(ticket) is True
 
 
 def test_a_response_without_a_socket_is_never_cut(pair: tuple[socket.socket, socket.socket]) -> None:
