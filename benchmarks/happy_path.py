@@ -225,7 +225,7 @@ def run(opts: Options) -> h.Report:
     return report
 
 
-class _InProcess(httpx.BaseTransport):
+class InProcess(httpx.BaseTransport):
     """An inner transport that answers at once, without a socket: what is left is the
     wrapper's own cost."""
 
@@ -239,13 +239,13 @@ def _in_process(pf: Any, opts: Options, make_sdk: Any, retry_transport: Any, ins
     # ``handle_request`` of the client's transport *instance*, so a shared one would
     # instrument every client.
     url = "http://127.0.0.1:9/v1/ping"
-    clients: dict[str, httpx.Client] = {"bare httpx.Client": httpx.Client(transport=_InProcess())}
-    clients["httpx-retries RetryTransport"] = httpx.Client(transport=retry_transport(transport=_InProcess()))
+    clients: dict[str, httpx.Client] = {"bare httpx.Client": httpx.Client(transport=InProcess())}
+    clients["httpx-retries RetryTransport"] = httpx.Client(transport=retry_transport(transport=InProcess()))
     sdks = []
     if pf is not None:
         pool = pf.Pool("bench", ["http://127.0.0.1:9", "http://127.0.0.1:10"])
         clients["FailoverTransport, no SDK"] = httpx.Client(
-            transport=pf.FailoverTransport([pool], transport=_InProcess()))
+            transport=pf.FailoverTransport([pool], transport=InProcess()))
     theirs = commit = None
     if pf is not None and opts.against is not None:  # the package at another commit, beside this one
         from benchmarks._against import commit_of, staged
@@ -253,10 +253,10 @@ def _in_process(pf: Any, opts: Options, make_sdk: Any, retry_transport: Any, ins
         old, commit = staged(opts.against), commit_of(opts.against)
         theirs = f"FailoverTransport at {commit}, no SDK"
         clients[theirs] = httpx.Client(transport=old.FailoverTransport(
-            [old.Pool("bench", ["http://127.0.0.1:9", "http://127.0.0.1:10"])], transport=_InProcess()))
+            [old.Pool("bench", ["http://127.0.0.1:9", "http://127.0.0.1:10"])], transport=InProcess()))
     sdk = make_sdk()
     sdks.append(sdk)
-    otel = httpx.Client(transport=_InProcess())
+    otel = httpx.Client(transport=InProcess())
     instrumentor.instrument_client(otel, tracer_provider=sdk.tracer_provider, meter_provider=sdk.meter_provider)
     clients["opentelemetry-instrumentation-httpx + SDK"] = otel
     if pf is not None:
@@ -264,7 +264,7 @@ def _in_process(pf: Any, opts: Options, make_sdk: Any, retry_transport: Any, ins
         sdks.append(sdk2)
         pool = pf.Pool("bench", ["http://127.0.0.1:9", "http://127.0.0.1:10"])
         clients["FailoverTransport + SDK"] = httpx.Client(transport=pf.FailoverTransport(
-            [pool], transport=_InProcess(), tracer_provider=sdk2.tracer_provider,
+            [pool], transport=InProcess(), tracer_provider=sdk2.tracer_provider,
             meter_provider=sdk2.meter_provider))
 
     made: dict[int, int] = {}

@@ -13,7 +13,10 @@ gives the paired ratio: the cost figure of ``happy_path`` without its noise.
 Each variant is one of :mod:`benchmarks.opcodes`' (the same in-process answers, the same
 pinned clock and random source), or a chat completion through the OpenAI SDK
 (``max_retries=0``) over httpx2 on httpcore2's in-memory network, bare and with
-``pytest_failover.httpx2``'s transport (issue 28's figure), run in a fresh interpreter under valgrind twice, with
+``pytest_failover.httpx2``'s transport (issue 28's figure), or httpx over an inner transport that
+answers at once, bare, under this tree's transport and under issue 27's filing commit's
+(``_against.staged``): ``happy_path``'s in-process figure, whose target is half of that
+commit's. Each runs in a fresh interpreter under valgrind twice, with
 :data:`FEW` and :data:`MANY` requests after :data:`WARMUP` uncounted ones; the difference of
 the two totals, divided by the difference of the counts, is the cost of one request. Only
 the requests are counted: valgrind starts with its instrumentation off, and
@@ -30,9 +33,9 @@ wakes on a clock, at most every 0.25 s while busy: about once in a thousand requ
 full speed, but once in two under valgrind, which runs the program some fifty times slower.
 Let in, those wakes cost 3,700 instructions a request in the watchdog's thread and more in
 the calling one (the GIL handed over and back), a figure of valgrind's slowness that also
-grew with the machine's load. What is left of the thread's timing (whether an attempt's
-deadline lies past its next look) moves the count of a failover variant by up to 3,000
-instructions a request from run to run, a bare client's by 100.
+grew with the machine's load. What is left of the thread's timing moves the count of a failover
+variant by up to 500 instructions a request from run to run, a bare client's by 100 (3,000
+while a thread asleep for good was woken by every request until it ran, not once).
 
 The same runs count the objects a request makes: the calls of CPython's
 ``_Py_NewReference``, which every new object passes through, from an allocator or a free
@@ -47,7 +50,7 @@ process; over a socket, the server's work and the system calls are added to both
 and the ratio shrinks.
 
 Needs valgrind (``apt-get install valgrind``). Run: ``python -m benchmarks instructions``
-(about a minute on 2 cores; the runs go two at a time).
+(about four minutes on 2 cores; the runs go two at a time).
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from benchmarks import _harness as h
 from benchmarks import opcodes
 from benchmarks._options import Options
@@ -77,6 +82,12 @@ FEW, MANY = 100, 400
 
 OPENAI = "openai.OpenAI + FailoverTransport"
 BARE_OPENAI = "openai.OpenAI, bare"
+# httpx over an inner transport that answers at once (``happy_path``'s in-process table):
+# what is left is the wrapper's own work, here and at issue 27's filing commit.
+IN_PROCESS = "httpx sync, in process"
+BARE_IN_PROCESS = "bare httpx, in process"
+FILED = "56f57e5"  # issue 27's filing commit: its target is half of what that tree adds here
+IN_PROCESS_FILED = f"httpx sync, in process, at {FILED}"
 
 # Each client's failover variant and the bare client it is paired with.
 PAIRS = {
@@ -88,6 +99,8 @@ PAIRS = {
     opcodes.REQUESTS_ADAPTER: opcodes.BARE_REQUESTS,
     opcodes.AIOHTTP: opcodes.BARE_AIOHTTP,
     OPENAI: BARE_OPENAI,
+    IN_PROCESS: BARE_IN_PROCESS,
+    IN_PROCESS_FILED: BARE_IN_PROCESS,
 }
 
 # the total of a profile's events (its ``summary:`` line counts from the start, which the
@@ -264,8 +277,17 @@ def run(opts: Options) -> h.Report:
             f"**{pair.ratio:.3f}x**", f"{pair.added / 1000:+,.1f}k",
             f"{pair.bare_objects:,.0f}, {pair.failover_objects:,.0f}",
         ])  # fmt: skip
+    added = {pair.variant: pair.added for pair in pairs}
+    if added.get(IN_PROCESS_FILED, 0) > 0:
+        table.notes.append(
+            f"In process, this tree adds **{added[IN_PROCESS] / added[IN_PROCESS_FILED]:.2f}** of the "
+            f"instructions issue 27's filing commit ({FILED}) adds to a request "
+            f"({added[IN_PROCESS] / 1000:+,.1f}k against {added[IN_PROCESS_FILED] / 1000:+,.1f}k; the issue's "
+            "target: half, which `happy_path --against` reads in CPU time)."
+        )
     table.notes.append(
-        f"Each client answered in process as in `opcodes` (httpx on httpcore's in-memory network); "
+        f"Each client answered in process as in `opcodes` (httpx on httpcore's in-memory network; "
+        f"the *in process* rows over an inner transport that answers at once, as in `happy_path`); "
         f"{MANY} and {FEW} requests after {WARMUP} uncounted ones, in fresh interpreters under "
         "callgrind, the difference of the totals per request. No OpenTelemetry SDK."
     )
@@ -306,10 +328,37 @@ def _openai(answers: int, *, failover: bool) -> Iterator[opcodes.Send]:
         yield send
 
 
+@contextmanager
+def _in_process(tree: str | None, *, failover: bool = True) -> Iterator[opcodes.Send]:
+    """``httpx.Client`` over an inner transport that answers at once, under the
+    ``FailoverTransport`` of this tree (``tree`` None) or of the commit ``tree`` names
+    (``_against.staged``), or bare: ``happy_path``'s in-process clients, on the real clock."""
+    import pytest_failover
+    from benchmarks._against import staged
+    from benchmarks.happy_path import InProcess
+
+    package = pytest_failover if tree is None else staged(tree)
+    pool = package.Pool("bench", list(opcodes.DOMAINS))
+    transport = package.FailoverTransport([pool], transport=InProcess()) if failover else InProcess()
+    url = opcodes.DOMAINS[0] + "/v1/ping"
+    with httpx.Client(transport=transport) as client:
+        get = client.get
+
+        def send(n: int) -> None:
+            for _ in range(n):
+                if get(url).status_code != 200:
+                    raise RuntimeError("not the in-process answer")
+
+        yield send
+
+
 _BUILD: dict[str, Callable[[int], AbstractContextManager[opcodes.Send]]] = {
     **opcodes._BUILD,
     OPENAI: lambda answers: _openai(answers, failover=True),
     BARE_OPENAI: lambda answers: _openai(answers, failover=False),
+    IN_PROCESS: lambda answers: _in_process(None),
+    IN_PROCESS_FILED: lambda answers: _in_process(FILED),
+    BARE_IN_PROCESS: lambda answers: _in_process(None, failover=False),
 }
 
 

@@ -110,3 +110,15 @@ def test_a_child_past_its_time_is_killed_and_says_so() -> None:
         pytest.skip("needs valgrind: apt-get install valgrind")
     with pytest.raises(RuntimeError, match=r"never said 'ready' \(exit status -9\)"):
         instructions.totals(opcodes.HTTPX_SYNC, 2, warmup=1, timeout=0.5)  # its start-up alone takes seconds
+
+
+@pytest.mark.parametrize(
+    "variant", [instructions.IN_PROCESS, instructions.BARE_IN_PROCESS, instructions.IN_PROCESS_FILED]
+)
+def test_the_in_process_variants_are_answered_in_process(variant: str) -> None:
+    """Each in-process client sends its requests (no valgrind here: what it would count),
+    the filing commit's under that commit's package."""
+    with instructions._BUILD[variant](3) as send:
+        send(3)
+    if variant == instructions.IN_PROCESS_FILED:
+        assert f"pytest_failover_at_{instructions.FILED}" in " ".join(sys.modules)
