@@ -50,6 +50,7 @@ from ._stale import StaleCache
 from ._sticky import StickyFile
 from ._suggest import did_you_mean
 from ._telemetry import Telemetry
+from .semconv import SHARED_CLOSED
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -223,8 +224,12 @@ class State:
     def join(self, front_end: object) -> None:
         """``front_end`` serves from this state (the front-end that built it, and each one
         that shares it): until the last of them is closed (or garbage-collected unclosed),
-        the breaker gauge reports the state's domains; until then, or until the state itself
-        is garbage-collected (every front-end of it was), its shared health stays open."""
+        the breaker gauge reports the state's domains, and its shared health stays open. A
+        front-end garbage-collected unclosed counts as closed (:meth:`_dropped`)."""
+        if self.shared is not None:
+            # Registered before the set holds it: a weak reference's callbacks run from the
+            # newest, so the set has let the front-end go when this one runs (``_dropped``).
+            weakref.finalize(front_end, self._dropped).atexit = False
         with self._lock:
             first = not self._front_ends  # the first (or the first again, after the last left)
             self._front_ends.add(front_end)
@@ -243,6 +248,17 @@ class State:
                 return False
         self.telemetry.unwatch()
         return True
+
+    def _dropped(self) -> None:
+        """A front-end of this state was garbage-collected. With none open left, the shared
+        health stops, as at the last close: the others were dropped unclosed while a closed
+        one keeps the state alive, so the state's own finalizer (every front-end collected)
+        would not run, and its threads or tasks, which hold it, would run for good. Called
+        by a collection in any thread, which may hold any lock: it takes none (``len`` of the
+        set is one read; ``abandon`` takes none either)."""
+        shared = self.shared
+        if shared is not None and not self._front_ends and shared.state != SHARED_CLOSED:
+            shared.abandon()
 
     def forget(self) -> None:
         """Forget what traffic taught this state, as a test that starts afresh needs (the

@@ -415,6 +415,46 @@ def test_a_state_whose_front_ends_were_all_dropped_unclosed_stops_its_shared_hea
     wait_for(lambda: not _connections_of(health, redis_server.url), "its connections closed")
 
 
+def test_the_last_open_front_end_dropped_beside_a_closed_one_stops_its_shared_health(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """The owner is closed but still referenced (an attribute of a long-lived object, say),
+    which keeps the state alive; its sharer, the last open front-end, is dropped unclosed. Once
+    it is collected the shared health's threads end, as at the last close."""
+    health = RedisHealth(redis_server.url, prefix=prefix)
+    owner = FailoverTransport([Pool("api", [A, B])], POLICY, Domains().sync(), shared=health)
+    sharer = FailoverTransport.sharing(owner, Domains().sync())
+    connected(owner)
+    threads = list(health._threads)
+    owner.close()  # not the last: the sharer is open
+    assert [thread.is_alive() for thread in threads] == [True, True]
+    cycle: list[object] = [sharer]
+    cycle.append(cycle)
+    del sharer, cycle
+    gc.collect()
+    for thread in threads:
+        thread.join(5)
+    assert [thread.is_alive() for thread in threads] == [False, False]
+    wait_for(lambda: not _connections_of(health, redis_server.url), "its connections closed")
+    assert owner._state.shared is health  # the closed owner, and its state, live on
+
+
+def test_a_closed_front_end_collected_beside_an_open_one_stops_nothing(redis_server: RedisServer, prefix: str) -> None:
+    """The other way round: the open front-end keeps its shared health running."""
+    health = RedisHealth(redis_server.url, prefix=prefix)
+    owner = FailoverTransport([Pool("api", [A, B])], POLICY, Domains().sync(), shared=health)
+    sharer = FailoverTransport.sharing(owner, Domains().sync())
+    connected(owner)
+    sharer.close()
+    del sharer
+    gc.collect()
+    time.sleep(0.3)
+    try:
+        assert health.state == "connected" and all(thread.is_alive() for thread in health._threads)
+    finally:
+        owner.close()
+
+
 def test_an_async_state_whose_front_ends_were_all_dropped_unclosed_stops_its_tasks(
     redis_server: RedisServer, prefix: str
 ) -> None:
