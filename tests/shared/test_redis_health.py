@@ -400,19 +400,26 @@ def test_a_state_whose_front_ends_were_all_dropped_unclosed_stops_its_shared_hea
     once collected, its shared health's threads end and Redis sees none of its connections
     (its threads held it, so nothing else would ever have stopped them)."""
     health = RedisHealth(redis_server.url, prefix=prefix)
-    transport = FailoverTransport([Pool("api", [A, B])], POLICY, Domains().sync(), shared=health)
-    connected(transport)
+    held = [FailoverTransport([Pool("api", [A, B])], POLICY, Domains().sync(), shared=health)]
+    connected(held[0])
+    assert _connections_of(health, redis_server.url)
+    _collected_stops(held, health, redis_server.url)
+
+
+def _collected_stops(held: list[FailoverTransport], health: RedisHealth, url: str) -> None:
+    """Drop the front-end ``held`` holds (its caller's only reference) in a reference cycle,
+    and collect it: ``health``'s two threads, alive until then, end, and Redis sees none of
+    its connections."""
     threads = list(health._threads)
     assert [thread.is_alive() for thread in threads] == [True, True]
-    assert _connections_of(health, redis_server.url)
-    cycle: list[object] = [transport]
+    cycle: list[object] = [held.pop()]
     cycle.append(cycle)
-    del transport, cycle
+    del cycle
     gc.collect()
     for thread in threads:
         thread.join(5)
     assert [thread.is_alive() for thread in threads] == [False, False]
-    wait_for(lambda: not _connections_of(health, redis_server.url), "its connections closed")
+    wait_for(lambda: not _connections_of(health, url), "its connections closed")
 
 
 def test_the_last_open_front_end_dropped_beside_a_closed_one_stops_its_shared_health(
@@ -423,19 +430,10 @@ def test_the_last_open_front_end_dropped_beside_a_closed_one_stops_its_shared_he
     it is collected the shared health's threads end, as at the last close."""
     health = RedisHealth(redis_server.url, prefix=prefix)
     owner = FailoverTransport([Pool("api", [A, B])], POLICY, Domains().sync(), shared=health)
-    sharer = FailoverTransport.sharing(owner, Domains().sync())
+    held = [FailoverTransport.sharing(owner, Domains().sync())]
     connected(owner)
-    threads = list(health._threads)
     owner.close()  # not the last: the sharer is open
-    assert [thread.is_alive() for thread in threads] == [True, True]
-    cycle: list[object] = [sharer]
-    cycle.append(cycle)
-    del sharer, cycle
-    gc.collect()
-    for thread in threads:
-        thread.join(5)
-    assert [thread.is_alive() for thread in threads] == [False, False]
-    wait_for(lambda: not _connections_of(health, redis_server.url), "its connections closed")
+    _collected_stops(held, health, redis_server.url)
     assert owner._state.shared is health  # the closed owner, and its state, live on
 
 
