@@ -196,7 +196,9 @@ def test_300_tasks_leave_their_requests_at_random_points(
                         break
             else:
                 await client.get(url)
-        except (FailoverError, TimeoutError):
+        # (``except*``: a request that fails inside the task group of ``scope_cancelled``
+        # reaches here in an exception group, as a flapping domain's failure may)
+        except* (FailoverError, TimeoutError):
             pass
         ended.append(way)
 
