@@ -63,3 +63,49 @@ def test_a_package_dependency_with_no_floor_stops_the_otel_run() -> None:
     project = {"dependencies": ["opentelemetry-api"], "optional-dependencies": {"simulator": []}}
     with pytest.raises(SystemExit, match="has no floor"):
         floors.otel_floor(project)
+
+
+@pytest.mark.parametrize("argv", [["--bulid"], ["--build", "--build"], ["tests"]])
+def test_an_unknown_argument_stops_the_run_before_anything_is_built(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``.ci/run`` passes ``--build`` or nothing; anything else is a usage error, and no venv
+    is touched."""
+    floors = _floors()
+    built: list[Path] = []
+    monkeypatch.setattr(floors, "build", lambda venv, *args: built.append(venv))
+    with pytest.raises(SystemExit, match=r"usage: floors\.py \[--build\]"):
+        floors.main(argv)
+    assert built == []
+
+
+def test_build_alone_builds_both_venvs_and_runs_no_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    floors = _floors()
+    built: list[Path] = []
+    ran: list[Path] = []
+    monkeypatch.setattr(floors, "build", lambda venv, *args: built.append(venv))
+
+    def run(venv: Path, tests: tuple[str, ...]) -> int:
+        ran.append(venv)
+        return 0
+
+    monkeypatch.setattr(floors, "run", run)
+    assert floors.main(["--build"]) == 0
+    assert built == [floors.VENV, floors.OTEL_VENV] and ran == []
+    assert floors.main([]) == 0
+    assert ran == [floors.VENV, floors.OTEL_VENV]
+
+
+def test_both_runs_go_on_when_the_first_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure at the extras' floors still lets the OpenTelemetry floor run, and fails the whole."""
+    floors = _floors()
+    ran: list[Path] = []
+    monkeypatch.setattr(floors, "build", lambda venv, *args: None)
+
+    def run(venv: Path, tests: tuple[str, ...]) -> int:
+        ran.append(venv)
+        return 1 if venv == floors.VENV else 0
+
+    monkeypatch.setattr(floors, "run", run)
+    assert floors.main([]) == 1
+    assert ran == [floors.VENV, floors.OTEL_VENV]
