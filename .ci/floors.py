@@ -37,7 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-floors"
 EXTRAS = ("control", "httpx", "httpx2", "requests", "aiohttp", "resolve", "redis", "simulator", "agent")
-TOOLS = ("pytest", "pytest-xdist", "pytest-asyncio", "hypothesis", "trio", "uvloop", "requests[socks]", "httpx-retries")
+TOOLS = ("pytest", "pytest-xdist", "pytest-asyncio", "hypothesis", "trio", "uvloop", "requests[socks]", "httpx-retries",
+         "selenium")
 TESTS = (
     "tests/client/test_transport.py",
     "tests/client/test_integrations.py",
@@ -50,6 +51,7 @@ TESTS = (
     "tests/resolve",
     "tests/control",
     "tests/shared",
+    "tests/agent",
 )
 OTEL_VENV = ROOT / ".venv-otel-floor"
 OTEL_EXTRAS = ("control", "httpx", "httpx2", "requests", "aiohttp", "resolve", "redis")

@@ -27,7 +27,7 @@ def test_each_floor_of_the_extras_is_pinned_and_the_sdk_pins_the_api() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     pins = floors.constraints(project)
     assert {"httpx==0.27", "httpx2==2.12", "urllib3==2.0.2", "aiohttp==3.14", "apscheduler==3.11"} <= set(pins)
-    assert "opentelemetry-sdk==1.45" in pins
+    assert "opentelemetry-sdk==1.45.2" in pins
     assert len(floors.tools(project)) == len(floors.TOOLS)
 
 
