@@ -115,6 +115,12 @@ def _in_processes(name: str, args: argparse.Namespace, count: int) -> h.Report:
                 f"tree adds to a request in process, the median over the processes "
                 f"({', '.join(f'{x:.2f}' for x in each)})."
             )
+            hot = [share["back_to_back_share"] for share in shares if "back_to_back_share" in share]
+            if hot:  # (and back to back: see happy_path._back_to_back)
+                table.notes.append(
+                    f"Back to back (the transport alone, nothing of httpx.Client between two calls): "
+                    f"**{statistics.median(hot):.2f}** ({', '.join(f'{x:.2f}' for x in hot)})."
+                )
     report.extra += [f"\n#### {name}, process {i + 1} of {count}\n\n{run['markdown']}" for i, run in enumerate(runs)]
     report.data = {"processes": [run["data"] for run in runs]}
     report.seconds = time.monotonic() - started

@@ -233,6 +233,44 @@ class InProcess(httpx.BaseTransport):
         return httpx.Response(200, content=b"{}", request=request)
 
 
+class Canned(httpx.BaseTransport):
+    """An inner transport that returns one response, built once: called back to back, a
+    transport over it runs nothing but its own work (``_back_to_back``)."""
+
+    def __init__(self) -> None:
+        self.response = httpx.Response(200, content=b"{}")
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self.response
+
+
+def _back_to_back(pf: Any, old: Any, opts: Options) -> dict[str, float]:
+    """The CPU a FailoverTransport adds to ``handle_request`` called back to back over
+    :class:`Canned` (and ``old``'s, the package at ``--against``), against the inner
+    transport's own call: the median of per-round differences, in seconds. Nothing else
+    runs between two requests, so the library's code and objects stay in the processor's
+    caches, where between httpx.Client's own work (the table's figures) they do not."""
+    request = httpx.Client().build_request("GET", "http://127.0.0.1:9/v1/ping")  # (with the client's timeouts)
+    transports: dict[str, Any] = {"bare": Canned()}
+    for name, package in (("ours", pf), ("theirs", old)):
+        if package is not None:
+            pool = package.Pool("bench", ["http://127.0.0.1:9", "http://127.0.0.1:10"])
+            transports[name] = package.FailoverTransport([pool], transport=Canned())
+
+    def runner(transport: Any) -> Callable[[int], None]:
+        def go(n: int) -> None:
+            handle = transport.handle_request
+            for _ in range(n):
+                handle(request)
+        return go
+
+    samples = h.interleave({k: runner(t) for k, t in transports.items()}, rounds=opts.rounds_or(100, 1000),
+                           per_round=500, max_seconds=opts.seconds_or(4, 40))
+    bare = samples.cpu["bare"]
+    return {k: h.Stats.of([a - b for a, b in zip(samples.cpu[k], bare, strict=False)]).median
+            for k in transports if k != "bare"}
+
+
 def _in_process(pf: Any, opts: Options, make_sdk: Any, retry_transport: Any, instrumentor: Any) -> tuple[h.Table, dict[str, Any]]:
     """Cost added per request by each wrapper, with an in-process inner transport (low noise)."""
     # One inner transport per client: the official instrumentation patches the
@@ -246,7 +284,7 @@ def _in_process(pf: Any, opts: Options, make_sdk: Any, retry_transport: Any, ins
         pool = pf.Pool("bench", ["http://127.0.0.1:9", "http://127.0.0.1:10"])
         clients["FailoverTransport, no SDK"] = httpx.Client(
             transport=pf.FailoverTransport([pool], transport=InProcess()))
-    theirs = commit = None
+    theirs = commit = old = None
     if pf is not None and opts.against is not None:  # the package at another commit, beside this one
         from benchmarks._against import commit_of, staged
 
@@ -323,6 +361,19 @@ def _in_process(pf: Any, opts: Options, make_sdk: Any, retry_transport: Any, ins
             f"{theirs_added * 1e6:+.1f} µs of CPU, each the median of its per-round differences from bare)."
         )
         data["against"] = {"commit": commit, "added_share": share}
+    if pf is not None:
+        alone = _back_to_back(pf, old, opts)
+        data["back_to_back_added_s"] = alone
+        line = (f"Back to back (the transport's `handle_request` alone, over an inner transport that returns one "
+                f"prebuilt response, nothing of httpx.Client between two calls): this tree adds "
+                f"**{alone['ours'] * 1e6:+.1f} µs** of CPU")
+        if "theirs" in alone:
+            hot = alone["ours"] / alone["theirs"] if alone["theirs"] > 0 else math.nan
+            line += f", {commit}'s {alone['theirs'] * 1e6:+.1f} µs: a share of **{hot:.2f}**"
+            data["against"]["back_to_back_share"] = hot
+        table.notes.append(line + ". Between httpx's own work, as in the rows above, the library's code and objects "
+                           "are out of the processor's caches again at each request: that difference is memory, "
+                           "which opcode and instruction counts do not see.")
     table.notes.append(
         f"{len(bare_cpu)} interleaved rounds of 50 GETs per variant. Every client here also pays httpx.Client's own "
         "per-request work; the inner transport builds an httpx.Response and nothing else. The SDK rows end each "

@@ -81,3 +81,37 @@ def test_happy_path_puts_the_other_tree_beside_this_one_and_says_what_share_it_a
     assert data["against"]["commit"] == _head() and math.isfinite(data["against"]["added_share"])
     assert any(row[0] == theirs for row in table.rows)
     assert any(note.startswith(f"Against {_head()} (`--against HEAD`)") for note in table.notes)
+    # ... and the same two transports back to back, each over a prebuilt response (``_back_to_back``)
+    assert math.isfinite(data["against"]["back_to_back_share"])
+    assert set(data["back_to_back_added_s"]) == {"ours", "theirs"}
+    assert any(note.startswith("Back to back") and f"{_head()}'s" in note for note in table.notes)
+
+
+class _Counted:
+    """A stand-in for a package: its FailoverTransport counts the requests it is handed."""
+
+    def __init__(self) -> None:
+        self.requests: list[httpx.Request] = []
+        package = self
+
+        class FailoverTransport:
+            def __init__(self, pools: list[str], transport: httpx.BaseTransport) -> None:
+                self.inner = transport
+
+            def handle_request(self, request: httpx.Request) -> httpx.Response:
+                package.requests.append(request)
+                return self.inner.handle_request(request)
+
+        self.FailoverTransport = FailoverTransport
+        self.Pool = lambda name, urls: name
+
+
+def test_back_to_back_sends_every_round_through_each_packages_own_transport() -> None:
+    ours, theirs = _Counted(), _Counted()
+    added = happy_path._back_to_back(ours, theirs, Options(rounds=4, seconds=30.0))
+    assert set(added) == {"ours", "theirs"}
+    # 4 rounds of 500, after one warm-up round of 125
+    assert len(ours.requests) == len(theirs.requests) == 4 * 500 + 125
+    # the request a client builds (its timeouts set), the same one each time
+    assert {id(r) for r in ours.requests} == {id(ours.requests[0])} and "timeout" in ours.requests[0].extensions
+    assert happy_path._back_to_back(ours, None, Options(rounds=1, seconds=30.0)).keys() == {"ours"}

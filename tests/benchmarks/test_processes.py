@@ -50,3 +50,4 @@ def test_the_happy_path_runs_in_two_processes() -> None:
                           check=True).stdout.strip()
     assert output.count(f"| FailoverTransport at {head}, no SDK |") == 2  # in each process's in-process table
     assert f"Against {head}: this tree adds **" in output  # and their median, across the two
+    assert "Back to back (the transport alone, nothing of httpx.Client between two calls): **" in output
