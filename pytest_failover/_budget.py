@@ -35,25 +35,28 @@ __all__ = ["TokenBucket"]
 
 
 class TokenBucket:
-    __slots__ = ("max_tokens", "ratio", "tokens")
+    __slots__ = ("full", "max_tokens", "ratio", "tokens")
 
     def __init__(self, config: RetryBudget) -> None:
         self.max_tokens = float(config.max_tokens)
         self.ratio = float(config.token_ratio)
-        self.tokens = self.max_tokens
+        self._hold(self.max_tokens)
+
+    def _hold(self, tokens: float) -> None:
+        """Hold ``tokens``; ``full`` (would a refund change nothing?) is kept with them, so
+        every success reads an attribute where it made a call (``RequestPlan.answered_alone``:
+        see ``Breaker.quiet``)."""
+        self.tokens = tokens
+        self.full = tokens >= self.max_tokens
 
     def allows_retry(self) -> bool:
         return self.tokens > self.max_tokens / 2
 
     def charge(self) -> None:
         """A retry failed after sending bytes."""
-        self.tokens = max(0.0, self.tokens - 1.0)
-
-    def full(self) -> bool:
-        """Would a refund change nothing? (As mostly: see ``RequestPlan.answered_alone``.)"""
-        return self.tokens >= self.max_tokens
+        self._hold(max(0.0, self.tokens - 1.0))
 
     def refund(self) -> None:
         """An attempt succeeded."""
         if self.tokens < self.max_tokens:  # full, as it mostly is: nothing to do
-            self.tokens = min(self.max_tokens, self.tokens + self.ratio)
+            self._hold(min(self.max_tokens, self.tokens + self.ratio))

@@ -645,8 +645,8 @@ class RequestPlan:
         nowhere; what is left is the breaker's count, the domain's latency window (an
         adaptive hedge delay's) and the budget's refund, under the one lock.
 
-        Most such answers change nothing: the domain's breaker is clean (``Breaker.clean``),
-        no latency is kept and the budget is full (``TokenBucket.full``). Those take no lock.
+        Most such answers change nothing: the domain's breaker is quiet (``Breaker.quiet``),
+        no latency is kept and the budget is full (``TokenBucket.full``): attributes, no call. Those take no lock.
         Each field is read whole under the GIL, and a success that writes nothing takes its
         place at the reads: a failure, a switch or a spent token that another thread records
         after them follows it, as it would follow the locked success; one recorded before
@@ -655,9 +655,9 @@ class RequestPlan:
         breaker, budget = attempt.breaker, core.budget
         if (
             core.serving is attempt.domain
-            and breaker.clean()
+            and breaker.quiet
             and core.latency is None
-            and (budget is None or budget.full())
+            and (budget is None or budget.full)
         ):
             return True
         with core.lock:

@@ -71,7 +71,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from . import _steering
-from ._breaker import _HEALTHY, Breaker, BreakerState, Standing
+from ._breaker import Breaker, BreakerState, Standing
 from ._budget import TokenBucket
 from ._classify import outcome_table, success_table
 from ._fork import renew_locks
@@ -243,7 +243,7 @@ class PoolCore:
         would answer at once: taken without the walk."""
         _, domain, breaker = members[0]
         disabled = self.disabled
-        if breaker.standing(now, self.policy.sticky) is _HEALTHY and not (disabled and domain in disabled):
+        if breaker.quiet and not (disabled and domain in disabled):  # (quiet: healthy, whatever the time)
             return Attempt(1, domain, breaker, 0.0, self.first_timeout, now)
         choice = self.choose(now, (), members, True)
         if choice is None or choice[2]:

@@ -438,11 +438,22 @@ class ManyRequestsOnOnePool(RuleBasedStateMachine):
             assert breaker.state is self.breaker_state.get(domain, BreakerState.CLOSED)
 
     @invariant()
-    def a_counted_failure_leaves_the_breaker_unclean(self) -> None:
-        """``Breaker.clean`` (a success that changes nothing, recorded without the lock)
+    def a_counted_failure_leaves_the_breaker_unquiet(self) -> None:
+        """``Breaker.quiet`` (a success that changes nothing, recorded without the lock)
         reads ``failed_at`` alone for the failure count: every counted failure sets it."""
         for domain, breaker in self.pool.breakers.items():
             assert breaker.failures == 0 or breaker.failed_at is not None, f"{domain}: failures without failed_at"
+
+    @invariant()
+    def the_attributes_the_happy_path_reads_follow_their_fields(self) -> None:
+        """``Breaker.quiet`` and ``TokenBucket.full`` are kept by each write, not worked out
+        when read: after every step they say what their fields say."""
+        for domain, breaker in self.pool.breakers.items():
+            quiet = breaker.state is BreakerState.CLOSED and breaker.failed_at is None and not breaker.leased
+            assert breaker.quiet is quiet, f"{domain}: quiet is {breaker.quiet}, its fields say {quiet}"
+        budget = self.pool.budget
+        if budget is not None:
+            assert budget.full is (budget.tokens >= budget.max_tokens), "the budget's full is stale"
 
     @invariant()
     def the_throttle_counts_each_hedgeable_request_once(self) -> None:
