@@ -250,7 +250,8 @@ def _back_to_back(pf: Any, old: Any, opts: Options) -> dict[str, float]:
     transport's own call: the median of per-round differences, in seconds. Nothing else
     runs between two requests, so the library's code and objects stay in the processor's
     caches, where between httpx.Client's own work (the table's figures) they do not."""
-    request = httpx.Client().build_request("GET", "http://127.0.0.1:9/v1/ping")  # (with the client's timeouts)
+    with httpx.Client() as client:  # (a request as a client builds it: its timeouts set)
+        request = client.build_request("GET", "http://127.0.0.1:9/v1/ping")
     transports: dict[str, Any] = {"bare": Canned()}
     for name, package in (("ours", pf), ("theirs", old)):
         if package is not None:
@@ -266,6 +267,8 @@ def _back_to_back(pf: Any, old: Any, opts: Options) -> dict[str, float]:
 
     samples = h.interleave({k: runner(t) for k, t in transports.items()}, rounds=opts.rounds_or(100, 1000),
                            per_round=500, max_seconds=opts.seconds_or(4, 40))
+    for transport in transports.values():
+        transport.close()
     bare = samples.cpu["bare"]
     return {k: h.Stats.of([a - b for a, b in zip(samples.cpu[k], bare, strict=False)]).median
             for k in transports if k != "bare"}

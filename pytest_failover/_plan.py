@@ -646,7 +646,8 @@ class RequestPlan:
         adaptive hedge delay's) and the budget's refund, under the one lock.
 
         Most such answers change nothing: the domain's breaker is quiet (``Breaker.quiet``),
-        no latency is kept and the budget is full (``TokenBucket.full``): attributes, no call. Those take no lock.
+        no latency is kept and the budget is full (``TokenBucket.full``), each read as an
+        attribute, not asked with a call. Those take no lock.
         Each field is read whole under the GIL, and a success that writes nothing takes its
         place at the reads: a failure, a switch or a spent token that another thread records
         after them follows it, as it would follow the locked success; one recorded before

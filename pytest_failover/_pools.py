@@ -239,11 +239,13 @@ class PoolCore:
         timeout, unless it is a probe, which needs the lock (None: the request's plan decides
         under it). Read without the lock (``RequestPlan.first`` says why that is sound).
 
-        The first member, enabled and healthy (most requests'), is what the choice's walk
-        would answer at once: taken without the walk."""
+        The first member, enabled and quiet (``Breaker.quiet``: healthy whatever the time,
+        as most requests find it), is what the choice's walk would answer at once: taken
+        without the walk. A breaker healthy but not quiet (a failure counted in a pool that
+        is not sticky) takes the walk, which answers the same."""
         _, domain, breaker = members[0]
         disabled = self.disabled
-        if breaker.quiet and not (disabled and domain in disabled):  # (quiet: healthy, whatever the time)
+        if breaker.quiet and not (disabled and domain in disabled):
             return Attempt(1, domain, breaker, 0.0, self.first_timeout, now)
         choice = self.choose(now, (), members, True)
         if choice is None or choice[2]:

@@ -92,6 +92,7 @@ class _Counted:
 
     def __init__(self) -> None:
         self.requests: list[httpx.Request] = []
+        self.closed = 0
         package = self
 
         class FailoverTransport:
@@ -101,6 +102,9 @@ class _Counted:
             def handle_request(self, request: httpx.Request) -> httpx.Response:
                 package.requests.append(request)
                 return self.inner.handle_request(request)
+
+            def close(self) -> None:
+                package.closed += 1
 
         self.FailoverTransport = FailoverTransport
         self.Pool = lambda name, urls: name
@@ -114,4 +118,5 @@ def test_back_to_back_sends_every_round_through_each_packages_own_transport() ->
     assert len(ours.requests) == len(theirs.requests) == 4 * 500 + 125
     # the request a client builds (its timeouts set), the same one each time
     assert {id(r) for r in ours.requests} == {id(ours.requests[0])} and "timeout" in ours.requests[0].extensions
+    assert ours.closed == theirs.closed == 1  # each closed once measured
     assert happy_path._back_to_back(ours, None, Options(rounds=1, seconds=30.0)).keys() == {"ours"}
