@@ -46,7 +46,7 @@ Route = tuple[PoolCore, Domain | None, Domain | None]
 
 # (scheme, host, port) of an httpx or httpx2 URL's ``_uri_reference`` (a ``ParseResult``
 # named tuple, both libraries alike): the default port is None there too.
-_ORIGIN = operator.itemgetter(0, 2, 3)
+ORIGIN = operator.itemgetter(0, 2, 3)
 
 
 class FailoverCore:
@@ -80,8 +80,10 @@ class FailoverCore:
         }
         # (scheme, host, port) as URL gives them (a default port is None)
         self._by_origin = {(d.scheme, d.host, d.port): (d, self.pools[name]) for d, name in seen.items()}
-        # The route of a request with no options whose URL names a pool domain, made once.
-        self._routes: dict[tuple[str, str, int | None], Route] = {
+        # The route of a request with no options whose URL names a pool domain, made once,
+        # by the origin of its URL (:data:`ORIGIN`): :meth:`route`'s first look-up, which a
+        # front-end may make itself before it calls it (``_FailoverBase._begin``).
+        self.routes: dict[tuple[str, str, int | None], Route] = {
             origin: (pool_core, None, domain) for origin, (domain, pool_core) in self._by_origin.items()
         }
         self.random = random
@@ -112,7 +114,7 @@ class FailoverCore:
             # The URL's parsed parts, read at C level: its ``scheme``, ``host`` and ``port``
             # properties are three Python calls (22 of a request's opcodes, every frame counted). An IDNA host is
             # in its ASCII form there: it misses, and the general path below finds it.
-            route = self._routes.get(_ORIGIN(url._uri_reference))
+            route = self.routes.get(ORIGIN(url._uri_reference))
             if route is not None:
                 return route
         if not options.enabled:

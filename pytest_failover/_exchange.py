@@ -271,14 +271,14 @@ class Lane:
         core: PoolCore,
         origin: Domain | None,
         now: float,
-        resendable: bool,
     ) -> None:
         """The lane of ``request`` to ``core``'s pool at ``now``, and its first attempt,
         aimed, in :attr:`attempt` when the lane takes the request alone: the pool's choice
         is not a probe, and the stale cache is off for the request. In a hedging pool a
-        hedgeable request's (``resendable``) is in :attr:`racing` instead, and has earned
-        the hedge throttle its token (``RequestPlan.noted``, as a plan's first attempt
-        does). With neither, the exchange takes it from the start (``Exchange.adopting``)."""
+        hedgeable request's (one the pool may send again: ``PoolCore.idempotent``, its body
+        replayable as every lane's is) is in :attr:`racing` instead, and has earned the
+        hedge throttle its token (``RequestPlan.noted``, as a plan's first attempt does).
+        With neither, the exchange takes it from the start (``Exchange.adopting``)."""
         self._state = state
         self.lib = lib
         self._origin = origin  # the pool domain the request's URL points at, if any
@@ -286,7 +286,12 @@ class Lane:
         self.original_url = request.url
         self.core = core
         self.started_at = now
-        self.body_limit, self._loads, stale = core.reading[resendable][request.method == "GET"]
+        method = request.method
+        reading = core.idempotent_reading.get(method)  # most requests' methods: no call
+        if reading is None:  # one its headers may make idempotent (an Idempotency-Key)
+            resendable = core.idempotent(method, request.headers)
+            reading = (resendable, *core.reading[resendable][method == "GET"])
+        resendable, self.body_limit, self._loads, stale = reading
         if stale:
             self._stale = True
             return
@@ -572,10 +577,9 @@ class TracedLane(Lane):
         core: PoolCore,
         origin: Domain | None,
         now: float,
-        resendable: bool,
     ) -> None:
         self.trace = trace = state.telemetry.start(core.name, request.method, request.url)
-        Lane.start(self, state, lib, request, core, origin, now, resendable)
+        Lane.start(self, state, lib, request, core, origin, now)
         attempt = self.attempt or self.racing
         if trace is not None and attempt is not None:
             self._started(trace, attempt)

@@ -78,6 +78,7 @@ from ._values import (
     Stop,
     Switch,
     Wait,
+    new_attempt,
 )
 
 if TYPE_CHECKING:
@@ -349,7 +350,7 @@ class RequestPlan:
             if early:
                 self._early_allowed = False
             self._add_transition(events, domain, breaker.acquire(now + delay, early=early))
-        attempt = Attempt(len(self.records) + 1, domain, breaker, delay, timeout, now + delay)
+        attempt = new_attempt(len(self.records) + 1, domain, breaker, delay, timeout, now + delay)
         if probe:
             attempt.probe = True
         if events:
@@ -404,7 +405,7 @@ class RequestPlan:
                     return None
                 self._throttled = True
                 return HedgeThrottled(pool=self.pool, domain=domain)
-            attempt = Attempt(len(self.records) + len(self.flying) + 1, domain, breaker, 0.0, timeout, now)
+            attempt = new_attempt(len(self.records) + len(self.flying) + 1, domain, breaker, 0.0, timeout, now)
             attempt.hedge = attempt.raced = True
             if core.slow_calls is not None:
                 core.slow_calls[domain].began(attempt, now)

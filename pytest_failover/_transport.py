@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar, cast
 
 from ._classify import LIBRARIES
+from ._core import ORIGIN
 from ._deadline import GRACE, arm, async_limit, disarm
 from ._exchange import (
     WHOLE,
@@ -176,9 +177,12 @@ class _FailoverBase:
         route their native request first, to pass it through as it is)."""
         state = self._state
         if routed is None:
-            extensions = request.extensions  # no options, as most requests have: no call
-            options = RequestOptions.from_extensions(extensions) if "failover" in extensions else DEFAULT_OPTIONS
-            route = state.core.route(request.url, options)
+            if "failover" in request.extensions:
+                options = RequestOptions.from_extensions(request.extensions)
+                route = state.core.route(request.url, options)
+            else:  # no options, as most requests have: their URL's route, if made (no call)
+                options = DEFAULT_OPTIONS
+                route = state.core.routes.get(ORIGIN(request.url._uri_reference)) or state.core.route(request.url, options)
             if route is None:
                 return None
         else:
@@ -190,10 +194,9 @@ class _FailoverBase:
             and options is DEFAULT_OPTIONS
             and isinstance(request.stream, lib.ByteStream)
         ):
-            resendable = pool_core.idempotent(request.method, request.headers)
             # (a TracedLane while telemetry records: it does what the exchange would)
             lane = (Lane if state.telemetry.silent() else TracedLane)()
-            lane.start(state, lib, request, pool_core, origin, state.clock(), resendable)
+            lane.start(state, lib, request, pool_core, origin, state.clock())
             return lane if lane.attempt is not None or lane.racing is not None else self._exchange.adopting(lane)
         return self._exchange(state, lib, request, pool_core, pinned, origin, options)
 

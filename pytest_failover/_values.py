@@ -35,6 +35,7 @@ __all__ = [
     "Switch",
     "Wait",
     "WholeOnly",
+    "new_attempt",
 ]
 
 
@@ -181,13 +182,13 @@ class Attempt:
     before = 0.0
     waited = 0.0
 
-    def __init__(self, number: int, domain: Domain, breaker: Breaker, delay: float, timeout: float, sent_at: float) -> None:
-        self.number = number
-        self.domain = domain
-        self.breaker = breaker  # the domain's
-        self.delay = delay
-        self.timeout = timeout
-        self.sent_at = sent_at
+    # The decision's six, set by :func:`new_attempt`, which makes every attempt.
+    number: int
+    domain: Domain
+    breaker: Breaker  # the domain's
+    delay: float
+    timeout: float
+    sent_at: float
 
     def report(self) -> AttemptRecord:
         """What the result or the error keeps of this attempt, once it ended. Its fields
@@ -202,6 +203,22 @@ class Attempt:
 
     def __repr__(self) -> str:
         return f"<Attempt {self.number} on {self.domain} in {self.delay:.3f} s{' (probe)' if self.probe else ''}>"
+
+
+def new_attempt(number: int, domain: Domain, breaker: Breaker, delay: float, timeout: float, sent_at: float) -> Attempt:
+    """A new :class:`Attempt`: the core's decision (see its fields). A function, where an
+    ``Attempt.__init__`` would be the obvious home: a class's ``__init__`` runs in a frame
+    the interpreter enters from C (``slot_tp_init``), and CPython 3.11 cannot run that one
+    inline, as it runs this function's. The class has no ``__init__``, so ``Attempt()`` is
+    made in C alone. Every request makes one (``PoolCore.first_attempt``)."""
+    attempt = Attempt()
+    attempt.number = number
+    attempt.domain = domain
+    attempt.breaker = breaker
+    attempt.delay = delay
+    attempt.timeout = timeout
+    attempt.sent_at = sent_at
+    return attempt
 
 
 def reports(attempts: Iterable[Attempt]) -> tuple[AttemptRecord, ...]:

@@ -50,6 +50,7 @@ from pytest_failover._values import (
     RequestOptions,
     Stop,
     Wait,
+    new_attempt,
 )
 
 DOMAINS = ["https://a.example", "https://b.example", "https://c.example"]
@@ -513,7 +514,7 @@ def _answered_by_a_plan(
     duration: from when it was sent to ``now``), and the events that caused: what the lane
     must match when it records the success alone."""
     twin = _twin(pool)
-    twin_attempt = Attempt(1, attempt.domain, twin.breakers[attempt.domain], 0.0, attempt.timeout, attempt.sent_at)
+    twin_attempt = new_attempt(1, attempt.domain, twin.breakers[attempt.domain], 0.0, attempt.timeout, attempt.sent_at)
     plan = RequestPlan(twin, method, httpx.Headers(), DEFAULT_OPTIONS, True, None, attempt.sent_at)
     plan._took(twin_attempt)
     return twin, plan.answer(twin_attempt, outcome, now, now - attempt.sent_at)

@@ -42,7 +42,7 @@ from pytest_failover._breaker import Breaker
 from pytest_failover._exchange import _heading
 from pytest_failover._slowness import SlowCallWindow
 from pytest_failover._sockets import _TICK, Told, carried, connection, extra_socket, told
-from pytest_failover._values import Attempt
+from pytest_failover._values import new_attempt
 from pytest_failover.integrations import _urllib3
 from pytest_failover.integrations._urllib3 import pool_classes
 from pytest_failover.integrations.requests import FailoverAdapter
@@ -441,7 +441,7 @@ def test_a_head_is_told_to_the_attempt_it_came_for() -> None:
     (an attempt a race cut meanwhile is gone from the list)."""
     breaker = Breaker(threshold=1, cooldown=1.0)
     domain = Pool("api", ["https://a.example"]).domains[0]
-    first, hedge = (Attempt(n, domain, breaker, 0.0, 1.0, 0.0) for n in (1, 2))
+    first, hedge = (new_attempt(n, domain, breaker, 0.0, 1.0, 0.0) for n in (1, 2))
     head = httpx.Response(200)
     assert _heading([first, hedge], head) is None
     hedge.response = head

@@ -14,12 +14,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import _internal as otel_metrics_globals
 from opentelemetry.sdk.trace import TracerProvider
 
-from pytest_failover import FailoverResult, Hedging, Policy, Pool
+from pytest_failover import (
+    AsyncFailoverTransport,
+    ExponentialBackoff,
+    FailoverResult,
+    Hedging,
+    Policy,
+    Pool,
+)
+from pytest_failover._exchange import Exchange, Lane
 from pytest_failover._plan import RequestPlan
 from pytest_failover._pool import Domain
 from pytest_failover._transport import _state_of
@@ -574,3 +583,39 @@ def test_a_caller_cancelled_in_an_async_hedged_lane_gives_its_request_up_once(
     assert b.total_settled(1 if due else 0) == (1 if due else 0)  # only a hedge goes there
     snapshot = transport.state().pools["api"]
     assert [(d.breaker, d.consecutive_failures, d.can_request) for d in snapshot.domains] == [("closed", 0, True)] * 2
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        Policy(),
+        Policy(read_body=False),
+        Policy(schedule=ExponentialBackoff(max_attempts=1)),
+        Policy(is_app_error=lambda response: False, read_body=False),
+        Policy(idempotent_methods=frozenset({"GET", "PURGE"})),
+        Policy(hedging=Hedging(delay=10.0)),
+    ],
+    ids=["default", "no-body-read", "one-attempt", "app-check", "own-methods", "hedging"],
+)
+def test_the_lane_reads_each_request_as_the_pools_idempotency_rule_says(policy: Policy) -> None:
+    """A lane looks a request's reading up by its method (``PoolCore.idempotent_reading``)
+    where the plan asks ``PoolCore.idempotent``: for every method, with an Idempotency-Key
+    and without, the lane reads as much of a body as the pool's rule says a request that
+    may (or may not) be sent again reads, and races a hedge only for one that may."""
+    transport = AsyncFailoverTransport([Pool("api", ["http://127.0.0.1:9", "http://127.0.0.2:9"])], policy)
+    core = transport._state.core.pools["api"]
+    checked = 0
+    for method in ("GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE", "POST", "PATCH", "PURGE"):
+        for headers in ({}, {"Idempotency-Key": "k-1"}):
+            request = httpx.Request(method, "http://127.0.0.1:9/x", headers=headers)
+            lane = transport._begin(request)
+            assert isinstance(lane, Lane) and not isinstance(lane, Exchange)
+            resendable = core.idempotent(method, request.headers)
+            assert resendable == (method in policy.idempotent_methods or bool(headers))
+            limit, loads, _ = core.reading[resendable][method == "GET"]
+            assert (type(lane.body_limit), lane.body_limit, lane._loads) == (type(limit), limit, loads), (method, headers)
+            hedges = policy.hedging is not None and resendable
+            assert (lane.racing is not None, lane.attempt is None) == (hedges, hedges), (method, headers)
+            checked += 1
+    asyncio.run(transport.aclose())
+    assert checked == 18

@@ -19,7 +19,7 @@ from pytest_failover._breaker import Breaker
 from pytest_failover._deadline import _Watchdog
 from pytest_failover._pool import Domain
 from pytest_failover._sockets import socket_of
-from pytest_failover._values import Attempt
+from pytest_failover._values import Attempt, new_attempt
 
 from .servers import LoopbackServer
 
@@ -48,7 +48,7 @@ def _response(sock: socket.socket) -> httpx.Response:
 
 def _answered(response: Any) -> Attempt:
     """A sync attempt whose answer's headers came: ``response`` (what the watchdog cuts)."""
-    attempt = Attempt(1, Domain.parse("http://127.0.0.1:9"), Breaker(threshold=1, cooldown=1.0), 0.0, 1.0, 0.0)
+    attempt = new_attempt(1, Domain.parse("http://127.0.0.1:9"), Breaker(threshold=1, cooldown=1.0), 0.0, 1.0, 0.0)
     attempt.request = httpx.Request("GET", "http://127.0.0.1:9/")
     attempt.response = response
     return attempt
