@@ -90,7 +90,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from types import CodeType, FrameType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -153,6 +153,7 @@ class Count:
     calls: int
     modules: dict[str, int]  # opcodes per module of the package ("_exchange", "integrations.requests"),
     # or, counting every frame, per top-level package ("httpx", "requests", "pytest_failover", "stdlib")
+    general: list[str] = field(default_factory=list)  # the package's look-ups left general (see GENERAL)
 
     @property
     def per_request(self) -> float:
@@ -180,6 +181,7 @@ class _Tracer:
         self._modules: dict[CodeType, str | None] = {}
         self._entries: dict[CodeType, int] = {}
         self._locals: dict[str, Tracer] = {}
+        self.ran: set[tuple[CodeType, int]] = set()  # each instruction counted: its code, its offset
 
     def module(self, code: CodeType) -> str | None:
         """The name ``code``'s opcodes count under; None when they are not counted."""
@@ -218,11 +220,12 @@ class _Tracer:
         return entry
 
     def _counting(self, module: str) -> Tracer:
-        opcodes = self.opcodes
+        opcodes, ran = self.opcodes, self.ran
 
         def local(frame: FrameType, event: str, arg: Any) -> Tracer:
             if event == "opcode":
                 opcodes[module] += 1
+                ran.add((frame.f_code, frame.f_lasti))
             return local
 
         return local
@@ -253,9 +256,10 @@ class _EveryFrame(_Tracer):
         return "benchmarks" if name.startswith(self._benchmarks) else "other"
 
 
-def count_opcodes(send: Send, requests: int, *, total: bool = False) -> Count:
+def count_opcodes(send: Send, requests: int, *, total: bool = False, ran: set[tuple[CodeType, int]] | None = None) -> Count:
     """The package's opcodes and calls while ``send(requests)`` runs in this thread
-    (``total``: every frame's, by top-level package)."""
+    (``total``: every frame's, by top-level package); each instruction counted added to
+    ``ran``, if given (its code and offset)."""
     import pytest_failover
 
     package = os.path.dirname(pytest_failover.__file__)  # as the code objects spell it
@@ -268,7 +272,39 @@ def count_opcodes(send: Send, requests: int, *, total: bool = False) -> Count:
     finally:
         if collecting:
             gc.enable()
+    if ran is not None:
+        ran |= tracer.ran
     return Count(requests, sum(tracer.opcodes.values()), tracer.calls, dict(tracer.opcodes.most_common()))
+
+
+GENERAL = frozenset({
+    "LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "LOAD_GLOBAL", "LOAD_SUPER_ATTR",  # never quickened (3.11), or left general (3.12+)
+    "LOAD_ATTR_ADAPTIVE", "LOAD_METHOD_ADAPTIVE", "STORE_ATTR_ADAPTIVE", "LOAD_GLOBAL_ADAPTIVE",  # 3.11's left general
+})  # fmt: skip
+"""The general forms of the attribute and global look-ups. The interpreter specialises each
+look-up for what it meets (PEP 659): an attribute in an instance's values, in a slot, a
+method of the class, a module's global. One it cannot specialise stays general, and runs a
+full look-up at every run: on CPython 3.11, an attribute of the class read through an
+instance, an instance's attribute whose name the class binds to an object of a mutable
+class (``_transport._FailoverBase._library``), a method looked up on an instance's own
+attribute (``state.clock()``, where ``clock`` is a callable in a slot). The opcode count does
+not see the difference."""
+
+
+def general_lookups(ran: set[tuple[CodeType, int]]) -> list[str]:
+    """Of the instructions in ``ran`` (code, offset), the look-ups the interpreter runs in a
+    general form (:data:`GENERAL`) as it stands now, each as ``"qualified name: OPNAME
+    name"``, sorted. Asked after the code ran again untraced: tracing leaves specialised
+    instructions in their general form until they run again."""
+    offsets: dict[CodeType, set[int]] = {}
+    for code, offset in ran:
+        offsets.setdefault(code, set()).add(offset)
+    return sorted(
+        f"{code.co_qualname}: {instruction.opname} {instruction.argval}"
+        for code, at in offsets.items()
+        for instruction in dis.get_instructions(code, adaptive=True)
+        if instruction.offset in at and instruction.opname in GENERAL
+    )
 
 
 @contextmanager
@@ -299,7 +335,7 @@ if sys.version_info >= (3, 12):
             raise RuntimeError("opcodes: every sys.monitoring tool id is taken (a debugger or a coverage tool?)")
         disable = monitoring.DISABLE
         module_of = tracer.module
-        opcodes = tracer.opcodes
+        opcodes, ran = tracer.opcodes, tracer.ran
         counting, thread = threading.get_ident(), threading.get_ident
 
         def started(code: CodeType, offset: int) -> object:
@@ -315,6 +351,7 @@ if sys.version_info >= (3, 12):
                 return disable
             if thread() == counting:
                 opcodes[module] += 1
+                ran.add((code, offset))
             return None
 
         monitoring.use_tool_id(tool, "benchmarks.opcodes")
@@ -552,9 +589,19 @@ _BUILD: dict[str, Callable[[int], AbstractContextManager[Send]]] = {  # answers 
 # ---------------------------------------------------------------- public functions
 
 
-def measure(requests: int = REQUESTS, warmup: int = WARMUP, *, total: bool = False) -> dict[str, Count]:
+def measure(
+    requests: int = REQUESTS,
+    warmup: int = WARMUP,
+    *,
+    total: bool = False,
+    variants: tuple[str, ...] | None = None,
+    general: bool = False,
+) -> dict[str, Count]:
     """Each variant's count over ``requests`` GETs after ``warmup`` ones, in this process
-    (``total``: every frame's opcodes, for each of :data:`TOTAL_VARIANTS`).
+    (``total``: every frame's opcodes, for each of :data:`TOTAL_VARIANTS`; ``variants``:
+    those only; ``general``: with the package's look-ups left general, ``Count.general``).
+    Those of a variant are its own in a process that ran it alone: code two front-ends
+    share meets the classes of both, and a look-up specialised for one misses on the other's.
 
     Raises RuntimeError if an OpenTelemetry SDK is installed in this process: the
     library would then do its telemetry, and the figures would not be the no-SDK ones.
@@ -565,21 +612,33 @@ def measure(requests: int = REQUESTS, warmup: int = WARMUP, *, total: bool = Fal
     if any(not type(p).__module__.startswith(("opentelemetry.trace", "opentelemetry.metrics")) for p in providers):
         raise RuntimeError("an OpenTelemetry SDK is installed in this process: use measure_in_fresh_process()")
     counts: dict[str, Count] = {}
-    for name in TOTAL_VARIANTS if total else VARIANTS:
-        with _BUILD[name](warmup + requests) as send:
+    for name in variants or (TOTAL_VARIANTS if total else VARIANTS):
+        with _BUILD[name](warmup + requests + warmup) as send:
             send(warmup)
             time.sleep(SETTLE)
-            counts[name] = count_opcodes(send, requests, total=total)
+            ran: set[tuple[CodeType, int]] = set()
+            count = count_opcodes(send, requests, total=total, ran=ran)
+            if general:  # the package's look-ups left general, once its code ran again untraced
+                send(warmup)
+                count = Count(count.requests, count.opcodes, count.calls, count.modules, general_lookups(ran))
+            counts[name] = count
     return counts
 
 
 def measure_in_fresh_process(
-    requests: int = REQUESTS, warmup: int = WARMUP, timeout: float = 120.0, *, total: bool = False
+    requests: int = REQUESTS,
+    warmup: int = WARMUP,
+    timeout: float = 120.0,
+    *,
+    total: bool = False,
+    variants: tuple[str, ...] = (),
+    general: bool = False,
 ) -> dict[str, Count]:
     """:func:`measure` in a new interpreter (``python -m benchmarks.opcodes``)."""
     output = subprocess.run(
         [sys.executable, "-m", "benchmarks.opcodes", "--requests", str(requests), "--warmup", str(warmup),
-         *(["--total"] if total else [])],
+         *(["--total"] if total else []), *(["--general"] if general else []),
+         *(f"--variant={name}" for name in variants)],
         cwd=h.ROOT, capture_output=True, text=True, check=True, timeout=timeout,
     ).stdout  # fmt: skip
     return {name: Count(**fields) for name, fields in json.loads(output).items()}
@@ -647,8 +706,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=REQUESTS)
     parser.add_argument("--warmup", type=int, default=WARMUP)
     parser.add_argument("--total", action="store_true", help="count every frame's opcodes (TOTAL_VARIANTS)")
+    parser.add_argument("--variant", action="append", choices=[*VARIANTS, *TOTAL_VARIANTS], help="only this one (repeatable)")
+    parser.add_argument("--general", action="store_true", help="list the look-ups left general (GENERAL)")
     args = parser.parse_args(argv)
-    counts = measure(args.requests, args.warmup, total=args.total)
+    variants = tuple(args.variant or ()) or None
+    counts = measure(args.requests, args.warmup, total=args.total, variants=variants, general=args.general)
     print(json.dumps({name: asdict(count) for name, count in counts.items()}))
     return 0
 

@@ -98,9 +98,11 @@ _RESULTS = {
 
 
 _OUTCOME_SUCCESS = semconv.OUTCOME_SUCCESS
-# A lane's record of its success, a global: CPython 3.11 never specialises an attribute
-# read on a class (``RequestPlan.answered_alone``), so it was looked up in full at each request.
+# A lane's record of its success, and a hedgeable one's hedge token, globals: CPython 3.11
+# never specialises an attribute read on a class (``RequestPlan.answered_alone``), so it was
+# looked up in full at each request.
 _answered_alone = RequestPlan.answered_alone
+_noted = RequestPlan.noted
 _DROPPED = OutcomeKind.DROPPED
 
 _EVENT_STREAM = b"text/event-stream"
@@ -286,6 +288,7 @@ class Lane:
         self.original_url = request.url
         self.core = core
         self.started_at = now
+        self._moved = False  # (read by every lane's end: an attribute of its own, see new_attempt)
         method = request.method
         reading = core.idempotent_reading.get(method)  # most requests' methods: no call
         if reading is None:  # one its headers may make idempotent (an Idempotency-Key)
@@ -301,7 +304,7 @@ class Lane:
             if core.hedging is not None and resendable:  # it may hedge: see ``racing``
                 self.racing, self.attempt = attempt, None
                 with core.lock:
-                    RequestPlan.noted(core, attempt, True)
+                    _noted(core, attempt, True)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -316,7 +319,8 @@ class Lane:
         outcome = core.successes.get(response.status_code)
         if outcome is None:  # not a success the status alone decides
             return False
-        now = self._state.clock()
+        clock = self._state.clock  # (a callable in a slot: called where it is read, not a method look-up)
+        now = clock()
         if not _answered_alone(core, attempt, now):
             return False
         attempt.outcome = outcome
@@ -455,11 +459,13 @@ class Lane:
         59,000 instructions, more than the transport adds to the whole request (callgrind,
         loopback). The response stays open, as one streamed and not read yet: ``iter_raw``
         works, and ``close()`` closes it."""
-        response.stream = self.lib.InMemory(body)  # of the front-end's library
+        stream = self.lib.InMemory  # of the front-end's library (a class in a slot: see ends)
+        response.stream = stream(body)
         response._content = body
         response._num_bytes_downloaded = len(body)
         # httpx's ``elapsed`` setter is a property's frame: its attribute, as it sets it
-        response._elapsed = _timedelta(0, self._state.clock() - self.started_at)
+        clock = self._state.clock
+        response._elapsed = _timedelta(0, clock() - self.started_at)
         return response
 
     def read_in(self, response: Response, body: bytes) -> Response:

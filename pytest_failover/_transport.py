@@ -90,6 +90,7 @@ class _FailoverBase:
 
     _state: State
     _lib: ClassVar[HTTPLib]  # the library the front-end speaks (set by each declaration)
+    _library: HTTPLib  # the same, the instance's own (see _begin)
     _asynchronous = False  # an event loop's front-end: never blocks on the disk
     _exchange: ClassVar[type[Exchange]] = Exchange  # (AsyncExchange for an event loop's)
     # Do the requests of a pool that is plain but for hedging (``PoolCore.lane_hedges``)
@@ -118,6 +119,7 @@ class _FailoverBase:
                     f"{type(self).__name__}(shared=...) takes RedisHealth, got {type(shared).__name__}"
                     + (" (its tasks need an event loop; RedisHealth serves every front-end)" if kind else "")
                 )
+        self._library = self._lib  # (see _begin)
         self._state = State(pools, policy, **options)
         self._state.join(self)  # (its shared health is closed when the last front-end is)
 
@@ -167,6 +169,7 @@ class _FailoverBase:
                 f"{type(self).__name__}.sharing: the shared fallback is async and this front-end is "
                 "sync; give the first front-end a sync fallback (async front-ends take one too)"
             )
+        self._library = self._lib  # (see _begin)
         self._state = state
         state.join(self)
 
@@ -188,7 +191,10 @@ class _FailoverBase:
         else:
             route, options = routed
         pool_core, pinned, origin = route
-        lib = self._lib  # (a class's attribute: a full look-up at each read on 3.11, so read once)
+        # The class's ``_lib``, which each front-end keeps as its own too: on CPython 3.11 a
+        # look-up through an instance is never specialised for a name the class binds to an
+        # object of a mutable class (an HTTPLib), the instance's own or not
+        lib = self._library
         if (
             (pool_core.plain or (self._lane_hedges and pool_core.lane_hedges))
             and options is DEFAULT_OPTIONS
@@ -196,7 +202,8 @@ class _FailoverBase:
         ):
             # (a TracedLane while telemetry records: it does what the exchange would)
             lane = (Lane if state.telemetry.silent() else TracedLane)()
-            lane.start(state, lib, request, pool_core, origin, state.clock())
+            clock = state.clock  # (a callable in a slot: called where it is read, see Lane.ends)
+            lane.start(state, lib, request, pool_core, origin, clock())
             return lane if lane.attempt is not None or lane.racing is not None else self._exchange.adopting(lane)
         return self._exchange(state, lib, request, pool_core, pinned, origin, options)
 
@@ -481,8 +488,8 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
     def _inner(self, transport: AsyncInner | None) -> None:
         self._transport = inner = _async_inner(self._state, self._lib, transport)
         self._phase = getattr(inner, "failover_timeout_error", None)
-        if self._phase is not None:
-            self._grace = 0.0
+        # (the front-end's own, read at every attempt: see Lane.start's ``_moved``)
+        self._grace = GRACE if self._phase is None else 0.0
         if transport is None:  # a pool of connections of its own making: see _forked
             renew_in_child(self, AsyncLoop._forked)
 

@@ -218,6 +218,11 @@ def new_attempt(number: int, domain: Domain, breaker: Breaker, delay: float, tim
     attempt.delay = delay
     attempt.timeout = timeout
     attempt.sent_at = sent_at
+    # Read of every attempt, so set on each: a class's attribute read through an instance
+    # is a full look-up at each read on CPython 3.11 (never specialised)
+    attempt.quiet = None
+    attempt.hedge = False
+    attempt.race = None
     return attempt
 
 

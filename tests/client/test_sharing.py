@@ -131,8 +131,9 @@ def test_closing_a_sharer_leaves_the_others_working(
 
 # What a front-end keeps of its own: its I/O (the inner transport; a sync one's hedging threads).
 # A front-end's own I/O: its inner transport, its hedging threads, and whether its race can
-# cut its inner transport's sockets (then its hedging pools' requests take the lane).
-OWN = {"_transport", "_hedgers", "_lane_hedges"}
+# cut its inner transport's sockets (then its hedging pools' requests take the lane); and the
+# library it speaks (its class's, kept as its own: ``_FailoverBase._begin``).
+OWN = {"_transport", "_hedgers", "_lane_hedges", "_library"}
 
 
 def test_a_sharer_holds_every_piece_of_state_its_source_holds() -> None:
