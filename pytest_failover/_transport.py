@@ -488,7 +488,7 @@ class AsyncLoop(_FailoverBase, Generic[Req, Resp, AsyncInner]):
     def _inner(self, transport: AsyncInner | None) -> None:
         self._transport = inner = _async_inner(self._state, self._lib, transport)
         self._phase = getattr(inner, "failover_timeout_error", None)
-        # (the front-end's own, read at every attempt: see Lane.start's ``_moved``)
+        # (the front-end's own, read at every attempt: see new_attempt)
         self._grace = GRACE if self._phase is None else 0.0
         if transport is None:  # a pool of connections of its own making: see _forked
             renew_in_child(self, AsyncLoop._forked)

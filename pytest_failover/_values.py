@@ -147,9 +147,10 @@ class Attempt:
     check its invariants."""
 
     # What is learnt later, or only for some attempts, starts as a class attribute (as in
-    # ``RequestPlan``): the decision sets six fields, and a probe, a hedge or one that
-    # caused events one more; the layers that learn the rest set those they learn.
-    # (Hence no ``__slots__``: with them, every field is set for every attempt.)
+    # ``RequestPlan``): :func:`new_attempt` sets the decision's six fields and the three
+    # every attempt reads (quiet, hedge, race); a probe, a hedge or one that caused events one more; the
+    # layers that learn the rest set those they learn. (Hence no ``__slots__``: with them,
+    # every field is set for every attempt.)
     probe = False
     events: tuple[Event, ...] = ()
     hedge = False
