@@ -64,6 +64,7 @@ from ._fork import renew_in_child
 from ._sockets import cut_request, cuttable
 
 if TYPE_CHECKING:
+    from ._deadline import Ticket
     from ._exchange import Lane
     from ._lib import Response
     from ._values import Attempt
@@ -594,7 +595,7 @@ class ThreadRace:
         # (_met's test, written out: its frame cost a hedgeable request 9 opcodes)
         return (self._join(send, lane, flight) if disarm(ticket) else None), response, None
 
-    def _met(self, ticket: int, send: Send, lane: Lane, flight: Attempt) -> _Hedges | None:
+    def _met(self, ticket: Ticket, send: Send, lane: Lane, flight: Attempt) -> _Hedges | None:
         """The race of ``flight`` if its first hedge fell due (the watchdog took the
         ticket's action), else None (the ticket is disarmed)."""
         return self._join(send, lane, flight) if disarm(ticket) else None
@@ -743,7 +744,7 @@ class _Hedges:
         self.race = Race(exchange)
         self.race.adopt(first)
         self.lock = threading.Lock()
-        self.timer: list[int] = []  # the armed tickets of the hedges after the first
+        self.timer: list[Ticket] = []  # the armed tickets of the hedges after the first
         self.waiting: list[threading.Event] = []  # the calling thread's, once it waits for the hedges
         self.context = context  # the caller's spans and baggage, in the hedge's thread
 

@@ -300,3 +300,56 @@ def test_a_hurried_attempt_is_cut_now_and_a_disarmed_one_never(pair: tuple[socke
     finally:
         for sock in (other_a, other_b, ended_a, ended_b):
             sock.close()
+
+
+class _Due:
+    """A callable whose bound methods are equal to each other (and hash alike)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def due(self) -> None:
+        self.calls += 1
+
+
+def _until(condition: Callable[[], bool], limit: float) -> None:
+    started = time.monotonic()
+    while not condition() and time.monotonic() - started < limit:
+        time.sleep(0.005)
+
+
+def test_equal_callables_armed_together_are_tickets_of_their_own() -> None:
+    """``call_at`` makes each arm a ticket of its own: two bound methods of one object are
+    equal, yet both are called at their time, and disarming one leaves the other armed."""
+    dog = _Watchdog()
+    both = _Due()
+    first = dog.call_at(time.monotonic() + 0.02, both.due)
+    second = dog.call_at(time.monotonic() + 0.02, both.due)
+    _until(lambda: both.calls == 2, 2.0)
+    assert both.calls == 2
+    assert dog.disarm(first) is True and dog.disarm(second) is True  # taken: their actions ran
+    one = _Due()
+    kept = dog.call_at(time.monotonic() + 0.05, one.due)
+    assert dog.disarm(dog.call_at(time.monotonic() + 0.05, one.due)) is False  # disarmed in time
+    _until(lambda: one.calls == 1, 2.0)
+    time.sleep(0.05)  # (a second call would have come by now)
+    assert one.calls == 1
+    assert dog.disarm(kept) is True
+
+
+def test_a_client_that_keeps_arming_keeps_the_thread_looking(pair: tuple[socket.socket, socket.socket]) -> None:
+    """Each arm() marks the watchdog busy: a client that arms and disarms in turn for longer
+    than ``IDLE_AFTER`` keeps the thread looking every ``MAX_SLEEP`` (it never sleeps for
+    good), so none of its arms needs to wake it."""
+    dog = _Watchdog()
+    dog.IDLE_AFTER = 0.05
+    dog.MAX_SLEEP = 0.01
+    wake = dog._wake = _CountedEvent()
+    far = _answered(_response(pair[0]))
+    dog.disarm(dog.arm(time.monotonic() + 30.0, far))  # the thread starts
+    started = time.monotonic()
+    while time.monotonic() - started < 0.3:  # six times IDLE_AFTER
+        dog.disarm(dog.arm(time.monotonic() + 30.0, far))
+        time.sleep(0.002)
+    assert dog._wakes_at != math.inf
+    assert wake.sets == 1  # the arm that started it
