@@ -379,9 +379,7 @@ class _Timed:
     object per arm."""
 
     __slots__ = ("action",)
-
-    def __init__(self, action: Callable[[], object]) -> None:
-        self.action = action
+    action: Callable[[], object]  # set by call_at (no ``__init__``: made in C alone, see new_attempt)
 
 
 # What the watchdog watches, each its own ticket: a sync attempt, or a callable's _Timed.
@@ -471,7 +469,9 @@ class _Watchdog:
         sync hedge that is due: ``action`` only hands it to a sending thread, as nothing may
         hold this thread up); the ticket to disarm with, a :class:`_Timed` of its own (two
         bound methods of one object are equal: armed twice, they would be one key)."""
-        return self.arm(at, _Timed(action))
+        timed = _Timed()
+        timed.action = action
+        return self.arm(at, timed)
 
     def disarm(self, ticket: Ticket) -> bool:
         """Stop watching; True if the attempt's socket was cut (it ran out of time).
